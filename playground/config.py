@@ -1,0 +1,118 @@
+"""Settings for a run and for the app: frozen dataclasses with a comment on every default.
+
+`GenerationSettings` is what one request asks for (sampling, token budget); `validate()` turns any
+out-of-range value into a `ValueError` that names the field and its allowed range. `AppConfig` is how
+the process is set up (model, backend, dtype), read from `PLAYGROUND_*` environment variables.
+
+Left out: per-user persistence; settings live only as long as the request that carries them.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+# --- limits shared by the API and the UI sliders
+
+MAX_NEW_TOKENS_LIMIT = 2048  # a generous cap: beyond it a CPU demo would run for minutes
+MAX_TOP_K = 1000             # more candidates than anyone samples from in practice
+MAX_TEMPERATURE = 5.0        # above this the distribution is noise
+MAX_TOP_CANDIDATES = 20      # top-k candidates recorded per step (for the probability chart)
+MAX_PROMPT_CHARS = 200_000   # ~50k words; longer text is refused before tokenizing
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_new_tokens: int = 64      # token budget; the run also stops at EOS
+    temperature: float = 0.0      # 0 means greedy (argmax); >0 samples from softmax(logits / T)
+    top_k: int = 0                # 0 = off; else keep only the k most likely tokens before sampling
+    top_p: float = 1.0            # 1.0 = off; else nucleus sampling over the smallest set with mass >= p
+    seed: int | None = None       # fixes the sampler's RNG so a sampled run can be reproduced
+    chat: bool = True             # apply the model's chat template (if it has one); False = raw completion
+    system_prompt: str | None = None  # replaces the template's default system message when given
+    top_candidates: int = 5       # how many next-token candidates each Step records
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validate(self) -> "GenerationSettings":
+        """Raise ValueError naming the field and its allowed range; return self when all is well."""
+        _check_int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
+        _check_float("temperature", self.temperature, 0.0, MAX_TEMPERATURE)
+        _check_int("top_k", self.top_k, 0, MAX_TOP_K)
+        _check_float("top_p", self.top_p, 0.0, 1.0, low_open=True)
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0, 2**63 - 1)
+        _check_int("top_candidates", self.top_candidates, 1, MAX_TOP_CANDIDATES)
+        if not isinstance(self.chat, bool):
+            raise ValueError(f"chat must be True or False, got {self.chat!r}")
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise ValueError(f"system_prompt must be text, got {type(self.system_prompt).__name__}")
+        return self
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def with_(self, **changes) -> "GenerationSettings":
+        return replace(self, **changes)
+
+
+def _check_int(name: str, value, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)  # 64.0 from a UI slider is fine; 64.5 is not
+        else:
+            raise ValueError(f"{name} must be a whole number between {low} and {high}, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+
+
+def _check_float(name: str, value, low: float, high: float, low_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a number between {low} and {high}, got {value!r}")
+    if value > high or value < low or (low_open and value == low):
+        bound = f"greater than {low} and at most {high}" if low_open else f"between {low} and {high}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+
+
+def coerce_settings(**values) -> GenerationSettings:
+    """Build settings from loose inputs (UI numbers arrive as floats), then validate."""
+    for name in ("max_new_tokens", "top_k", "top_candidates", "seed"):
+        v = values.get(name)
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+            values[name] = int(v)
+    return GenerationSettings(**values).validate()
+
+
+# --- process-level configuration
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    model: str | None = None      # None = the bundled SmolLM2 GGUF (or its hub id if not installed)
+    backend: str | None = None    # None = torch on CUDA when present, else onnx on CPU
+    dtype: str | None = None      # None = float32 on CPU, float16 on CUDA
+    device: str | None = None     # None = "cuda" when available, else "cpu"
+    cache_dir: Path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llm-serving-playground"
+    # converted GGUF weights and ONNX exports live here; delete the folder to clear it
+
+    @classmethod
+    def from_env(cls, **overrides) -> "AppConfig":
+        env = {
+            "model": os.environ.get("PLAYGROUND_MODEL") or None,
+            "backend": os.environ.get("PLAYGROUND_BACKEND") or None,
+            "dtype": os.environ.get("PLAYGROUND_DTYPE") or None,
+            "device": os.environ.get("PLAYGROUND_DEVICE") or None,
+        }
+        if os.environ.get("PLAYGROUND_CACHE"):
+            env["cache_dir"] = Path(os.environ["PLAYGROUND_CACHE"])
+        env.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**env)
+
+
+def default_cache_dir() -> Path:
+    return AppConfig.from_env().cache_dir
