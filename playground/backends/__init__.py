@@ -1,0 +1,46 @@
+"""Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8."""
+from __future__ import annotations
+
+from .base import Backend
+
+
+def default_device() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_backend_name(device: str | None = None) -> str:
+    """torch on CUDA when a GPU is present, else ONNX Runtime on CPU (when it is installed)."""
+    if (device or default_device()).startswith("cuda"):
+        return "torch"
+    return "onnx" if available_backends().count("onnx") else "torch"
+
+
+def available_backends() -> list[str]:
+    names = ["torch"]
+    try:
+        from . import onnx_backend  # noqa: F401
+        names += ["onnx", "onnx-int8"]
+    except ImportError:
+        pass
+    return names
+
+
+def create_backend(name: str | None = None, model: str | None = None, device: str | None = None,
+                   dtype: str | None = None, progress=None) -> Backend:
+    """Load the model for `model` (a spec, see models.py) and wrap it in the named runtime.
+
+    `progress(fraction, message)` is called during long work (conversion, export), when given.
+    """
+    from ..models import load_model
+
+    device = device or default_device()
+    name = name or default_backend_name(device)
+    if name == "torch":
+        from .torch_backend import TorchBackend
+        dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
+        return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
+    if name in ("onnx", "onnx-int8"):
+        from .onnx_backend import OnnxBackend
+        return OnnxBackend.load(model, int8=(name == "onnx-int8"), progress=progress)
+    raise ValueError(f"backend must be one of torch, onnx, onnx-int8; got {name!r}")

@@ -1,0 +1,215 @@
+"""The step loop: tokenize, prefill, then decode one token at a time, yielding a `Step` per token.
+
+    engine = Engine(create_backend("torch"))
+    run = engine.run("What is the capital of France?", GenerationSettings(max_new_tokens=16))
+    for step in run:                 # Step records, as they happen
+        print(step.text, end="")
+    run.trace.metrics().ttft         # the finished (or cancelled) Trace
+
+Sampling uses transformers' logits warpers (temperature, top-k, top-p) on the backend's logits; a
+seed fixes the sampler's own generator. `run.cancel()` (any thread) or closing the iterator stops
+compute within one step; the partial trace is kept with stop_reason "cancelled".
+
+Left out: batching several requests into one forward pass, and speculative decoding.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator
+
+import torch
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from .backends.base import Backend
+from .config import MAX_PROMPT_CHARS, GenerationSettings
+from .trace import Candidate, Step, Trace
+
+
+class Engine:
+    def __init__(self, backend: Backend, clock: Callable[[], float] = time.perf_counter):
+        self.backend, self.clock = backend, clock
+
+    # --- input
+
+    def prompt_ids(self, prompt: str, settings: GenerationSettings) -> tuple[str, list[int]]:
+        """(the text the model reads, its token ids); raises ValueError on bad input."""
+        check_prompt(prompt)
+        tok = self.backend.tokenizer
+        if settings.chat and getattr(tok, "chat_template", None):
+            messages = [{"role": "user", "content": prompt}]
+            if settings.system_prompt:
+                messages.insert(0, {"role": "system", "content": settings.system_prompt})
+            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        else:
+            text = prompt
+        ids = tok(text, add_special_tokens=not settings.chat)["input_ids"]
+        limit = self.backend.context_window
+        if len(ids) >= limit:
+            raise ValueError(f"prompt is {len(ids)} tokens; the model's context window is {limit} tokens "
+                             f"(leave room for at least one new token)")
+        return text, ids
+
+    # --- running
+
+    def run(self, prompt: str, settings: GenerationSettings | None = None) -> "Run":
+        """Validate now (raising ValueError), run lazily as the returned Run is iterated."""
+        settings = (settings or GenerationSettings()).validate()
+        t0 = self.clock()
+        text, ids = self.prompt_ids(prompt, settings)
+        b = self.backend
+        trace = Trace(prompt, text, ids, settings, b.name, b.device, b.dtype, b.model_name, b.kv_shape,
+                      tokenize_time=self.clock() - t0)
+        return Run(self, trace, t0)
+
+    def stream(self, prompt: str, settings: GenerationSettings | None = None) -> Iterator[Step]:
+        return iter(self.run(prompt, settings))
+
+    def generate(self, prompt: str, settings: GenerationSettings | None = None) -> Trace:
+        run = self.run(prompt, settings)
+        for _ in run:
+            pass
+        return run.trace
+
+
+class Run:
+    """One request in flight: iterate it for Steps; `trace` grows as it goes; `cancel()` stops it."""
+
+    def __init__(self, engine: Engine, trace: Trace, t0: float):
+        self.engine, self.trace, self.t0 = engine, trace, t0
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def __iter__(self) -> Iterator[Step]:
+        trace, b, clock = self.trace, self.engine.backend, self.engine.clock
+        s = trace.settings
+        sampler = Sampler(s)
+        detok = Detokenizer(b.tokenizer, trace.prompt_ids)
+        ids = list(trace.prompt_ids)
+        t_prev = self.t0
+        try:
+            if self._cancel.is_set():
+                trace.stop_reason = "cancelled"
+                return
+            logits, state = b.prefill(ids)
+            for index in range(s.max_new_tokens):
+                token, prob, top = sampler.choose(ids, logits, s.top_candidates)
+                b.synchronize()
+                t = clock()
+                ids.append(token)
+                step = Step(index, token, detok.add(token), token in detok.special_ids,
+                            "prefill" if index == 0 else "decode", t - self.t0, t - t_prev, prob,
+                            tuple(Candidate(i, detok.token_text(i), p) for i, p in top),
+                            len(ids) - 1, b.kv_cache_bytes(state))
+                t_prev = t
+                trace.steps.append(step)
+                yield step
+                if token in b.eos_token_ids:
+                    trace.stop_reason = "eos"
+                elif index + 1 == s.max_new_tokens:
+                    trace.stop_reason = "length"
+                elif len(ids) >= b.context_window:
+                    trace.stop_reason = "context"
+                elif self._cancel.is_set():
+                    trace.stop_reason = "cancelled"
+                if trace.stop_reason:
+                    return
+                logits, state = b.decode(token, state)
+        except GeneratorExit:
+            trace.stop_reason = trace.stop_reason or "cancelled"
+            raise
+        except Exception as exc:
+            trace.stop_reason, trace.error = "error", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            trace.stop_reason = trace.stop_reason or "cancelled"
+
+
+# --- sampling
+
+class Sampler:
+    """Greedy argmax, or transformers' warpers (temperature -> top-k -> top-p, as in generate()) then a draw."""
+
+    def __init__(self, settings: GenerationSettings):
+        self.greedy = settings.greedy
+        self.warpers = LogitsProcessorList()
+        if not self.greedy:
+            self.warpers.append(TemperatureLogitsWarper(settings.temperature))
+            if settings.top_k:
+                self.warpers.append(TopKLogitsWarper(settings.top_k))
+            if settings.top_p < 1.0:
+                self.warpers.append(TopPLogitsWarper(settings.top_p))
+        self.generator = torch.Generator(device="cpu")
+        if settings.seed is not None:
+            self.generator.manual_seed(settings.seed)
+        else:
+            self.generator.seed()
+
+    def choose(self, ids: list[int], logits, k: int) -> tuple[int, float, list[tuple[int, float]]]:
+        """(token id, its probability, top-k (id, prob)) from the distribution the token is drawn from."""
+        logits = logits.detach().to("cpu", torch.float32)
+        if self.greedy:
+            probs = torch.softmax(logits, -1)
+            token = int(torch.argmax(logits))
+        else:
+            scores = self.warpers(torch.tensor([ids]), logits[None].clone())[0]
+            probs = torch.softmax(scores, -1)
+            token = int(torch.multinomial(probs, 1, generator=self.generator))
+        top_p, top_i = torch.topk(probs, min(k, probs.numel()))
+        return token, float(probs[token]), list(zip(top_i.tolist(), top_p.tolist()))
+
+
+# --- text pieces
+
+class Detokenizer:
+    """Incremental, UTF-8-safe detokenization (the offsets scheme vLLM uses).
+
+    A token that ends inside a multi-byte character yields "" until the character completes, so no
+    piece ever carries a U+FFFD that the full text would not have. Decoding is from a small window
+    before the new token, so leading-space rules of the tokenizer are respected.
+    """
+
+    def __init__(self, tokenizer, prompt_ids: list[int]):
+        self.tok = tokenizer
+        self.ids = list(prompt_ids[-6:])
+        self.prefix_offset, self.read_offset = 0, len(self.ids)
+        self.special_ids = frozenset(tokenizer.all_special_ids) | frozenset(
+            getattr(tokenizer, "added_tokens_decoder", {}).keys())
+
+    def add(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        prefix = self.tok.decode(self.ids[self.prefix_offset:self.read_offset])
+        full = self.tok.decode(self.ids[self.prefix_offset:])
+        if len(full) > len(prefix) and not full.endswith("\ufffd"):
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
+            return full[len(prefix):]
+        return ""
+
+    def token_text(self, token_id: int) -> str:
+        """A candidate's text on its own (may be a partial character: then shown as its bytes)."""
+        text = self.tok.decode([token_id])
+        if "\ufffd" in text:
+            raw = self.tok.convert_ids_to_tokens(token_id)
+            return f"<{raw}>" if isinstance(raw, str) else f"<id {token_id}>"
+        return text
+
+
+def check_prompt(prompt) -> None:
+    """Reject what no model should be fed, with a message that says what is wrong."""
+    if not isinstance(prompt, str):
+        raise ValueError(f"prompt must be text, got {type(prompt).__name__}")
+    if not prompt.strip():
+        raise ValueError("prompt is empty: type something for the model to read")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"prompt is not valid Unicode (a lone surrogate at position {exc.start}); "
+                         "paste it again as UTF-8 text") from None
