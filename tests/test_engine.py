@@ -1,0 +1,154 @@
+"""The step loop on a tiny in-process Llama: records, KV bytes, sampling, cancellation, bad input."""
+import itertools
+
+import pytest
+import torch
+
+from playground.config import GenerationSettings
+from playground.engine import Detokenizer, Engine
+
+GREEDY8 = GenerationSettings(max_new_tokens=8)
+
+
+def test_one_step_per_token_with_phases_and_growing_cache(tiny_engine):
+    trace = tiny_engine.generate("The capital of France", GREEDY8)
+    steps = trace.steps
+    assert len(steps) == 8 and trace.stop_reason == "length"
+    assert [s.index for s in steps] == list(range(8))
+    assert steps[0].phase == "prefill" and {s.phase for s in steps[1:]} == {"decode"}
+    p = len(trace.prompt_ids)
+    assert [s.seq_len for s in steps] == list(range(p, p + 8))
+    times = [s.time for s in steps]
+    assert times == sorted(times) and times[0] > 0
+    assert steps[0].latency == pytest.approx(steps[0].time)
+    for a, b in zip(steps, steps[1:]):
+        assert b.latency == pytest.approx(b.time - a.time)
+
+
+def test_kv_bytes_measured_equal_the_formula_at_every_step(tiny_engine):
+    trace = tiny_engine.generate("KV cache", GenerationSettings(max_new_tokens=12))
+    shape = trace.kv_shape
+    assert (shape.layers, shape.kv_heads, shape.head_dim, shape.bytes_per_element) == (2, 2, 16, 4)
+    for s in trace.steps:
+        assert s.kv_bytes == 2 * 2 * 2 * 16 * s.seq_len * 4 == shape.formula_bytes(s.seq_len)
+
+
+def test_top_candidates_are_a_sorted_distribution(tiny_engine):
+    trace = tiny_engine.generate("hello", GenerationSettings(max_new_tokens=3, top_candidates=7))
+    for s in trace.steps:
+        probs = [c.prob for c in s.top]
+        assert len(probs) == 7 and probs == sorted(probs, reverse=True) and sum(probs) <= 1 + 1e-6
+        assert s.token_id == s.top[0].token_id and s.prob == pytest.approx(probs[0])  # greedy = argmax
+
+
+def test_greedy_stream_equals_plain_generate(tiny_engine):
+    trace = tiny_engine.generate("Prefill reads the prompt", GenerationSettings(max_new_tokens=10))
+    assert trace.output_ids == tiny_engine.backend.generate_reference(trace.prompt_ids, 10)
+
+
+def test_seeded_sampling_is_reproducible_and_seeds_differ(tiny_engine):
+    s = GenerationSettings(max_new_tokens=16, temperature=1.5, top_k=50, top_p=0.95, seed=11)
+    a, b = (tiny_engine.generate("tokens", s).output_ids for _ in range(2))
+    others = {tuple(tiny_engine.generate("tokens", s.with_(seed=k)).output_ids) for k in range(4)}
+    assert a == b
+    assert len(others) > 1
+
+
+def test_top_k_one_sampling_is_greedy(tiny_engine):
+    sampled = tiny_engine.generate("cost", GenerationSettings(max_new_tokens=6, temperature=1.0, top_k=1, seed=0))
+    greedy = tiny_engine.generate("cost", GenerationSettings(max_new_tokens=6))
+    assert sampled.output_ids == greedy.output_ids
+    assert all(s.prob == pytest.approx(1.0) for s in sampled.steps)
+
+
+def test_stops_at_eos(tiny_backend):
+    eos = next(iter(tiny_backend.eos_token_ids))
+    original = tiny_backend.decode
+
+    def decode_then_force_eos(token, state):
+        logits, state = original(token, state)
+        forced = torch.full_like(logits.clone(), -1e9)
+        forced[eos] = 0.0
+        return forced, state
+
+    tiny_backend.decode = decode_then_force_eos
+    try:
+        trace = Engine(tiny_backend).generate("stop", GenerationSettings(max_new_tokens=20))
+    finally:
+        del tiny_backend.decode
+    assert trace.stop_reason == "eos" and len(trace.steps) == 2 and trace.steps[-1].special
+
+
+def test_cancel_stops_within_one_step_and_keeps_the_partial_trace(tiny_engine):
+    run = tiny_engine.run("a long answer", GenerationSettings(max_new_tokens=200))
+    decodes = []
+    original = tiny_engine.backend.decode
+    for step in run:
+        if step.index == 4:
+            run.cancel()
+            tiny_engine.backend.decode = lambda *a: decodes.append(1) or original(*a)
+    del tiny_engine.backend.decode
+    assert run.trace.stop_reason == "cancelled" and len(run.trace.steps) == 5
+    assert decodes == []  # no forward pass ran after the cancel
+
+
+def test_closing_the_stream_cancels(tiny_engine):
+    run = tiny_engine.run("close me", GenerationSettings(max_new_tokens=100))
+    it = iter(run)
+    next(it), next(it)
+    it.close()
+    assert run.trace.stop_reason == "cancelled" and len(run.trace.steps) == 2
+
+
+def test_fake_clock_gives_exact_metrics(tiny_backend):
+    ticks = itertools.count()
+    engine = Engine(tiny_backend, clock=lambda: float(next(ticks)))  # t0=0, tokenized=1, tokens at 2,3,...
+    m = engine.generate("clock", GenerationSettings(max_new_tokens=5)).metrics()
+    assert (m.ttft, m.e2e, m.tpot, m.itl, m.decode_tps) == (2.0, 6.0, 1.0, (1.0,) * 4, 1.0)
+    assert m.output_tokens == 5 and m.prefill_tps == pytest.approx(m.prompt_tokens / 2.0)
+
+
+def test_chat_template_and_raw_mode(tiny_engine):
+    text, ids = tiny_engine.prompt_ids("hi", GenerationSettings())
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    raw_text, raw_ids = tiny_engine.prompt_ids("hi", GenerationSettings(chat=False))
+    assert raw_text == "hi" and len(raw_ids) < len(ids)
+    sys_text, _ = tiny_engine.prompt_ids("hi", GenerationSettings(system_prompt="Be brief."))
+    assert sys_text.startswith("<|im_start|>system\nBe brief.<|im_end|>")
+
+
+@pytest.mark.parametrize("prompt,needle", [
+    ("", "empty"), ("   \n\t ", "empty"), (None, "must be text"), (b"bytes", "must be text"),
+    ("bad \ud800 surrogate", "surrogate"), ("x" * 300_000, "characters"),
+])
+def test_bad_prompts_raise_clear_value_errors(tiny_engine, prompt, needle):
+    with pytest.raises(ValueError, match=needle):
+        tiny_engine.run(prompt, GREEDY8)
+
+
+def test_prompt_over_the_context_window_says_both_numbers(tiny_engine):
+    with pytest.raises(ValueError, match=r"prompt is \d+ tokens; the model's context window is 512"):
+        tiny_engine.run("tokens " * 600, GREEDY8)
+
+
+def test_out_of_range_settings_are_refused_before_any_work(tiny_engine):
+    with pytest.raises(ValueError, match="temperature"):
+        tiny_engine.run("hi", GenerationSettings(temperature=-1))
+
+
+def test_generation_stops_when_the_context_is_full(tiny_engine):
+    trace = tiny_engine.generate("tokens " * 250, GenerationSettings(max_new_tokens=2000, chat=False))
+    assert trace.stop_reason in ("context", "eos")
+    assert trace.steps[-1].seq_len + 1 <= 512
+
+
+@pytest.mark.parametrize("text", ["a😀b", "中文字符", "👨‍👩‍👧‍👦 family", "e\u0301 and ﷽", "tab\tnew\nline"])
+def test_detokenizer_pieces_never_split_a_character(tiny_backend, text):
+    tok = tiny_backend.tokenizer
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    detok = Detokenizer(tok, tok("Hello", add_special_tokens=False)["input_ids"])
+    pieces = [detok.add(i) for i in ids]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
+    # the tiny vocabulary knows no non-ASCII character whole: each spans several byte tokens
+    assert ("" in pieces) == any(ord(c) > 127 for c in text)
