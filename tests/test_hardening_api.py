@@ -1,0 +1,45 @@
+"""Hostile input through the Python API: a clear ValueError, or a run that completes; nothing else."""
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from playground.config import GenerationSettings
+
+HOSTILE = [
+    "<script>alert(1)</script>", "\x00\x01\x02 nul and controls \x1b[31m", "👨‍👩‍👧‍👦🏳️‍🌈🇫🇷",
+    "مرحبا بالعالم שלום עולם", "e\u0301\u0301\u0301 zalgo", "\u202e reversed \u202c", "\ufeffBOM", "&amp; &lt;",
+    "'\"`; DROP TABLE users; --", "{{7*7}} ${7*7} %s %n", "\t\n\r" * 50 + "x",
+]
+
+
+@pytest.mark.parametrize("prompt", HOSTILE)
+def test_hostile_prompts_run_as_plain_text(tiny_engine, prompt):
+    trace = tiny_engine.generate(prompt, GenerationSettings(max_new_tokens=3))
+    assert len(trace.steps) == 3 and prompt in trace.prompt_text
+
+
+def test_a_megabyte_of_text_is_refused_clearly(tiny_engine):
+    with pytest.raises(ValueError, match="characters; the limit is"):
+        tiny_engine.run("word " * 200_000, GenerationSettings())
+
+
+NUMBERS = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from([0, 1, -1, 0.5, math.nan, math.inf, -math.inf, 2**63, None, "7", True]))
+
+
+@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prompt=st.text(max_size=60), temperature=NUMBERS, top_k=NUMBERS, top_p=NUMBERS, max_new=NUMBERS,
+       seed=NUMBERS)
+def test_fuzzed_input_gives_value_error_or_a_run(tiny_engine, prompt, temperature, top_k, top_p, max_new, seed):
+    s = GenerationSettings(max_new_tokens=max_new, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    try:
+        run = tiny_engine.run(prompt, s)
+    except ValueError as exc:
+        assert str(exc)  # a message a person can read
+        return
+    assert 1 <= s.max_new_tokens <= 2048
+    it = iter(run)
+    step = next(it)  # one real step is enough to prove the settings work end to end
+    it.close()
+    assert step.index == 0 and run.trace.stop_reason in ("cancelled", "eos", "length")
