@@ -253,3 +253,13 @@ def test_chart_bars_match_counts(tiny_tokenizer):
     assert [t.name for t in fig.data[1:]] == ["cl100k_base", "tiny"]
     for spans in comparison.spans.values():
         assert sum(byte_length_shares(spans)) == pytest.approx(1.0)
+
+
+def test_title_attributes_are_escaped():
+    from playground.tokens import TokenSpan
+    hostile = '"><script>x</script>'   # reaches a title through the split-character note
+    spans = [TokenSpan(0, 1, b"\xc3", 0, len(hostile), False, 0), TokenSpan(1, 2, b"\xa9", 0, 1, False, 0)]
+    page = render_chips_html(spans, text=hostile)
+    parser = ChipParser()
+    parser.feed(page)
+    assert parser.tags == ["div", "span", "span"] and "<script" not in page and "&quot;&gt;&lt;script" in page
