@@ -8,9 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from playground.charts import plot_token_comparison
 from playground.charts.tokens import byte_length_shares
-from playground.token_chips import render_chips_html, visible
-from playground.tokens import (TokenizerUnavailable, _bytes_from_offsets, compare, get_view, hf_view,
-                               spans_from_pieces, summary_line, tiktoken_view)
+from playground.tokens import (TokenizerUnavailable, TokenSpan, compare, get_view, hf_view, render_chips_html,
+                               spans_from_pieces, summary_line, tiktoken_view, visible)
+from playground.tokens.views import _bytes_from_offsets
 
 TRICKY = ["👨‍👩‍👧‍👦", "🇫🇷", "e\u0301", "שלום", "مرحبا", "中文字符", "\x00\x1b\x7f", "\r\n", "\t\t  \n\n",
           "<|im_start|>", "<|endoftext|>", "\u202eevil", "\ufeff", "naïve café", "  spaces  "]
@@ -115,8 +115,8 @@ def test_bytes_from_offsets_round_trips(text, offsets, expected):
 
 
 def test_offsets_fallback_keeps_round_trip(tiny_tokenizer, monkeypatch):
-    import playground.tokens as tokens
-    monkeypatch.setattr(tokens, "_byte_level_bytes", lambda *args: None)
+    import playground.tokens.views as views
+    monkeypatch.setattr(views, "_byte_level_bytes", lambda *args: None)
     text = "Hi 👨‍👩‍👧‍👦 中文  x\n"
     check_spans(hf_view(tiny_tokenizer).encode_spans(text), text)
 
@@ -256,7 +256,6 @@ def test_chart_bars_match_counts(tiny_tokenizer):
 
 
 def test_title_attributes_are_escaped():
-    from playground.tokens import TokenSpan
     hostile = '"><script>x</script>'   # reaches a title through the split-character note
     spans = [TokenSpan(0, 1, b"\xc3", 0, len(hostile), False, 0), TokenSpan(1, 2, b"\xa9", 0, 1, False, 0)]
     page = render_chips_html(spans, text=hostile)

@@ -23,7 +23,7 @@ import html
 import re
 import unicodedata
 
-from .tokens import TokenSpan
+from .spans import TokenSpan
 
 TOKEN_CSS = """
 .tok-view { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 1.15rem; line-height: 2.1; }
