@@ -25,6 +25,9 @@ from pathlib import Path
 
 from .spans import Piece, TokenizerUnavailable, TokenizerView
 
+_BACKEND_LOCK = threading.Lock()   # encode_special_tokens is state on a backend that views may share
+
+
 def tiktoken_view(encoding_name: str = "cl100k_base") -> TokenizerView:
     return _tiktoken_view(encoding_name.strip())
 
@@ -59,10 +62,9 @@ def hf_view(tokenizer, name: str | None = None) -> TokenizerView:
     special_ids = {i for i, t in tokenizer.added_tokens_decoder.items() if t.special} | set(tokenizer.all_special_ids)
     alphabet = {c: b for b, c in bytes_to_unicode().items()}
     byte_level = "ByteLevel" in str(backend.pre_tokenizer.__getstate__() if backend.pre_tokenizer else "")
-    lock = threading.Lock()   # encode_special_tokens is state on the shared backend
 
     def pieces(text: str, special_tokens: bool | None) -> list[Piece]:
-        with lock:
+        with _BACKEND_LOCK:
             backend.no_truncation(), backend.no_padding()
             backend.encode_special_tokens = special_tokens is False
             try:
@@ -73,7 +75,7 @@ def hf_view(tokenizer, name: str | None = None) -> TokenizerView:
         if datas is None or b"".join(datas) != text.encode("utf-8"):   # e.g. a normalizer changed the text
             datas = _bytes_from_offsets(text, enc.offsets)
         return [(i, d, i in special_ids) for i, d in zip(enc.ids, datas)]
-    return TokenizerView(name or getattr(tokenizer, "name_or_path", "") or "model", pieces)
+    return TokenizerView(name or Path(str(getattr(tokenizer, "name_or_path", ""))).name or "model", pieces)
 
 
 def _byte_level_bytes(ids, tokens, added: dict, alphabet: dict) -> list[bytes] | None:
