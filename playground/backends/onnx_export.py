@@ -86,12 +86,14 @@ def exported_dir(source: Path | str, int8: bool = False, cache_dir: Path | None 
     """The cached ONNX folder for `source` (a transformers folder or hub id), built if missing or broken."""
     root = Path(cache_dir or default_cache_dir()) / "onnx"
     fp32 = root / cache_key(source)
+    target = fp32.with_name(fp32.name + "-int8") if int8 else fp32
+    if rebuild:  # a folder that looks complete but did not load: remove it, or _seal would keep it
+        shutil.rmtree(target, ignore_errors=True)
     if int8:
-        target = fp32.with_name(fp32.name + "-int8")
-        if rebuild or not is_complete(target):
+        if not is_complete(target):
             _quantize(exported_dir(source, cache_dir=cache_dir, progress=progress), target, progress)
         return target
-    if rebuild or not is_complete(fp32):
+    if not is_complete(fp32):
         _export(source, fp32, progress)
     return fp32
 
