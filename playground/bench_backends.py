@@ -7,9 +7,11 @@
   - engine: TTFT and decode tok/s from the Trace (metrics.py definitions)
   - generate: the same two figures from plain greedy `generate()`, timed by a streamer whose first
     `put` is the prompt and every later `put` is one new token
-  - peak RSS of the process (ru_maxrss) and RSS now (psutil)
+  - peak RSS of the process (ru_maxrss) after the engine runs, and again after generate() (which,
+    for ONNX, opens a second session on the same file), and RSS now (psutil)
   - for onnx-int8: the share of greedy tokens identical to ONNX fp32's, position by position
-Each figure is the median over `repeats` runs after one short warm-up run. The CLI runs every backend
+Each figure is the median over `repeats` runs after one short warm-up run; engine runs come first,
+then generate() runs, so a noisy neighbour on shared cores can favour either side. The CLI runs every backend
 in its own process, so one backend's peak RSS does not include another's weights.
 
 Left out: CUDA timings (torch on GPU is measured by the same code, but this machine has no GPU).
@@ -75,11 +77,10 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
     engine = Engine(backend)
     settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.0)
     engine.generate(prompt, settings.with_(max_new_tokens=4))   # warm-up: first-call allocations
-    backend.generate_reference(engine.prompt_ids(prompt, settings)[1], 4)
-    runs, plain = [], []
-    for _ in range(repeats):
-        runs.append(engine.generate(prompt, settings))
-        plain.append(time_generate(backend, runs[-1].prompt_ids, max_new_tokens))
+    runs = [engine.generate(prompt, settings) for _ in range(repeats)]
+    engine_peak = peak_rss_mb()  # before generate() below loads its own copy (a second ORT session)
+    backend.generate_reference(runs[0].prompt_ids, 4)
+    plain = [time_generate(backend, runs[0].prompt_ids, max_new_tokens) for _ in range(repeats)]
     metrics = [r.metrics() for r in runs]
     row = {
         "backend": name, "device": backend.device, "dtype": backend.dtype, "model": backend.model_name,
@@ -89,7 +90,7 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
         "generate_ttft_s": _median(p["ttft"] for p in plain),
         "generate_decode_tps": _median(p["decode_tps"] for p in plain),
         "engine_matches_generate": token_agreement(runs[0].output_ids, plain[0]["ids"])[0],
-        "load_s": round(load_s, 2), "peak_rss_mb": round(peak_rss_mb(), 1), "rss_mb": round(rss_mb(), 1),
+        "load_s": round(load_s, 2), "engine_peak_rss_mb": round(engine_peak, 1), "peak_rss_mb": round(peak_rss_mb(), 1), "rss_mb": round(rss_mb(), 1),
     }
     if name == "onnx-int8":  # loaded after the RSS figures were taken, so they exclude it
         fp32 = Engine(create_backend("onnx", model, device="cpu")).generate(prompt, settings)

@@ -77,6 +77,7 @@ def test_tiny_onnx_matches_torch_and_measures_kv(tiny_dir, tmp_path, tiny_engine
             ("onnx-int8", "int8", "cpu") if int8 else ("onnx", "float32", "cpu"))
         trace = Engine(backend).generate("The KV cache", GenerationSettings(max_new_tokens=8, chat=False))
         assert [s.kv_bytes for s in trace.steps] == [trace.kv_shape.formula_bytes(s.seq_len) for s in trace.steps]
+        assert backend.session.get_outputs()[0].shape[1] == 1  # the LM head sees the last position only
         if not int8:
             assert trace.output_ids == tiny_engine.generate("The KV cache", trace.settings).output_ids
             assert backend.generate_reference(trace.prompt_ids, 8) == trace.output_ids
