@@ -92,7 +92,7 @@ class OnnxBackend(Backend):
 
         source, model_name = export_source(spec, cache_dir)
         folder = exported_dir(source, int8=int8, cache_dir=cache_dir, progress=progress)
-        log.warning("ONNX model cached in %s (delete that folder to clear it)", folder)
+        log.info("ONNX model cached in %s (delete that folder to clear it)", folder)
         try:
             return cls(folder, model_name, int8, **kwargs)
         except Exception as exc:  # noqa: BLE001 - garbled protobuf, truncated weights, ...
