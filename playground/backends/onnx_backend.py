@@ -1,0 +1,155 @@
+"""ONNX Runtime backend on CPU: the optimum export (fp32, or int8 dynamic quantization) driven step by step.
+
+The step loop calls `onnxruntime.InferenceSession` directly rather than optimum's model forward:
+each step binds `input_ids`, `attention_mask`, `position_ids` and the previous step's `present.*`
+OrtValues (as `past_key_values.*`) with IO binding, so the cache is never copied through numpy
+between steps. The exported graph keeps only the last position's logits (see onnx_export.py), so
+prefill does not spend a (prompt x vocab) matmul on rows nobody reads. The cache size is measured
+from the shapes and element types of the present tensors ONNX Runtime hands back.
+
+Left out: GPU execution providers (CUDA runs the torch backend), and a preallocated cache that grows
+in place; the exported graph concatenates, so each step allocates the cache afresh.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import onnxruntime as ort
+
+from .base import Backend, eos_ids_of, kv_shape_of
+from .onnx_export import MODEL_FILE, exported_dir
+
+log = logging.getLogger(__name__)
+ELEMENT_BYTES = {"tensor(float)": 4, "tensor(float16)": 2, "tensor(bfloat16)": 2, "tensor(int8)": 1,
+                 "tensor(uint8)": 1, "tensor(double)": 8}
+
+
+def physical_cores() -> int:
+    try:
+        import psutil
+        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    except ImportError:
+        return os.cpu_count() or 1
+
+
+def session_options() -> ort.SessionOptions:
+    """Threads = physical cores, no spinning (the cores are shared), all graph optimizations, sequential."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = physical_cores()
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return so
+
+
+class OnnxState:
+    """The cache after a step: one OrtValue per `present.*` output, in past-input order, and its length."""
+    __slots__ = ("past", "length")
+
+    def __init__(self, past: list, length: int):
+        self.past, self.length = past, length
+
+
+class OnnxBackend(Backend):
+    device = "cpu"
+
+    def __init__(self, folder: Path, model_name: str, int8: bool = False, io_binding: bool = True):
+        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+        self.folder, self.model_name, self.io_binding = Path(folder), model_name, io_binding
+        self.name, self.dtype = ("onnx-int8", "int8") if int8 else ("onnx", "float32")
+        self.session = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(),
+                                            providers=["CPUExecutionProvider"])
+        self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        config = AutoConfig.from_pretrained(self.folder)
+        try:
+            gen = GenerationConfig.from_pretrained(self.folder)
+        except OSError:
+            gen = None
+        self.eos_token_ids = eos_ids_of(SimpleNamespace(generation_config=gen), self.tokenizer)
+        self.context_window = int(getattr(config, "max_position_embeddings", 2048))
+        self.kv_shape = kv_shape_of(config, 4)  # int8 quantizes weights; the cache stays float32
+        inputs = {i.name: i for i in self.session.get_inputs()}
+        self.past_names = [n for n in inputs if n.startswith("past_key_values.")]
+        self.output_names = ["logits"] + [n.replace("past_key_values.", "present.") for n in self.past_names]
+        self.has_position_ids = "position_ids" in inputs
+        # [1, kv_heads, 0, head_dim]: the empty cache a prefill starts from
+        self._empty = [np.zeros([1, *inputs[n].shape[1:2], 0, *inputs[n].shape[3:]], np.float32)
+                       for n in self.past_names]
+        self._reference = None
+
+    @classmethod
+    def load(cls, spec: str | None = None, int8: bool = False, progress=None, cache_dir: Path | None = None,
+             **kwargs) -> "OnnxBackend":
+        """Export (once) and open the model for `spec`; a cached graph ONNX Runtime cannot load is rebuilt."""
+        from .onnx_source import export_source
+
+        source, model_name = export_source(spec, cache_dir)
+        folder = exported_dir(source, int8=int8, cache_dir=cache_dir, progress=progress)
+        log.info("ONNX model cached in %s (delete that folder to clear it)", folder)
+        try:
+            return cls(folder, model_name, int8, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - garbled protobuf, truncated weights, ...
+            log.warning("cached ONNX model in %s failed to load (%s: %s); rebuilding", folder,
+                        type(exc).__name__, exc)
+            folder = exported_dir(source, int8=int8, cache_dir=cache_dir, progress=progress, rebuild=True)
+            return cls(folder, model_name, int8, **kwargs)
+
+    # --- the step loop
+
+    def prefill(self, input_ids):
+        return self._forward(np.asarray([input_ids], dtype=np.int64), self._empty, 0)
+
+    def decode(self, token_id, state: OnnxState):
+        return self._forward(np.asarray([[token_id]], dtype=np.int64), state.past, state.length)
+
+    def _forward(self, ids: np.ndarray, past: list, past_len: int):
+        import torch
+
+        total = past_len + ids.shape[1]
+        feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
+        if self.has_position_ids:
+            feeds["position_ids"] = np.arange(past_len, total, dtype=np.int64)[None]
+        if not self.io_binding:  # plain run: presents come back as numpy copies and are fed back in
+            outs = self.session.run(self.output_names, {**feeds, **dict(zip(self.past_names, past))})
+            return torch.from_numpy(outs[0][0, -1]), OnnxState(outs[1:], total)
+        io = self.session.io_binding()
+        for name, value in feeds.items():
+            io.bind_cpu_input(name, value)
+        for name, value in zip(self.past_names, past):
+            if isinstance(value, np.ndarray):
+                io.bind_cpu_input(name, value)
+            else:
+                io.bind_ortvalue_input(name, value)
+        for name in self.output_names:
+            io.bind_output(name, "cpu")
+        self.session.run_with_iobinding(io)
+        outs = io.get_outputs()
+        logits = torch.from_numpy(np.array(outs[0].numpy()[0, -1], dtype=np.float32))
+        return logits, OnnxState(outs[1:], total)
+
+    def kv_cache_bytes(self, state: OnnxState) -> int:
+        if self.io_binding:
+            return sum(int(np.prod(v.shape())) * ELEMENT_BYTES[v.data_type()] for v in state.past)
+        return sum(int(v.nbytes) for v in state.past)
+
+    # --- the yardstick: optimum's own generate() on the same exported file
+
+    def generate_reference(self, input_ids, max_new_tokens, streamer=None):
+        import torch
+        from optimum.onnxruntime import ORTModelForCausalLM
+
+        if self._reference is None:  # opens a second session: only bench and tests pay for it
+            self._reference = ORTModelForCausalLM.from_pretrained(
+                self.folder, file_name=MODEL_FILE, use_cache=True, session_options=session_options(),
+                provider="CPUExecutionProvider")
+        ids = torch.tensor([input_ids])
+        out = self._reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                       do_sample=False, streamer=streamer, pad_token_id=min(self.eos_token_ids))
+        return out[0, len(input_ids):].tolist()

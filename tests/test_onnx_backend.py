@@ -1,0 +1,145 @@
+"""ONNX Runtime backend: same greedy tokens as PyTorch, measured KV bytes, export cache reuse and repair,
+the int8 variant, and the two-engine comparison. Cache logic runs on the tiny model in tmp_path."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from playground.backends import available_backends, create_backend, default_backend_name
+from playground.backends import onnx_export
+from playground.backends.onnx_backend import OnnxBackend
+from playground.charts.compare import plot_compare
+from playground.compare import compare_backends, token_agreement
+from playground.config import GenerationSettings
+from playground.engine import Engine
+
+GREEDY = GenerationSettings(max_new_tokens=24, temperature=0.0)
+PROMPTS = ["What is the capital of France?",
+           "Write a haiku about a cache.",
+           "List three prime numbers and explain why they are prime."]
+
+
+# --- the tiny model, exported into tmp_path
+
+@pytest.fixture
+def tiny_dir(tmp_path):
+    from playground.tiny import build_tiny_model
+    model, tok = build_tiny_model()
+    src = tmp_path / "tiny-model"
+    model.save_pretrained(src)
+    tok.save_pretrained(src)
+    return src
+
+
+@pytest.fixture
+def count_exports(monkeypatch):
+    calls = []
+    real = onnx_export._export
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(onnx_export, "_export", counted)
+    return calls
+
+
+def test_second_load_reuses_the_export(tiny_dir, tmp_path, count_exports):
+    folder = onnx_export.exported_dir(tiny_dir, cache_dir=tmp_path)
+    marker = folder / onnx_export.MARKER
+    stamp = marker.stat().st_mtime_ns
+    assert onnx_export.exported_dir(tiny_dir, cache_dir=tmp_path) == folder
+    OnnxBackend.load(str(tiny_dir), cache_dir=tmp_path)
+    assert len(count_exports) == 1 and marker.stat().st_mtime_ns == stamp
+    assert not list(folder.parent.glob("*.partial-*"))  # staging folders are gone
+
+
+@pytest.mark.parametrize("damage", ["delete marker", "truncate model", "garble model"])
+def test_broken_cache_is_rebuilt(tiny_dir, tmp_path, count_exports, damage):
+    folder = onnx_export.exported_dir(tiny_dir, cache_dir=tmp_path)
+    model = folder / onnx_export.MODEL_FILE
+    if damage == "delete marker":
+        (folder / onnx_export.MARKER).unlink()
+    elif damage == "truncate model":
+        model.write_bytes(model.read_bytes()[: model.stat().st_size // 3])
+    else:  # the same size, so only ONNX Runtime failing to parse it can tell
+        model.write_bytes(b"\0" * model.stat().st_size)
+    backend = OnnxBackend.load(str(tiny_dir), cache_dir=tmp_path)
+    assert len(count_exports) == 2 and onnx_export.is_complete(folder)
+    assert len(Engine(backend).generate("Hello", GenerationSettings(max_new_tokens=3)).steps) == 3
+
+
+def test_tiny_onnx_matches_torch_and_measures_kv(tiny_dir, tmp_path, tiny_engine):
+    for int8 in (False, True):
+        backend = OnnxBackend.load(str(tiny_dir), int8=int8, cache_dir=tmp_path)
+        assert (backend.name, backend.dtype, backend.device) == (
+            ("onnx-int8", "int8", "cpu") if int8 else ("onnx", "float32", "cpu"))
+        trace = Engine(backend).generate("The KV cache", GenerationSettings(max_new_tokens=8, chat=False))
+        assert [s.kv_bytes for s in trace.steps] == [trace.kv_shape.formula_bytes(s.seq_len) for s in trace.steps]
+        assert backend.session.get_outputs()[0].shape[1] == 1  # the LM head sees the last position only
+        if not int8:
+            assert trace.output_ids == tiny_engine.generate("The KV cache", trace.settings).output_ids
+            assert backend.generate_reference(trace.prompt_ids, 8) == trace.output_ids
+
+
+def test_backends_are_selectable_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
+    assert available_backends() == ["torch", "onnx", "onnx-int8"]
+    assert default_backend_name("cpu") == "onnx" and default_backend_name("cuda") == "torch"
+    backend = create_backend("onnx-int8", "tiny", device="cpu")
+    assert backend.describe() == "onnx-int8 · cpu · int8"
+
+
+def test_importing_the_backend_does_no_heavy_work():
+    code = ("import sys, playground.backends as b; b.available_backends(); "
+            "print(sorted(m for m in ('optimum', 'onnx') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- comparing two engines
+
+@pytest.mark.parametrize("a, b, share, first", [
+    ([1, 2, 3, 4], [1, 2, 3, 4], 1.0, None),
+    ([1, 2, 3, 4], [1, 9, 3, 4], 0.75, 1),
+    ([1, 2], [1, 2, 3, 4], 0.5, 2),
+    ([], [], 1.0, None),
+])
+def test_token_agreement(a, b, share, first):
+    assert token_agreement(a, b) == (share, first)
+
+
+def test_same_engine_twice_agrees_fully(tiny_engine):
+    c = compare_backends("Hello there", GenerationSettings(max_new_tokens=6), tiny_engine, tiny_engine)
+    assert (c.agreement, c.first_divergence) == (1.0, None)
+    assert [r["tokens"] for r in c.rows()] == [6, 6]
+    fig = plot_compare(c)
+    assert {t.legendgroup for t in fig.data} == {"torch (float32)"}
+    assert len(fig.data) == 6 and all(len(t.x) for t in fig.data)
+
+
+# --- the bundled model (real cache; the export takes ~35-70 s once)
+
+@pytest.fixture(scope="module")
+def smol_onnx():
+    return Engine(create_backend("onnx", None, device="cpu"))
+
+
+@pytest.mark.integration
+def test_onnx_greedy_tokens_equal_torch(smol_onnx, smol_engine):
+    for prompt in PROMPTS:
+        onnx_trace = smol_onnx.generate(prompt, GREEDY)
+        assert onnx_trace.output_ids == smol_engine.generate(prompt, GREEDY).output_ids, prompt
+        assert [s.kv_bytes for s in onnx_trace.steps] == [
+            onnx_trace.kv_shape.formula_bytes(s.seq_len) for s in onnx_trace.steps]
+
+
+@pytest.mark.integration
+def test_int8_runs_end_to_end(smol_onnx):
+    int8 = Engine(create_backend("onnx-int8", None, device="cpu"))
+    c = compare_backends(PROMPTS[0], GREEDY.with_(max_new_tokens=6), smol_onnx, int8)
+    assert len(c.b.steps) >= 1 and c.b.dtype == "int8"
+    assert [s.kv_bytes for s in c.b.steps] == [c.b.kv_shape.formula_bytes(s.seq_len) for s in c.b.steps]
+    assert c.b.kv_shape.bytes_per_element == 4
+    assert {t.legendgroup for t in plot_compare(c).data} == {"onnx (float32)", "onnx-int8 (int8)"}
