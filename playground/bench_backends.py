@@ -92,11 +92,17 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
         "engine_matches_generate": token_agreement(runs[0].output_ids, plain[0]["ids"])[0],
         "load_s": round(load_s, 2), "engine_peak_rss_mb": round(engine_peak, 1), "peak_rss_mb": round(peak_rss_mb(), 1), "rss_mb": round(rss_mb(), 1),
     }
+    row["decode_ratio_engine_vs_generate"] = _ratio(row["engine_decode_tps"], row["generate_decode_tps"])
+    row["ttft_ratio_engine_vs_generate"] = _ratio(row["engine_ttft_s"], row["generate_ttft_s"])
     if name == "onnx-int8":  # loaded after the RSS figures were taken, so they exclude it
         fp32 = Engine(create_backend("onnx", model, device="cpu")).generate(prompt, settings)
         row["agreement_with_fp32"], row["first_divergence_from_fp32"] = token_agreement(
             runs[0].output_ids, fp32.output_ids)
     return row
+
+
+def _ratio(a, b) -> float | None:
+    return round(a / b, 3) if a and b else None
 
 
 def _median(values) -> float | None:
