@@ -152,8 +152,19 @@ def test_cli_writes_json_and_standalone_html(tmp_path, capsys):
 
 # --- the bundled model
 
+@pytest.fixture
+def one_thread():
+    """torch on one thread: on a shared busy machine, two threads turn each parallel region into a wait
+    for a descheduled thread (seconds of noise); one thread keeps timings proportional to the work."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.integration
-def test_bundled_model_no_cache_matches_cache_and_costs_grow_with_context(smol_backend):
+def test_bundled_model_no_cache_matches_cache_and_costs_grow_with_context(smol_backend, one_thread):
     # step i without a cache is a prefill of 32 + i tokens: by step 47 the work has more than doubled
     r = run_cache_comparison(smol_backend, prompt_tokens=32, new_tokens=48)
     assert r.cached_tokens == r.uncached_tokens

@@ -7,6 +7,10 @@
 Writes DIR/<name>.json (the result's to_dict()) and DIR/<name>.html (the chart, plotly.js inlined so
 it opens offline) per experiment, and prints one progress line per update on stderr.
 
+On a machine shared with other busy processes, `--threads 1` gives far steadier timings with torch on
+CPU: with 2 threads each parallel region waits for a thread the OS has put aside, and a 100 ms
+prefill was seen to take 1-8 s. Each result records the thread count it ran with.
+
 Left out: running several backends in one call (run the command once per backend).
 """
 from __future__ import annotations
@@ -28,6 +32,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for a test model)")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's choice); 1 is steadier on a busy machine")
     g = p.add_argument_group("prefill sweep")
     g.add_argument("--min-length", type=int, default=16)
     g.add_argument("--max-length", type=int, default=1024)
@@ -69,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     def say(fraction, message, name="load"):
         print(f"[{name}] {fraction:4.0%} {message}", file=sys.stderr, flush=True)
 
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
     backend = create_backend(args.backend, args.model, device=args.device, dtype=args.dtype, progress=say)
     engine = Engine(backend)
     args.out.mkdir(parents=True, exist_ok=True)
