@@ -5,11 +5,12 @@
     sweep = run_prefill_sweep(backend, progress=lambda f, msg: print(f"{f:4.0%} {msg}"))
     sweep.to_dict()                  # JSON-ready; sweep.info says backend/device/dtype/model
 
-| experiment             | question it answers                                  | default cost (2 CPU cores, SmolLM2) |
-| run_prefill_sweep      | how does TTFT grow with prompt length? (a + bL + cL^2) | lengths 16..1024 x 3 repeats         |
-| run_cache_comparison   | what does the KV cache save?                           | 128-token prompt, 32 tokens, twice   |
-| run_depth_sweep        | does each decode step get slower as the context grows? | 256-token prompt, 256 decode steps   |
-| run_short_vs_long      | what does a long input cost compared with a short one? | two Engine runs of up to 48 tokens   |
+| experiment           | question it answers                                    | defaults                           | seen* |
+| run_prefill_sweep    | how does TTFT grow with prompt length? (a + bL + cL^2) | lengths 16..1024 (8) x 3 repeats   | 35 s  |
+| run_cache_comparison | what does the KV cache save?                           | 128-token prompt, 32 tokens, twice | 20 s  |
+| run_depth_sweep      | does each decode step get slower as the context grows? | 256-token prompt, 256 decode steps | 26 s  |
+| run_short_vs_long    | what does a long input cost compared with a short one? | two Engine runs of up to 48 tokens | 11 s  |
+* SmolLM2-135M, torch fp32, 1 thread, on a 2-core machine shared with other busy processes.
 
 All take `progress(fraction, message)` and a `threading.Event` to cancel; a cancelled experiment
 returns its partial result with `cancelled=True` (see common.py). `python -m playground.experiments`
