@@ -66,7 +66,7 @@ def test_prefill_sweep_structure(tiny_engine):
 
 def test_cache_and_no_cache_give_identical_tokens(tiny_engine):
     r = SMALL["cache"](tiny_engine)
-    assert len(r.cached_tokens) == len(r.uncached_tokens) == 6 == len(r.cached_latency) == len(r.uncached_latency)
+    assert len(r.cached_tokens) == len(r.uncached_tokens) == 6 == len(r.cached_latency) == len(r.uncached_cpu)
     assert r.cached_tokens == r.uncached_tokens and r.summary()["identical"]
     assert r.summary()["ratio"] > 0
     assert len(plot_cache_comparison(r).data) == 2
@@ -163,14 +163,19 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def grows_with_index(values) -> bool:
+    """Tolerant: the last third's median above the first third's, or Spearman rank correlation > 0.5."""
+    v = np.asarray(values)
+    third = len(v) // 3
+    spearman = np.corrcoef(np.argsort(np.argsort(v)), np.arange(len(v)))[0, 1]
+    return bool(np.median(v[-third:]) > np.median(v[:third]) or spearman > 0.5)
+
+
 @pytest.mark.integration
 def test_bundled_model_no_cache_matches_cache_and_costs_grow_with_context(smol_backend, one_thread):
-    # step i without a cache is a prefill of 32 + i tokens: by step 47 the work has more than doubled
-    r = run_cache_comparison(smol_backend, prompt_tokens=32, new_tokens=48)
+    # step i without a cache is a prefill of 8 + i tokens: by the last step the work has about doubled
+    r = run_cache_comparison(smol_backend, prompt_tokens=8, new_tokens=64)
     assert r.cached_tokens == r.uncached_tokens
-    lat = np.array(r.uncached_latency[1:])  # step 0 is the same prefill in both runs
-    third = len(lat) // 3
-    assert np.median(lat[-third:]) > np.median(lat[:third])
-    ranks = np.argsort(np.argsort(lat))
-    assert np.corrcoef(ranks, np.arange(len(lat)))[0, 1] > 0.5  # Spearman rank correlation with step index
+    assert grows_with_index(r.uncached_latency[1:])  # step 0 is the same prefill in both runs
+    assert grows_with_index(r.uncached_cpu[1:])      # the work itself, whatever else the machine runs
     assert r.summary()["ratio"] > 1

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -97,22 +97,27 @@ def argmax(logits) -> int:
     return int(logits.argmax())
 
 
-def timed_prefill(backend, ids: list[int]) -> tuple[float, int, object]:
-    """(seconds for prefill + synchronize + greedy pick, the picked token, the cache state)."""
-    t0 = time.perf_counter()
-    logits, state = backend.prefill(ids)
+class Timing(NamedTuple):
+    wall: float  # seconds on the clock: the latency a user sees
+    cpu: float   # CPU seconds of this process (all its threads): the work, less sensitive to other load
+
+
+def _timed(backend, step) -> tuple[Timing, int, object]:
+    w0, c0 = time.perf_counter(), time.process_time()
+    logits, state = step()
     backend.synchronize()
     token = argmax(logits)
-    return time.perf_counter() - t0, token, state
+    return Timing(time.perf_counter() - w0, time.process_time() - c0), token, state
 
 
-def timed_decode(backend, token: int, state) -> tuple[float, int, object]:
-    """(seconds for one decode step + synchronize + greedy pick, the picked token, the new state)."""
-    t0 = time.perf_counter()
-    logits, state = backend.decode(token, state)
-    backend.synchronize()
-    nxt = argmax(logits)
-    return time.perf_counter() - t0, nxt, state
+def timed_prefill(backend, ids: list[int]) -> tuple[Timing, int, object]:
+    """(time of prefill + synchronize + greedy pick, the picked token, the cache state)."""
+    return _timed(backend, lambda: backend.prefill(ids))
+
+
+def timed_decode(backend, token: int, state) -> tuple[Timing, int, object]:
+    """(time of one decode step + synchronize + greedy pick, the picked token, the new state)."""
+    return _timed(backend, lambda: backend.decode(token, state))
 
 
 def warm_up(backend) -> None:

@@ -60,7 +60,8 @@ def run_depth_sweep(backend, prompt_tokens: int = 256, new_tokens: int = 256,
         if report.cancelled:
             result.cancelled = True
             break
-        seconds, token, state = timed_decode(backend, token, state)
+        t, token, state = timed_decode(backend, token, state)
+        seconds = t.wall
         seq = prompt_tokens + i + 1
         result.seq_len.append(seq)
         result.latency.append(seconds)

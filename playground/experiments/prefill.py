@@ -84,7 +84,7 @@ def run_prefill_sweep(backend, lengths: list[int] | None = None, repeats: int = 
             if report.cancelled:
                 result.cancelled = True
                 break
-            seconds, _, _ = timed_prefill(backend, ids[:n])
+            seconds = timed_prefill(backend, ids[:n])[0].wall
             samples[n].append(seconds)
             done += n
             report(done / total, f"prefill {n} tokens (repeat {r + 1}/{repeats}): {seconds * 1000:.0f} ms")
