@@ -1,3 +1,4 @@
 """Pure functions that turn Traces and experiment results into Plotly figures (no gradio)."""
 from .compare import plot_compare
+from .experiments import plot_cache_comparison, plot_depth_sweep, plot_prefill_sweep, plot_short_vs_long
 from .tokens import plot_token_comparison

@@ -1,0 +1,110 @@
+"""Charts of the experiments: a result record in, a plotly Figure out (no measuring, no gradio).
+
+    fig = plot_prefill_sweep(run_prefill_sweep(backend))
+    fig.write_html("prefill.html", include_plotlyjs=True)    # standalone, works offline
+
+Measured points are drawn as markers; anything derived (a least-squares fit, a cost) says so in its
+legend entry. Every title names the model, backend, device and dtype the numbers came from.
+
+Left out: styling beyond plotly's defaults; the UI picks the theme.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+CACHED, UNCACHED = "#1f77b4", "#d62728"
+
+
+def _title(text: str, result) -> dict:
+    note = " (cancelled: partial)" if result.cancelled else ""
+    return {"text": f"{text}{note}<br><sup>{result.info.describe()}</sup>"}
+
+
+# --- prefill sweep
+
+def plot_prefill_sweep(sweep) -> go.Figure:
+    pts = sweep.points
+    L = [p.length for p in pts]
+    med = [p.median * 1000 for p in pts]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(
+        x=L, y=med, mode="markers", name=f"TTFT median of {sweep.repeats} (measured, bars: min–max)",
+        error_y={"type": "data", "symmetric": False, "array": [p.max * 1000 - m for p, m in zip(pts, med)],
+                 "arrayminus": [m - p.min * 1000 for p, m in zip(pts, med)]},
+        customdata=[[p.tokens_per_s] for p in pts],
+        hovertemplate="L=%{x}<br>%{y:.1f} ms<br>%{customdata[0]:.0f} tok/s<extra></extra>"))
+    if sweep.fit and len(pts) > 1:
+        a, b, c = sweep.fit.coefficients
+        xs = np.linspace(0, max(L), 200)
+        fig.add_trace(go.Scatter(
+            x=xs, y=sweep.fit(xs) * 1000, mode="lines", line={"dash": "dash"},
+            name=f"fit a + bL + cL²: a={a * 1e3:.3g} ms, b={b * 1e3:.3g} ms/tok, c={c * 1e3:.3g} ms/tok² "
+                 f"(R²={sweep.fit.r2:.3f})"))
+    fig.add_trace(go.Scatter(x=L, y=[p.tokens_per_s for p in pts], mode="lines+markers", name="prefill tok/s",
+                             line={"color": "gray", "width": 1}), secondary_y=True)
+    fig.update_layout(title=_title("Prefill time vs prompt length", sweep),
+                      legend={"orientation": "h", "y": -0.2})
+    fig.update_xaxes(title_text="prompt length L (tokens)")
+    fig.update_yaxes(title_text="TTFT (ms)", secondary_y=False)
+    fig.update_yaxes(title_text="prefill tok/s", secondary_y=True, showgrid=False)
+    return fig
+
+
+# --- cache vs no cache
+
+def plot_cache_comparison(cmp) -> go.Figure:
+    s = cmp.summary()
+    fig = go.Figure()
+    for name, lat, color in (("with KV cache", cmp.cached_latency, CACHED),
+                             ("without cache (recompute all)", cmp.uncached_latency, UNCACHED)):
+        fig.add_trace(go.Scatter(x=list(range(len(lat))), y=[t * 1000 for t in lat], mode="lines+markers",
+                                 name=f"{name}: {sum(lat):.2f} s total (measured)", line={"color": color}))
+    ratio = f"{s['ratio']:.1f}× slower without cache" if s["ratio"] else "ratio: incomplete run"
+    same = "identical tokens" if s["identical"] else "tokens DIFFER"
+    fig.update_layout(title=_title(f"Per-step latency, {cmp.prompt_tokens}-token prompt: {ratio}; {same}", cmp),
+                      xaxis_title="output token index (0 = prefill)", yaxis_title="step latency (ms)",
+                      legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+# --- decode vs depth
+
+def plot_depth_sweep(sweep) -> go.Figure:
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=sweep.seq_len, y=[t * 1000 for t in sweep.latency], mode="markers",
+                             marker={"size": 4}, name="decode step latency (measured ITL)"))
+    if sweep.fit and len(sweep.seq_len) > 1:
+        a, b = sweep.fit.coefficients
+        xs = np.array([min(sweep.seq_len), max(sweep.seq_len)])
+        fig.add_trace(go.Scatter(x=xs, y=sweep.fit(xs) * 1000, mode="lines", line={"dash": "dash"},
+                                 name=f"fit a + b·seq_len: a={a * 1e3:.3g} ms, b={b * 1e6:.3g} µs/token"))
+    fig.update_layout(title=_title("Decode cost vs context depth (EOS ignored)", sweep),
+                      xaxis_title="tokens in the KV cache", yaxis_title="step latency (ms)",
+                      legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+# --- short vs long
+
+PANELS = (("input tokens", "input_tokens", 1), ("output tokens", "output_tokens", 1),
+          ("TTFT (s)", "ttft", 1), ("E2E (s)", "e2e", 1), ("KV cache (MB)", "kv_bytes", 1e-6),
+          ("cost (USD, estimate)", "est_cost_usd", 1))
+
+
+def plot_short_vs_long(cmp) -> go.Figure:
+    fig = make_subplots(rows=1, cols=len(PANELS), subplot_titles=[p[0] for p in PANELS])
+    for req, color in ((cmp.short, CACHED), (cmp.long, UNCACHED)):
+        if req is None:
+            continue
+        for col, (_, key, scale) in enumerate(PANELS, start=1):
+            v = (getattr(req, key) or 0) * scale
+            fig.add_trace(go.Bar(x=[req.label], y=[v], name=req.label, marker_color=color, legendgroup=req.label,
+                                 showlegend=col == 1, text=[f"{v:.3g}"], textposition="outside"), row=1, col=col)
+    ratios = cmp.summary().get("ratios", {})
+    sub = " · ".join(f"{k} ×{v:.1f}" for k, v in ratios.items())
+    fig.update_layout(title=_title(f"Short vs long request (long / short: {sub})" if sub else
+                                   "Short vs long request", cmp), barmode="group",
+                      margin={"t": 110})
+    return fig

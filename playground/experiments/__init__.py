@@ -1,0 +1,28 @@
+"""The lessons as live experiments: each one measures the real backend and returns a result record.
+
+    from playground.experiments import run_prefill_sweep, run_cache_comparison, run_depth_sweep, \
+        run_short_vs_long
+    sweep = run_prefill_sweep(backend, progress=lambda f, msg: print(f"{f:4.0%} {msg}"))
+    sweep.to_dict()                  # JSON-ready; sweep.info says backend/device/dtype/model
+
+| experiment           | question it answers                                    | defaults                           | seen* |
+| run_prefill_sweep    | how does TTFT grow with prompt length? (a + bL + cL^2) | lengths 16..1024 (8) x 3 repeats   | 35 s  |
+| run_cache_comparison | what does the KV cache save?                           | 128-token prompt, 32 tokens, twice | 20 s  |
+| run_depth_sweep      | does each decode step get slower as the context grows? | 256-token prompt, 256 decode steps | 26 s  |
+| run_short_vs_long    | what does a long input cost compared with a short one? | two Engine runs of up to 48 tokens | 11 s  |
+* SmolLM2-135M, torch fp32, 1 thread, on a 2-core machine shared with other busy processes.
+
+All take `progress(fraction, message)` and a `threading.Event` to cancel; a cancelled experiment
+returns its partial result with `cancelled=True` (see common.py). `python -m playground.experiments`
+runs them headless and writes JSON and standalone HTML charts (see cli.py).
+
+Left out: anything not measured. Fits and cost figures are derived from measurements and named so.
+"""
+from .cache import CacheComparison, run_cache_comparison
+from .common import LONG_DOCUMENT_PATH, Fit, RunInfo, exact_length_ids, fit_polynomial, long_document
+from .depth import DepthSweep, run_depth_sweep
+from .prefill import PrefillPoint, PrefillSweep, geometric_lengths, run_prefill_sweep
+from .short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION, RequestMeasure,
+                         ShortLongComparison, run_short_vs_long)
+
+EXPERIMENTS = ("prefill", "cache", "depth", "short-long")

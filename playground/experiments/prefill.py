@@ -1,0 +1,103 @@
+"""Prefill scaling: how time to first token grows with prompt length, with a fitted a + bL + cL^2.
+
+    sweep = run_prefill_sweep(backend)             # lengths 16..1024 (8, geometric), 3 repeats each
+    sweep.points[-1].median, sweep.points[-1].tokens_per_s
+    sweep.fit.coefficients                         # (a, b, c): fixed cost, per-token cost, attention's L^2
+
+Each sample is one `backend.prefill(ids)` + synchronize + greedy pick on exactly L ids of real text
+(the long document repeated; no chat template), so it is TTFT without tokenizing. Repeats go
+round-robin over the lengths, so a burst of background load spreads over lengths instead of landing
+on one. The fit is least squares over the per-length medians.
+
+Left out: batching several prompts, and memory use of the activations during prefill.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, \
+    timed_prefill, warm_up
+
+
+@dataclass
+class PrefillPoint:
+    length: int             # prompt tokens
+    times: list[float]      # seconds, one per repeat (measured)
+    median: float
+    q1: float               # 25th percentile
+    q3: float               # 75th percentile
+    min: float
+    max: float
+    tokens_per_s: float     # length / median
+
+
+@dataclass
+class PrefillSweep(ResultBase):
+    NAME = "prefill"
+    info: RunInfo
+    repeats: int
+    points: list[PrefillPoint] = field(default_factory=list)
+    fit: Fit | None = None  # a + bL + cL^2 over the medians (seconds)
+    cancelled: bool = False
+    elapsed: float = 0.0    # seconds the whole experiment took
+
+    def summary(self) -> dict:
+        if not self.fit:
+            return {}
+        a, b, c = self.fit.coefficients
+        return {"fit": f"{a:.4g} + {b:.4g}·L + {c:.4g}·L²", "r2": self.fit.r2,
+                "max_length": self.points[-1].length, "max_length_median_s": self.points[-1].median}
+
+
+def geometric_lengths(start: int = 16, stop: int = 1024, count: int = 8, limit: int | None = None) -> list[int]:
+    """Distinct integer lengths spaced geometrically from start to stop, capped at limit - 1.
+
+    >>> geometric_lengths(16, 1024, 7)
+    [16, 32, 64, 128, 256, 512, 1024]
+    """
+    if limit is not None:
+        stop = min(stop, limit - 1)
+    start = max(1, min(start, stop))
+    return sorted({int(round(x)) for x in np.geomspace(start, stop, max(1, count))})
+
+
+def run_prefill_sweep(backend, lengths: list[int] | None = None, repeats: int = 3,
+                      progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> PrefillSweep:
+    lengths = sorted(set(lengths or geometric_lengths(limit=backend.context_window)))
+    if not lengths or lengths[0] < 1 or lengths[-1] >= backend.context_window:
+        raise ValueError(f"prompt lengths must be between 1 and {backend.context_window - 1}, got {lengths}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    report = Progress(progress, cancel)
+    result = PrefillSweep(RunInfo.of(backend), repeats)
+    ids = exact_length_ids(backend.tokenizer, lengths[-1])
+    samples: dict[int, list[float]] = {n: [] for n in lengths}
+    # progress weighted by tokens: a 1024-token prefill costs far more than a 16-token one
+    total, done = repeats * sum(lengths), 0
+    report(0.0, "warming up")
+    warm_up(backend)
+    for r in range(repeats):
+        for n in lengths:
+            if report.cancelled:
+                result.cancelled = True
+                break
+            seconds = timed_prefill(backend, ids[:n])[0].wall
+            samples[n].append(seconds)
+            done += n
+            report(done / total, f"prefill {n} tokens (repeat {r + 1}/{repeats}): {seconds * 1000:.0f} ms")
+        if result.cancelled:
+            break
+    result.points = [_point(n, ts) for n, ts in samples.items() if ts]
+    result.fit = fit_polynomial([p.length for p in result.points], [p.median for p in result.points], 2)
+    result.elapsed = report.elapsed()
+    report(1.0, "cancelled" if result.cancelled else "done")
+    return result
+
+
+def _point(length: int, times: list[float]) -> PrefillPoint:
+    t = np.asarray(times)
+    q1, med, q3 = (float(v) for v in np.percentile(t, [25, 50, 75]))
+    return PrefillPoint(length, list(times), med, q1, q3, float(t.min()), float(t.max()), length / med)
