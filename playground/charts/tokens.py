@@ -1,0 +1,57 @@
+"""Tokenizers compared in one figure: token count per tokenizer, and how many bytes their tokens hold.
+
+Left: one bar per tokenizer (the same text, so fewer tokens = a larger vocabulary fits it better).
+Right: share of tokens holding 1, 2, … bytes (the last bin collects longer ones), one bar group per
+tokenizer. Bytes, not characters, because a split emoji or CJK character is several 1-2 byte tokens.
+
+Example:
+    >>> from playground.tokens import compare, tiktoken_view
+    >>> fig = plot_token_comparison(compare("Hello, world!", [tiktoken_view()]))
+    >>> [trace.type for trace in fig.data], list(fig.data[0].y)
+    (['bar', 'bar'], [4])
+
+A pure function of a `Comparison`: no state, no I/O. The bins are counted here so the figure carries
+a dozen numbers, not one per token (a 50,000-word text has ~70,000 tokens per tokenizer).
+Left out: per-position plots (the chips show positions).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+MAX_BYTES_BIN = 8   # tokens with >= this many bytes share the last bin
+COLOURS = ["#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2"]
+
+
+# --- figure
+
+def byte_length_shares(spans) -> list[float]:
+    """Share of spans with 1, 2, …, MAX_BYTES_BIN+ bytes (zero-byte spans count in the first bin)."""
+    counts = Counter(min(max(len(s.data), 1), MAX_BYTES_BIN) for s in spans)
+    total = max(len(spans), 1)
+    return [counts[n] / total for n in range(1, MAX_BYTES_BIN + 1)]
+
+
+def plot_token_comparison(comparison) -> go.Figure:
+    names = list(comparison.spans)
+    counts = [len(comparison.spans[n]) for n in names]
+    colours = [COLOURS[k % len(COLOURS)] for k in range(len(names))]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], horizontal_spacing=0.12,
+                        subplot_titles=(f"tokens for {comparison.words:,} words", "bytes per token"))
+    per_word = [f"{c / comparison.words:.2f} tokens/word" if comparison.words else "" for c in counts]
+    fig.add_trace(go.Bar(x=names, y=counts, marker_color=colours, text=[f"{c:,}" for c in counts],
+                         textposition="outside", customdata=per_word, showlegend=False,
+                         hovertemplate="%{x}: %{y:,} tokens<br>%{customdata}<extra></extra>"), row=1, col=1)
+    bins = [str(n) for n in range(1, MAX_BYTES_BIN)] + [f"{MAX_BYTES_BIN}+"]
+    for name, colour in zip(names, colours):
+        fig.add_trace(go.Bar(x=bins, y=byte_length_shares(comparison.spans[name]), name=name,
+                             marker_color=colour, hovertemplate=f"{name}: %{{y:.1%}} of tokens have %{{x}} bytes"
+                             "<extra></extra>"), row=1, col=2)
+    fig.update_yaxes(title_text="tokens", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="share of tokens", tickformat=".0%", row=1, col=2)
+    fig.update_xaxes(title_text="bytes in the token", row=1, col=2)
+    fig.update_layout(barmode="group", template="plotly_white", font=dict(size=16), height=420,
+                      margin=dict(t=60, l=60, r=20, b=60), legend=dict(orientation="h", y=-0.25))
+    return fig
