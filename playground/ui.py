@@ -147,7 +147,7 @@ def generate_tab() -> SimpleNamespace:
             with gr.Row():
                 c.generate = gr.Button("Generate", variant="primary", elem_id="generate")
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
-            c.status = gr.Markdown(elem_classes="status")
+            c.status = gr.Markdown(elem_classes="status", elem_id="status")
         with gr.Column(scale=2):
             c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
             with gr.Row():
@@ -155,7 +155,8 @@ def generate_tab() -> SimpleNamespace:
                 c.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
             with gr.Row():
                 c.seed = gr.Number(label="Seed (empty = random)", precision=0)
-                c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens")
+                c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
+                                             elem_id="max-new-tokens")
             c.chat = gr.Checkbox(value=True, label="Apply the chat template")
             with gr.Row():
                 c.price_in = gr.Number(0.15, label="USD per 1M input tokens (for the estimate)")
@@ -216,7 +217,7 @@ def build_demo(engine) -> gr.Blocks:
         session = gr.State(Session())
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.")
-        info = gr.Markdown("Loading the model…", elem_classes="model-info")
+        info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
         with gr.Tab("Generate"):
             c = generate_tab()
         tokens_tab(get_engine, c.prompt, c.chat)
