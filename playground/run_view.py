@@ -5,7 +5,7 @@ chip's hover title holds what the Step recorded: token id, probability, step lat
 All text goes through `html.escape(..., quote=True)` because gr.HTML inserts markup as is.
 
 Example:
-    >>> chip_html(step)     # a Step with text " <b>", id 42, p 0.5, latency 0.02 s, kv 1024
+    >>> chip_html(step)     # Step 1 with text " <b>", id 42, p 0.5, latency 0.02 s, kv 1024 bytes
     '<span class="tok tok-c1" title="id 42 · p=0.500 · 20.0 ms · KV 1.0 KiB">·&lt;b&gt;</span>'
 
 Left out: the charts (charts/run.py) and anything gradio: this module returns strings.
@@ -24,11 +24,12 @@ STOP_REASONS = {"eos": "finished (end-of-sequence token)", "length": "finished (
 
 def format_bytes(n: int) -> str:
     """1536 -> '1.5 KiB'."""
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB"):
         n /= 1024
-    return f"{n:.1f} GiB"
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
 
 
 # --- chips
@@ -80,4 +81,4 @@ def status_line(trace) -> str:
     if not trace.finished:
         return f"⏳ generating… {n} token{'s' * (n != 1)} so far"
     line = f"**{STOP_REASONS.get(trace.stop_reason, trace.stop_reason)}** after {n} token{'s' * (n != 1)}"
-    return line + (f" — {trace.error}" if trace.error else "")
+    return line + (f" — {html.escape(trace.error, quote=True)}" if trace.error else "")

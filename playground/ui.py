@@ -4,15 +4,17 @@
     demo.launch()
 
 Handlers are a few lines that loop over the engine and hand its Trace to pure functions (run_view.py
-for HTML, charts/run.py for figures). Each browser session keeps its own `Session` in gr.State, so
-two tabs never mix runs; Stop cancels the Gradio event and calls `run.cancel()`, keeping the partial
-trace. API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info.
+for HTML, charts/run.py for figures). Each browser session keeps its own `Session` (session.py) in
+gr.State, so two tabs never mix runs; Stop cancels the Gradio event and the run, keeping the partial
+trace. Generate runs at most GENERATE_CONCURRENCY at once (others wait in the queue); the light
+handlers (stop, top_k, metrics, tokens) have no limit, so Stop is never stuck behind a queue.
+API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info.
 
 Left out: authentication and per-user quotas; the queue's concurrency limit is the only guard.
 """
 from __future__ import annotations
 
-import tempfile
+import html
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +25,7 @@ from .charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_to
 from .config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from .prompt_tokens import prompt_tokens
 from .run_view import chip_html, chips_html, metrics_html, status_line
+from .session import Session, export_files
 from .token_chips import TOKEN_CSS
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -37,36 +40,7 @@ def long_document() -> str:
     return path.read_text(encoding="utf-8") if path.exists() else "(assets/long_document.txt is missing)"
 
 
-class Session:
-    """One browser session's latest run: the Run (to cancel it), its step iterator and its chips."""
-
-    def __init__(self):
-        self.run, self.steps, self.chips = None, None, []
-
-    @property
-    def trace(self):
-        return self.run.trace if self.run else None
-
-    def stop(self, grace: float = 2.0) -> None:
-        """Cancel the run; if its iterator sits idle (its Gradio event was cancelled), close it."""
-        if self.run is None:
-            return
-        self.run.cancel()
-        deadline = time.monotonic() + grace
-        while not self.trace.finished and time.monotonic() < deadline:
-            time.sleep(0.02)   # a handler still iterating notices the cancel within one step
-        if not self.trace.finished and not self.steps.gi_running:
-            self.steps.close()   # sets stop_reason "cancelled"
-
-
 # --- views of a trace (the outputs of generate and stop, in order)
-
-def export_files(trace) -> list[str]:
-    folder = Path(tempfile.mkdtemp(prefix="trace-"))
-    (folder / "trace.json").write_text(trace.to_json(), encoding="utf-8")
-    (folder / "trace.csv").write_text(trace.to_csv(), encoding="utf-8")
-    return [str(folder / "trace.json"), str(folder / "trace.csv")]
-
 
 def view(session: Session, prices, charts: bool = True, final: bool = False) -> tuple:
     trace = session.trace
@@ -77,9 +51,13 @@ def view(session: Session, prices, charts: bool = True, final: bool = False) -> 
             metrics_html(trace, *prices), *figures, export_files(trace) if final else gr.skip())
 
 
+def error_html(message: str) -> str:
+    return f'<span class="error">⚠️ {html.escape(message, quote=True)}</span>'
+
+
 def error_view(message: str) -> tuple:
     gr.Warning(message)
-    return (gr.skip(), gr.skip(), f'<span class="error">⚠️ {message}</span>', *(gr.skip(),) * 7)
+    return (gr.skip(), gr.skip(), error_html(message), *(gr.skip(),) * 7)
 
 
 # --- handlers
@@ -95,8 +73,7 @@ def make_handlers(get_engine):
         except (ValueError, TypeError) as exc:
             yield error_view(str(exc))
             return
-        session.stop()   # a new Generate in the same session supersedes the old run
-        session.run, session.steps, session.chips = run, iter(run), []
+        session.start(run)
         shown = 0.0
         try:
             for step in session.steps:
@@ -154,7 +131,7 @@ def generate_tab() -> SimpleNamespace:
                 c.top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)")
                 c.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
             with gr.Row():
-                c.seed = gr.Number(label="Seed (empty = random)", precision=0)
+                c.seed = gr.Number(None, label="Seed (empty = random)", precision=0)
                 c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
                                              elem_id="max-new-tokens")
             c.chat = gr.Checkbox(value=True, label="Apply the chat template")
@@ -194,7 +171,7 @@ def tokens_tab(get_engine, prompt, chat):
         try:
             v = prompt_tokens(get_engine(), text, coerce_settings(chat=bool(chat_on)))
         except ValueError as exc:
-            return f'<span class="error">⚠️ {exc}</span>', "", gr.skip()
+            return error_html(str(exc)), "", gr.skip()
         return v.summary, v.html, v.figure
 
     with gr.Tab("Tokens") as tab:

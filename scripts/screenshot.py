@@ -27,11 +27,14 @@ def launch(demo) -> str:
     return url
 
 
-def open_page(playwright, url: str, width: int = 1400, height: int = 1000):
+def open_page(playwright, url: str, width: int = 1400, height: int = 1000, load_timeout_s: float = 120):
+    """A Chromium page on the app, once the model has loaded (the info line names it)."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(url)
     page.wait_for_selector("#generate", timeout=60_000)
+    page.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')",
+                           timeout=load_timeout_s * 1000)
     return browser, page
 
 
@@ -61,9 +64,7 @@ def main() -> None:
     url = launch(app.demo)
     try:
         with sync_playwright() as p:
-            browser, page = open_page(p, url)
-            page.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')",
-                                   timeout=600_000)
+            browser, page = open_page(p, url, load_timeout_s=600)
             generate(page, timeout_s=600)
             page.screenshot(path=str(args.out), full_page=True)
             browser.close()
