@@ -62,12 +62,21 @@ def error_view(message: str) -> tuple:
 
 # --- handlers
 
+def parse_seed(seed) -> int | None:
+    """'' -> None (a random seed each run); '42' -> 42; anything else -> ValueError naming the field."""
+    text = "" if seed is None else str(seed).strip()
+    try:
+        return int(text) if text else None
+    except ValueError:
+        raise ValueError(f"seed must be a whole number (or empty for random), got {text!r}") from None
+
+
 def make_handlers(get_engine):
     def generate(prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, price_in, price_out,
                  session: Session):
         try:
             settings = coerce_settings(temperature=temperature, top_k=top_k, top_p=top_p,
-                                       seed=None if seed in (None, "") else seed,
+                                       seed=parse_seed(seed),
                                        max_new_tokens=max_new_tokens, chat=bool(chat))
             run = get_engine().run(prompt, settings)
         except (ValueError, TypeError) as exc:
@@ -131,7 +140,7 @@ def generate_tab() -> SimpleNamespace:
                 c.top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)")
                 c.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
             with gr.Row():
-                c.seed = gr.Number(None, label="Seed (empty = random)", precision=0)
+                c.seed = gr.Textbox("", label="Seed (empty = random)", max_lines=1)
                 c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
                                              elem_id="max-new-tokens")
             c.chat = gr.Checkbox(value=True, label="Apply the chat template")

@@ -53,3 +53,12 @@ def test_stop_ends_a_long_run_and_keeps_its_tokens(page):
     time.sleep(1.0)
     assert 5 <= kept < 450 and chip_count(page) == kept   # nothing arrives after Stop
     assert page.locator("a[download], .file-preview").count() >= 1   # the partial trace is downloadable
+
+
+def test_tokens_tab_shows_the_prompt_in_both_tokenizers(page):
+    page.get_by_role("tab", name="Tokens").click()
+    page.wait_for_selector(".tok-title", timeout=30_000)
+    titles = page.locator(".tok-title").all_inner_texts()
+    assert any("cl100k_base" in t for t in titles) and any("tiny-random-llama" in t for t in titles)
+    assert any(t.startswith("As the model reads it") for t in titles)
+    page.get_by_role("tab", name="Generate").click()

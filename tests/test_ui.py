@@ -13,7 +13,7 @@ from gradio_client.exceptions import AppError
 from playground.ui import build_demo
 
 FRANCE = "What is the capital of France?"
-DEFAULTS = dict(temperature=0, top_k=0, top_p=1, seed=None, max_new_tokens=16, chat=True,
+DEFAULTS = dict(temperature=0, top_k=0, top_p=1, seed="", max_new_tokens=16, chat=True,
                 price_in=0.15, price_out=0.6)
 OUT = dict(chips=0, text=1, status=2, metrics=3, timeline=4, latency=5, kv=6, topk=7, step=8, files=9)
 
@@ -97,7 +97,8 @@ def test_stop_keeps_the_partial_trace(app_url):
 
 @pytest.mark.parametrize("prompt, changes, message", [
     ("   ", {}, "prompt is empty"),
-    (FRANCE, {"seed": -1}, "seed must be between"),
+    (FRANCE, {"seed": "-1"}, "seed must be between"),
+    (FRANCE, {"seed": "abc"}, "seed must be a whole number"),
     (FRANCE, {"top_k": 2.5}, "top_k must be a whole number"),
     ("x" * 5000, {}, "context window"),
 ])
@@ -132,3 +133,11 @@ def test_tokens_and_model_info_endpoints(app_url):
     assert "cl100k_base" in summary and "match" in summary
     assert "&lt;" in chips and "<b>" not in chips
     assert "tiny-random-llama" in client.predict(api_name="/model_info")
+
+
+def test_a_seed_makes_a_sampled_run_repeatable(app_url):
+    client = Client(app_url, verbose=False)
+    runs = [trace_from(client.predict(*generate_args(temperature=1.0, seed="7", max_new_tokens=8),
+                                      api_name="/generate")[OUT["files"]]) for _ in range(2)]
+    ids = [[s["token_id"] for s in run["steps"]] for run in runs]
+    assert ids[0] == ids[1] and runs[0]["settings"]["seed"] == 7
