@@ -5,9 +5,9 @@ engine actually feeds the model (`engine.prompt_ids`), each with the model's own
 OpenAI's cl100k_base side by side, and checks that the chips' token ids are the ids the model gets.
 
 Example:
-    >>> view = prompt_tokens(engine, "What is the capital of France?", GenerationSettings())
-    >>> view.summary.splitlines()[0]
-    '**As typed**: model: 6 words → 8 tokens (1.33 tokens/word) · cl100k_base: 6 words → 7 tokens …'
+    >>> view = prompt_tokens(tiny_engine, "What is the capital of France?", GenerationSettings())
+    >>> print(view.summary.splitlines()[0].split(" · ")[1])
+    cl100k_base: 6 words → 7 tokens (1.17 tokens/word)
 
 Left out: gradio (ui.py lays the HTML out) and tokenizers other than these two.
 """
