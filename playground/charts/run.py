@@ -1,0 +1,120 @@
+"""One request drawn from its Trace: timeline, per-step latency, KV-cache growth, top-k candidates.
+
+Every number comes from the Trace's Step records (measured during the run); the only computed line
+is the KV-cache formula 2 x layers x kv_heads x head_dim x seq_len x bytes, labelled "formula (estimate)".
+
+Example:
+    >>> fig = plot_timeline(trace)            # a Trace with 3 steps
+    >>> [t.name for t in fig.data], [len(t.x) for t in fig.data]
+    (['prefill (TTFT)', 'decode'], [1, 2])
+
+Pure functions: no state, no I/O; an empty Trace (or None) gives an empty figure with a hint.
+Left out: several requests in one figure (the compare charts do that).
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from ..token_chips import visible
+
+PREFILL, DECODE, FORMULA = "#d97706", "#2563eb", "#6b7280"
+FONT = dict(size=16)
+
+
+def _figure(title: str, xaxis: str, yaxis: str, height: int = 320) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, font=FONT,
+                      template="plotly_white", margin=dict(l=60, r=20, t=50, b=50),
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    return fig
+
+
+def _empty(fig: go.Figure) -> go.Figure:
+    fig.add_annotation(text="Generate to see this chart", showarrow=False, font=dict(size=18),
+                       xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig
+
+
+def _label(text: str) -> str:
+    """Whitespace made visible, escaped: plotly reads <b>, <br>, <a> in labels as markup."""
+    return html.escape(visible(text.encode()) or "∅", quote=True)
+
+
+# --- time
+
+def plot_timeline(trace) -> go.Figure:
+    """A Gantt of the request: the prefill bar (t0 -> first token), then one bar per decode step."""
+    fig = _figure("Timeline of the request", "time since request start (ms)", "")
+    steps = trace.steps if trace else []
+    if not steps:
+        return _empty(fig)
+    decode = steps[1:]
+    fig.add_bar(name="prefill (TTFT)", orientation="h", y=["request"], base=[0.0], x=[steps[0].time * 1e3],
+                marker_color=PREFILL, hovertemplate="prefill + first token: %{x:.1f} ms<extra></extra>")
+    fig.add_bar(name="decode", orientation="h", y=["request"] * len(decode),
+                base=[(s.time - s.latency) * 1e3 for s in decode], x=[s.latency * 1e3 for s in decode],
+                marker=dict(color=DECODE, line=dict(color="white", width=1 if len(decode) < 200 else 0)),
+                customdata=[[s.index, _label(s.text)] for s in decode],
+                hovertemplate="step %{customdata[0]} %{customdata[1]}: %{x:.1f} ms<extra></extra>")
+    fig.update_layout(barmode="overlay", height=220, yaxis=dict(showticklabels=False))
+    return fig
+
+
+def plot_step_latency(trace) -> go.Figure:
+    """Latency of every step: the first is TTFT (prefill), the rest inter-token latencies (decode)."""
+    fig = _figure("Latency per step", "output token (step)", "latency (ms)")
+    steps = trace.steps if trace else []
+    if not steps:
+        return _empty(fig)
+    fig.add_bar(name="prefill (TTFT)", x=[0], y=[steps[0].latency * 1e3], marker_color=PREFILL,
+                hovertemplate="TTFT %{y:.1f} ms<extra></extra>")
+    fig.add_bar(name="decode (ITL)", x=[s.index for s in steps[1:]], y=[s.latency * 1e3 for s in steps[1:]],
+                marker_color=DECODE, customdata=[_label(s.text) for s in steps[1:]],
+                hovertemplate="step %{x} %{customdata}: %{y:.1f} ms<extra></extra>")
+    if len(steps) > 2:   # TTFT dwarfs decode steps: a log axis keeps both readable
+        fig.update_yaxes(type="log")
+    return fig
+
+
+# --- memory
+
+def plot_kv_cache(trace) -> go.Figure:
+    """KV-cache bytes measured after each step, with the formula drawn beside it as an estimate."""
+    fig = _figure("KV-cache size per step", "output token (step)", "KV cache (MiB)")
+    steps = trace.steps if trace else []
+    if not steps:
+        return _empty(fig)
+    x = [s.index for s in steps]
+    fig.add_scatter(name="measured", x=x, y=[s.kv_bytes / 2**20 for s in steps], mode="lines+markers",
+                    line=dict(color=DECODE, width=3), customdata=[s.seq_len for s in steps],
+                    hovertemplate="step %{x}: %{y:.3f} MiB (%{customdata} tokens)<extra></extra>")
+    shape = trace.kv_shape
+    fig.add_scatter(name=f"formula (estimate): 2×{shape.layers}×{shape.kv_heads}×{shape.head_dim}"
+                         f"×seq_len×{shape.bytes_per_element}",
+                    x=x, y=[shape.formula_bytes(s.seq_len) / 2**20 for s in steps], mode="lines",
+                    line=dict(color=FORMULA, dash="dash", width=2),
+                    hovertemplate="formula: %{y:.3f} MiB<extra></extra>")
+    return fig
+
+
+# --- probabilities
+
+def plot_top_k(trace, step: int | None = None) -> go.Figure:
+    """The most likely next tokens at one step (default: the last), the chosen one highlighted."""
+    steps = trace.steps if trace else []
+    if not steps:
+        return _empty(_figure("Top-k next-token probabilities", "probability", ""))
+    index = len(steps) - 1 if step is None else max(0, min(int(step), len(steps) - 1))
+    chosen = steps[index]
+    fig = _figure(f"Top-k at step {index}: chose “{_label(chosen.text)}” (p={chosen.prob:.3f})",
+                  "probability", "")
+    top = list(reversed(chosen.top))   # best at the top of a horizontal bar chart
+    fig.add_bar(name="candidates", orientation="h", x=[c.prob for c in top],
+                y=[f"{_label(c.text)}  (id {c.token_id})" for c in top],
+                marker_color=[PREFILL if c.token_id == chosen.token_id else DECODE for c in top],
+                text=[f"{c.prob:.3f}" for c in top], textposition="auto",
+                hovertemplate="%{y}: p=%{x:.4f}<extra></extra>")
+    fig.update_layout(xaxis=dict(range=[0, 1]), showlegend=False)
+    return fig

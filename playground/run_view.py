@@ -1,0 +1,84 @@
+"""HTML for a run in flight: output tokens as chips, and the metrics panel, both read from the Trace.
+
+Chips reuse the token-view style of `token_chips.py` (whitespace visible, colour by position); each
+chip's hover title holds what the Step recorded: token id, probability, step latency, KV bytes.
+All text goes through `html.escape(..., quote=True)` because gr.HTML inserts markup as is.
+
+Example:
+    >>> chip_html(step)     # Step 1 with text " <b>", id 42, p 0.5, latency 0.02 s, kv 1024 bytes
+    '<span class="tok tok-c1" title="id 42 · p=0.500 · 20.0 ms · KV 1.0 KiB">·&lt;b&gt;</span>'
+
+Left out: the charts (charts/run.py) and anything gradio: this module returns strings.
+"""
+from __future__ import annotations
+
+import html
+
+from .metrics import estimate_cost
+from .token_chips import PALETTE_SIZE, visible
+
+STOP_REASONS = {"eos": "finished (end-of-sequence token)", "length": "finished (max new tokens reached)",
+                "context": "finished (context window full)", "cancelled": "stopped by you",
+                "error": "failed"}
+
+
+def format_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+
+
+# --- chips
+
+def chip_html(step) -> str:
+    classes = f"tok tok-c{step.index % PALETTE_SIZE}" + " tok-special" * step.special
+    title = (f"id {step.token_id} · p={step.prob:.3f} · {step.latency * 1e3:.1f} ms"
+             f" · KV {format_bytes(step.kv_bytes)}")
+    text = visible(step.text.encode()) or "∅"   # ∅: a token ending inside a multi-byte character
+    return f'<span class="{classes}" title="{html.escape(title, quote=True)}">{html.escape(text, quote=True)}</span>'
+
+
+def chips_html(chips: list[str], running: bool = False) -> str:
+    """Wrap chips made by `chip_html` (kept by the caller, so each step adds one, not all)."""
+    if not chips:
+        return '<div class="tok-view out-chips"><p class="tok-note">Output tokens appear here.</p></div>'
+    cursor = '<span class="cursor">▌</span>' if running else ""
+    return f'<div class="tok-view out-chips">{"".join(chips)}{cursor}</div>'
+
+
+# --- metrics
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:,.0f} ms"
+
+
+def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: float | None = 0.0) -> str:
+    """Cards of measured metrics, then a cost estimate from the prices (labelled estimate)."""
+    if trace is None:
+        return '<div class="metrics"><p>Metrics appear here while the model generates.</p></div>'
+    m = trace.metrics()
+    cost = estimate_cost(m, usd_per_m_input or 0.0, usd_per_m_output or 0.0)
+    cards = [("prompt tokens", f"{m.prompt_tokens:,}"), ("output tokens", f"{m.output_tokens:,}"),
+             ("TTFT", _ms(m.ttft)), ("TPOT", _ms(m.tpot)),
+             ("decode speed", "–" if m.decode_tps is None else f"{m.decode_tps:.1f} tok/s"),
+             ("E2E", "–" if m.e2e is None else f"{m.e2e:.2f} s"),
+             ("KV cache now (measured)", format_bytes(m.kv_bytes)),
+             ("cost (estimate)", f"${cost:.6f}")]
+    body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
+                   f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
+    return f'<div class="metrics">{body}</div>'
+
+
+def status_line(trace) -> str:
+    """One line of Markdown: what the run is doing or how it ended."""
+    if trace is None:
+        return ""
+    n = len(trace.steps)
+    if not trace.finished:
+        return f"⏳ generating… {n} token{'s' * (n != 1)} so far"
+    line = f"**{STOP_REASONS.get(trace.stop_reason, trace.stop_reason)}** after {n} token{'s' * (n != 1)}"
+    return line + (f" — {html.escape(trace.error, quote=True)}" if trace.error else "")

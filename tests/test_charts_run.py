@@ -1,0 +1,59 @@
+"""Run charts drawn from a real Trace of the tiny model: the traces each figure holds, and their values."""
+from __future__ import annotations
+
+import pytest
+
+from playground.charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
+from playground.config import GenerationSettings
+
+N = 9
+
+
+@pytest.fixture(scope="module")
+def trace(tiny_engine):
+    return tiny_engine.generate("What is the capital of France?", GenerationSettings(max_new_tokens=N))
+
+
+def test_timeline_has_one_prefill_bar_then_a_bar_per_decode_step(trace):
+    fig = plot_timeline(trace)
+    prefill, decode = fig.data
+    assert (prefill.name, len(prefill.x), len(decode.x)) == ("prefill (TTFT)", 1, N - 1)
+    assert prefill.x[0] == pytest.approx(trace.steps[0].time * 1e3)
+    # each decode bar starts where the previous token became available and ends at its own time
+    ends = [b + w for b, w in zip(decode.base, decode.x)]
+    assert ends == pytest.approx([s.time * 1e3 for s in trace.steps[1:]])
+    assert decode.base[0] == pytest.approx(prefill.x[0])
+
+
+def test_latency_chart_separates_ttft_from_inter_token_latencies(trace):
+    ttft, itl = plot_step_latency(trace).data
+    assert ttft.y[0] == pytest.approx(trace.metrics().ttft * 1e3)
+    assert list(itl.y) == pytest.approx([x * 1e3 for x in trace.metrics().itl])
+
+
+def test_kv_measured_and_formula_lines_agree_for_the_tiny_model(trace):
+    measured, formula = plot_kv_cache(trace).data
+    assert measured.name == "measured" and formula.name.startswith("formula (estimate)")
+    assert len(measured.y) == N
+    assert list(measured.y) == pytest.approx(list(formula.y))
+    assert list(measured.y) == sorted(measured.y)   # the cache only grows
+
+
+@pytest.mark.parametrize("step", [0, 4, None])
+def test_top_k_bars_for_the_selected_step(trace, step):
+    chosen = trace.steps[-1 if step is None else step]
+    (bars,) = plot_top_k(trace, step).data
+    assert list(bars.x) == [c.prob for c in reversed(chosen.top)]
+    assert f"step {chosen.index}" in plot_top_k(trace, step).layout.title.text
+
+
+def test_labels_are_escaped_for_plotly(tiny_engine, trace):
+    from dataclasses import replace
+    odd = replace(trace, steps=[replace(trace.steps[0], text="<b>x</b>")] + trace.steps[1:])
+    title = plot_top_k(odd, 0).layout.title.text
+    assert "&lt;b&gt;" in title and "<b>" not in title
+
+
+def test_empty_trace_gives_a_hint_not_an_error():
+    for fig in (plot_timeline(None), plot_step_latency(None), plot_kv_cache(None), plot_top_k(None)):
+        assert not fig.data and "Generate" in fig.layout.annotations[0].text

@@ -1,0 +1,42 @@
+"""HTML for a run: chips escape token text and carry what the Step measured; metrics label estimates."""
+from __future__ import annotations
+
+import pytest
+
+from playground.config import GenerationSettings
+from playground.run_view import chip_html, chips_html, format_bytes, metrics_html, status_line
+from playground.trace import Step
+
+
+def step(text=" <b>", index=1, special=False) -> Step:
+    return Step(index, 42, text, special, "decode", 0.1, 0.02, 0.5, (), 10, 1024)
+
+
+def test_chip_escapes_text_shows_whitespace_and_carries_the_measurements():
+    assert chip_html(step()) == ('<span class="tok tok-c1" title="id 42 · p=0.500 · 20.0 ms · KV 1.0 KiB">'
+                                 "·&lt;b&gt;</span>")
+
+
+@pytest.mark.parametrize("text, shown", [('"\'>&', "&quot;&#x27;&gt;&amp;"), ("a\nb\t", "a↵b→"), ("", "∅")])
+def test_chip_text_is_visible_and_inert(text, shown):
+    assert f">{shown}</span>" in chip_html(step(text))
+
+
+def test_special_tokens_are_marked_and_the_cursor_shows_while_running():
+    assert "tok-special" in chip_html(step("<|im_end|>", special=True))
+    assert "cursor" in chips_html([chip_html(step())], running=True)
+    assert "cursor" not in chips_html([chip_html(step())])
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (3 * 2**20, "3.0 MiB"),
+                                     (5 * 2**30, "5.0 GiB")])
+def test_format_bytes(n, text):
+    assert format_bytes(n) == text
+
+
+def test_metrics_label_the_cost_an_estimate_and_status_says_how_it_ended(tiny_engine):
+    trace = tiny_engine.generate("What is the capital of France?", GenerationSettings(max_new_tokens=4))
+    html = metrics_html(trace, 1e6, 1e6)   # $1 per token: cost = prompt + output tokens
+    assert "cost (estimate)" in html and f"${len(trace.prompt_ids) + 4:.6f}" in html
+    assert "KV cache now (measured)" in html
+    assert status_line(trace).startswith("**finished (max new tokens reached)** after 4 tokens")
