@@ -17,7 +17,7 @@ import html
 from dataclasses import dataclass
 
 from .config import GenerationSettings
-from .token_chips import render_chips_html
+from .tokens import render_chips_html
 from .tokens import compare, hf_view, tiktoken_view
 
 

@@ -1,6 +1,6 @@
 """HTML for a run in flight: output tokens as chips, and the metrics panel, both read from the Trace.
 
-Chips reuse the token-view style of `token_chips.py` (whitespace visible, colour by position); each
+Chips reuse the token-view style of `tokens/chips.py` (whitespace visible, colour by position); each
 chip's hover title holds what the Step recorded: token id, probability, step latency, KV bytes.
 All text goes through `html.escape(..., quote=True)` because gr.HTML inserts markup as is.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 
 from .metrics import estimate_cost
-from .token_chips import PALETTE_SIZE, visible
+from .tokens.chips import PALETTE_SIZE, visible
 
 STOP_REASONS = {"eos": "finished (end-of-sequence token)", "length": "finished (max new tokens reached)",
                 "context": "finished (context window full)", "cancelled": "stopped by you",

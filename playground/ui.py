@@ -26,7 +26,7 @@ from .config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from .prompt_tokens import prompt_tokens
 from .run_view import chip_html, chips_html, metrics_html, status_line
 from .session import Session, export_files
-from .token_chips import TOKEN_CSS
+from .tokens import TOKEN_CSS
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 GENERATE_CONCURRENCY = 2   # runs at once: 2 CPU cores; more only slows every run (one more queues)

@@ -17,7 +17,7 @@ import html
 
 import plotly.graph_objects as go
 
-from ..token_chips import visible
+from ..tokens import visible
 
 PREFILL, DECODE, FORMULA = "#d97706", "#2563eb", "#6b7280"
 FONT = dict(size=16)
