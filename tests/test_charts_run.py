@@ -57,3 +57,13 @@ def test_labels_are_escaped_for_plotly(tiny_engine, trace):
 def test_empty_trace_gives_a_hint_not_an_error():
     for fig in (plot_timeline(None), plot_step_latency(None), plot_kv_cache(None), plot_top_k(None)):
         assert not fig.data and "Generate" in fig.layout.annotations[0].text
+
+
+def test_charts_import_pandas_before_any_thread_draws():
+    """Regression: plotly's lazy pandas import raced between two handler threads ("partially initialized
+    module 'pandas'"); importing playground.charts must leave pandas fully imported."""
+    import subprocess
+    import sys
+    code = "import sys, playground.charts; print(hasattr(sys.modules.get('pandas'), 'Series'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
