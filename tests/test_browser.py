@@ -62,3 +62,25 @@ def test_tokens_tab_shows_the_prompt_in_both_tokenizers(page):
     assert any("cl100k_base" in t for t in titles) and any("tiny-random-llama" in t for t in titles)
     assert any(t.startswith("As the model reads it") for t in titles)
     page.get_by_role("tab", name="Generate").click()
+
+
+def test_compare_tab_draws_both_runs_and_their_agreement(page):
+    page.get_by_role("tab", name="Compare").click()
+    page.locator("#compare-run").click()
+    page.wait_for_function("document.querySelector('#compare-agreement').innerText.includes('Token agreement')",
+                           timeout=60_000)
+    assert "100%" in page.locator("#compare-agreement").inner_text()   # one greedy engine twice
+    page.wait_for_selector("#compare-plot .js-plotly-plot", timeout=30_000)
+    assert "TTFT (ms)" in page.locator("#compare-table").inner_text()
+    page.get_by_role("tab", name="Generate").click()
+
+
+def test_experiments_tab_runs_a_prefill_sweep_and_draws_it(page):
+    page.get_by_role("tab", name="Experiments").click()
+    page.locator("#experiment-run").click()
+    page.wait_for_function("document.querySelector('#experiment-status').innerText.includes('finished')",
+                           timeout=120_000)
+    page.wait_for_selector("#experiment-plot .js-plotly-plot", timeout=30_000)
+    summary = page.locator("#experiment-summary").inner_text()
+    assert "Prefill scaling sweep" in summary and "torch" in summary
+    page.get_by_role("tab", name="Generate").click()
