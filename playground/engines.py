@@ -34,8 +34,10 @@ class EngineRegistry:
     def __init__(self, factory: Factory, names: list[str], default: str | None = None):
         if not names:
             raise ValueError("an engine registry needs at least one backend name")
+        if default is not None and default not in names:
+            raise ValueError(f"backend must be one of {', '.join(names)}; got {default!r}")
         self.factory, self.names = factory, list(names)
-        self.default = default if default in self.names else self.names[0]
+        self.default = default or self.names[0]
         self.engines: dict[str, Engine] = {}
         self.errors: dict[str, str] = {}
         self.progress: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""A real Chromium drives the app (tiny model): presets, Generate, chips, every chart, Stop."""
+"""A real Chromium drives the app (tiny model): presets, Generate, chips, every chart, Stop, Compare, Experiments."""
 from __future__ import annotations
 
 import os
@@ -64,23 +64,25 @@ def test_tokens_tab_shows_the_prompt_in_both_tokenizers(page):
     page.get_by_role("tab", name="Generate").click()
 
 
+
+def run_in_tab(page, tab: str, button: str, done: str, text: str, plot: str, timeout_s: float = 120) -> None:
+    """Open a tab, click its Run button, wait until `done` shows `text` and `plot` holds a drawn chart."""
+    page.get_by_role("tab", name=tab).click()
+    page.locator(button).click()
+    page.wait_for_function(f"document.querySelector('{done}').innerText.includes('{text}')",
+                           timeout=timeout_s * 1000)
+    page.wait_for_selector(f"{plot} .js-plotly-plot", timeout=30_000)
+
+
 def test_compare_tab_draws_both_runs_and_their_agreement(page):
-    page.get_by_role("tab", name="Compare").click()
-    page.locator("#compare-run").click()
-    page.wait_for_function("document.querySelector('#compare-agreement').innerText.includes('Token agreement')",
-                           timeout=60_000)
+    run_in_tab(page, "Compare", "#compare-run", "#compare-agreement", "Token agreement", "#compare-plot")
     assert "100%" in page.locator("#compare-agreement").inner_text()   # one greedy engine twice
-    page.wait_for_selector("#compare-plot .js-plotly-plot", timeout=30_000)
     assert "TTFT (ms)" in page.locator("#compare-table").inner_text()
     page.get_by_role("tab", name="Generate").click()
 
 
 def test_experiments_tab_runs_a_prefill_sweep_and_draws_it(page):
-    page.get_by_role("tab", name="Experiments").click()
-    page.locator("#experiment-run").click()
-    page.wait_for_function("document.querySelector('#experiment-status').innerText.includes('finished')",
-                           timeout=120_000)
-    page.wait_for_selector("#experiment-plot .js-plotly-plot", timeout=30_000)
+    run_in_tab(page, "Experiments", "#experiment-run", "#experiment-status", "finished", "#experiment-plot")
     summary = page.locator("#experiment-summary").inner_text()
     assert "Prefill scaling sweep" in summary and "torch" in summary
     page.get_by_role("tab", name="Generate").click()
