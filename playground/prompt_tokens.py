@@ -9,7 +9,7 @@ Example:
     >>> print(view.summary.splitlines()[0].split(" · ")[1])
     cl100k_base: 6 words → 7 tokens (1.17 tokens/word)
 
-Left out: gradio (ui.py lays the HTML out) and tokenizers other than these two.
+Left out: gradio (playground/ui/ lays the HTML out) and tokenizers other than these two.
 """
 from __future__ import annotations
 

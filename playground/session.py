@@ -5,7 +5,7 @@ Stop has two paths to cover: a handler still iterating sees `run.cancel()` withi
 whose Gradio event was cancelled never resumes, so its idle iterator is closed here instead. Either
 way the trace ends with stop_reason "cancelled" and keeps every token made so far.
 
-Left out: gradio (ui.py wires this in) and anything kept after the tab closes.
+Left out: gradio (playground/ui/ wires this in) and anything kept after the tab closes.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A real Chromium drives the app (tiny model): presets, Generate, chips, every chart, Stop."""
+"""A real Chromium drives the app (tiny model): presets, Generate, chips, every chart, Stop, Compare, Experiments."""
 from __future__ import annotations
 
 import os
@@ -61,4 +61,28 @@ def test_tokens_tab_shows_the_prompt_in_both_tokenizers(page):
     titles = page.locator(".tok-title").all_inner_texts()
     assert any("cl100k_base" in t for t in titles) and any("tiny-random-llama" in t for t in titles)
     assert any(t.startswith("As the model reads it") for t in titles)
+    page.get_by_role("tab", name="Generate").click()
+
+
+
+def run_in_tab(page, tab: str, button: str, done: str, text: str, plot: str, timeout_s: float = 120) -> None:
+    """Open a tab, click its Run button, wait until `done` shows `text` and `plot` holds a drawn chart."""
+    page.get_by_role("tab", name=tab).click()
+    page.locator(button).click()
+    page.wait_for_function(f"document.querySelector('{done}').innerText.includes('{text}')",
+                           timeout=timeout_s * 1000)
+    page.wait_for_selector(f"{plot} .js-plotly-plot", timeout=30_000)
+
+
+def test_compare_tab_draws_both_runs_and_their_agreement(page):
+    run_in_tab(page, "Compare", "#compare-run", "#compare-agreement", "Token agreement", "#compare-plot")
+    assert "100%" in page.locator("#compare-agreement").inner_text()   # one greedy engine twice
+    assert "TTFT (ms)" in page.locator("#compare-table").inner_text()
+    page.get_by_role("tab", name="Generate").click()
+
+
+def test_experiments_tab_runs_a_prefill_sweep_and_draws_it(page):
+    run_in_tab(page, "Experiments", "#experiment-run", "#experiment-status", "finished", "#experiment-plot")
+    summary = page.locator("#experiment-summary").inner_text()
+    assert "Prefill scaling sweep" in summary and "torch" in summary
     page.get_by_role("tab", name="Generate").click()

@@ -10,11 +10,14 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from playground.engine import Engine
+from playground.engines import EngineRegistry
+from playground.models import ModelLoadError
 from playground.ui import build_demo
 
 FRANCE = "What is the capital of France?"
 DEFAULTS = dict(temperature=0, top_k=0, top_p=1, seed="", max_new_tokens=16, chat=True,
-                price_in=0.15, price_out=0.6)
+                price_in=0.15, price_out=0.6, backend="torch")
 OUT = dict(chips=0, text=1, status=2, metrics=3, timeline=4, latency=5, kv=6, topk=7, step=8, files=9)
 
 
@@ -24,9 +27,41 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class SlowBackend:
+    """The tiny backend with a pause in every prefill and decode, so a run lasts long enough to cancel."""
+
+    def __init__(self, backend, pause=0.02):
+        self._backend, self._pause = backend, pause
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def prefill(self, ids):
+        time.sleep(self._pause)
+        return self._backend.prefill(ids)
+
+    def decode(self, token, state):
+        time.sleep(self._pause)
+        return self._backend.decode(token, state)
+
+
+def tiny_registry(tiny_backend, tiny_engine) -> EngineRegistry:
+    """torch: the tiny engine; onnx: fails to load; copy: a second tiny engine; late: loads slowly with
+    progress messages; slow: the tiny model with a pause per step."""
+    def factory(name, progress):
+        if name == "onnx":
+            raise ModelLoadError("ONNX export impossible here (test)")
+        if name == "late":
+            for i in range(3):
+                progress(i / 3, f"exporting part {i + 1} of 3 (test)")
+                time.sleep(0.5)
+        return {"torch": tiny_engine, "slow": Engine(SlowBackend(tiny_backend))}.get(name) or Engine(tiny_backend)
+    return EngineRegistry(factory, ["torch", "onnx", "copy", "late", "slow"], default="torch")
+
+
 @pytest.fixture(scope="module")
-def app_url(tiny_engine):
-    demo = build_demo(tiny_engine)
+def app_url(tiny_backend, tiny_engine):
+    demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(),
                                     server_name="127.0.0.1", quiet=True)
     yield url
@@ -36,7 +71,7 @@ def app_url(tiny_engine):
 def generate_args(prompt=FRANCE, **changes):
     a = {**DEFAULTS, **changes}
     return (prompt, a["temperature"], a["top_k"], a["top_p"], a["seed"], a["max_new_tokens"], a["chat"],
-            a["price_in"], a["price_out"])
+            a["price_in"], a["price_out"], a["backend"])
 
 
 def trace_from(files) -> dict:
@@ -129,10 +164,10 @@ def test_two_sessions_at_once_never_mix(app_url):
 
 def test_tokens_and_model_info_endpoints(app_url):
     client = Client(app_url, verbose=False)
-    summary, chips, _ = client.predict(FRANCE + " <b>", True, api_name="/tokens")
+    summary, chips, _ = client.predict(FRANCE + " <b>", True, "torch", api_name="/tokens")
     assert "cl100k_base" in summary and "match" in summary
     assert "&lt;" in chips and "<b>" not in chips
-    assert "tiny-random-llama" in client.predict(api_name="/model_info")
+    assert "tiny-random-llama" in client.predict("torch", api_name="/model_info")
 
 
 def test_a_seed_makes_a_sampled_run_repeatable(app_url):
@@ -141,3 +176,98 @@ def test_a_seed_makes_a_sampled_run_repeatable(app_url):
                                       api_name="/generate")[OUT["files"]]) for _ in range(2)]
     ids = [[s["token_id"] for s in run["steps"]] for run in runs]
     assert ids[0] == ids[1] and runs[0]["settings"]["seed"] == 7
+
+
+# --- backends: loading, failure
+
+def test_a_backend_that_fails_to_load_is_named_and_the_others_still_work(app_url):
+    client = Client(app_url, verbose=False)
+    failed = client.predict(*generate_args(backend="onnx"), api_name="/generate")
+    status = failed[OUT["status"]]
+    assert "backend onnx failed to load" in status and "ONNX export impossible" in status
+    assert "Pick another backend: torch" in status
+    assert "backend onnx failed to load" in client.predict("onnx", api_name="/model_info")
+    ok = client.predict(*generate_args(max_new_tokens=3), api_name="/generate")
+    assert len(trace_from(ok[OUT["files"]])["steps"]) == 3
+    again = client.predict(*generate_args(backend="onnx"), api_name="/generate")   # remembered, not retried
+    assert "backend onnx failed to load" in again[OUT["status"]]
+
+
+def test_the_first_use_of_a_backend_streams_its_loading_progress(app_url):
+    client = Client(app_url, verbose=False)
+    job = client.submit(*generate_args(backend="late", max_new_tokens=4), api_name="/generate")
+    final = job.result(timeout=120)
+    statuses = [o[OUT["status"]] for o in job.outputs() if isinstance(o[OUT["status"]], str)]
+    assert any("loading backend late: exporting part" in s for s in statuses)
+    assert len(trace_from(final[OUT["files"]])["steps"]) == 4
+
+
+# --- compare
+
+def test_compare_two_tiny_engines_greedy_agree_completely(app_url):
+    client = Client(app_url, verbose=False)
+    figure, table, agreement, status = client.predict("torch", "copy", FRANCE, 8, 0, True, api_name="/compare")
+    assert "Token agreement 100%" in agreement and "identical" in agreement
+    assert "token agreement 100%" in json.dumps(figure)
+    assert [row[0] for row in table["data"]] == ["torch", "torch"] and [row[3] for row in table["data"]] == [8, 8]
+    assert "finished" in status
+
+
+def test_compare_names_a_failed_backend(app_url):
+    client = Client(app_url, verbose=False)
+    *_, status = client.predict("torch", "onnx", FRANCE, 4, 0, True, api_name="/compare")
+    assert "backend onnx failed to load" in status
+    *_, status = client.predict("torch", "copy", "   ", 4, 0, True, api_name="/compare")
+    assert "prompt is empty" in status
+
+
+# --- experiments
+
+EXPERIMENT = dict(max_length=64, points=3, repeats=1, prompt_tokens=16, new_tokens=4)
+
+
+def experiment_args(name, backend="torch", **changes):
+    a = {**EXPERIMENT, **changes}
+    return (name, backend, a["max_length"], a["points"], a["repeats"], a["prompt_tokens"], a["new_tokens"])
+
+
+def test_experiment_prefill_sweep_gives_a_chart_summary_and_json(app_url):
+    client = Client(app_url, verbose=False)
+    figure, summary, path, status = client.predict(*experiment_args("prefill"), api_name="/experiment")
+    assert "Prefill scaling sweep" in summary and "torch" in summary and "fit" in summary
+    assert "Prefill" in json.dumps(figure) and status == "finished"
+    with open(path, encoding="utf-8") as fh:
+        result = json.load(fh)
+    assert result["experiment"] == "prefill" and [p["length"] for p in result["points"]] == [16, 32, 64]
+
+
+def test_experiment_cache_comparison_reports_identical_tokens(app_url):
+    client = Client(app_url, verbose=False)
+    figure, summary, _, status = client.predict(*experiment_args("cache"), api_name="/experiment")
+    assert "Cache vs no cache" in summary and "identical: yes" in summary and "ratio" in summary
+    assert figure and status == "finished"
+
+
+def test_experiment_bad_ranges_are_refused_readably(app_url):
+    client = Client(app_url, verbose=False)
+    *_, status = client.predict(*experiment_args("cache", prompt_tokens=2000, new_tokens=100), api_name="/experiment")
+    assert "context window" in status
+    *_, status = client.predict(*experiment_args("cache", backend="onnx"), api_name="/experiment")
+    assert "backend onnx failed to load" in status
+
+
+def test_cancel_ends_an_experiment_with_its_partial_result(app_url):
+    client = Client(app_url, verbose=False)
+    # 400 decode steps of 20 ms each: about 8 s unless cancelled
+    job = client.submit(*experiment_args("depth", backend="slow", prompt_tokens=16, new_tokens=400),
+                        api_name="/experiment")
+    wait_for(lambda: any("decode at depth" in str(o[3]) for o in job.outputs()))
+    started = time.monotonic()
+    figure, summary, path, status = client.predict(api_name="/cancel_experiment")
+    assert time.monotonic() - started < 5
+    assert "cancelled" in status and "partial result" in summary
+    with open(path, encoding="utf-8") as fh:
+        result = json.load(fh)
+    assert result["cancelled"] and 0 < len(result["latency"]) < 400
+    job.result(timeout=30)
+    assert job.done()

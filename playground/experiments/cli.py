@@ -50,20 +50,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run_one(name: str, args: argparse.Namespace, backend, engine, progress):
-    """(result, figure) of one experiment with the options in args."""
+def run_one(name: str, args: argparse.Namespace, backend, engine, progress, cancel=None):
+    """(result, figure) of one experiment with the options in args (any object with those attributes).
+
+    `cancel`: a threading.Event; once set, the experiment stops and its partial result comes back.
+    """
     from .. import charts
     if name == "prefill":
         lengths = geometric_lengths(args.min_length, args.max_length, args.points, backend.context_window)
-        r = run_prefill_sweep(backend, lengths, args.repeats, progress=progress)
+        r = run_prefill_sweep(backend, lengths, args.repeats, progress=progress, cancel=cancel)
         return r, charts.plot_prefill_sweep(r)
     if name == "cache":
-        r = run_cache_comparison(backend, args.cache_prompt, args.cache_tokens, progress=progress)
+        r = run_cache_comparison(backend, args.cache_prompt, args.cache_tokens, progress=progress, cancel=cancel)
         return r, charts.plot_cache_comparison(r)
     if name == "depth":
-        r = run_depth_sweep(backend, args.depth_prompt, args.depth_tokens, progress=progress)
+        r = run_depth_sweep(backend, args.depth_prompt, args.depth_tokens, progress=progress, cancel=cancel)
         return r, charts.plot_depth_sweep(r)
-    r = run_short_vs_long(engine, args.max_new_tokens, progress=progress)
+    r = run_short_vs_long(engine, args.max_new_tokens, progress=progress, cancel=cancel)
     return r, charts.plot_short_vs_long(r)
 
 

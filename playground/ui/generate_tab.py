@@ -1,43 +1,29 @@
-"""The Gradio app: type a prompt, watch tokens stream as chips while charts show what the server did.
-
-    demo = build_demo(Engine(create_backend("torch", "tiny")))   # or a zero-argument engine factory
-    demo.launch()
+"""The Generate tab: type a prompt, pick a backend, watch tokens stream as chips while charts show the run.
 
 Handlers are a few lines that loop over the engine and hand its Trace to pure functions (run_view.py
 for HTML, charts/run.py for figures). Each browser session keeps its own `Session` (session.py) in
 gr.State, so two tabs never mix runs; Stop cancels the Gradio event and the run, keeping the partial
-trace. Generate runs at most GENERATE_CONCURRENCY at once (others wait in the queue); the light
-handlers (stop, top_k, metrics, tokens) have no limit, so Stop is never stuck behind a queue.
-API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info.
+trace. The first use of a backend loads it (ONNX export, GGUF conversion) in a worker thread while the
+status line says what it is doing; a backend that failed to load is named in the status line with why.
+API names: /generate, /stop, /top_k, /metrics.
 
 Left out: authentication and per-user quotas; the queue's concurrency limit is the only guard.
 """
 from __future__ import annotations
 
-import html
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 
-from .charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
-from .config import MAX_NEW_TOKENS_LIMIT, coerce_settings
-from .prompt_tokens import prompt_tokens
-from .run_view import chip_html, chips_html, metrics_html, status_line
-from .session import Session, export_files
-from .tokens import TOKEN_CSS
+from ..charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
+from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
+from ..run_view import chip_html, chips_html, metrics_html, status_line
+from ..session import Session, export_files
+from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, backend_dropdown, caption,
+                     engine_or_message, loading_line, long_document, warn)
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-GENERATE_CONCURRENCY = 2   # runs at once: 2 CPU cores; more only slows every run (one more queues)
 CHART_INTERVAL = 0.35      # seconds between chart updates while streaming (chips update every step)
-FRANCE = "What is the capital of France?"
-SUMMARIZE = "Summarize the following document in three sentences.\n\n"
-
-
-def long_document() -> str:
-    path = ASSETS / "long_document.txt"
-    return path.read_text(encoding="utf-8") if path.exists() else "(assets/long_document.txt is missing)"
 
 
 # --- views of a trace (the outputs of generate and stop, in order)
@@ -51,13 +37,12 @@ def view(session: Session, prices, charts: bool = True, final: bool = False) -> 
             metrics_html(trace, *prices), *figures, export_files(trace) if final else gr.skip())
 
 
-def error_html(message: str) -> str:
-    return f'<span class="error">⚠️ {html.escape(message, quote=True)}</span>'
+def status_view(status_html: str) -> tuple:
+    return (gr.skip(), gr.skip(), status_html, *(gr.skip(),) * 7)
 
 
 def error_view(message: str) -> tuple:
-    gr.Warning(message)
-    return (gr.skip(), gr.skip(), error_html(message), *(gr.skip(),) * 7)
+    return status_view(warn(message))
 
 
 # --- handlers
@@ -71,14 +56,20 @@ def parse_seed(seed) -> int | None:
         raise ValueError(f"seed must be a whole number (or empty for random), got {text!r}") from None
 
 
-def make_handlers(get_engine):
-    def generate(prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, price_in, price_out,
+def make_handlers(registry):
+    def generate(prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, price_in, price_out, backend,
                  session: Session):
+        for line in registry.loading(backend):
+            yield status_view(loading_line(line))
+        engine = engine_or_message(registry, backend)
+        if isinstance(engine, str):
+            yield error_view(engine)
+            return
         try:
             settings = coerce_settings(temperature=temperature, top_k=top_k, top_p=top_p,
                                        seed=parse_seed(seed),
                                        max_new_tokens=max_new_tokens, chat=bool(chat))
-            run = get_engine().run(prompt, settings)
+            run = engine.run(prompt, settings)
         except (ValueError, TypeError) as exc:
             yield error_view(str(exc))
             return
@@ -106,23 +97,13 @@ def make_handlers(get_engine):
     def metrics(price_in, price_out, session: Session):
         return metrics_html(session.trace, price_in, price_out)
 
-    def model_info():
-        b = get_engine().backend
-        return (f"**Model** {b.model_name} · **backend** {b.describe()} · **context** {b.context_window:,} tokens"
-                f" · **KV formula** 2×{b.kv_shape.layers} layers×{b.kv_shape.kv_heads} kv heads×"
-                f"{b.kv_shape.head_dim} head dim×seq_len×{b.kv_shape.bytes_per_element} bytes")
-
-    return generate, stop, top_k, metrics, model_info
+    return generate, stop, top_k, metrics
 
 
 # --- layout
 
-def caption(text: str) -> None:
-    gr.Markdown(text, elem_classes="caption")
-
-
-def generate_tab() -> SimpleNamespace:
-    """Prompt, presets, sampling controls, then the live outputs; returns the components by name."""
+def generate_tab(registry) -> SimpleNamespace:
+    """Prompt, presets, backend, sampling controls, then the live outputs; returns the components by name."""
     c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=3):
@@ -135,6 +116,8 @@ def generate_tab() -> SimpleNamespace:
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
             c.status = gr.Markdown(elem_classes="status", elem_id="status")
         with gr.Column(scale=2):
+            c.backend = backend_dropdown(registry, elem_id="backend",
+                                         info="the first use of a backend loads it (ONNX: export once, ~1 min)")
             c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
             with gr.Row():
                 c.top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)")
@@ -174,49 +157,15 @@ def generate_tab() -> SimpleNamespace:
     return c
 
 
-def tokens_tab(get_engine, prompt, chat):
-    """The Tokens tab: the prompt as typed and as the model reads it, model tokenizer vs cl100k_base."""
-    def show(text, chat_on):
-        try:
-            v = prompt_tokens(get_engine(), text, coerce_settings(chat=bool(chat_on)))
-        except ValueError as exc:
-            return error_html(str(exc)), "", gr.skip()
-        return v.summary, v.html, v.figure
-
-    with gr.Tab("Tokens") as tab:
-        gr.Markdown("The model never sees words: it reads token ids. Each chip is one token "
-                    "(hover for id and bytes; · is a space, ↵ a newline).")
-        button = gr.Button("Show the prompt's tokens", variant="secondary")
-        summary = gr.Markdown()
-        figure = gr.Plot(label="Tokenizers compared")
-        chips = gr.HTML()
-    gr.on([button.click, tab.select], show, [prompt, chat], [summary, chips, figure], api_name="tokens",
-          concurrency_limit=None)
-
-
-def build_demo(engine) -> gr.Blocks:
-    """`engine`: an Engine, or a zero-argument callable returning one (called on first use)."""
-    get_engine = engine if callable(engine) else (lambda: engine)
-    generate, stop, top_k, metrics, model_info = make_handlers(get_engine)
-    css = TOKEN_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
-    with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg")) as demo:
-        session = gr.State(Session())
-        gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
-                    "the server did for each token: one prefill over the prompt, then one decode step per token.")
-        info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
-        with gr.Tab("Generate"):
-            c = generate_tab()
-        tokens_tab(get_engine, c.prompt, c.chat)
-
-        inputs = [c.prompt, c.temperature, c.top_k, c.top_p, c.seed, c.max_new_tokens, c.chat, c.price_in,
-                  c.price_out, session]
-        outputs = [c.chips, c.text, c.status, c.metrics, c.timeline, c.latency, c.kv, c.topk, c.step, c.files]
-        event = c.generate.click(generate, inputs, outputs, api_name="generate",
-                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id="generate")
-        c.stop.click(stop, [c.price_in, c.price_out, session], outputs, api_name="stop",
-                     cancels=[event], concurrency_limit=None)
-        c.step.release(top_k, [c.step, session], c.topk, api_name="top_k", concurrency_limit=None)
-        gr.on([c.price_in.change, c.price_out.change], metrics, [c.price_in, c.price_out, session], c.metrics,
-              api_name="metrics", concurrency_limit=None)
-        demo.load(model_info, None, info, api_name="model_info", concurrency_limit=None)
-    return demo
+def wire_generate(c: SimpleNamespace, registry, session) -> None:
+    generate, stop, top_k, metrics = make_handlers(registry)
+    inputs = [c.prompt, c.temperature, c.top_k, c.top_p, c.seed, c.max_new_tokens, c.chat, c.price_in,
+              c.price_out, c.backend, session]
+    outputs = [c.chips, c.text, c.status, c.metrics, c.timeline, c.latency, c.kv, c.topk, c.step, c.files]
+    event = c.generate.click(generate, inputs, outputs, api_name="generate",
+                             concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
+    c.stop.click(stop, [c.price_in, c.price_out, session], outputs, api_name="stop",
+                 cancels=[event], concurrency_limit=None)
+    c.step.release(top_k, [c.step, session], c.topk, api_name="top_k", concurrency_limit=None)
+    gr.on([c.price_in.change, c.price_out.change], metrics, [c.price_in, c.price_out, session], c.metrics,
+          api_name="metrics", concurrency_limit=None)

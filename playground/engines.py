@@ -1,0 +1,131 @@
+"""One Engine per backend name, created on first use, cached, and shared by every session.
+
+    registry = EngineRegistry.for_model("tiny")          # torch, onnx, onnx-int8 of one model spec
+    engine = registry.get("onnx")                        # loads once (ONNX export ~35-70 s the first time)
+    for message in registry.loading("onnx"): print(message)   # or watch the load from another thread
+
+Loading is thread-safe: each name has its own lock, so two sessions asking for the same backend at
+once load it once (the second waits), while another backend may load beside it. A load that fails
+(ModelLoadError, an impossible ONNX export, an ImportError, anything) is remembered with its message:
+`get` raises BackendUnavailable at once afterwards, and `error(name)` says why, so a UI can offer the
+others. The latest progress message of a load in flight is kept, so any waiter can show it.
+
+Left out: gradio (playground/ui/ shows all this), unloading engines, and retrying a failed load.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator
+
+from .engine import Engine
+
+Factory = Callable[[str, Callable[[float, str], None]], Engine]   # (name, progress) -> Engine
+
+
+STARTING = "loading the model (the first use converts or exports it once: up to about a minute)"
+
+
+class BackendUnavailable(RuntimeError):
+    """A backend that failed to load; the message names it and says why."""
+
+
+class EngineRegistry:
+    def __init__(self, factory: Factory, names: list[str], default: str | None = None):
+        if not names:
+            raise ValueError("an engine registry needs at least one backend name")
+        if default is not None and default not in names:
+            raise ValueError(f"backend must be one of {', '.join(names)}; got {default!r}")
+        self.factory, self.names = factory, list(names)
+        self.default = default or self.names[0]
+        self.engines: dict[str, Engine] = {}
+        self.errors: dict[str, str] = {}
+        self.progress: dict[str, str] = {}
+        self._locks = {name: threading.Lock() for name in self.names}
+
+    # --- ways to make one
+
+    @classmethod
+    def fixed(cls, engine: Engine) -> "EngineRegistry":
+        """A registry holding one ready engine, under its backend's name (tests, a single runtime)."""
+        registry = cls(lambda name, progress: engine, [engine.backend.name])
+        registry.engines[engine.backend.name] = engine
+        return registry
+
+    @classmethod
+    def for_model(cls, model: str | None = None, backend: str | None = None, device: str | None = None,
+                  dtype: str | None = None) -> "EngineRegistry":
+        """Every available backend of one model spec; `backend` (default: default_backend_name()) first."""
+        from .backends import available_backends, create_backend, default_backend_name
+
+        def factory(name, progress):
+            # dtype applies to torch only (onnx picks fp32 or int8 by its name)
+            return Engine(create_backend(name, model, device=device, dtype=dtype if name == "torch" else None,
+                                         progress=progress))
+        return cls(factory, available_backends(), backend or default_backend_name(device))
+
+    # --- use
+
+    def get(self, name: str | None = None) -> Engine:
+        """The engine for `name` (default: the registry's default), loading it on first use."""
+        name = name or self.default
+        if name not in self.names:
+            raise ValueError(f"backend must be one of {', '.join(self.names)}; got {name!r}")
+        if name in self.engines:
+            return self.engines[name]
+        with self._locks[name]:
+            if name in self.errors:
+                raise BackendUnavailable(self.errors[name])
+            if name not in self.engines:
+                self.progress[name] = STARTING
+                try:
+                    self.engines[name] = self.factory(name, lambda f, msg: self.progress.__setitem__(name, msg))
+                except Exception as exc:   # noqa: BLE001 - any failure: remember it, offer the others
+                    self.errors[name] = f"backend {name} failed to load: {type(exc).__name__}: {exc}"
+                    raise BackendUnavailable(self.errors[name]) from exc
+                finally:
+                    self.progress.pop(name, None)
+        return self.engines[name]
+
+    def error(self, name: str) -> str | None:
+        return self.errors.get(name)
+
+    def others(self, name: str) -> list[str]:
+        """The names still worth offering when `name` failed: not failed themselves."""
+        return [n for n in self.names if n != name and n not in self.errors]
+
+    def loading(self, name: str | None = None, interval: float = 0.5) -> Iterator[str]:
+        """Load `name` in a worker thread, yielding a status line every `interval` s until it is ready.
+
+        Yields nothing when the engine is already loaded; afterwards `get(name)` returns it at once or
+        raises BackendUnavailable. If the caller stops iterating, the load still finishes and is cached.
+        """
+        name = name or self.default
+        if name in self.engines or name in self.errors or name not in self.names:
+            return
+        worker = threading.Thread(target=self._load_quietly, args=(name,), daemon=True, name=f"load-{name}")
+        start = time.monotonic()
+        worker.start()
+        while worker.is_alive():
+            message = self.progress.get(name, STARTING)
+            yield f"loading backend {name}: {message}… ({time.monotonic() - start:.0f} s)"
+            worker.join(interval)
+
+    def _load_quietly(self, name: str) -> None:
+        try:
+            self.get(name)
+        except BackendUnavailable:
+            pass   # remembered in self.errors; the caller's get() raises it
+
+
+def as_registry(engine_or_factory) -> EngineRegistry:
+    """An EngineRegistry from an Engine, a registry, or a callable `get_engine(backend_name) -> Engine`."""
+    if isinstance(engine_or_factory, EngineRegistry):
+        return engine_or_factory
+    if isinstance(engine_or_factory, Engine) or hasattr(engine_or_factory, "backend"):
+        return EngineRegistry.fixed(engine_or_factory)
+    if callable(engine_or_factory):
+        from .backends import available_backends, default_backend_name
+        return EngineRegistry(lambda name, progress: engine_or_factory(name), available_backends(),
+                              default_backend_name())
+    raise TypeError(f"expected an Engine, an EngineRegistry or a callable, got {type(engine_or_factory).__name__}")

@@ -1,0 +1,66 @@
+"""The Gradio app: Generate, Tokens, Compare and Experiments tabs over one engine per backend.
+
+    demo = build_demo(Engine(create_backend("torch", "tiny")))   # one fixed engine (tests)
+    demo = build_demo(EngineRegistry.for_model(None))            # every backend, each loaded on first use
+    demo.launch()
+
+This package and app.py are the only modules that import gradio. Nothing loads at build time: the
+page is served at once, and the model info line says what is loading, what is ready, or which backend
+failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
+generate_tab.py, tokens_tab.py, compare_tab.py, experiments_tab.py; engines live in playground/engines.py.
+API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
+/cancel_experiment.
+
+Left out: authentication and per-user quotas; the queue's concurrency limit is the only guard.
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from ..engines import EngineRegistry, as_registry
+from ..session import Session
+from ..tokens import TOKEN_CSS
+from .common import ASSETS, GENERATE_CONCURRENCY, engine_or_message, error_html
+from .compare_tab import compare_tab
+from .experiments_tab import experiments_tab
+from .generate_tab import generate_tab, wire_generate
+from .tokens_tab import tokens_tab
+
+__all__ = ["GENERATE_CONCURRENCY", "EngineRegistry", "build_demo"]
+
+
+def make_model_info(registry: EngineRegistry):
+    def model_info(backend=None):
+        for line in registry.loading(backend):
+            yield f"Loading… {line}"
+        engine = engine_or_message(registry, backend)
+        if isinstance(engine, str):
+            yield error_html(engine)
+            return
+        b = engine.backend
+        yield (f"**Model** {b.model_name} · **backend** {b.describe()} · **context** {b.context_window:,} tokens"
+               f" · **KV formula** 2×{b.kv_shape.layers} layers×{b.kv_shape.kv_heads} kv heads×"
+               f"{b.kv_shape.head_dim} head dim×seq_len×{b.kv_shape.bytes_per_element} bytes")
+    return model_info
+
+
+def build_demo(engine) -> gr.Blocks:
+    """`engine`: an Engine (the backend dropdowns then offer only its backend), an EngineRegistry, or a
+    callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
+    registry = as_registry(engine)
+    css = TOKEN_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
+    with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg")) as demo:
+        session = gr.State(Session())
+        gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
+                    "the server did for each token: one prefill over the prompt, then one decode step per token.")
+        info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
+        with gr.Tab("Generate"):
+            c = generate_tab(registry)
+        tokens_tab(registry, c.prompt, c.chat, c.backend)
+        compare_tab(registry, c.prompt)
+        experiments_tab(registry)
+        wire_generate(c, registry, session)
+        model_info = make_model_info(registry)
+        demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
+        c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
+    return demo

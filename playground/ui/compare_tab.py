@@ -1,0 +1,89 @@
+"""The Compare tab: one prompt and settings on two backends, their timelines and per-step latency in one
+chart, TTFT and decode tok/s side by side, and whether their tokens agree (compare.py measures).
+
+The two runs are sequential (compare_backends), in the same CPU queue as Generate, so neither steals
+cores from the other. Greedy by default: token agreement means little for sampled runs, so a sampled
+comparison uses one seed (0) on both. API name: /compare.
+Left out: more than two backends, and repeats (the bench, bench_backends.py, repeats runs).
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from ..charts.compare import plot_compare
+from ..compare import compare_backends
+from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
+from .common import CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, \
+    warn
+
+HEADERS = ["backend", "device", "dtype", "tokens", "TTFT (ms)", "decode tok/s", "TPOT (ms)", "E2E (s)", "stop"]
+
+
+def table(comparison) -> list[list]:
+    """One row per run, rounded for reading; empty where a number is undefined (a one-token run has no TPOT)."""
+    def r(v, scale=1.0, digits=1):
+        return "" if v is None else round(v * scale, digits)
+    return [[row["backend"], row["device"], row["dtype"], row["tokens"], r(row["ttft"], 1000), r(row["decode_tps"]),
+             r(row["tpot"], 1000), r(row["e2e"], 1, 2), row["stop_reason"]] for row in comparison.rows()]
+
+
+def agreement_line(comparison) -> str:
+    a, b = (t.backend for t in comparison.traces)
+    line = f"**Token agreement {comparison.agreement:.0%}** between {a} and {b}"
+    if comparison.first_divergence is None:
+        return line + ": every output token is identical."
+    return line + f": first divergence at output token {comparison.first_divergence}."
+
+
+def make_compare(registry):
+    def compare(backend_a, backend_b, prompt, max_new_tokens, temperature, chat):
+        nothing = (gr.skip(),) * 3
+        for name in dict.fromkeys([backend_a, backend_b]):
+            for line in registry.loading(name):
+                yield (*nothing, loading_line(line))
+        engines = [engine_or_message(registry, name) for name in (backend_a, backend_b)]
+        failed = next((e for e in engines if isinstance(e, str)), None)
+        if failed:
+            yield (*nothing, warn(failed))
+            return
+        try:
+            settings = coerce_settings(max_new_tokens=max_new_tokens, temperature=temperature, seed=0,
+                                       chat=bool(chat))
+            engines[0].prompt_ids(prompt, settings)   # refuse a bad prompt before either run starts
+        except (ValueError, TypeError) as exc:
+            yield (*nothing, warn(str(exc)))
+            return
+        yield (*nothing, loading_line(f"running on {backend_a}, then on {backend_b}…"))
+        try:
+            c = compare_backends(prompt, settings, *engines)
+        except Exception as exc:   # noqa: BLE001 - a runtime error in either backend: say so, keep serving
+            yield (*nothing, warn(f"the comparison failed: {type(exc).__name__}: {exc}"))
+            return
+        yield plot_compare(c), table(c), agreement_line(c), f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"
+    return compare
+
+
+def compare_tab(registry, generate_prompt) -> None:
+    names = registry.names
+    with gr.Tab("Compare"):
+        gr.Markdown("The same prompt and settings on two backends, one after the other: when each token "
+                    "arrived, how long each step took, and whether the two runs chose the same tokens.")
+        with gr.Row():
+            a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
+            b = backend_dropdown(registry, "Backend B", value=names[1] if len(names) > 1 else names[0],
+                                 elem_id="compare-b")
+        prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=FRANCE, lines=3, max_lines=8)
+        with gr.Row():
+            max_new = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=32, step=1, label="Max new tokens",
+                                elem_id="compare-max-new-tokens")
+            temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy; else seed 0 on both)")
+            chat = gr.Checkbox(value=True, label="Apply the chat template")
+        run = gr.Button("Compare", variant="primary", elem_id="compare-run")
+        status = gr.Markdown(elem_classes="status", elem_id="compare-status")
+        agreement = gr.Markdown(elem_id="compare-agreement")
+        figure = gr.Plot(label="Two backends, one prompt", elem_id="compare-plot")
+        rows = gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
+                            elem_id="compare-table")
+    generate_prompt.change(lambda p: p, generate_prompt, prompt, api_name=False, queue=False)
+    run.click(make_compare(registry), [a, b, prompt, max_new, temperature, chat], [figure, rows, agreement, status],
+              api_name="compare", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

@@ -1,0 +1,162 @@
+"""The Experiments tab: the four measured lessons (playground/experiments/) run from the browser.
+
+Pick an experiment, its main ranges and the backend it runs on, then Run: the experiment runs in a
+worker thread while the handler streams a progress bar (gr.Progress) and a status line from the
+experiment's own progress callback. Cancel sets the session's threading.Event (kept in gr.State) and
+cancels the Gradio event; the experiment stops at its next measurement and Cancel shows the partial
+result. Output: the chart, a short summary naming the backend it ran on, and the result as JSON.
+API names: /experiment, /cancel_experiment.
+
+Serialized with generation: /experiment shares Generate's concurrency_id ("generate") and limit, so
+generate, compare and experiments together never run more than GENERATE_CONCURRENCY at once on the
+two cores. That limit is 2, so an experiment can still overlap one other request; its timings then
+show it (the prefill sweep's repeats go round-robin to spread such bursts). A limit of 1 everywhere
+would make every generate wait behind a minute-long sweep, which we judged worse for a live demo.
+
+Left out: running several experiments in one click (the CLI `python -m playground.experiments all`).
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ..experiments import EXPERIMENTS
+from ..experiments.cli import run_one
+from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, warn
+
+TITLES = {"prefill": "Prefill scaling sweep (TTFT vs prompt length)", "cache": "Cache vs no cache",
+          "depth": "Decode cost vs context depth", "short-long": "Short vs long request"}
+
+
+class Job:
+    """One session's experiment: its cancel Event, worker thread, and what it produced."""
+
+    def __init__(self):
+        self.cancel, self.thread, self.result, self.figure, self.error = threading.Event(), None, None, None, None
+        self.fraction, self.message = 0.0, "starting"
+
+    def __deepcopy__(self, memo):   # gr.State copies its initial value per session; an Event can't be copied
+        return Job()
+
+    def start(self, name: str, options: SimpleNamespace, engine) -> None:
+        self.cancel, self.result, self.figure, self.error = threading.Event(), None, None, None
+        self.fraction, self.message = 0.0, "starting"
+
+        def work():
+            try:
+                self.result, self.figure = run_one(name, options, engine.backend, engine, self.report, self.cancel)
+            except Exception as exc:   # noqa: BLE001 - shown to the user; the app keeps serving
+                self.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        self.thread = threading.Thread(target=work, daemon=True, name=f"experiment-{name}")
+        self.thread.start()
+
+    def report(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = fraction, message
+
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+def fmt(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {fmt(v)}" for k, v in value.items())
+    return str(value)
+
+
+def summary_markdown(result) -> str:
+    head = f"**{TITLES[result.NAME]}** on {result.info.describe()} · {result.elapsed:.1f} s"
+    if result.cancelled:
+        head += " · **cancelled: partial result**"
+    lines = [f"- {key.replace('_', ' ')}: {fmt(v)}" for key, v in result.summary().items()]
+    return "\n".join([head, *lines]) if lines else head + "\n- (too little measured for a summary)"
+
+
+def outcome(job: Job) -> tuple:
+    """(figure, summary, JSON file, status) once the worker is done."""
+    if job.error:
+        return gr.skip(), gr.skip(), gr.skip(), warn(job.error)
+    path = Path(tempfile.mkdtemp(prefix="experiment-")) / f"{job.result.NAME}.json"
+    path.write_text(json.dumps(job.result.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
+    status = "cancelled: the partial result is shown" if job.result.cancelled else "finished"
+    return job.figure, summary_markdown(job.result), str(path), status
+
+
+def bar(fraction: float) -> str:
+    return "▰" * round(fraction * 20) + "▱" * (20 - round(fraction * 20)) + f" {fraction:.0%}"
+
+
+def make_handlers(registry):
+    def run(name, backend, max_length, points, repeats, prompt_tokens, new_tokens, job: Job,
+            progress=gr.Progress(track_tqdm=False)):
+        nothing = (gr.skip(),) * 3
+        if name not in EXPERIMENTS:
+            yield (*nothing, warn(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {name!r}"))
+            return
+        for line in registry.loading(backend):
+            yield (*nothing, loading_line(line))
+        engine = engine_or_message(registry, backend)
+        if isinstance(engine, str):
+            yield (*nothing, warn(engine))
+            return
+        try:
+            ints = [int(v) for v in (max_length, points, repeats, prompt_tokens, new_tokens)]
+        except (TypeError, ValueError, OverflowError):
+            yield (*nothing, warn("the ranges must be whole numbers"))
+            return
+        options = SimpleNamespace(min_length=16, max_length=ints[0], points=ints[1], repeats=ints[2],
+                                  cache_prompt=ints[3], cache_tokens=ints[4], depth_prompt=ints[3],
+                                  depth_tokens=ints[4], max_new_tokens=ints[4])
+        job.start(name, options, engine)
+        while job.running():
+            progress(job.fraction, desc=job.message)
+            yield (*nothing, f"⏳ {bar(job.fraction)} · {job.message}")
+            job.thread.join(0.4)
+        yield outcome(job)
+
+    def cancel(job: Job):
+        if job.thread is None:
+            return gr.skip(), gr.skip(), gr.skip(), warn("no experiment has run in this session")
+        job.cancel.set()
+        job.thread.join(timeout=60)
+        return outcome(job) if not job.running() else (gr.skip(),) * 3 + ("still stopping…",)
+    return run, cancel
+
+
+def experiments_tab(registry) -> None:
+    with gr.Tab("Experiments"):
+        gr.Markdown("Each experiment measures the chosen backend directly (greedy, no sampling); every "
+                    "number is measured, and fits are labelled as fits.")
+        with gr.Row():
+            name = gr.Dropdown([(TITLES[n], n) for n in EXPERIMENTS], value="prefill", label="Experiment",
+                               elem_id="experiment-name")
+            backend = backend_dropdown(registry, elem_id="experiment-backend")
+        with gr.Row():
+            max_length = gr.Slider(16, 4096, value=1024, step=1, label="Prefill sweep: max prompt length")
+            points = gr.Slider(2, 12, value=8, step=1, label="Prefill sweep: lengths (geometric)")
+            repeats = gr.Slider(1, 10, value=3, step=1, label="Prefill sweep: repeats")
+        with gr.Row():
+            prompt_tokens = gr.Slider(1, 2048, value=128, step=1, label="Cache / depth: prompt tokens")
+            new_tokens = gr.Slider(1, 512, value=32, step=1,
+                                   label="Cache / depth / short-vs-long: new tokens")
+        with gr.Row():
+            start = gr.Button("Run", variant="primary", elem_id="experiment-run")
+            stop = gr.Button("Cancel", variant="stop", elem_id="experiment-cancel")
+        status = gr.Markdown(elem_classes="status", elem_id="experiment-status")
+        figure = gr.Plot(label="Result", elem_id="experiment-plot")
+        summary = gr.Markdown(elem_id="experiment-summary")
+        download = gr.File(label="The result as JSON", interactive=False)
+    job = gr.State(Job())
+    run, cancel = make_handlers(registry)
+    outputs = [figure, summary, download, status]
+    event = start.click(run, [name, backend, max_length, points, repeats, prompt_tokens, new_tokens, job], outputs,
+                        api_name="experiment", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
+    stop.click(cancel, job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None)
