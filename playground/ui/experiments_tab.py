@@ -116,10 +116,14 @@ def make_handlers(registry):
                                   cache_prompt=ints[3], cache_tokens=ints[4], depth_prompt=ints[3],
                                   depth_tokens=ints[4], max_new_tokens=ints[4])
         job.start(name, options, engine)
-        while job.running():
-            progress(job.fraction, desc=job.message)
-            yield (*nothing, f"⏳ {bar(job.fraction)} · {job.message}")
-            job.thread.join(0.4)
+        try:
+            while job.running():
+                progress(job.fraction, desc=job.message)
+                yield (*nothing, f"⏳ {bar(job.fraction)} · {job.message}")
+                job.thread.join(0.4)
+        finally:   # the handler was closed (event cancelled, tab gone): the worker thread stops too
+            if job.running():
+                job.cancel.set()
         yield outcome(job)
 
     def cancel(job: Job):

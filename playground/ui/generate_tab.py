@@ -83,6 +83,9 @@ def make_handlers(registry):
                 yield view(session, (price_in, price_out), charts)
         except Exception:   # noqa: BLE001 - the trace records the error; the status line shows it
             pass
+        finally:   # the handler was closed (event cancelled, tab gone): stop the run too
+            if not run.trace.finished:
+                session.stop(grace=0)
         yield view(session, (price_in, price_out), final=True)
 
     def stop(price_in, price_out, session: Session):

@@ -1,0 +1,89 @@
+"""A request whose client goes away (tab closed, job cancelled) frees its worker within one step."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from gradio_client import Client
+
+from playground.engine import Engine
+from playground.engines import EngineRegistry
+from playground.ui import build_demo
+from tests.test_ui import OUT, SlowBackend, experiment_args, free_port, generate_args, wait_for
+
+
+class CountingBackend(SlowBackend):
+    """SlowBackend that counts forward passes, so a test can see compute stop."""
+
+    def __init__(self, backend, pause=0.03):
+        super().__init__(backend, pause)
+        self.calls = 0
+
+    def prefill(self, ids):
+        self.calls += 1
+        return super().prefill(ids)
+
+    def decode(self, token, state):
+        self.calls += 1
+        return super().decode(token, state)
+
+
+class RecordingEngine(Engine):
+    """An Engine that keeps every Run it starts, so a test can read their traces."""
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        self.runs = []
+
+    def run(self, prompt, settings=None):
+        self.runs.append(super().run(prompt, settings))
+        return self.runs[-1]
+
+
+@pytest.fixture(scope="module")
+def app(tiny_backend, tiny_engine):
+    slow = CountingBackend(tiny_backend)
+    engines = {"torch": tiny_engine, "slow": RecordingEngine(slow)}
+    demo = build_demo(EngineRegistry(lambda name, progress: engines[name], ["torch", "slow"], default="torch"))
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                    quiet=True)
+    yield url, slow, engines["slow"]
+    demo.close()
+
+
+def calls_settle(backend, window=0.5) -> int:
+    """Forward passes made during `window` seconds, once the count has stopped moving (or not)."""
+    before = backend.calls
+    time.sleep(window)
+    return backend.calls - before
+
+
+def test_cancelled_generations_stop_and_the_next_request_runs(app):
+    url, slow, engine = app
+    client = Client(url, verbose=False)
+    jobs = [client.submit(*generate_args(max_new_tokens=2000, backend="slow"), api_name="/generate")
+            for _ in range(2)]   # both generate slots busy with long runs
+    wait_for(lambda: slow.calls >= 10)
+    for job in jobs:
+        job.cancel()
+    wait_for(lambda: calls_settle(slow) == 0, timeout=10)   # compute stopped: the workers are free
+    assert slow.calls < 2 * 2000
+    runs = engine.runs[-2:]
+    wait_for(lambda: all(r.trace.finished for r in runs), timeout=10)   # closed, cache released
+    assert [r.trace.stop_reason for r in runs] == ["cancelled", "cancelled"]
+    assert all(0 < len(r.trace.steps) < 2000 for r in runs)
+    out = client.predict(*generate_args(max_new_tokens=8, backend="torch"), api_name="/generate")
+    assert "finished" in out[OUT["status"]]
+
+
+def test_a_cancelled_experiment_stops_its_worker_thread(app):
+    url, slow, _ = app
+    client = Client(url, verbose=False)
+    job = client.submit(*experiment_args("depth", backend="slow", prompt_tokens=16, new_tokens=400),
+                        api_name="/experiment")
+    wait_for(lambda: any(t.name.startswith("experiment-") for t in threading.enumerate()))
+    wait_for(lambda: slow.calls >= 5)
+    job.cancel()
+    wait_for(lambda: not any(t.name.startswith("experiment-") for t in threading.enumerate()), timeout=10)
+    assert calls_settle(slow) == 0
