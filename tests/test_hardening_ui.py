@@ -1,0 +1,65 @@
+"""Hostile input through the app's endpoints: a readable message or a clean run, and the app keeps serving."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from gradio_client import Client
+
+from tests.test_ui import OUT, app_url, generate_args, tiny_registry, trace_from  # noqa: F401 (fixtures)
+
+RUNS_CLEANLY = [
+    "<script>alert('x')</script><img src=x onerror=alert(1)>", "\x00\x01\x07 NUL and bell \x1b[31m red",
+    "👨‍👩‍👧‍👦 🏳️‍🌈 🇫🇷 family, flags", "مرحبا بالعالم — שלום עולם", "\u202eevil reversed\u202c text",
+    "&amp; &lt;b&gt; \"quotes\" 'single'", "a\u0301\u0302\u0303 combining",
+]
+
+
+@pytest.mark.parametrize("prompt", RUNS_CLEANLY)
+def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):  # noqa: F811
+    client = Client(app_url, verbose=False)
+    out = client.predict(*generate_args(prompt, max_new_tokens=4), api_name="/generate")
+    assert "finished" in out[OUT["status"]]
+    assert trace_from(out[OUT["files"]])["prompt"] == prompt
+    _, chips, _ = client.predict(prompt, True, "torch", api_name="/tokens")
+    assert "<script" not in chips and "<img" not in chips and "\x00" not in chips and "\ufffd" not in chips
+
+
+@pytest.mark.parametrize("prompt, message", [
+    ("word " * 200_000, "characters; the limit is"),        # 1 MB of text
+    ("", "prompt is empty"), ("\n\t  \n", "prompt is empty"),
+])
+def test_refused_prompts_get_a_message_and_the_next_request_works(app_url, prompt, message):  # noqa: F811
+    client = Client(app_url, verbose=False)
+    out = client.predict(*generate_args(prompt), api_name="/generate")
+    assert message in out[OUT["status"]]
+    assert "finished" in client.predict(*generate_args(max_new_tokens=2), api_name="/generate")[OUT["status"]]
+
+
+@pytest.mark.parametrize("changes", [
+    {"temperature": -1}, {"temperature": math.inf}, {"top_p": 0}, {"top_p": 7}, {"top_k": -3},
+    {"max_new_tokens": 0}, {"max_new_tokens": 10**9}, {"seed": "1e400"}, {"seed": "NaN"}, {"price_in": -5},
+])
+def test_settings_beyond_their_bounds_never_take_the_app_down(app_url, changes):  # noqa: F811
+    client = Client(app_url, verbose=False)
+    try:
+        out = client.predict(*generate_args(max_new_tokens=changes.get("max_new_tokens", 3), **changes),
+                             api_name="/generate")
+        assert "finished" not in out[OUT["status"]] or "price_in" in changes
+    except Exception as exc:  # noqa: BLE001 - gradio's own bound checks answer with an AppError
+        assert str(exc)
+    assert "finished" in client.predict(*generate_args(max_new_tokens=2), api_name="/generate")[OUT["status"]]
+
+
+def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny_engine):
+    """A browser can send a lone surrogate as a JSON escape; no HTTP client here can, so the handler is
+    called as Gradio would call it."""
+    from playground.session import Session
+    from playground.ui.generate_tab import make_handlers
+
+    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine))[0]
+    session = Session()
+    outputs = list(generate(*generate_args("broken \ud800 utf-8"), session))
+    assert "surrogate" in outputs[-1][OUT["status"]] and session.run is None
+    outputs = list(generate(*generate_args(max_new_tokens=2), session))
+    assert "finished" in outputs[-1][OUT["status"]]
