@@ -9,7 +9,9 @@ Left out: gradio (playground/ui/ wires this in) and anything kept after the tab 
 """
 from __future__ import annotations
 
+import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from pathlib import Path
 class Session:
     def __init__(self):
         self.run, self.steps, self.chips = None, None, []
+        self.exports = ExportFolder("trace-")
 
     @property
     def trace(self):
@@ -39,9 +42,39 @@ class Session:
             self.steps.close()   # GeneratorExit inside the run sets stop_reason "cancelled"
 
 
-def export_files(trace) -> list[str]:
-    """The trace as trace.json and trace.csv in a fresh temporary folder (paths for a gr.File)."""
-    folder = Path(tempfile.mkdtemp(prefix="trace-"))
-    (folder / "trace.json").write_text(trace.to_json(), encoding="utf-8")
-    (folder / "trace.csv").write_text(trace.to_csv(), encoding="utf-8")
-    return [str(folder / "trace.json"), str(folder / "trace.csv")]
+    def export(self) -> list[str]:
+        """The trace as trace.json and trace.csv (paths for a gr.File), replacing the last run's."""
+        return self.exports.write({"trace.json": self.trace.to_json(), "trace.csv": self.trace.to_csv()})
+
+    def close(self) -> None:
+        """The session is gone: stop its run (releasing the KV cache) and delete its files."""
+        self.stop(grace=0)
+        self.exports.remove()
+
+    def __deepcopy__(self, memo):   # gr.State copies its initial value per session: start each one fresh
+        return type(self)()
+
+
+class ExportFolder:
+    """A temporary folder made on first write; each write replaces its files; `remove()` deletes it."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.path = prefix, None
+        self._lock = threading.Lock()   # Stop and the ending generate handler may both export at once
+
+    def write(self, files: dict[str, str]) -> list[str]:
+        with self._lock:
+            if self.path is None or not self.path.exists():
+                self.path = Path(tempfile.mkdtemp(prefix=self.prefix))
+            for old in self.path.iterdir():
+                if old.name not in files:
+                    old.unlink(missing_ok=True)
+            for name, text in files.items():
+                (self.path / name).write_text(text, encoding="utf-8")
+            return [str(self.path / name) for name in files]
+
+    def remove(self) -> None:
+        with self._lock:
+            if self.path is not None:
+                shutil.rmtree(self.path, ignore_errors=True)
+                self.path = None

@@ -40,3 +40,41 @@ def test_metrics_label_the_cost_an_estimate_and_status_says_how_it_ended(tiny_en
     assert "cost (estimate)" in html and f"${len(trace.prompt_ids) + 4:.6f}" in html
     assert "KV cache now (measured)" in html
     assert status_line(trace).startswith("**finished (max new tokens reached)** after 4 tokens")
+
+
+def test_a_session_reuses_one_export_folder_and_close_removes_it(tiny_engine):
+    from pathlib import Path
+
+    from playground.config import GenerationSettings
+    from playground.session import Session
+
+    session = Session()
+    folders = set()
+    for _ in range(3):
+        session.start(tiny_engine.run("export me", GenerationSettings(max_new_tokens=2)))
+        list(session.steps)
+        paths = session.export()
+        folders.add(Path(paths[0]).parent)
+        assert sorted(Path(p).name for p in paths) == ["trace.csv", "trace.json"]
+    assert len(folders) == 1                      # one folder per session, not one per run
+    session.start(tiny_engine.run("still running", GenerationSettings(max_new_tokens=50)))
+    next(session.steps)
+    session.close()
+    assert not folders.pop().exists()
+    assert session.trace.stop_reason == "cancelled"
+
+
+def test_exports_from_two_threads_at_once_do_not_collide(tiny_engine):
+    """Regression: Stop and the ending generate handler export the same session at the same moment."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from playground.config import GenerationSettings
+    from playground.session import Session
+
+    session = Session()
+    session.start(tiny_engine.run("race", GenerationSettings(max_new_tokens=3)))
+    list(session.steps)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: session.export(), range(200)))
+    assert all(r == results[0] for r in results)
+    session.close()

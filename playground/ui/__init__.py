@@ -49,8 +49,9 @@ def build_demo(engine) -> gr.Blocks:
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
     registry = as_registry(engine)
     css = TOKEN_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
-    with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg")) as demo:
-        session = gr.State(Session())
+    with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg"),
+                   delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
+        session = gr.State(Session(), delete_callback=Session.close)
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.")
         info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")

@@ -18,15 +18,14 @@ Left out: running several experiments in one click (the CLI `python -m playgroun
 from __future__ import annotations
 
 import json
-import tempfile
 import threading
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 
 from ..experiments import EXPERIMENTS
 from ..experiments.cli import run_one
+from ..session import ExportFolder
 from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, warn
 
 TITLES = {"prefill": "Prefill scaling sweep (TTFT vs prompt length)", "cache": "Cache vs no cache",
@@ -39,6 +38,12 @@ class Job:
     def __init__(self):
         self.cancel, self.thread, self.result, self.figure, self.error = threading.Event(), None, None, None, None
         self.fraction, self.message = 0.0, "starting"
+        self.exports = ExportFolder("experiment-")
+
+    def close(self) -> None:
+        """The session is gone: stop the experiment and delete its files."""
+        self.cancel.set()
+        self.exports.remove()
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session; an Event can't be copied
         return Job()
@@ -84,8 +89,8 @@ def outcome(job: Job) -> tuple:
     """(figure, summary, JSON file, status) once the worker is done."""
     if job.error:
         return gr.skip(), gr.skip(), gr.skip(), warn(job.error)
-    path = Path(tempfile.mkdtemp(prefix="experiment-")) / f"{job.result.NAME}.json"
-    path.write_text(json.dumps(job.result.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
+    [path] = job.exports.write({f"{job.result.NAME}.json": json.dumps(job.result.to_dict(), indent=1,
+                                                                    ensure_ascii=False)})
     status = "cancelled: the partial result is shown" if job.result.cancelled else "finished"
     return job.figure, summary_markdown(job.result), str(path), status
 
@@ -158,7 +163,7 @@ def experiments_tab(registry) -> None:
         figure = gr.Plot(label="Result", elem_id="experiment-plot")
         summary = gr.Markdown(elem_id="experiment-summary")
         download = gr.File(label="The result as JSON", interactive=False)
-    job = gr.State(Job())
+    job = gr.State(Job(), delete_callback=Job.close)
     run, cancel = make_handlers(registry)
     outputs = [figure, summary, download, status]
     event = start.click(run, [name, backend, max_length, points, repeats, prompt_tokens, new_tokens, job], outputs,

@@ -19,7 +19,7 @@ import gradio as gr
 from ..charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..run_view import chip_html, chips_html, metrics_html, status_line
-from ..session import Session, export_files
+from ..session import Session
 from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, backend_dropdown, caption,
                      engine_or_message, loading_line, long_document, warn)
 
@@ -34,7 +34,7 @@ def view(session: Session, prices, charts: bool = True, final: bool = False) -> 
     figures = ((plot_timeline(trace), plot_step_latency(trace), plot_kv_cache(trace), plot_top_k(trace),
                 gr.update(maximum=max(last, 1), value=last)) if charts else (gr.skip(),) * 5)
     return (chips_html(session.chips, running=not final), trace.text, status_line(trace),
-            metrics_html(trace, *prices), *figures, export_files(trace) if final else gr.skip())
+            metrics_html(trace, *prices), *figures, session.export() if final else gr.skip())
 
 
 def status_view(status_html: str) -> tuple:
