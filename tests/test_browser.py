@@ -88,26 +88,27 @@ def test_experiments_tab_runs_a_prefill_sweep_and_draws_it(page):
     page.get_by_role("tab", name="Generate").click()
 
 
-def test_closing_the_tab_mid_stream_stops_the_run(tiny_backend):
+def test_closing_the_tab_mid_stream_stops_the_run(page, tiny_backend):
     """A person closes the browser tab while tokens stream: the run ends "cancelled" within moments and
     no more forward passes happen (the worker is free for the next person)."""
     from tests.test_cancellation import CountingBackend, RecordingEngine, calls_settle
     from tests.test_ui import wait_for
 
-    sync_api = pytest.importorskip("playwright.sync_api")
     slow = CountingBackend(tiny_backend)
     engine = RecordingEngine(slow)
     demo = build_demo(engine)
     url = launch(demo)
     try:
-        with sync_api.sync_playwright() as p:
-            browser, page = open_page(p, url)
-            set_max_new_tokens(page, 2000)
-            page.locator("#generate").click()
-            page.wait_for_selector("#chips .tok", timeout=60_000)
-            page.close()
-            wait_for(lambda: engine.runs and engine.runs[-1].trace.finished, timeout=30)
-            browser.close()
+        tab = page.context.browser.new_page()   # a second person, in their own tab
+        tab.goto(url)
+        tab.wait_for_selector("#generate", timeout=60_000)
+        tab.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')",
+                              timeout=60_000)
+        set_max_new_tokens(tab, 2000)
+        tab.locator("#generate").click()
+        tab.wait_for_selector("#chips .tok", timeout=60_000)
+        tab.close()
+        wait_for(lambda: engine.runs and engine.runs[-1].trace.finished, timeout=30)
         assert engine.runs[-1].trace.stop_reason == "cancelled"
         assert len(engine.runs[-1].trace.steps) < 2000 and calls_settle(slow) == 0
     finally:
