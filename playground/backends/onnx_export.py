@@ -3,8 +3,10 @@
     folder = exported_dir(source_dir)              # fp32: <cache>/onnx/<name>-<hash>/model.onnx
     folder = exported_dir(source_dir, int8=True)   # int8: <cache>/onnx/<name>-<hash>-int8-pc/model.onnx
 
-The key hashes the source (a folder's file names, sizes and mtimes, or a hub id) and the versions of
-transformers, optimum and onnxruntime, so an upgrade re-exports instead of reusing a stale graph.
+The key hashes the source (a folder's file names, sizes and mtimes, or a hub id), the versions of
+transformers, optimum and onnxruntime, and GRAPH_EDITS (what this module does to the exported graph:
+last-position logits, fused attention), so an upgrade or a new edit re-exports instead of reusing a
+stale graph.
 Work happens in a staging folder that is renamed into place only after a marker file is written, so
 a crash mid-export leaves no folder that looks finished. A folder whose marker is missing, or whose
 files differ in size from what the marker recorded (a truncated model.onnx), is rebuilt; a file that
@@ -27,7 +29,10 @@ from ..config import default_cache_dir
 log = logging.getLogger(__name__)
 MARKER = "playground-complete.json"
 MODEL_FILE = "model.onnx"
+GRAPH_EDITS = "last-logits,gqa"  # part of the cache key: change it when the edits to the export change
 PER_CHANNEL = True  # one int8 scale per output channel: same speed here, text closer to fp32's than per-tensor
+INT4_BLOCK = 32     # weights per 4-bit block, each with its own fp32 scale (symmetric; llama.cpp's Q4_0 uses 32)
+QUANT_SUFFIX = {None: "", "int8": "-int8-pc" if PER_CHANNEL else "-int8", "int4": f"-int4-b{INT4_BLOCK}-h8"}
 
 
 # --- the cache key and the completeness check
@@ -48,7 +53,7 @@ def cache_key(source: Path | str) -> str:
         name = source.name
     else:
         ident, name = [source], source.replace("/", "--")
-    digest = hashlib.sha256(json.dumps([ident, versions()]).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps([ident, versions(), GRAPH_EDITS]).encode()).hexdigest()[:12]
     return f"{name}-{digest}"
 
 
@@ -82,17 +87,21 @@ def _staging(target: Path) -> Path:
 
 # --- export and quantization
 
-def exported_dir(source: Path | str, int8: bool = False, cache_dir: Path | None = None, progress=None,
+def exported_dir(source: Path | str, quant: str | None = None, cache_dir: Path | None = None, progress=None,
                  rebuild: bool = False) -> Path:
-    """The cached ONNX folder for `source` (a transformers folder or hub id), built if missing or broken."""
+    """The cached ONNX folder for `source` (a transformers folder or hub id), built if missing or broken.
+
+    `quant`: None (float32), "int8" (dynamic int8 MatMuls) or "int4" (4-bit block-quantized weights).
+    """
     root = Path(cache_dir or default_cache_dir()) / "onnx"
     fp32 = root / cache_key(source)
-    target = fp32.with_name(fp32.name + ("-int8-pc" if PER_CHANNEL else "-int8")) if int8 else fp32
+    target = fp32.with_name(fp32.name + QUANT_SUFFIX[quant])
     if rebuild:  # a folder that looks complete but did not load: remove it, or _seal would keep it
         shutil.rmtree(target, ignore_errors=True)
-    if int8:
+    if quant:
         if not is_complete(target):
-            _quantize(exported_dir(source, cache_dir=cache_dir, progress=progress), target, progress)
+            make = _quantize if quant == "int8" else _quantize_int4
+            make(exported_dir(source, cache_dir=cache_dir, progress=progress), target, progress)
         return target
     if not is_complete(fp32):
         _export(source, fp32, progress)
@@ -103,6 +112,9 @@ def _export(source: Path | str, target: Path, progress=None) -> None:
     from optimum.onnxruntime import ORTModelForCausalLM
     from transformers import AutoTokenizer
 
+    from transformers import AutoConfig
+
+    from .onnx_fuse import fuse_attention
     from .onnx_graph import keep_last_logits
 
     _say(progress, 0.1, "exporting to ONNX (about 35 s for a 135M model, once)",
@@ -114,7 +126,9 @@ def _export(source: Path | str, target: Path, progress=None) -> None:
     del model
     _say(progress, 0.6, "keeping only the last position's logits in the graph")
     keep_last_logits(staging / MODEL_FILE)
-    _seal(staging, target, {"source": str(source), "kind": "float32"})
+    _say(progress, 0.65, "fusing attention into GroupQueryAttention nodes")
+    fused = fuse_attention(staging / MODEL_FILE, AutoConfig.from_pretrained(staging))
+    _seal(staging, target, {"source": str(source), "kind": "float32", "fused_attention": fused})
     _say(progress, 0.7, f"ONNX export cached in {target}")
 
 
@@ -130,11 +144,45 @@ def _quantize(fp32: Path, target: Path, progress=None) -> None:
     quantizer = ORTQuantizer.from_pretrained(fp32, file_name=MODEL_FILE)
     quantizer.quantize(save_dir=staging, quantization_config=make(is_static=False, per_channel=PER_CHANNEL))
     os.replace(staging / "model_quantized.onnx", staging / MODEL_FILE)
+    _copy_side_files(fp32, staging)
+    _seal(staging, target, {"source": str(fp32), "kind": "int8", "vnni": vnni,
+                                     "per_channel": PER_CHANNEL})
+
+
+def _quantize_int4(fp32: Path, target: Path, progress=None) -> None:
+    """Layer MatMul weights to symmetric 4-bit blocks, the LM head to 8-bit blocks (MatMulNBits, int8
+    compute with VNNI: accuracy_level 4); the embedding lookup stays fp32.
+
+    The head gets 8 bits as llama.cpp keeps output.weight wider than Q4: a 4-bit head decoded at about
+    the same speed here but agreed less often with fp32's next token.
+    """
+    import onnx
+    from onnxruntime.transformers.onnx_model import OnnxModel
+
+    from .onnx_graph import matmul_nbits_quantizer, untie_lm_head
+
+    _say(progress, 0.75, "quantizing to int4 (a few seconds, once)", f"int4 weight quantization of {fp32} into {target}")
+    staging = _staging(target)
+    staging.mkdir(parents=True)
+    model = onnx.load(str(fp32 / MODEL_FILE))
+    head = untie_lm_head(model)
+    quantizer, common = matmul_nbits_quantizer(), dict(block_size=INT4_BLOCK, is_symmetric=True, accuracy_level=4)
+    passes = [dict(bits=4, nodes_to_exclude=[head] if head else [])] + ([dict(bits=8, nodes_to_include=[head])] if head else [])
+    for options in passes:
+        q = quantizer(model, **options, **common)
+        q.process()
+        model = q.model.model
+    OnnxModel(model).prune_graph()  # the Transpose that fed the tied head
+    onnx.save(model, str(staging / MODEL_FILE))
+    _copy_side_files(fp32, staging)
+    _seal(staging, target, {"source": str(fp32), "kind": "int4", "block_size": INT4_BLOCK, "accuracy_level": 4,
+                            "lm_head_bits": 8 if head else None})
+
+
+def _copy_side_files(fp32: Path, staging: Path) -> None:
     for p in fp32.iterdir():  # config, generation config, tokenizer
         if p.is_file() and not p.name.startswith(("model", MARKER)) and not (staging / p.name).exists():
             shutil.copy2(p, staging / p.name)
-    _seal(staging, target, {"source": str(fp32), "kind": "int8", "vnni": vnni,
-                                     "per_channel": PER_CHANNEL})
 
 
 def has_avx512_vnni() -> bool:
