@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 MARKER = "playground-complete.json"
 MODEL_FILE = "model.onnx"
 GRAPH_EDITS = "last-logits,gqa"  # part of the cache key: change it when the edits to the export change
-PER_CHANNEL = True  # one int8 scale per output channel: same speed here, text closer to fp32's than per-tensor
-INT4_BLOCK = 32     # weights per 4-bit block, each with its own fp32 scale (symmetric; llama.cpp's Q4_0 uses 32)
+PER_CHANNEL = True  # int8: one scale per output channel: same speed here, text closer to fp32's than per-tensor
+INT4_BLOCK = 32     # int4: weights per block, each with its own fp32 scale (symmetric; llama.cpp's Q4_0 uses 32)
 QUANT_SUFFIX = {None: "", "int8": "-int8-pc" if PER_CHANNEL else "-int8", "int4": f"-int4-b{INT4_BLOCK}-h8"}
 
 
@@ -85,7 +85,7 @@ def _staging(target: Path) -> Path:
     return staging
 
 
-# --- export and quantization
+# --- export (quantization: onnx_quantize.py)
 
 def exported_dir(source: Path | str, quant: str | None = None, cache_dir: Path | None = None, progress=None,
                  rebuild: bool = False) -> Path:
@@ -100,7 +100,8 @@ def exported_dir(source: Path | str, quant: str | None = None, cache_dir: Path |
         shutil.rmtree(target, ignore_errors=True)
     if quant:
         if not is_complete(target):
-            make = _quantize if quant == "int8" else _quantize_int4
+            from .onnx_quantize import quantize_int4, quantize_int8
+            make = quantize_int8 if quant == "int8" else quantize_int4
             make(exported_dir(source, cache_dir=cache_dir, progress=progress), target, progress)
         return target
     if not is_complete(fp32):
@@ -110,9 +111,7 @@ def exported_dir(source: Path | str, quant: str | None = None, cache_dir: Path |
 
 def _export(source: Path | str, target: Path, progress=None) -> None:
     from optimum.onnxruntime import ORTModelForCausalLM
-    from transformers import AutoTokenizer
-
-    from transformers import AutoConfig
+    from transformers import AutoConfig, AutoTokenizer
 
     from .onnx_fuse import fuse_attention
     from .onnx_graph import keep_last_logits
@@ -130,66 +129,6 @@ def _export(source: Path | str, target: Path, progress=None) -> None:
     fused = fuse_attention(staging / MODEL_FILE, AutoConfig.from_pretrained(staging))
     _seal(staging, target, {"source": str(source), "kind": "float32", "fused_attention": fused})
     _say(progress, 0.7, f"ONNX export cached in {target}")
-
-
-def _quantize(fp32: Path, target: Path, progress=None) -> None:
-    from optimum.onnxruntime import ORTQuantizer
-    from optimum.onnxruntime.configuration import AutoQuantizationConfig
-
-    vnni = has_avx512_vnni()
-    make = AutoQuantizationConfig.avx512_vnni if vnni else AutoQuantizationConfig.avx2
-    _say(progress, 0.75, "quantizing to int8 (about 20 s, once)",
-         f"int8 dynamic quantization ({'avx512_vnni' if vnni else 'avx2'}) of {fp32} into {target}")
-    staging = _staging(target)
-    quantizer = ORTQuantizer.from_pretrained(fp32, file_name=MODEL_FILE)
-    quantizer.quantize(save_dir=staging, quantization_config=make(is_static=False, per_channel=PER_CHANNEL))
-    os.replace(staging / "model_quantized.onnx", staging / MODEL_FILE)
-    _copy_side_files(fp32, staging)
-    _seal(staging, target, {"source": str(fp32), "kind": "int8", "vnni": vnni,
-                                     "per_channel": PER_CHANNEL})
-
-
-def _quantize_int4(fp32: Path, target: Path, progress=None) -> None:
-    """Layer MatMul weights to symmetric 4-bit blocks, the LM head to 8-bit blocks (MatMulNBits, int8
-    compute with VNNI: accuracy_level 4); the embedding lookup stays fp32.
-
-    The head gets 8 bits as llama.cpp keeps output.weight wider than Q4: a 4-bit head decoded at about
-    the same speed here but agreed less often with fp32's next token.
-    """
-    import onnx
-    from onnxruntime.transformers.onnx_model import OnnxModel
-
-    from .onnx_graph import matmul_nbits_quantizer, untie_lm_head
-
-    _say(progress, 0.75, "quantizing to int4 (a few seconds, once)", f"int4 weight quantization of {fp32} into {target}")
-    staging = _staging(target)
-    staging.mkdir(parents=True)
-    model = onnx.load(str(fp32 / MODEL_FILE))
-    head = untie_lm_head(model)
-    quantizer, common = matmul_nbits_quantizer(), dict(block_size=INT4_BLOCK, is_symmetric=True, accuracy_level=4)
-    passes = [dict(bits=4, nodes_to_exclude=[head] if head else [])] + ([dict(bits=8, nodes_to_include=[head])] if head else [])
-    for options in passes:
-        q = quantizer(model, **options, **common)
-        q.process()
-        model = q.model.model
-    OnnxModel(model).prune_graph()  # the Transpose that fed the tied head
-    onnx.save(model, str(staging / MODEL_FILE))
-    _copy_side_files(fp32, staging)
-    _seal(staging, target, {"source": str(fp32), "kind": "int4", "block_size": INT4_BLOCK, "accuracy_level": 4,
-                            "lm_head_bits": 8 if head else None})
-
-
-def _copy_side_files(fp32: Path, staging: Path) -> None:
-    for p in fp32.iterdir():  # config, generation config, tokenizer
-        if p.is_file() and not p.name.startswith(("model", MARKER)) and not (staging / p.name).exists():
-            shutil.copy2(p, staging / p.name)
-
-
-def has_avx512_vnni() -> bool:
-    try:
-        return "avx512_vnni" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
 
 
 def _say(progress, fraction: float, message: str, detail: str | None = None) -> None:

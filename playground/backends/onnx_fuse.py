@@ -55,7 +55,7 @@ def fuse_attention(path: Path, config) -> bool:
     layers = range(config.num_hidden_layers)
     projections = [[names.get(f"/model/layers.{i}/self_attn/{p}_proj/MatMul") for p in "qkvo"] for i in layers]
     presents = [[producer.get(f"present.{i}.{kv}") for kv in ("key", "value")] for i in layers]
-    if any(n is None for n in sum(projections + presents, [])) or any(n.op_type == "GroupQueryAttention" for n in graph.node):
+    if any(n is None for nodes in projections + presents for n in nodes) or any(n.op_type == "GroupQueryAttention" for n in graph.node):
         log.warning("fuse_attention: %s does not have the expected node names; attention left as exported", path)
         return False
 

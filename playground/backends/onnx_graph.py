@@ -84,7 +84,9 @@ def matmul_nbits_quantizer():
     except ImportError:
         sys.modules["onnx_ir"] = _onnx_ir_stand_in()  # only while the quantizer module is imported
         try:
-            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+            from onnxruntime.quantization.matmul_nbits_quantizer import (
+                MatMulNBitsQuantizer,
+            )
         finally:
             sys.modules.pop("onnx_ir", None)
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
