@@ -36,17 +36,10 @@ def physical_cores() -> int:
         return os.cpu_count() or 1
 
 
-def intra_op_threads() -> int:
-    """Physical cores less one, at least one: the step loop's matmuls are small (one token at a time), and
-    on a shared 2-core machine one thread decoded 10-50% faster than two (a busy neighbour stalls the
-    second thread at every barrier) and prefilled 1024 tokens no slower; the spare core runs the UI."""
-    return max(1, physical_cores() - 1)
-
-
 def session_options() -> ort.SessionOptions:
-    """intra_op_threads(), no spinning (the cores are shared), all graph optimizations, sequential."""
+    """Threads = physical cores, no spinning (the cores are shared), all graph optimizations, sequential."""
     so = ort.SessionOptions()
-    so.intra_op_num_threads = intra_op_threads()
+    so.intra_op_num_threads = physical_cores()
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
