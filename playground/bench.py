@@ -1,9 +1,9 @@
 """`make bench` (`python -m playground.bench`): speed figures and ratios, as JSON lines.
 
-One row per backend (torch, onnx, onnx-int8), each measured in its own process on the bundled model:
+One row per backend (torch, onnx, onnx-int8, onnx-int4), each measured in its own process on the bundled model:
 the engine's TTFT and decode tok/s against plain `generate()` on the same runtime, and their ratio
 (`decode_ratio_engine_vs_generate` >= 0.97 means instrumentation costs under 3%), peak RSS, and for
-int8 its greedy agreement with fp32. Then a 1024-token prefill per backend (the north star: < 1 s).
+int8 and int4 their greedy agreement with fp32. Then a 1024-token prefill per backend (the north star: < 1 s).
 
     python -m playground.bench                 # every backend
     python -m playground.bench onnx-int8       # just one
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from .bench_backends import main as bench_rows
+from .bench_backends import DEFAULT_BACKENDS, main as bench_rows
 
 PREFILL_TOKENS = 1024
 
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--prefill"]:
         print(json.dumps(prefill_row(argv[1])), flush=True)
         return
-    names = argv or ["torch", "onnx", "onnx-int8"]
+    names = argv or DEFAULT_BACKENDS
     bench_rows(names)
     for name in names:  # each in its own process, like the rows above
         out = subprocess.run([sys.executable, "-m", "playground.bench", "--prefill", name],

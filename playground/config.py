@@ -88,7 +88,7 @@ def coerce_settings(**values) -> GenerationSettings:
 
 # --- process-level configuration
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "onnx-int4")
 
 
 @dataclass(frozen=True)

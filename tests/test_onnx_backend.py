@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import onnx
 import pytest
 
 from playground.backends import available_backends, create_backend, default_backend_name
@@ -71,21 +72,37 @@ def test_broken_cache_is_rebuilt(tiny_dir, tmp_path, count_exports, damage):
 
 
 def test_tiny_onnx_matches_torch_and_measures_kv(tiny_dir, tmp_path, tiny_engine):
-    for int8 in (False, True):
-        backend = OnnxBackend.load(str(tiny_dir), int8=int8, cache_dir=tmp_path)
+    for quant in (None, "int8", "int4"):
+        backend = OnnxBackend.load(str(tiny_dir), quant=quant, cache_dir=tmp_path)
         assert (backend.name, backend.dtype, backend.device) == (
-            ("onnx-int8", "int8", "cpu") if int8 else ("onnx", "float32", "cpu"))
+            (f"onnx-{quant}", quant, "cpu") if quant else ("onnx", "float32", "cpu"))
         trace = Engine(backend).generate("The KV cache", GenerationSettings(max_new_tokens=8, chat=False))
         assert [s.kv_bytes for s in trace.steps] == [trace.kv_shape.formula_bytes(s.seq_len) for s in trace.steps]
         assert backend.session.get_outputs()[0].shape[1] == 1  # the LM head sees the last position only
-        if not int8:
+        ops = {n.op_type for n in onnx.load(str(backend.folder / onnx_export.MODEL_FILE)).graph.node}
+        assert "GroupQueryAttention" in ops and "Softmax" not in ops  # one fused node per layer
+        assert ("MatMulNBits" in ops) == (quant == "int4")
+        if quant == "int4":  # the tied LM head is quantized too (8-bit), not left as a fp32 Transpose
+            head = next(n for n in onnx.load(str(backend.folder / onnx_export.MODEL_FILE)).graph.node
+                        if "logits" in n.output)
+            assert head.op_type == "MatMulNBits" and {a.name: a.i for a in head.attribute}["bits"] == 8
+        if not quant:
             assert trace.output_ids == tiny_engine.generate("The KV cache", trace.settings).output_ids
             assert backend.generate_reference(trace.prompt_ids, 8) == trace.output_ids
 
 
+def test_int4_is_cached_beside_fp32(tiny_dir, tmp_path, count_exports):
+    folder = onnx_export.exported_dir(tiny_dir, quant="int4", cache_dir=tmp_path)
+    stamp = (folder / onnx_export.MARKER).stat().st_mtime_ns
+    assert folder.name == onnx_export.exported_dir(tiny_dir, cache_dir=tmp_path).name + "-int4-b32-h8"
+    assert OnnxBackend.load(str(tiny_dir), quant="int4", cache_dir=tmp_path).folder == folder
+    assert len(count_exports) == 1 and (folder / onnx_export.MARKER).stat().st_mtime_ns == stamp
+    assert "onnx_ir" not in sys.modules or sys.modules["onnx_ir"].__spec__  # no stand-in left behind
+
+
 def test_backends_are_selectable_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
-    assert available_backends() == ["torch", "onnx", "onnx-int8"]
+    assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4"]
     assert default_backend_name("cpu") == "onnx" and default_backend_name("cuda") == "torch"
     backend = create_backend("onnx-int8", "tiny", device="cpu")
     assert backend.describe() == "onnx-int8 · cpu · int8"
@@ -136,10 +153,11 @@ def test_onnx_greedy_tokens_equal_torch(smol_onnx, smol_engine):
 
 
 @pytest.mark.integration
-def test_int8_runs_end_to_end(smol_onnx):
-    int8 = Engine(create_backend("onnx-int8", None, device="cpu"))
-    c = compare_backends(PROMPTS[0], GREEDY.with_(max_new_tokens=6), smol_onnx, int8)
-    assert len(c.b.steps) >= 1 and c.b.dtype == "int8"
+@pytest.mark.parametrize("quant", ["int8", "int4"])
+def test_quantized_runs_end_to_end(smol_onnx, quant):
+    engine = Engine(create_backend(f"onnx-{quant}", None, device="cpu"))
+    c = compare_backends(PROMPTS[0], GREEDY.with_(max_new_tokens=6), smol_onnx, engine)
+    assert len(c.b.steps) >= 1 and c.b.dtype == quant
     assert [s.kv_bytes for s in c.b.steps] == [c.b.kv_shape.formula_bytes(s.seq_len) for s in c.b.steps]
     assert c.b.kv_shape.bytes_per_element == 4
-    assert {t.legendgroup for t in plot_compare(c).data} == {"onnx (float32)", "onnx-int8 (int8)"}
+    assert {t.legendgroup for t in plot_compare(c).data} == {"onnx (float32)", f"onnx-{quant} ({quant})"}

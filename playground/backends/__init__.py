@@ -1,4 +1,4 @@
-"""Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8."""
+"""Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4."""
 from __future__ import annotations
 
 from .base import Backend
@@ -20,7 +20,7 @@ def available_backends() -> list[str]:
     names = ["torch"]
     try:
         from . import onnx_backend  # noqa: F401
-        names += ["onnx", "onnx-int8"]
+        names += ["onnx", "onnx-int8", "onnx-int4"]
     except ImportError:
         pass
     return names
@@ -40,7 +40,7 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
         from .torch_backend import TorchBackend
         dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
         return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
-    if name in ("onnx", "onnx-int8"):
+    if name in ("onnx", "onnx-int8", "onnx-int4"):
         from .onnx_backend import OnnxBackend
-        return OnnxBackend.load(model, int8=(name == "onnx-int8"), progress=progress)
-    raise ValueError(f"backend must be one of torch, onnx, onnx-int8; got {name!r}")
+        return OnnxBackend.load(model, quant=name.partition("-")[2] or None, progress=progress)
+    raise ValueError(f"backend must be one of torch, onnx, onnx-int8, onnx-int4; got {name!r}")

@@ -17,9 +17,9 @@ from ..trace import KVShape
 
 
 class Backend(ABC):
-    name: str             # "torch" | "onnx" | "onnx-int8"
+    name: str             # "torch" | "onnx" | "onnx-int8" | "onnx-int4"
     device: str           # "cpu" | "cuda"
-    dtype: str            # "float32" | "float16" | "bfloat16" | "int8"
+    dtype: str            # "float32" | "float16" | "bfloat16" | "int8" | "int4"
     model_name: str
     tokenizer: Any        # a transformers tokenizer
     context_window: int   # max positions the model accepts

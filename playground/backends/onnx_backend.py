@@ -1,4 +1,4 @@
-"""ONNX Runtime backend on CPU: the optimum export (fp32, or int8 dynamic quantization) driven step by step.
+"""ONNX Runtime backend on CPU: the optimum export (fp32, int8 dynamic or int4 weight quantization) driven step by step.
 
 The step loop calls `onnxruntime.InferenceSession` directly rather than optimum's model forward:
 each step binds `input_ids`, `attention_mask`, `position_ids` and the previous step's `present.*`
@@ -59,11 +59,11 @@ class OnnxState:
 class OnnxBackend(Backend):
     device = "cpu"
 
-    def __init__(self, folder: Path, model_name: str, int8: bool = False, io_binding: bool = True):
+    def __init__(self, folder: Path, model_name: str, quant: str | None = None, io_binding: bool = True):
         from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
         self.folder, self.model_name, self.io_binding = Path(folder), model_name, io_binding
-        self.name, self.dtype = ("onnx-int8", "int8") if int8 else ("onnx", "float32")
+        self.name, self.dtype = (f"onnx-{quant}", quant) if quant else ("onnx", "float32")
         self.session = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(),
                                             providers=["CPUExecutionProvider"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
@@ -74,7 +74,7 @@ class OnnxBackend(Backend):
             gen = None
         self.eos_token_ids = eos_ids_of(SimpleNamespace(generation_config=gen), self.tokenizer)
         self.context_window = int(getattr(config, "max_position_embeddings", 2048))
-        self.kv_shape = kv_shape_of(config, 4)  # int8 quantizes weights; the cache stays float32
+        self.kv_shape = kv_shape_of(config, 4)  # int8/int4 quantize weights; the cache stays float32
         inputs = {i.name: i for i in self.session.get_inputs()}
         self.past_names = [n for n in inputs if n.startswith("past_key_values.")]
         self.output_names = ["logits"] + [n.replace("past_key_values.", "present.") for n in self.past_names]
@@ -85,21 +85,21 @@ class OnnxBackend(Backend):
         self._reference = None
 
     @classmethod
-    def load(cls, spec: str | None = None, int8: bool = False, progress=None, cache_dir: Path | None = None,
+    def load(cls, spec: str | None = None, quant: str | None = None, progress=None, cache_dir: Path | None = None,
              **kwargs) -> "OnnxBackend":
         """Export (once) and open the model for `spec`; a cached graph ONNX Runtime cannot load is rebuilt."""
         from .onnx_source import export_source
 
         source, model_name = export_source(spec, cache_dir)
-        folder = exported_dir(source, int8=int8, cache_dir=cache_dir, progress=progress)
+        folder = exported_dir(source, quant=quant, cache_dir=cache_dir, progress=progress)
         log.info("ONNX model cached in %s (delete that folder to clear it)", folder)
         try:
-            return cls(folder, model_name, int8, **kwargs)
+            return cls(folder, model_name, quant, **kwargs)
         except Exception as exc:  # noqa: BLE001 - garbled protobuf, truncated weights, ...
             log.warning("cached ONNX model in %s failed to load (%s: %s); rebuilding", folder,
                         type(exc).__name__, exc)
-            folder = exported_dir(source, int8=int8, cache_dir=cache_dir, progress=progress, rebuild=True)
-            return cls(folder, model_name, int8, **kwargs)
+            folder = exported_dir(source, quant=quant, cache_dir=cache_dir, progress=progress, rebuild=True)
+            return cls(folder, model_name, quant, **kwargs)
 
     # --- the step loop
 

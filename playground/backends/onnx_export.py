@@ -3,8 +3,10 @@
     folder = exported_dir(source_dir)              # fp32: <cache>/onnx/<name>-<hash>/model.onnx
     folder = exported_dir(source_dir, int8=True)   # int8: <cache>/onnx/<name>-<hash>-int8-pc/model.onnx
 
-The key hashes the source (a folder's file names, sizes and mtimes, or a hub id) and the versions of
-transformers, optimum and onnxruntime, so an upgrade re-exports instead of reusing a stale graph.
+The key hashes the source (a folder's file names, sizes and mtimes, or a hub id), the versions of
+transformers, optimum and onnxruntime, and GRAPH_EDITS (what this module does to the exported graph:
+last-position logits, fused attention), so an upgrade or a new edit re-exports instead of reusing a
+stale graph.
 Work happens in a staging folder that is renamed into place only after a marker file is written, so
 a crash mid-export leaves no folder that looks finished. A folder whose marker is missing, or whose
 files differ in size from what the marker recorded (a truncated model.onnx), is rebuilt; a file that
@@ -27,7 +29,10 @@ from ..config import default_cache_dir
 log = logging.getLogger(__name__)
 MARKER = "playground-complete.json"
 MODEL_FILE = "model.onnx"
-PER_CHANNEL = True  # one int8 scale per output channel: same speed here, text closer to fp32's than per-tensor
+GRAPH_EDITS = "last-logits,gqa"  # part of the cache key: change it when the edits to the export change
+PER_CHANNEL = True  # int8: one scale per output channel: same speed here, text closer to fp32's than per-tensor
+INT4_BLOCK = 32     # int4: weights per block, each with its own fp32 scale (symmetric; llama.cpp's Q4_0 uses 32)
+QUANT_SUFFIX = {None: "", "int8": "-int8-pc" if PER_CHANNEL else "-int8", "int4": f"-int4-b{INT4_BLOCK}-h8"}
 
 
 # --- the cache key and the completeness check
@@ -48,7 +53,7 @@ def cache_key(source: Path | str) -> str:
         name = source.name
     else:
         ident, name = [source], source.replace("/", "--")
-    digest = hashlib.sha256(json.dumps([ident, versions()]).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps([ident, versions(), GRAPH_EDITS]).encode()).hexdigest()[:12]
     return f"{name}-{digest}"
 
 
@@ -80,19 +85,24 @@ def _staging(target: Path) -> Path:
     return staging
 
 
-# --- export and quantization
+# --- export (quantization: onnx_quantize.py)
 
-def exported_dir(source: Path | str, int8: bool = False, cache_dir: Path | None = None, progress=None,
+def exported_dir(source: Path | str, quant: str | None = None, cache_dir: Path | None = None, progress=None,
                  rebuild: bool = False) -> Path:
-    """The cached ONNX folder for `source` (a transformers folder or hub id), built if missing or broken."""
+    """The cached ONNX folder for `source` (a transformers folder or hub id), built if missing or broken.
+
+    `quant`: None (float32), "int8" (dynamic int8 MatMuls) or "int4" (4-bit block-quantized weights).
+    """
     root = Path(cache_dir or default_cache_dir()) / "onnx"
     fp32 = root / cache_key(source)
-    target = fp32.with_name(fp32.name + ("-int8-pc" if PER_CHANNEL else "-int8")) if int8 else fp32
+    target = fp32.with_name(fp32.name + QUANT_SUFFIX[quant])
     if rebuild:  # a folder that looks complete but did not load: remove it, or _seal would keep it
         shutil.rmtree(target, ignore_errors=True)
-    if int8:
+    if quant:
         if not is_complete(target):
-            _quantize(exported_dir(source, cache_dir=cache_dir, progress=progress), target, progress)
+            from .onnx_quantize import quantize_int4, quantize_int8
+            make = quantize_int8 if quant == "int8" else quantize_int4
+            make(exported_dir(source, cache_dir=cache_dir, progress=progress), target, progress)
         return target
     if not is_complete(fp32):
         _export(source, fp32, progress)
@@ -101,8 +111,9 @@ def exported_dir(source: Path | str, int8: bool = False, cache_dir: Path | None 
 
 def _export(source: Path | str, target: Path, progress=None) -> None:
     from optimum.onnxruntime import ORTModelForCausalLM
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
+    from .onnx_fuse import fuse_attention
     from .onnx_graph import keep_last_logits
 
     _say(progress, 0.1, "exporting to ONNX (about 35 s for a 135M model, once)",
@@ -114,34 +125,10 @@ def _export(source: Path | str, target: Path, progress=None) -> None:
     del model
     _say(progress, 0.6, "keeping only the last position's logits in the graph")
     keep_last_logits(staging / MODEL_FILE)
-    _seal(staging, target, {"source": str(source), "kind": "float32"})
+    _say(progress, 0.65, "fusing attention into GroupQueryAttention nodes")
+    fused = fuse_attention(staging / MODEL_FILE, AutoConfig.from_pretrained(staging))
+    _seal(staging, target, {"source": str(source), "kind": "float32", "fused_attention": fused})
     _say(progress, 0.7, f"ONNX export cached in {target}")
-
-
-def _quantize(fp32: Path, target: Path, progress=None) -> None:
-    from optimum.onnxruntime import ORTQuantizer
-    from optimum.onnxruntime.configuration import AutoQuantizationConfig
-
-    vnni = has_avx512_vnni()
-    make = AutoQuantizationConfig.avx512_vnni if vnni else AutoQuantizationConfig.avx2
-    _say(progress, 0.75, "quantizing to int8 (about 20 s, once)",
-         f"int8 dynamic quantization ({'avx512_vnni' if vnni else 'avx2'}) of {fp32} into {target}")
-    staging = _staging(target)
-    quantizer = ORTQuantizer.from_pretrained(fp32, file_name=MODEL_FILE)
-    quantizer.quantize(save_dir=staging, quantization_config=make(is_static=False, per_channel=PER_CHANNEL))
-    os.replace(staging / "model_quantized.onnx", staging / MODEL_FILE)
-    for p in fp32.iterdir():  # config, generation config, tokenizer
-        if p.is_file() and not p.name.startswith(("model", MARKER)) and not (staging / p.name).exists():
-            shutil.copy2(p, staging / p.name)
-    _seal(staging, target, {"source": str(fp32), "kind": "int8", "vnni": vnni,
-                                     "per_channel": PER_CHANNEL})
-
-
-def has_avx512_vnni() -> bool:
-    try:
-        return "avx512_vnni" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
 
 
 def _say(progress, fraction: float, message: str, detail: str | None = None) -> None:

@@ -4,11 +4,17 @@ Transformers' `logits_to_keep=1` does the same in PyTorch: prefill needs the nex
 last prompt position alone, yet the exported graph multiplies every position's hidden state by the
 (hidden x vocab) head (for SmolLM2 and a 46-token prompt: 46 x 576 x 49152, ~1.3 GFLOP wasted).
 
+Also here: `untie_lm_head(model)`, which gives a tied LM head (a Transpose of the embedding) weights of its
+own so a weight quantizer can see them, and `matmul_nbits_quantizer()`, ONNX Runtime's 4-bit weight quantizer, importable without the
+`onnx_ir` package its module imports for three tensor conversions (a stand-in is provided when absent).
+
 Left out: graphs whose `logits` output is not made by a plain MatMul (then the graph is left alone).
 """
 from __future__ import annotations
 
 import logging
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -45,3 +51,59 @@ def keep_last_logits(path: Path) -> None:
     out.type.tensor_type.shape.dim[1].ClearField("dim_param")
     out.type.tensor_type.shape.dim[1].dim_value = 1
     onnx.save(model, str(path))
+
+
+def untie_lm_head(model) -> str | None:
+    """Name of the LM head MatMul, after making its weight a constant if it was Transpose(embedding).
+
+    With tied embeddings the export computes the head weight as Transpose(embed_tokens.weight) at run
+    time, which weight quantizers skip (not an initializer), leaving a (hidden x vocab) fp32 matmul:
+    for SmolLM2 113 MB read per decoded token, more than all the int4 layers together.
+    """
+    graph = model.graph
+    head = next((n for n in graph.node if "logits" in n.output and n.op_type == "MatMul"), None)
+    if head is None:
+        return None
+    inits = {i.name: i for i in graph.initializer}
+    if head.input[1] not in inits:
+        tr = next((n for n in graph.node if head.input[1] in n.output), None)
+        if tr is None or tr.op_type != "Transpose" or tr.input[0] not in inits:
+            return None
+        weight = numpy_helper.to_array(inits[tr.input[0]]).T.copy()  # [hidden, vocab]
+        graph.initializer.append(numpy_helper.from_array(weight, "playground_lm_head_weight"))
+        head.input[1] = "playground_lm_head_weight"
+    return head.name
+
+
+# --- ONNX Runtime's MatMulNBits quantizer without onnx_ir
+
+def matmul_nbits_quantizer():
+    """The MatMulNBitsQuantizer class; registers a minimal `onnx_ir` (numpy <-> TensorProto) if it is missing."""
+    try:
+        import onnx_ir  # noqa: F401
+    except ImportError:
+        sys.modules["onnx_ir"] = _onnx_ir_stand_in()  # only while the quantizer module is imported
+        try:
+            from onnxruntime.quantization.matmul_nbits_quantizer import (
+                MatMulNBitsQuantizer,
+            )
+        finally:
+            sys.modules.pop("onnx_ir", None)
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    return MatMulNBitsQuantizer
+
+
+def _onnx_ir_stand_in() -> types.ModuleType:
+    """What the quantizer calls: ir.from_proto(t).numpy(), ir.serde.serialize_tensor(ir.Tensor(array, name=))."""
+    class Tensor:
+        def __init__(self, array, name=None):
+            self.array, self.name = array, name
+
+        def numpy(self):
+            return self.array
+
+    ir = types.ModuleType("onnx_ir")
+    ir.Tensor = Tensor
+    ir.from_proto = lambda proto: Tensor(numpy_helper.to_array(proto), proto.name)
+    ir.serde = types.SimpleNamespace(serialize_tensor=lambda t: numpy_helper.from_array(t.array, t.name))
+    return ir

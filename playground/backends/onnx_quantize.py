@@ -1,0 +1,90 @@
+"""Quantize a cached fp32 export into a sibling cache folder (called by onnx_export.exported_dir).
+
+    quantize_int8(fp32, target)   # dynamic int8 MatMuls (optimum's ORTQuantizer, VNNI config when present)
+    quantize_int4(fp32, target)   # 4-bit block weights (MatMulNBits), 8-bit LM head
+
+Both write into a staging folder and seal it as onnx_export does for the export itself.
+Figures on SmolLM2-135M (3 prompts x 64 tokens, teacher-forced next-token agreement with fp32):
+int8 per-channel 0.91, int8 with the LM head and embedding left fp32 0.925 (and no faster);
+int4 with the head 8-bit 0.915, head 4-bit 0.90, head fp32 0.92 (but ~40% slower decode);
+asymmetric int4 0.88; int8 compute (accuracy_level 4) vs fp32 compute made no difference.
+
+Left out: static (calibrated) quantization, and quantizing the embedding lookup.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from .onnx_export import (
+    INT4_BLOCK,
+    MARKER,
+    MODEL_FILE,
+    PER_CHANNEL,
+    _say,
+    _seal,
+    _staging,
+)
+
+# --- int8 and int4
+
+def quantize_int8(fp32: Path, target: Path, progress=None) -> None:
+    from optimum.onnxruntime import ORTQuantizer
+    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+
+    vnni = has_avx512_vnni()
+    make = AutoQuantizationConfig.avx512_vnni if vnni else AutoQuantizationConfig.avx2
+    _say(progress, 0.75, "quantizing to int8 (about 20 s, once)",
+         f"int8 dynamic quantization ({'avx512_vnni' if vnni else 'avx2'}) of {fp32} into {target}")
+    staging = _staging(target)
+    quantizer = ORTQuantizer.from_pretrained(fp32, file_name=MODEL_FILE)
+    quantizer.quantize(save_dir=staging, quantization_config=make(is_static=False, per_channel=PER_CHANNEL))
+    os.replace(staging / "model_quantized.onnx", staging / MODEL_FILE)
+    _copy_side_files(fp32, staging)
+    _seal(staging, target, {"source": str(fp32), "kind": "int8", "vnni": vnni, "per_channel": PER_CHANNEL})
+
+
+def quantize_int4(fp32: Path, target: Path, progress=None) -> None:
+    """Layer MatMul weights to symmetric 4-bit blocks, the LM head to 8-bit blocks (MatMulNBits, int8
+    compute with VNNI: accuracy_level 4); the embedding lookup stays fp32.
+
+    The head gets 8 bits as llama.cpp keeps output.weight wider than Q4: a 4-bit head decoded at about
+    the same speed here but agreed less often with fp32's next token.
+    """
+    import onnx
+    from onnxruntime.transformers.onnx_model import OnnxModel
+
+    from .onnx_graph import matmul_nbits_quantizer, untie_lm_head
+
+    _say(progress, 0.75, "quantizing to int4 (a few seconds, once)", f"int4 weight quantization of {fp32} into {target}")
+    staging = _staging(target)
+    staging.mkdir(parents=True)
+    model = onnx.load(str(fp32 / MODEL_FILE))
+    head = untie_lm_head(model)
+    quantizer, common = matmul_nbits_quantizer(), {"block_size": INT4_BLOCK, "is_symmetric": True, "accuracy_level": 4}
+    passes = [{"bits": 4, "nodes_to_exclude": [head] if head else []}]
+    if head:
+        passes.append({"bits": 8, "nodes_to_include": [head]})
+    for options in passes:
+        q = quantizer(model, **options, **common)
+        q.process()
+        model = q.model.model
+    OnnxModel(model).prune_graph()  # the Transpose that fed the tied head
+    onnx.save(model, str(staging / MODEL_FILE))
+    _copy_side_files(fp32, staging)
+    _seal(staging, target, {"source": str(fp32), "kind": "int4", "block_size": INT4_BLOCK, "accuracy_level": 4,
+                            "lm_head_bits": 8 if head else None})
+
+
+def _copy_side_files(fp32: Path, staging: Path) -> None:
+    for p in fp32.iterdir():  # config, generation config, tokenizer
+        if p.is_file() and not p.name.startswith(("model", MARKER)) and not (staging / p.name).exists():
+            shutil.copy2(p, staging / p.name)
+
+
+def has_avx512_vnni() -> bool:
+    try:
+        return "avx512_vnni" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
