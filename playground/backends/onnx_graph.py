@@ -5,16 +5,13 @@ last prompt position alone, yet the exported graph multiplies every position's h
 (hidden x vocab) head (for SmolLM2 and a 46-token prompt: 46 x 576 x 49152, ~1.3 GFLOP wasted).
 
 Also here: `untie_lm_head(model)`, which gives a tied LM head (a Transpose of the embedding) weights of its
-own so a weight quantizer can see them, and `matmul_nbits_quantizer()`, ONNX Runtime's 4-bit weight quantizer, importable without the
-`onnx_ir` package its module imports for three tensor conversions (a stand-in is provided when absent).
+own so a weight quantizer can see them.
 
 Left out: graphs whose `logits` output is not made by a plain MatMul (then the graph is left alone).
 """
 from __future__ import annotations
 
 import logging
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -73,37 +70,3 @@ def untie_lm_head(model) -> str | None:
         graph.initializer.append(numpy_helper.from_array(weight, "playground_lm_head_weight"))
         head.input[1] = "playground_lm_head_weight"
     return head.name
-
-
-# --- ONNX Runtime's MatMulNBits quantizer without onnx_ir
-
-def matmul_nbits_quantizer():
-    """The MatMulNBitsQuantizer class; registers a minimal `onnx_ir` (numpy <-> TensorProto) if it is missing."""
-    try:
-        import onnx_ir  # noqa: F401
-    except ImportError:
-        sys.modules["onnx_ir"] = _onnx_ir_stand_in()  # only while the quantizer module is imported
-        try:
-            from onnxruntime.quantization.matmul_nbits_quantizer import (
-                MatMulNBitsQuantizer,
-            )
-        finally:
-            sys.modules.pop("onnx_ir", None)
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-    return MatMulNBitsQuantizer
-
-
-def _onnx_ir_stand_in() -> types.ModuleType:
-    """What the quantizer calls: ir.from_proto(t).numpy(), ir.serde.serialize_tensor(ir.Tensor(array, name=))."""
-    class Tensor:
-        def __init__(self, array, name=None):
-            self.array, self.name = array, name
-
-        def numpy(self):
-            return self.array
-
-    ir = types.ModuleType("onnx_ir")
-    ir.Tensor = Tensor
-    ir.from_proto = lambda proto: Tensor(numpy_helper.to_array(proto), proto.name)
-    ir.serde = types.SimpleNamespace(serialize_tensor=lambda t: numpy_helper.from_array(t.array, t.name))
-    return ir

@@ -53,21 +53,22 @@ def quantize_int4(fp32: Path, target: Path, progress=None) -> None:
     the same speed here but agreed less often with fp32's next token.
     """
     import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
     from onnxruntime.transformers.onnx_model import OnnxModel
 
-    from .onnx_graph import matmul_nbits_quantizer, untie_lm_head
+    from .onnx_graph import untie_lm_head
 
     _say(progress, 0.75, "quantizing to int4 (a few seconds, once)", f"int4 weight quantization of {fp32} into {target}")
     staging = _staging(target)
     staging.mkdir(parents=True)
     model = onnx.load(str(fp32 / MODEL_FILE))
     head = untie_lm_head(model)
-    quantizer, common = matmul_nbits_quantizer(), {"block_size": INT4_BLOCK, "is_symmetric": True, "accuracy_level": 4}
+    common = {"block_size": INT4_BLOCK, "is_symmetric": True, "accuracy_level": 4}
     passes = [{"bits": 4, "nodes_to_exclude": [head] if head else []}]
     if head:
         passes.append({"bits": 8, "nodes_to_include": [head]})
     for options in passes:
-        q = quantizer(model, **options, **common)
+        q = MatMulNBitsQuantizer(model, **options, **common)
         q.process()
         model = q.model.model
     OnnxModel(model).prune_graph()  # the Transpose that fed the tied head
