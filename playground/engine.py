@@ -14,6 +14,7 @@ Left out: batching several requests into one forward pass, and speculative decod
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from typing import Callable, Iterator
@@ -23,7 +24,7 @@ from .config import MAX_PROMPT_CHARS, GenerationSettings
 from .sampling import Detokenizer, Sampler
 from .trace import Candidate, Step, Trace
 
-__all__ = ["Detokenizer", "Engine", "Run", "Sampler", "check_prompt"]
+__all__ = ["BackgroundRun", "Detokenizer", "Engine", "Run", "Sampler", "check_prompt"]
 
 
 class Engine:
@@ -129,6 +130,48 @@ class Run:
             raise
         finally:
             trace.stop_reason = trace.stop_reason or "cancelled"
+
+
+class BackgroundRun:
+    """A Run iterated in its own thread; the consumer takes the Steps made so far, in batches.
+
+    A slow consumer (a page redrawing charts) then never stalls the step loop, so the time between two
+    tokens measures the model, not the UI. `cancel()` stops it within one step, like `Run.cancel()`.
+
+        for batch in BackgroundRun(engine.run(prompt, settings)):   # [Step, ...], at least one each
+            draw(batch)
+    """
+
+    def __init__(self, run: Run):
+        self.run, self._steps = run, queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._work, daemon=True, name="run-steps")
+        self.thread.start()
+
+    def _work(self) -> None:
+        try:
+            for step in self.run:
+                self._steps.put(step)
+        except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
+            pass
+        finally:
+            self._steps.put(None)   # the end
+
+    def __iter__(self) -> Iterator[list[Step]]:
+        while True:
+            batch = [self._steps.get()]
+            while not self._steps.empty():
+                batch.append(self._steps.get())
+            ended = batch[-1] is None
+            batch = [s for s in batch if s is not None]
+            if batch:
+                yield batch
+            if ended:
+                return
+
+    def cancel(self, wait: float = 0.0) -> None:
+        self.run.cancel()
+        if wait:
+            self.thread.join(wait)
 
 
 def check_prompt(prompt) -> None:

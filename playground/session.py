@@ -1,9 +1,9 @@
-"""One browser session's latest run: the Run (so Stop can cancel it), its step iterator, its chips.
+"""One browser session's latest run: the Run (so Stop can cancel it), its batches of Steps, its chips.
 
 The UI keeps a `Session` in gr.State, so each browser tab has its own and two tabs never mix runs.
-Stop has two paths to cover: a handler still iterating sees `run.cancel()` within one step; a handler
-whose Gradio event was cancelled never resumes, so its idle iterator is closed here instead. Either
-way the trace ends with stop_reason "cancelled" and keeps every token made so far.
+The run goes on in its own thread (engine.BackgroundRun), so drawing the page never delays a token
+and never shows up in a step's latency. Stop cancels it within one step; the trace ends with
+stop_reason "cancelled" and keeps every token made so far.
 
 Left out: gradio (playground/ui/ wires this in) and anything kept after the tab closes.
 """
@@ -12,13 +12,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
+
+from .engine import BackgroundRun
 
 
 class Session:
     def __init__(self):
-        self.run, self.steps, self.chips = None, None, []
+        self.run, self.background, self.steps, self.chips = None, None, None, []
         self.exports = ExportFolder("trace-")
 
     @property
@@ -26,20 +27,15 @@ class Session:
         return self.run.trace if self.run else None
 
     def start(self, run) -> None:
-        """Supersede any earlier run of this session (cancelling it) and iterate the new one."""
+        """Supersede any earlier run of this session (cancelling it) and start the new one."""
         self.stop()
-        self.run, self.steps, self.chips = run, iter(run), []
+        self.run, self.chips, self.background = run, [], BackgroundRun(run)
+        self.steps = iter(self.background)   # batches of Steps, as they come
 
     def stop(self, grace: float = 2.0) -> None:
-        """Cancel the run; if its iterator sits idle (its Gradio event was cancelled), close it."""
-        if self.run is None:
-            return
-        self.run.cancel()
-        deadline = time.monotonic() + grace
-        while not self.trace.finished and time.monotonic() < deadline:
-            time.sleep(0.02)   # a handler still iterating notices the cancel within one step
-        if not self.trace.finished and not self.steps.gi_running:
-            self.steps.close()   # GeneratorExit inside the run sets stop_reason "cancelled"
+        """Cancel the run and wait (up to `grace` seconds) for its current step to end."""
+        if self.run is not None:
+            self.background.cancel(wait=grace)
 
 
     def export(self) -> list[str]:
@@ -48,7 +44,7 @@ class Session:
 
     def close(self) -> None:
         """The session is gone: stop its run (releasing the KV cache) and delete its files."""
-        self.stop(grace=0)
+        self.stop()
         self.exports.remove()
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session: start each one fresh

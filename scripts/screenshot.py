@@ -1,6 +1,6 @@
 """Save assets/screenshot.png: the app with the real default model, after one run, in Debian's Chromium.
 
-    PYTHONPATH=. python scripts/screenshot.py [--out assets/screenshot.png] [--prompt TEXT]
+    python scripts/screenshot.py [--out assets/screenshot.png] [--prompt TEXT]
 
 The helpers here (launch the demo in-process, drive a page through a run) are shared with
 tests/test_browser.py. Left out: any browser other than /usr/bin/chromium (no playwright download).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+import sys
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -60,6 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
+    sys.path.insert(0, str(ROOT))
     import app   # the real entry point: the default model, loaded on first use
     url = launch(app.demo)
     try:

@@ -152,3 +152,35 @@ def test_detokenizer_pieces_never_split_a_character(tiny_backend, text):
     assert all("\ufffd" not in p for p in pieces)
     # the tiny vocabulary knows no non-ASCII character whole: each spans several byte tokens
     assert ("" in pieces) == any(ord(c) > 127 for c in text)
+
+
+def test_background_run_keeps_step_timing_free_of_a_slow_consumer(tiny_backend):
+    """The UI draws charts between updates; with the run in its own thread that drawing time must not
+    appear in the measured latency of any step."""
+    import time as _time
+
+    from playground.engine import BackgroundRun
+    from tests.test_ui import SlowBackend
+
+    engine = Engine(SlowBackend(tiny_backend, pause=0.005))   # ~5 ms a step
+    background = BackgroundRun(engine.run("slow page", GenerationSettings(max_new_tokens=20)))
+    batches = []
+    for batch in background:
+        batches.append(batch)
+        _time.sleep(0.1)   # a page that takes 100 ms to redraw
+    steps = [s for b in batches for s in b]
+    trace = background.run.trace
+    assert steps == trace.steps and trace.stop_reason == "length"
+    assert len(batches) < 20                               # the consumer got several steps at a time
+    decode = sorted(s.latency for s in steps[1:])
+    assert decode[len(decode) // 2] < 0.05                 # median step: the model's ~5 ms, not 100 ms
+
+
+def test_background_run_cancel_stops_within_one_step(tiny_engine):
+    from playground.engine import BackgroundRun
+
+    background = BackgroundRun(tiny_engine.run("stop me", GenerationSettings(max_new_tokens=2000, chat=False)))
+    first = next(iter(background))
+    background.cancel(wait=5)
+    assert not background.thread.is_alive() and background.run.trace.stop_reason == "cancelled"
+    assert len(first) >= 1 and len(background.run.trace.steps) < 2000

@@ -76,13 +76,11 @@ def make_handlers(registry):
         session.start(run)
         shown = 0.0
         try:
-            for step in session.steps:
-                session.chips.append(chip_html(step))
+            for batch in session.steps:   # the Steps made since the last update (the run has its own thread)
+                session.chips.extend(chip_html(step) for step in batch)
                 charts = time.monotonic() - shown >= CHART_INTERVAL
                 shown = time.monotonic() if charts else shown
                 yield view(session, (price_in, price_out), charts)
-        except Exception:   # noqa: BLE001 - the trace records the error; the status line shows it
-            pass
         finally:   # the handler was closed (event cancelled, tab gone): stop the run too
             if not run.trace.finished:
                 session.stop(grace=0)
