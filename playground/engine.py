@@ -66,6 +66,10 @@ class Engine:
     def stream(self, prompt: str, settings: GenerationSettings | None = None) -> Iterator[Step]:
         return iter(self.run(prompt, settings))
 
+    def warm_up(self) -> None:
+        """One short run, discarded: a runtime's first calls allocate and plan, as a server's warm-up does."""
+        self.generate("Hello", GenerationSettings(max_new_tokens=2))
+
     def generate(self, prompt: str, settings: GenerationSettings | None = None) -> Trace:
         run = self.run(prompt, settings)
         for _ in run:

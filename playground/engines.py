@@ -60,8 +60,11 @@ class EngineRegistry:
 
         def factory(name, progress):
             # dtype applies to torch only (onnx picks fp32 or int8 by its name)
-            return Engine(create_backend(name, model, device=device, dtype=dtype if name == "torch" else None,
-                                         progress=progress))
+            engine = Engine(create_backend(name, model, device=device, dtype=dtype if name == "torch" else None,
+                                           progress=progress))
+            progress(1.0, "warming up (one short run, so the first request is not the one paying for it)")
+            engine.warm_up()
+            return engine
         return cls(factory, available_backends(), backend or default_backend_name(device))
 
     # --- use

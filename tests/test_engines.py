@@ -59,3 +59,14 @@ def test_an_unknown_backend_is_refused_by_name():
 def test_a_single_engine_becomes_a_registry_of_its_backend(tiny_engine):
     registry = as_registry(tiny_engine)
     assert registry.names == ["torch"] and registry.get("torch") is tiny_engine
+
+
+def test_for_model_loads_and_warms_up_a_real_engine():
+    from playground.engines import EngineRegistry
+
+    registry = EngineRegistry.for_model("tiny", backend="torch")
+    messages = []
+    engine = registry.factory("torch", lambda fraction, message: messages.append(message))
+    assert engine.backend.model_name == "tiny-random-llama"
+    assert any("warming up" in m for m in messages)
+    assert registry.get("torch").backend.name == "torch" and registry.get("torch") is registry.get()
