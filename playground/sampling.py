@@ -21,11 +21,11 @@ class Sampler:
         self.greedy = settings.greedy
         self.warpers = LogitsProcessorList()
         if not self.greedy:
-            self.warpers.append(TemperatureLogitsWarper(settings.temperature))
+            self.warpers.append(TemperatureLogitsWarper(float(settings.temperature)))
             if settings.top_k:
                 self.warpers.append(TopKLogitsWarper(settings.top_k))
             if settings.top_p < 1.0:
-                self.warpers.append(TopPLogitsWarper(settings.top_p))
+                self.warpers.append(TopPLogitsWarper(float(settings.top_p)))
         self.generator = torch.Generator(device="cpu")
         if settings.seed is not None:
             self.generator.manual_seed(settings.seed)

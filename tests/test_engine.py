@@ -184,3 +184,11 @@ def test_background_run_cancel_stops_within_one_step(tiny_engine):
     background.cancel(wait=5)
     assert not background.thread.is_alive() and background.run.trace.stop_reason == "cancelled"
     assert len(first) >= 1 and len(background.run.trace.steps) < 2000
+
+
+def test_whole_number_temperature_and_top_p_are_accepted(tiny_engine):
+    """Regression (found by the fuzz test): temperature=1 as an int passed validation, then transformers'
+    warper refused it ("has to be a strictly positive float")."""
+    s = GenerationSettings(max_new_tokens=3, temperature=1, top_p=1, top_k=5, seed=0)
+    assert len(tiny_engine.generate("int settings", s).steps) == 3
+    assert len(tiny_engine.generate("int settings", s.with_(temperature=2, top_p=0.5)).steps) == 3

@@ -43,3 +43,36 @@ def test_fuzzed_input_gives_value_error_or_a_run(tiny_engine, prompt, temperatur
     step = next(it)  # one real step is enough to prove the settings work end to end
     it.close()
     assert step.index == 0 and run.trace.stop_reason in ("cancelled", "eos", "length")
+
+
+# --- the token view, fuzzed: any text (surrogates, controls, markup) counts fully and renders as text
+
+class _Tags(__import__("html.parser").parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.attrs = set(), set()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.attrs.update(name for name, _ in attrs)
+
+
+@pytest.fixture(scope="module")
+def token_views(tiny_backend):
+    from playground.tokens import hf_view, tiktoken_view
+    return [hf_view(tiny_backend.tokenizer, "tiny"), tiktoken_view()]
+
+
+@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.text(max_size=80), st.sampled_from(HOSTILE),
+                      st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3)))
+def test_fuzzed_text_through_the_token_view(token_views, text):
+    from playground.tokens import compare, render_chips_html
+
+    c = compare(text, token_views)
+    for view in token_views:
+        spans = c.spans[view.name]
+        assert b"".join(s.data for s in spans) == c.text.encode("utf-8")   # complete, exact bytes
+        parser = _Tags()
+        parser.feed(render_chips_html(spans, text=c.text))
+        assert parser.tags <= {"div", "span", "p"} and parser.attrs <= {"class", "title"}
