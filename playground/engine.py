@@ -141,13 +141,16 @@ class BackgroundRun:
 
     A slow consumer (a page redrawing charts) then never stalls the step loop, so the time between two
     tokens measures the model, not the UI. `cancel()` stops it within one step, like `Run.cancel()`.
+    With `lease` (seconds), a consumer that stops asking for that long without ending the iteration
+    (a handler abandoned by a closed page, never closed) is taken as gone: the run cancels itself.
 
         for batch in BackgroundRun(engine.run(prompt, settings)):   # [Step, ...], at least one each
             draw(batch)
     """
 
-    def __init__(self, run: Run):
-        self.run, self._steps = run, queue.SimpleQueue()
+    def __init__(self, run: Run, lease: float | None = None):
+        self.run, self._steps, self.lease = run, queue.SimpleQueue(), lease
+        self._asked, self._waiting = time.monotonic(), False   # when the consumer last asked; asking now?
         self.thread = threading.Thread(target=self._work, daemon=True, name="run-steps")
         self.thread.start()
 
@@ -155,6 +158,8 @@ class BackgroundRun:
         try:
             for step in self.run:
                 self._steps.put(step)
+                if self.lease and not self._waiting and time.monotonic() - self._asked > self.lease:
+                    self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
         except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
             pass
         finally:
@@ -162,7 +167,9 @@ class BackgroundRun:
 
     def __iter__(self) -> Iterator[list[Step]]:
         while True:
+            self._waiting = True
             batch = [self._steps.get()]
+            self._waiting, self._asked = False, time.monotonic()
             while not self._steps.empty():
                 batch.append(self._steps.get())
             ended = batch[-1] is None

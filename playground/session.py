@@ -16,6 +16,10 @@ from pathlib import Path
 
 from .engine import BackgroundRun
 
+# A page that asks for no tokens for this long has gone (its handler was dropped without being closed):
+# its run stops. A live page asks every few hundred milliseconds, even while drawing charts.
+ABANDONED_AFTER = 5.0
+
 
 class Session:
     def __init__(self):
@@ -29,7 +33,7 @@ class Session:
     def start(self, run) -> None:
         """Supersede any earlier run of this session (cancelling it) and start the new one."""
         self.stop()
-        self.run, self.chips, self.background = run, [], BackgroundRun(run)
+        self.run, self.chips, self.background = run, [], BackgroundRun(run, lease=ABANDONED_AFTER)
         self.steps = iter(self.background)   # batches of Steps, as they come
 
     def stop(self, grace: float = 2.0) -> None:

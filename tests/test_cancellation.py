@@ -67,10 +67,10 @@ def test_cancelled_generations_stop_and_the_next_request_runs(app):
     wait_for(lambda: slow.calls >= 10)
     for job in jobs:
         job.cancel()
-    wait_for(lambda: calls_settle(slow) == 0, timeout=10)   # compute stopped: the workers are free
+    wait_for(lambda: calls_settle(slow) == 0, timeout=20)   # compute stopped: the workers are free
     assert slow.calls < 2 * 2000
     runs = engine.runs[-2:]
-    wait_for(lambda: all(r.trace.finished for r in runs), timeout=10)   # closed, cache released
+    wait_for(lambda: all(r.trace.finished for r in runs), timeout=20)   # closed, cache released
     assert [r.trace.stop_reason for r in runs] == ["cancelled", "cancelled"]
     assert all(0 < len(r.trace.steps) < 2000 for r in runs)
     out = client.predict(*generate_args(max_new_tokens=8, backend="torch"), api_name="/generate")
@@ -87,3 +87,21 @@ def test_a_cancelled_experiment_stops_its_worker_thread(app):
     job.cancel()
     wait_for(lambda: not any(t.name.startswith("experiment-") for t in threading.enumerate()), timeout=10)
     assert calls_settle(slow) == 0
+
+
+def test_an_experiment_nobody_asks_about_cancels_itself(tiny_backend, monkeypatch):
+    """Regression: an experiment whose handler was dropped without being closed ran to its end."""
+    from types import SimpleNamespace
+
+    import sys
+
+    from tests.test_ui import SlowBackend
+
+    tab = sys.modules["playground.ui.experiments_tab"]   # the package re-exports a function of that name
+
+    monkeypatch.setattr(tab, "ABANDONED_AFTER", 0.2)
+    engine = Engine(SlowBackend(tiny_backend, pause=0.005))
+    job = tab.Job()
+    job.start("depth", SimpleNamespace(depth_prompt=16, depth_tokens=480), engine)   # no handler asks
+    job.thread.join(60)
+    assert job.error is None and job.result.cancelled and len(job.result.latency) < 480

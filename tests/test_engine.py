@@ -192,3 +192,17 @@ def test_whole_number_temperature_and_top_p_are_accepted(tiny_engine):
     s = GenerationSettings(max_new_tokens=3, temperature=1, top_p=1, top_k=5, seed=0)
     assert len(tiny_engine.generate("int settings", s).steps) == 3
     assert len(tiny_engine.generate("int settings", s.with_(temperature=2, top_p=0.5)).steps) == 3
+
+
+def test_background_run_stops_when_its_consumer_is_gone(tiny_backend):
+    """Regression: a handler dropped by Gradio without being closed left its run generating to the end."""
+    from playground.engine import BackgroundRun
+    from tests.test_ui import SlowBackend
+
+    engine = Engine(SlowBackend(tiny_backend, pause=0.005))
+    background = BackgroundRun(engine.run("gone", GenerationSettings(max_new_tokens=2000)), lease=0.2)
+    it = iter(background)
+    next(it)                      # the consumer takes one batch, then never asks again (nor closes)
+    background.thread.join(30)
+    trace = background.run.trace
+    assert trace.stop_reason == "cancelled" and len(trace.steps) < 2000

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from types import SimpleNamespace
 
 import gradio as gr
 
 from ..experiments import EXPERIMENTS
 from ..experiments.cli import run_one
-from ..session import ExportFolder
+from ..session import ABANDONED_AFTER, ExportFolder
 from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, warn
 
 TITLES = {"prefill": "Prefill scaling sweep (TTFT vs prompt length)", "cache": "Cache vs no cache",
@@ -37,7 +38,7 @@ class Job:
 
     def __init__(self):
         self.cancel, self.thread, self.result, self.figure, self.error = threading.Event(), None, None, None, None
-        self.fraction, self.message = 0.0, "starting"
+        self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
         self.exports = ExportFolder("experiment-")
 
     def close(self) -> None:
@@ -50,7 +51,7 @@ class Job:
 
     def start(self, name: str, options: SimpleNamespace, engine) -> None:
         self.cancel, self.result, self.figure, self.error = threading.Event(), None, None, None
-        self.fraction, self.message = 0.0, "starting"
+        self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
 
         def work():
             try:
@@ -62,6 +63,8 @@ class Job:
 
     def report(self, fraction: float, message: str) -> None:
         self.fraction, self.message = fraction, message
+        if time.monotonic() - self.asked > ABANDONED_AFTER:
+            self.cancel.set()   # the page stopped asking (its handler dropped without being closed)
 
     def running(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
@@ -123,6 +126,7 @@ def make_handlers(registry):
         job.start(name, options, engine)
         try:
             while job.running():
+                job.asked = time.monotonic()
                 progress(job.fraction, desc=job.message)
                 yield (*nothing, f"⏳ {bar(job.fraction)} · {job.message}")
                 job.thread.join(0.4)
