@@ -23,7 +23,7 @@ from ..session import Session
 from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, backend_dropdown, caption,
                      engine_or_message, loading_line, long_document, warn)
 
-CHART_INTERVAL = 0.35      # seconds between chart updates while streaming (chips update every step)
+CHART_INTERVAL = 0.5       # seconds between chart updates while streaming (chips update with every batch)
 
 
 # --- views of a trace (the outputs of generate and stop, in order)
@@ -74,7 +74,7 @@ def make_handlers(registry):
             yield error_view(str(exc))
             return
         session.start(run)
-        shown = 0.0
+        shown = time.monotonic()   # first charts after CHART_INTERVAL: the first tokens are not slowed by drawing
         try:
             for batch in session.steps:   # the Steps made since the last update (the run has its own thread)
                 session.chips.extend(chip_html(step) for step in batch)
