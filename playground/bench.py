@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 import time
 
@@ -23,11 +22,11 @@ from .bench_backends import DEFAULT_BACKENDS, main as bench_rows
 PREFILL_TOKENS = 1024
 
 
-def prefill_row(name: str, tokens: int = PREFILL_TOKENS, repeats: int = 3) -> dict:
+def prefill_row(name: str, tokens: int = PREFILL_TOKENS, repeats: int = 3, model: str | None = None) -> dict:
     """Median time of one prefill of exactly `tokens` prompt tokens (warm-up run excluded)."""
     from .backends import create_backend
 
-    backend = create_backend(name)
+    backend = create_backend(name, model)
     tok = backend.tokenizer
     base = tok("The KV cache stores keys and values so decoding reads them instead of recomputing. ",
                add_special_tokens=False)["input_ids"]
@@ -50,10 +49,7 @@ def main(argv: list[str]) -> None:
     names = argv or DEFAULT_BACKENDS
     bench_rows(names)
     for name in names:  # each in its own process, like the rows above
-        out = subprocess.run([sys.executable, "-m", "playground.bench", "--prefill", name],
-                             capture_output=True, text=True)
-        lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-        print(lines[-1] if lines else json.dumps({"backend": name, "error": out.stderr.strip()[-500:]}), flush=True)
+        print(row_in_subprocess("playground.bench", "--prefill", name), flush=True)
 
 
 if __name__ == "__main__":
