@@ -206,3 +206,32 @@ def test_background_run_stops_when_its_consumer_is_gone(tiny_backend):
     background.thread.join(30)
     trace = background.run.trace
     assert trace.stop_reason == "cancelled" and len(trace.steps) < 2000
+
+
+def test_cuda_choices_without_a_gpu(monkeypatch, tiny_backend):
+    """What this machine can check of the CUDA path: CUDA is picked when present (torch backend, fp16),
+    and a CUDA backend synchronizes before a timestamp is taken."""
+    import torch
+
+    import playground.backends as backends
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert backends.default_device() == "cuda" and backends.default_backend_name() == "torch"
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(1))
+    monkeypatch.setattr(tiny_backend, "device", "cuda")
+    tiny_backend.synchronize()
+    assert synced == [1]
+    monkeypatch.setattr(tiny_backend, "device", "cpu")
+    tiny_backend.synchronize()
+    assert synced == [1]
+
+
+def test_each_timestamp_follows_a_synchronize(monkeypatch, tiny_backend):
+    import time as _time
+
+    events = []
+    monkeypatch.setattr(tiny_backend, "synchronize", lambda: events.append("sync"))
+    engine = Engine(tiny_backend, clock=lambda: events.append("clock") or _time.perf_counter())
+    engine.generate("sync", GenerationSettings(max_new_tokens=3))
+    assert events == ["clock", "clock"] + ["sync", "clock"] * 3   # t0, tokenized, then one pair per token
