@@ -271,3 +271,9 @@ def test_cancel_ends_an_experiment_with_its_partial_result(app_url):
     assert result["cancelled"] and 0 < len(result["latency"]) < 400
     job.result(timeout=30)
     assert job.done()
+
+
+def test_compare_offers_two_different_backends_by_default(tiny_backend, tiny_engine):
+    demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
+    values = {b.elem_id: b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) in ("compare-a", "compare-b")}
+    assert values["compare-a"] == "torch" and values["compare-b"] not in (None, "torch")

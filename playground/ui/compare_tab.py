@@ -70,8 +70,8 @@ def compare_tab(registry, generate_prompt) -> None:
                     "arrived, how long each step took, and whether the two runs chose the same tokens.")
         with gr.Row():
             a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
-            b = backend_dropdown(registry, "Backend B", value=names[1] if len(names) > 1 else names[0],
-                                 elem_id="compare-b")
+            other = next((n for n in names if n != registry.default), registry.default)
+            b = backend_dropdown(registry, "Backend B", value=other, elem_id="compare-b")   # A is the default
         prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=FRANCE, lines=3, max_lines=8)
         with gr.Row():
             max_new = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=32, step=1, label="Max new tokens",
