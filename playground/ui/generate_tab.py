@@ -83,7 +83,7 @@ def make_handlers(registry):
                 yield view(session, (price_in, price_out), charts)
         finally:   # the handler was closed (event cancelled, tab gone): stop the run too
             if not run.trace.finished:
-                session.stop(grace=0)
+                run.cancel()   # this handler's own run (the session may have started another since)
         yield view(session, (price_in, price_out), final=True)
 
     def stop(price_in, price_out, session: Session):
