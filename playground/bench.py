@@ -25,12 +25,10 @@ PREFILL_TOKENS = 1024
 def prefill_row(name: str, tokens: int = PREFILL_TOKENS, repeats: int = 3, model: str | None = None) -> dict:
     """Median time of one prefill of exactly `tokens` prompt tokens (warm-up run excluded)."""
     from .backends import create_backend
+    from .experiments.common import exact_length_ids
 
     backend = create_backend(name, model)
-    tok = backend.tokenizer
-    base = tok("The KV cache stores keys and values so decoding reads them instead of recomputing. ",
-               add_special_tokens=False)["input_ids"]
-    ids = (base * (tokens // len(base) + 1))[:tokens]
+    ids = exact_length_ids(backend.tokenizer, tokens)   # real text, as the prefill experiment uses
     backend.prefill(ids[:64])
     times = []
     for _ in range(repeats):

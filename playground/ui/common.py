@@ -14,17 +14,19 @@ from pathlib import Path
 import gradio as gr
 
 from ..engines import BackendUnavailable, EngineRegistry
+from ..experiments.common import LONG_DOCUMENT_PATH, long_document as read_long_document
+from ..experiments.short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION,  # noqa: F401
+                                      SUMMARIZE_INSTRUCTION)
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 GENERATE_CONCURRENCY = 2   # runs at once: 2 CPU cores; more only slows every run (one more queues)
 CPU_QUEUE = "generate"     # the concurrency_id shared by everything that measures the CPU (see __init__)
-FRANCE = "What is the capital of France?"
-SUMMARIZE = "Summarize the following document in three sentences.\n\n"
+# The lesson's two requests, the same as the short-vs-long experiment's
+FRANCE, SUMMARIZE = SHORT_QUESTION, SUMMARIZE_INSTRUCTION
 
 
 def long_document() -> str:
-    path = ASSETS / "long_document.txt"
-    return path.read_text(encoding="utf-8") if path.exists() else "(assets/long_document.txt is missing)"
+    return read_long_document() if LONG_DOCUMENT_PATH.exists() else "(assets/long_document.txt is missing)"
 
 
 def caption(text: str) -> None:

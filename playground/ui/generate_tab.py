@@ -20,8 +20,8 @@ from ..charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_t
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..run_view import chip_html, chips_html, metrics_html, status_line
 from ..session import Session
-from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, backend_dropdown, caption,
-                     engine_or_message, loading_line, long_document, warn)
+from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
+                     SUMMARIZE, backend_dropdown, caption, engine_or_message, loading_line, long_document, warn)
 
 CHART_INTERVAL = 0.5       # seconds between chart updates while streaming (chips update with every batch)
 
@@ -129,8 +129,8 @@ def generate_tab(registry) -> SimpleNamespace:
                                              elem_id="max-new-tokens")
             c.chat = gr.Checkbox(value=True, label="Apply the chat template")
             with gr.Row():
-                c.price_in = gr.Number(0.15, label="USD per 1M input tokens (for the estimate)")
-                c.price_out = gr.Number(0.60, label="USD per 1M output tokens (for the estimate)")
+                c.price_in = gr.Number(DEFAULT_USD_PER_M_INPUT, label="USD per 1M input tokens (for the estimate)")
+                c.price_out = gr.Number(DEFAULT_USD_PER_M_OUTPUT, label="USD per 1M output tokens (for the estimate)")
     france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
     summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
     with gr.Row():
