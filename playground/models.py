@@ -154,14 +154,27 @@ def _load(source: ModelSource, device: str, dtype: str) -> LoadedModel:
 
 # --- the GGUF conversion cache (dequantizing takes ~25 s; loading the cached copy well under 1 s)
 
+def gguf_content_key(path: Path, salt: str = "", sample: int = 4 << 20) -> str:
+    """What identifies a model file's content, fast: its size and a hash of its first and last 4 MiB.
+
+    The same file installed in another place (a fresh clone's .venv, another mtime) maps to the same
+    cache entry; a different file of the same name does not.
+    """
+    size = Path(path).stat().st_size
+    digest = hashlib.sha256(f"{size}|{salt}|".encode())
+    with open(path, "rb") as fh:
+        digest.update(fh.read(sample))
+        fh.seek(max(0, size - sample))
+        digest.update(fh.read(sample))
+    return digest.hexdigest()[:12]
+
+
 def gguf_as_hf_dir(path: Path, cache_dir: Path | None = None) -> Path:
     """A transformers-format copy of a GGUF file, made once and reused; a partial copy is rebuilt."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, __version__ as tf_version
 
     path = Path(path)
-    stat = path.stat()
-    digest = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{tf_version}".encode())
-    target = (cache_dir or default_cache_dir()) / "gguf" / f"{path.stem}-{digest.hexdigest()[:12]}"
+    target = (cache_dir or default_cache_dir()) / "gguf" / f"{path.stem}-{gguf_content_key(path, tf_version)}"
     marker = target / "playground-complete.json"
     if marker.is_file():
         return target

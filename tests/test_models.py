@@ -75,3 +75,26 @@ def test_importing_the_package_loads_no_model():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parents[1])
     assert out.stdout.strip() == "0"
+
+
+def test_gguf_cache_key_follows_content_not_place(tmp_path):
+    """Regression: the key held the file's path and mtime, so every fresh clone (its own .venv) converted
+    and exported the same model again, filling the cache with copies."""
+    import os
+    import shutil
+
+    from playground.models import gguf_content_key
+
+    a = tmp_path / "a" / "m.gguf"
+    a.parent.mkdir()
+    a.write_bytes(os.urandom(9 << 20))
+    b = tmp_path / "b" / "m.gguf"
+    b.parent.mkdir()
+    shutil.copyfile(a, b)
+    os.utime(b, (1, 1))
+    assert gguf_content_key(a) == gguf_content_key(b)
+    assert gguf_content_key(a, "transformers 4.57") != gguf_content_key(a, "transformers 4.58")
+    data = bytearray(a.read_bytes())
+    data[-1] ^= 0xFF
+    b.write_bytes(bytes(data))
+    assert gguf_content_key(a) != gguf_content_key(b)
