@@ -87,10 +87,6 @@ class Run:
     def cancel(self) -> None:
         self._cancel.set()
 
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
     def __iter__(self) -> Iterator[Step]:
         trace, b, clock = self.trace, self.engine.backend, self.engine.clock
         s = trace.settings
@@ -100,8 +96,7 @@ class Run:
         t_prev = self.t0
         try:
             if self._cancel.is_set():
-                trace.stop_reason = "cancelled"
-                return
+                return   # cancelled before it started (finally says so)
             logits, state = b.prefill(ids)
             for index in range(s.max_new_tokens):
                 token, prob, top = sampler.choose(ids, logits, s.top_candidates)
@@ -126,13 +121,10 @@ class Run:
                 if trace.stop_reason:
                     return
                 logits, state = b.decode(token, state)
-        except GeneratorExit:
-            trace.stop_reason = trace.stop_reason or "cancelled"
-            raise
         except Exception as exc:
             trace.stop_reason, trace.error = "error", f"{type(exc).__name__}: {exc}"
             raise
-        finally:
+        finally:   # cancel(), the iterator closed (GeneratorExit) or dropped: whatever was made is kept
             trace.stop_reason = trace.stop_reason or "cancelled"
 
 

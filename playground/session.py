@@ -41,7 +41,6 @@ class Session:
         if self.run is not None:
             self.background.cancel(wait=grace)
 
-
     def export(self) -> list[str]:
         """The trace as trace.json and trace.csv (paths for a gr.File), replacing the last run's."""
         return self.exports.write({"trace.json": self.trace.to_json(), "trace.csv": self.trace.to_csv()})
