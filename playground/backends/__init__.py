@@ -1,4 +1,4 @@
-"""Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4."""
+"""Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4, onnx-gguf4."""
 from __future__ import annotations
 
 from .base import Backend
@@ -20,7 +20,7 @@ def available_backends() -> list[str]:
     names = ["torch"]
     try:
         from . import onnx_backend  # noqa: F401
-        names += ["onnx", "onnx-int8", "onnx-int4"]
+        names += ["onnx", "onnx-int8", "onnx-int4", "onnx-gguf4"]
     except ImportError:
         pass
     return names
@@ -40,7 +40,11 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
         from .torch_backend import TorchBackend
         dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
         return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
+    if name == "onnx-gguf4" or name.startswith("onnx-gguf4-a"):   # -a0: MatMulNBits accuracy level 0 (exact)
+        from .onnx_gguf_backend import OnnxGgufBackend
+        level = {"accuracy_level": int(name.rpartition("-a")[2])} if name != "onnx-gguf4" else {}
+        return OnnxGgufBackend.load(model, progress=progress, **level)
     if name in ("onnx", "onnx-int8", "onnx-int4"):
         from .onnx_backend import OnnxBackend
         return OnnxBackend.load(model, quant=name.partition("-")[2] or None, progress=progress)
-    raise ValueError(f"backend must be one of torch, onnx, onnx-int8, onnx-int4; got {name!r}")
+    raise ValueError(f"backend must be one of torch, onnx, onnx-int8, onnx-int4, onnx-gguf4; got {name!r}")

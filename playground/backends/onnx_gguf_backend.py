@@ -1,0 +1,128 @@
+"""`onnx-gguf4`: ONNX Runtime on the GGUF's own 4-bit blocks (onnx_gguf.py), with a KV cache that grows in place.
+
+The step loop is OnnxBackend's (IO binding, last-position logits), with one change: the cache is one
+preallocated buffer per layer and K/V, [1, kv_heads, capacity, head_dim], bound as both the `past`
+input and the `present` output, so GroupQueryAttention writes each new position in place (it shares
+the buffer when the two pointers are equal) instead of concatenating a fresh copy every step. When a
+step would pass the capacity, the buffers are copied into ones `GROW` times larger.
+
+KV bytes: `kv_cache_bytes` reports the bytes of the positions in use (length x bytes per position of
+the buffers' real shape and element type), which is what the other backends' caches hold; the
+buffer's allocated bytes, capacity included, are `kv_buffer_bytes` (at most GROW x the used part).
+A decode consumes its state: decoding twice from one state would write both branches into the same
+buffer, so it raises instead.
+
+Left out: models that are not a GGUF of Q4_1 layers (raises ValueError naming the model); batches.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from .onnx_backend import ELEMENT_BYTES, OnnxBackend
+from .onnx_gguf import ACCURACY_LEVEL, gguf4_dir
+
+log = logging.getLogger(__name__)
+FIRST_CAPACITY = 256   # positions allocated at prefill beyond the prompt (rounded up to a multiple of this)
+GROW = 2               # capacity factor when the cache fills up
+
+
+class KVBuffer:
+    """The cache after a step: one numpy buffer (and its OrtValue view) per past input, and its length."""
+    __slots__ = ("arrays", "length", "spent", "values")
+
+    def __init__(self, arrays: list[np.ndarray], length: int):
+        self.arrays, self.length, self.spent = arrays, length, False
+        self.values = [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays]  # views: no copy
+
+    @property
+    def capacity(self) -> int:
+        return self.arrays[0].shape[2]
+
+    def advanced(self, length: int) -> KVBuffer:
+        """The state after a step wrote up to `length` (the same buffers); this one may not be used again."""
+        self.spent = True
+        nxt = KVBuffer.__new__(KVBuffer)
+        nxt.arrays, nxt.values, nxt.length, nxt.spent = self.arrays, self.values, length, False
+        return nxt
+
+
+class OnnxGgufBackend(OnnxBackend):
+    def __init__(self, folder: Path, model_name: str, accuracy_level: int = ACCURACY_LEVEL):
+        super().__init__(folder, model_name, quant="gguf4")
+        self.accuracy_level = accuracy_level
+        self.name = "onnx-gguf4" if accuracy_level == ACCURACY_LEVEL else f"onnx-gguf4-a{accuracy_level}"
+        self.dtype = "q4_1"
+        self._kv_dims = [(e.shape[1], e.shape[3]) for e in self._empty]   # (kv_heads, head_dim) per input
+
+    @classmethod
+    def load(cls, spec: str | None = None, accuracy_level: int = ACCURACY_LEVEL, progress=None,
+             cache_dir: Path | None = None) -> OnnxGgufBackend:
+        """Export (once), rewrite with the GGUF's blocks (once) and open; a cache that fails to load is rebuilt."""
+        from ..models import resolve_model_spec
+        from .onnx_export import exported_dir
+        from .onnx_source import export_source
+
+        source = resolve_model_spec(spec)
+        if source.kind != "gguf":
+            raise ValueError(f"onnx-gguf4 runs a GGUF file's own blocks; model {source.name!r} is a {source.kind}")
+        hf_dir, model_name = export_source(spec, cache_dir)
+        fp32 = exported_dir(hf_dir, cache_dir=cache_dir, progress=progress)
+        folder = gguf4_dir(fp32, source.location, accuracy_level, progress)
+        try:
+            return cls(folder, model_name, accuracy_level)
+        except Exception as exc:  # noqa: BLE001 - a garbled cached graph: rebuild it once
+            log.warning("cached graph in %s failed to load (%s: %s); rebuilding", folder, type(exc).__name__, exc)
+            return cls(gguf4_dir(fp32, source.location, accuracy_level, progress, rebuild=True), model_name,
+                       accuracy_level)
+
+    # --- the step loop, writing into the shared buffers
+
+    def prefill(self, input_ids):
+        capacity = math.ceil((len(input_ids) + 1) / FIRST_CAPACITY) * FIRST_CAPACITY
+        state = KVBuffer([np.zeros((1, h, capacity, d), np.float32) for h, d in self._kv_dims], 0)
+        return self._step(np.asarray([input_ids], dtype=np.int64), state)
+
+    def decode(self, token_id, state: KVBuffer):
+        if state.spent:
+            raise ValueError("this cache state was already decoded from; continue from the latest state")
+        if state.length + 1 > state.capacity:
+            state = self._grown(state, state.capacity * GROW)
+        return self._step(np.asarray([[token_id]], dtype=np.int64), state)
+
+    def _grown(self, state: KVBuffer, capacity: int) -> KVBuffer:
+        arrays = []
+        for a in state.arrays:
+            bigger = np.zeros((*a.shape[:2], capacity, a.shape[3]), a.dtype)
+            bigger[:, :, :state.length] = a[:, :, :state.length]
+            arrays.append(bigger)
+        state.spent = True
+        return KVBuffer(arrays, state.length)
+
+    def _step(self, ids: np.ndarray, state: KVBuffer):
+        import torch
+
+        total = state.length + ids.shape[1]
+        io = self.session.io_binding()
+        io.bind_cpu_input("input_ids", ids)
+        io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
+        io.bind_output("logits", "cpu")   # first: get_outputs() lists outputs in binding order
+        for past, present, value in zip(self.past_names, self.output_names[1:], state.values):
+            io.bind_ortvalue_input(past, value)
+            io.bind_ortvalue_output(present, value)   # the same buffer: GroupQueryAttention writes in place
+        self.session.run_with_iobinding(io)
+        logits = torch.from_numpy(np.array(io.get_outputs()[0].numpy()[0, -1], dtype=np.float32))
+        return logits, state.advanced(total)
+
+    def kv_cache_bytes(self, state: KVBuffer) -> int:
+        """Bytes of the positions in use, from the buffers' real shapes and element type (see module doc)."""
+        return sum(v.shape()[0] * v.shape()[1] * v.shape()[3] * ELEMENT_BYTES[v.data_type()] for v in state.values) \
+            * state.length
+
+    def kv_buffer_bytes(self, state: KVBuffer) -> int:
+        """Bytes allocated for the cache, unused capacity included."""
+        return sum(int(a.nbytes) for a in state.arrays)
