@@ -121,10 +121,10 @@ def main(argv: list[str]) -> None:
         print(row_in_subprocess("playground.bench_backends", "--one", name), flush=True)
 
 
-def row_in_subprocess(module: str, flag: str, name: str) -> str:
-    """`python -m module flag name` in a fresh process (so one backend's memory never counts in another's);
-    its last JSON line, or a JSON error row carrying the end of its stderr."""
-    out = subprocess.run([sys.executable, "-m", module, flag, name], capture_output=True, text=True)
+def row_in_subprocess(module: str, flag: str, name: str, *extra: str) -> str:
+    """`python -m module flag name [extra...]` in a fresh process (so one backend's memory never counts in
+    another's); its last JSON line, or a JSON error row carrying the end of its stderr."""
+    out = subprocess.run([sys.executable, "-m", module, flag, name, *extra], capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     return lines[-1] if lines else json.dumps({"backend": name, "error": out.stderr.strip()[-500:]})
 

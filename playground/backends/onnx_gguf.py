@@ -29,24 +29,45 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .gguf_blocks import BLOCK, NBitsWeight, read_gguf_blocks
+from .gguf_blocks import NBitsWeight, read_gguf_blocks
 from .onnx_export import MODEL_FILE, _say, _seal, _staging, is_complete
+from .onnx_nbits import MS, nbits_nodes
 
 GGUF_EDITS = "q4_1-zp0-minsum,qkv-packed,gate-up,head-q8"  # part of the cache key: change it with the rewrite
-ACCURACY_LEVEL = 4   # int8 activations: chosen by measurement (bench fidelity rows); 0 = fp32, exact
-MS = "com.microsoft"
+GROUPS = ("qkv", "o", "gate_up", "down", "head")   # the MatMulNBits of a layer, and the LM head
+MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d"}
+DEFAULT_MODE = "int8x2"   # chosen by measurement: see the module doc and `make bench`'s fidelity rows
 
 
-def gguf4_dir(fp32: Path, gguf_path: Path, accuracy_level: int = ACCURACY_LEVEL, progress=None,
+def plan_of(modes: str | dict | None = None) -> dict[str, str]:
+    """{group: activation mode} from one mode for all groups, or a partial mapping (the rest: DEFAULT_MODE).
+
+    >>> plan_tag(plan_of("fp32")), plan_tag(plan_of({"head": "int8"}))
+    ('fffff', 'ddddi')
+    """
+    if modes is None or isinstance(modes, str):
+        modes = dict.fromkeys(GROUPS, modes or DEFAULT_MODE)
+    plan = {g: modes.get(g, DEFAULT_MODE) for g in GROUPS}
+    if unknown := {m for m in plan.values() if m not in MODE_CODES}:
+        raise ValueError(f"activation modes must be among {sorted(MODE_CODES)}; got {sorted(unknown)}")
+    return plan
+
+
+def plan_tag(plan: dict[str, str]) -> str:
+    return "".join(MODE_CODES[plan[g]] for g in GROUPS)
+
+
+def gguf4_dir(fp32: Path, gguf_path: Path, modes: str | dict | None = None, progress=None,
               rebuild: bool = False) -> Path:
     """The cached rewritten graph next to the fp32 export `fp32`, built if missing or broken."""
     import gguf
 
     from ..models import gguf_content_key
 
-    salt = json.dumps([GGUF_EDITS, accuracy_level, getattr(gguf, "__version__", "")])
+    plan = plan_of(modes)
+    salt = json.dumps([GGUF_EDITS, plan, getattr(gguf, "__version__", "")])
     key = hashlib.sha256(f"{gguf_content_key(Path(gguf_path))}|{salt}".encode()).hexdigest()[:12]
-    target = fp32.with_name(f"{fp32.name}-gguf4-a{accuracy_level}-{key}")
+    target = fp32.with_name(f"{fp32.name}-gguf4-{plan_tag(plan)}-{key}")
     if rebuild or not is_complete(target):
         import shutil
         shutil.rmtree(target, ignore_errors=True)
@@ -54,14 +75,14 @@ def gguf4_dir(fp32: Path, gguf_path: Path, accuracy_level: int = ACCURACY_LEVEL,
              f"MatMulNBits from {gguf_path} into {target}")
         staging = _staging(target)
         staging.mkdir(parents=True)
-        info = rewrite_with_gguf_blocks(fp32 / MODEL_FILE, Path(gguf_path), staging / MODEL_FILE, accuracy_level)
+        info = rewrite_with_gguf_blocks(fp32 / MODEL_FILE, Path(gguf_path), staging / MODEL_FILE, plan)
         from .onnx_quantize import _copy_side_files
         _copy_side_files(fp32, staging)
         _seal(staging, target, {"source": str(fp32), "gguf": str(gguf_path), "kind": "gguf4", **info})
     return target
 
 
-def rewrite_with_gguf_blocks(fp32_model: Path, gguf_path: Path, out: Path, accuracy_level: int) -> dict:
+def rewrite_with_gguf_blocks(fp32_model: Path, gguf_path: Path, out: Path, plan: dict[str, str]) -> dict:
     model = onnx.load(str(fp32_model))
     graph = model.graph
     blocks, _ = read_gguf_blocks(gguf_path)
@@ -72,11 +93,11 @@ def rewrite_with_gguf_blocks(fp32_model: Path, gguf_path: Path, out: Path, accur
     check_blocks_match_export(blocks, nodes, inits, graph)
     new_nodes, new_inits = [], []
 
-    def replace(names: list[str], stem: str, outputs: list[str]) -> str:
+    def replace(names: list[str], stem: str, outputs: list[str], group: str) -> str:
         weight = NBitsWeight.stack([blocks[n] for n in names])
         x = nodes[names[0]].input[0]
         y = outputs[0] if len(outputs) == 1 else f"{stem}/output"
-        ns, ins = nbits_nodes(stem, x, weight, y, accuracy_level)
+        ns, ins = nbits_nodes(stem, x, weight, y, plan[group])
         if len(outputs) > 1:   # fused gate|up: split back into the names the rest of the graph reads
             sizes = [blocks[n].shape[0] for n in names]
             ins.append(numpy_helper.from_array(np.array(sizes, np.int64), f"{stem}/split_sizes"))
@@ -91,20 +112,20 @@ def rewrite_with_gguf_blocks(fp32_model: Path, gguf_path: Path, out: Path, accur
     for i in layers:
         p = f"/model/layers.{i}"
         qkv = replace([f"{p}/self_attn/{x}_proj/MatMul" for x in "qkv"], f"{p}/self_attn/qkv_proj",
-                      [f"{p}/self_attn/qkv_proj/output"])
+                      [f"{p}/self_attn/qkv_proj/output"], "qkv")
         gqa = nodes[f"{p}/self_attn/GroupQueryAttention"]
         gqa.input[0], gqa.input[1], gqa.input[2] = qkv, "", ""
-        for name in (f"{p}/self_attn/o_proj/MatMul", f"{p}/mlp/down_proj/MatMul"):
-            replace([name], name.rsplit("/", 1)[0], [nodes[name].output[0]])
+        for name, group in ((f"{p}/self_attn/o_proj/MatMul", "o"), (f"{p}/mlp/down_proj/MatMul", "down")):
+            replace([name], name.rsplit("/", 1)[0], [nodes[name].output[0]], group)
         gate, up = f"{p}/mlp/gate_proj/MatMul", f"{p}/mlp/up_proj/MatMul"
-        replace([gate, up], f"{p}/mlp/gate_up_proj", [nodes[gate].output[0], nodes[up].output[0]])
-    if accuracy_level >= 4:   # the 8-bit kernel at lower levels dequantizes the whole head every call (~0.3 s)
-        replace(["lm_head"], "/lm_head", ["logits"])
+        replace([gate, up], f"{p}/mlp/gate_up_proj", [nodes[gate].output[0], nodes[up].output[0]], "gate_up")
+    if plan["head"] != "fp32":   # the 8-bit kernel at level 0 dequantizes the whole head every call (~0.3 s)
+        replace(["lm_head"], "/lm_head", ["logits"], "head")
     graph.node.extend(new_nodes)
     graph.initializer.extend(new_inits)
     _drop_unused(model)
     onnx.save(model, str(out))
-    return {"accuracy_level": accuracy_level, "layers": len(layers), "head_bits": 8 if accuracy_level >= 4 else 32}
+    return {"activation_modes": plan, "layers": len(layers), "head_bits": 32 if plan["head"] == "fp32" else 8}
 
 
 def check_blocks_match_export(blocks: dict, nodes: dict, inits: dict, graph) -> None:
@@ -121,30 +142,6 @@ def check_blocks_match_export(blocks: dict, nodes: dict, inits: dict, graph) -> 
         if not np.array_equal(weight.dequantize(), exported):
             raise ValueError(f"GGUF blocks for {name} do not dequantize to the exported weights "
                              "(another file, or the row order is wrong)")
-
-
-def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, accuracy_level: int) -> tuple[list, list]:
-    """Nodes and initializers computing y = x . w^T from the blocks (plus the minimum term for Q4_1)."""
-    n, k = w.shape
-    init = [numpy_helper.from_array(w.packed, f"{stem}/B"), numpy_helper.from_array(w.scales.reshape(-1), f"{stem}/scales")]
-    inputs = [x, init[0].name, init[1].name]
-    if w.minimums is not None:   # explicit zero point 0: the kernel's default for 4 bits is 8
-        init.append(numpy_helper.from_array(np.zeros(n * ((k // BLOCK + 1) // 2), np.uint8), f"{stem}/zero_points"))
-        inputs.append(init[-1].name)
-    partial = f"{stem}/MatMulNBits_output" if w.minimums is not None else y
-    nodes = [helper.make_node("MatMulNBits", inputs, [partial], name=f"{stem}/MatMulNBits", domain=MS, K=k, N=n,
-                              bits=w.bits, block_size=BLOCK, accuracy_level=accuracy_level)]
-    if w.minimums is not None:
-        init += [numpy_helper.from_array(np.array([0, 0, k // BLOCK, BLOCK], np.int64), f"{stem}/block_shape"),
-                 numpy_helper.from_array(np.array([-1], np.int64), f"{stem}/last_axis"),
-                 numpy_helper.from_array(np.ascontiguousarray(w.minimums.T), f"{stem}/minimums")]  # [K/32, N]
-        nodes += [helper.make_node("Reshape", [x, f"{stem}/block_shape"], [f"{stem}/blocks"], name=f"{stem}/Reshape"),
-                  helper.make_node("ReduceSum", [f"{stem}/blocks", f"{stem}/last_axis"], [f"{stem}/block_sums"],
-                                   keepdims=0, name=f"{stem}/BlockSums"),
-                  helper.make_node("MatMul", [f"{stem}/block_sums", f"{stem}/minimums"], [f"{stem}/minimum_term"],
-                                   name=f"{stem}/MinimumTerm"),
-                  helper.make_node("Add", [partial, f"{stem}/minimum_term"], [y], name=f"{stem}/Add")]
-    return nodes, init
 
 
 def _drop_unused(model) -> None:

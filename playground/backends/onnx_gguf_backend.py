@@ -24,7 +24,7 @@ import numpy as np
 import onnxruntime as ort
 
 from .onnx_backend import ELEMENT_BYTES, OnnxBackend
-from .onnx_gguf import ACCURACY_LEVEL, gguf4_dir
+from .onnx_gguf import gguf4_dir, plan_of, plan_tag
 
 log = logging.getLogger(__name__)
 FIRST_CAPACITY = 256   # positions allocated at prefill beyond the prompt (rounded up to a multiple of this)
@@ -52,15 +52,15 @@ class KVBuffer:
 
 
 class OnnxGgufBackend(OnnxBackend):
-    def __init__(self, folder: Path, model_name: str, accuracy_level: int = ACCURACY_LEVEL):
+    def __init__(self, folder: Path, model_name: str, modes: str | dict | None = None):
         super().__init__(folder, model_name, quant="gguf4")
-        self.accuracy_level = accuracy_level
-        self.name = "onnx-gguf4" if accuracy_level == ACCURACY_LEVEL else f"onnx-gguf4-a{accuracy_level}"
+        self.plan = plan_of(modes)
+        self.name = "onnx-gguf4" if self.plan == plan_of() else f"onnx-gguf4-{plan_tag(self.plan)}"
         self.dtype = "q4_1"
         self._kv_dims = [(e.shape[1], e.shape[3]) for e in self._empty]   # (kv_heads, head_dim) per input
 
     @classmethod
-    def load(cls, spec: str | None = None, accuracy_level: int = ACCURACY_LEVEL, progress=None,
+    def load(cls, spec: str | None = None, modes: str | dict | None = None, progress=None,
              cache_dir: Path | None = None) -> OnnxGgufBackend:
         """Export (once), rewrite with the GGUF's blocks (once) and open; a cache that fails to load is rebuilt."""
         from ..models import resolve_model_spec
@@ -72,13 +72,13 @@ class OnnxGgufBackend(OnnxBackend):
             raise ValueError(f"onnx-gguf4 runs a GGUF file's own blocks; model {source.name!r} is a {source.kind}")
         hf_dir, model_name = export_source(spec, cache_dir)
         fp32 = exported_dir(hf_dir, cache_dir=cache_dir, progress=progress)
-        folder = gguf4_dir(fp32, source.location, accuracy_level, progress)
+        folder = gguf4_dir(fp32, source.location, modes, progress)
         try:
-            return cls(folder, model_name, accuracy_level)
+            return cls(folder, model_name, modes)
         except Exception as exc:  # noqa: BLE001 - a garbled cached graph: rebuild it once
             log.warning("cached graph in %s failed to load (%s: %s); rebuilding", folder, type(exc).__name__, exc)
-            return cls(gguf4_dir(fp32, source.location, accuracy_level, progress, rebuild=True), model_name,
-                       accuracy_level)
+            return cls(gguf4_dir(fp32, source.location, modes, progress, rebuild=True), model_name,
+                       modes)
 
     # --- the step loop, writing into the shared buffers
 
