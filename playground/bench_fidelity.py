@@ -49,11 +49,12 @@ def teacher_forced_logprobs(backend, ids: list[int]):
             logits, state = backend.decode(ids[i], state)
 
 
-def write_reference(path: Path, tokens: int = FIDELITY_TOKENS, model: str | None = None) -> dict:
-    """Write fp32's log-probabilities over the text to `path` (.npy); return the reference's own row."""
+def write_reference(path: Path, tokens: int = FIDELITY_TOKENS, model: str | None = None,
+                    reference: str = REFERENCE) -> dict:
+    """Write the reference's (fp32's) log-probabilities over the text to `path` (.npy); return its own row."""
     from .backends import create_backend
 
-    backend = create_backend(REFERENCE, model, device="cpu")
+    backend = create_backend(reference, model, device="cpu")
     ids = text_ids(backend.tokenizer, tokens)
     t = time.perf_counter()
     out, nll = None, 0.0
@@ -63,7 +64,7 @@ def write_reference(path: Path, tokens: int = FIDELITY_TOKENS, model: str | None
         out[i] = row
         nll -= float(row[ids[i + 1]])
     out.flush()
-    return {"backend": REFERENCE, "fidelity_tokens": len(ids), "top1_agreement_with_fp32": 1.0,
+    return {"backend": reference, "fidelity_tokens": len(ids), "top1_agreement_with_fp32": 1.0,
             "mean_kl_from_fp32_nats": 0.0, "perplexity": round(math.exp(nll / (len(ids) - 1)), 4),
             "seconds": round(time.perf_counter() - t, 1)}
 
