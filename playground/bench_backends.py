@@ -1,6 +1,6 @@
 """One benchmark row per backend: the engine's step loop vs the runtime's own plain `generate()`.
 
-    python -m playground.bench_backends                # one JSON row per backend (torch, onnx, onnx-int8, onnx-int4)
+    python -m playground.bench_backends                # one JSON row per backend in DEFAULT_BACKENDS
     python -m playground.bench_backends onnx-int8      # just the named ones
 
 `bench_backend(name, prompt, max_new_tokens)` measures, on the same backend and the same chat prompt:
@@ -9,7 +9,8 @@
     `put` is the prompt and every later `put` is one new token
   - peak RSS of the process (ru_maxrss) after the engine runs, and again after generate() (which,
     for ONNX, opens a second session on the same file), and RSS now (psutil)
-  - for onnx-int8 and onnx-int4: the share of greedy tokens identical to ONNX fp32's, position by position
+  - for the onnx variants (int8, int4, gguf4...): the share of greedy tokens identical to ONNX fp32's,
+    position by position
 Each figure is the median over `repeats` runs after one short warm-up run; engine runs come first,
 then generate() runs, so a noisy neighbour on shared cores can favour either side. The CLI runs every backend
 in its own process, so one backend's peak RSS does not include another's weights.
@@ -32,7 +33,7 @@ from .engine import Engine
 
 PROMPT = "Explain in two sentences why the KV cache makes decoding cheaper than prefill."
 MAX_NEW_TOKENS = 64
-DEFAULT_BACKENDS = ["torch", "onnx", "onnx-int8", "onnx-int4"]
+DEFAULT_BACKENDS = ["torch", "onnx", "onnx-int8", "onnx-int4", "onnx-gguf4", "onnx-gguf4-int8", "onnx-gguf4-fp32"]
 
 
 class TimingStreamer:
@@ -95,7 +96,7 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
     }
     row["decode_ratio_engine_vs_generate"] = _ratio(row["engine_decode_tps"], row["generate_decode_tps"])
     row["ttft_ratio_engine_vs_generate"] = _ratio(row["engine_ttft_s"], row["generate_ttft_s"])
-    if name in ("onnx-int8", "onnx-int4"):  # loaded after the RSS figures were taken, so they exclude it
+    if name.startswith("onnx-"):  # loaded after the RSS figures were taken, so they exclude it
         fp32 = Engine(create_backend("onnx", model, device="cpu")).generate(prompt, settings)
         row["agreement_with_fp32"], row["first_divergence_from_fp32"] = token_agreement(
             runs[0].output_ids, fp32.output_ids)

@@ -2,6 +2,7 @@
 
     llama_bench_row()     # {"backend": "llama.cpp", "decode_tps": .., "prompt_s": .., "prefill_s": .., ...}
     matmul_peak_row()     # {"matmul_peak_gflops": .., "threads": 2, ...}
+    mean_llama_row(a, b)  # llama.cpp's figures averaged over a run before and a run after ours
     ratios_row(rows)      # every backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's
 
 `llama-bench -t <physical cores> -p 46,1024 -n 64 -o json` times a 46-token prompt (the chat prompt's
@@ -19,6 +20,7 @@ import json
 import statistics
 import subprocess
 import time
+from pathlib import Path
 
 PROMPT_TOKENS, NEW_TOKENS, PREFILL_TOKENS = 46, 64, 1024
 
@@ -58,6 +60,29 @@ def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, tim
             "new_tokens": NEW_TOKENS, "decode_tps": round(gen["avg_ts"], 2) if gen else None,
             "prefill_tokens": PREFILL_TOKENS, "prefill_s": _seconds(prefill),
             "prefill_tps": round(prefill["avg_ts"], 1) if prefill else None}
+
+
+def mean_llama_row(before: dict, after: dict) -> dict:
+    """llama.cpp's figures averaged over the run before and the run after ours (either may be an error row)."""
+    ok = [r for r in (before, after) if "error" not in r]
+    if not ok:
+        return before
+    row = dict(ok[0], runs=len(ok))
+    for key in ("prompt_s", "decode_tps", "prefill_s", "prefill_tps"):
+        values = [r[key] for r in ok if r.get(key)]
+        row[key] = round(statistics.mean(values), 4) if values else None
+    return row
+
+
+def model_config(model: str | None = None) -> dict | None:
+    """The model's config.json as a dict (for the prefill work estimate), or None when not at hand."""
+    from .backends.onnx_source import export_source
+
+    try:
+        source = export_source(model)[0]
+        return json.loads((source / "config.json").read_text()) if isinstance(source, Path) else None
+    except (OSError, ValueError, RuntimeError):
+        return None
 
 
 def _seconds(test: dict | None) -> float | None:

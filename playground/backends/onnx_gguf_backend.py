@@ -123,6 +123,25 @@ class OnnxGgufBackend(OnnxBackend):
         return sum(v.shape()[0] * v.shape()[1] * v.shape()[3] * ELEMENT_BYTES[v.data_type()] for v in state.values) \
             * state.length
 
+    # --- the yardstick: the same session and buffers in a bare greedy loop (no sampling, detokenizing or Steps)
+
+    def generate_reference(self, input_ids, max_new_tokens, streamer=None):
+        """Greedy ids from a plain prefill/decode loop: what the engine's instrumentation is measured against.
+
+        optimum's generate() would run this graph too, but concatenating the cache every step (~2x slower
+        here), so it would measure optimum, not this backend."""
+        if streamer is not None:
+            streamer.put(input_ids)
+        logits, state = self.prefill(input_ids)
+        out = []
+        while True:
+            out.append(int(logits.argmax()))
+            if streamer is not None:
+                streamer.put(out[-1:])
+            if len(out) == max_new_tokens or out[-1] in self.eos_token_ids:
+                return out
+            logits, state = self.decode(out[-1], state)
+
     def kv_buffer_bytes(self, state: KVBuffer) -> int:
         """Bytes allocated for the cache, unused capacity included."""
         return sum(int(a.nbytes) for a in state.arrays)
