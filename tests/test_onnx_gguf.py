@@ -82,7 +82,9 @@ def test_row_order_is_transformers_reverse_permutation():
 
 def test_unknown_activation_mode_is_refused():
     with pytest.raises(ValueError, match="activation modes"):
-        onnx_gguf.plan_of({"qkv": "int4"})
+        onnx_nbits.plan_of({"qkv": "int4"})
+    with pytest.raises(ValueError, match="variants"):
+        onnx_gguf.variant_plans("int3")
 
 
 def test_a_model_that_is_not_a_gguf_is_refused():
@@ -207,12 +209,9 @@ def test_rewrite_refuses_blocks_in_gguf_row_order(bundled):
     _, blocks, hyper, graph = bundled
     q = "/model/layers.0/self_attn/q_proj/MatMul"
     unpermuted = blocks[q].take_rows(np.argsort(llama_row_order(blocks[q].shape[0], hyper["heads"])))
-    nodes = {n.name: n for n in graph.node}
-    nodes["lm_head"] = next(n for n in graph.node if "logits" in n.output)
-    inits = {i.name: i for i in graph.initializer}
-    onnx_gguf.check_blocks_match_export({q: blocks[q]}, nodes, inits, graph)      # the right order passes
+    onnx_gguf.check_blocks_match_export({q: blocks[q]}, graph)      # the right order passes
     with pytest.raises(ValueError, match="row order"):
-        onnx_gguf.check_blocks_match_export({q: unpermuted}, nodes, inits, graph)
+        onnx_gguf.check_blocks_match_export({q: unpermuted}, graph)
 
 
 @pytest.fixture(scope="module")

@@ -40,9 +40,9 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
         from .torch_backend import TorchBackend
         dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
         return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
-    if name == "onnx-gguf4" or name.startswith("onnx-gguf4-"):   # -fp32 | -int8 | -int8x2: one mode for all
+    if name == "onnx-gguf4" or name.startswith("onnx-gguf4-"):   # -int8 | -fp32: see onnx_gguf.VARIANTS
         from .onnx_gguf_backend import OnnxGgufBackend
-        return OnnxGgufBackend.load(model, modes=name.partition("onnx-gguf4-")[2] or None, progress=progress)
+        return OnnxGgufBackend.load(model, variant=name.partition("onnx-gguf4-")[2], progress=progress)
     if name in ("onnx", "onnx-int8", "onnx-int4"):
         from .onnx_backend import OnnxBackend
         return OnnxBackend.load(model, quant=name.partition("-")[2] or None, progress=progress)

@@ -107,11 +107,15 @@ def llama_row_order(rows: int, heads: int) -> np.ndarray:
     return np.arange(rows).reshape(heads, half, 2).swapaxes(2, 1).reshape(rows)
 
 
+EMBEDDING = "/model/embed_tokens/Gather"
+
+
 def read_gguf_blocks(path: Path) -> tuple[dict[str, NBitsWeight], dict[str, int]]:
     """({exported node name: blocks in the export's row order}, llama hyper-parameters) from a GGUF file.
 
-    Node names are the optimum export's: '/model/layers.3/mlp/up_proj/MatMul', and 'lm_head' for the
-    output (token_embd when the embedding is tied). Raises ValueError for a type other than Q4_1/Q8_0.
+    Node names are the optimum export's: '/model/layers.3/mlp/up_proj/MatMul', EMBEDDING for the token
+    embedding (when Q8_0) and 'lm_head' for the output (token_embd when tied). Raises ValueError for a
+    layer or head type other than Q4_1/Q8_0.
     """
     import gguf
 
@@ -120,14 +124,15 @@ def read_gguf_blocks(path: Path) -> tuple[dict[str, NBitsWeight], dict[str, int]
     heads, kv_heads = field["llama.attention.head_count"][0], field["llama.attention.head_count_kv"][0]
     convert = {"Q4_1": q4_1_as_nbits, "Q8_0": q8_0_as_nbits}
     tensors = {t.name: t for t in reader.tensors}
+    nodes_of = {"output.weight" if "output.weight" in tensors else "token_embd.weight": ["lm_head"]}
+    if tensors["token_embd.weight"].tensor_type.name == "Q8_0":
+        nodes_of.setdefault("token_embd.weight", []).append(EMBEDDING)
     blocks = {}
     for name, t in tensors.items():
         parts = name.split(".")
-        if name == ("output.weight" if "output.weight" in tensors else "token_embd.weight"):
-            node = "lm_head"
-        elif parts[0] == "blk" and parts[2] in LAYER_NODES:
-            node = f"/model/layers.{parts[1]}/{LAYER_NODES[parts[2]]}/MatMul"
-        else:
+        if parts[0] == "blk" and parts[2] in LAYER_NODES:
+            nodes_of[name] = [f"/model/layers.{parts[1]}/{LAYER_NODES[parts[2]]}/MatMul"]
+        if name not in nodes_of:
             continue
         if t.tensor_type.name not in convert:
             raise ValueError(f"{name} is {t.tensor_type.name}; only Q4_1 and Q8_0 blocks map onto MatMulNBits")
@@ -135,5 +140,5 @@ def read_gguf_blocks(path: Path) -> tuple[dict[str, NBitsWeight], dict[str, int]
         weight = convert[t.tensor_type.name](t.data, n, k)
         if parts[-2] in ("attn_q", "attn_k"):
             weight = weight.take_rows(llama_row_order(n, heads if parts[-2] == "attn_q" else kv_heads))
-        blocks[node] = weight
+        blocks.update(dict.fromkeys(nodes_of[name], weight))
     return blocks, {"heads": heads, "kv_heads": kv_heads}

@@ -1,23 +1,27 @@
 """The fp32 export rewritten to run the GGUF's own 4-bit blocks: every linear layer a `MatMulNBits`.
 
-    folder = gguf4_dir(fp32_folder, gguf_path)    # <fp32 folder>-gguf4-a4-<hash>/model.onnx, built once
+    folder = gguf4_dir(fp32_folder, gguf_path)   # <fp32 folder>-gguf4-<plans>-<hash>/, built once:
+    #   model.onnx (+ .data)     the decode graph (one new token a step)
+    #   prefill.onnx (+ .data)   the prefill graph (the prompt), same inputs, outputs and weights
 
-Each layer matrix of the bundled GGUF is Q4_1 (w = d*q + m per block of 32, see gguf_blocks.py), so
-x.w splits exactly into what `MatMulNBits` computes with zero point 0 and a 1/32-size dense term:
+Each layer matrix of the bundled GGUF is Q4_1 (w = d*q + m per block of 32, see gguf_blocks.py); it
+becomes MatMulNBits with zero point 0 plus a 1/32-size term for the minimums (onnx_nbits.py). q|k|v
+become one MatMulNBits feeding GroupQueryAttention its packed-QKV input, gate|up one MatMulNBits and a
+Split, the Q8_0 LM head an 8-bit MatMulNBits and the Q8_0 embedding a GatherBlockQuantized (both
+exact: d*q). Before anything is written every block is dequantized and compared with the export's
+initializer for that layer: they must be equal bit for bit, or the build refuses (wrong row order,
+another file).
 
-    x.w = sum_b d_b (q_b . x_b)  +  sum_b m_b sum(x_b)
-          MatMulNBits(x)            MatMul(ReduceSum(Reshape(x, [.., K/32, 32])), M)
+A plan says how each group (GROUPS) treats its activations (onnx_nbits.py): "fp32" (accuracy level 0),
+"int8" (level 4, as llama.cpp) or "int8x2" (level 4 on hi + lo rows). Decode and prefill get separate
+graphs because the best mode differs (measured on this 2-core AVX2 machine, one 576x1536 layer):
+at one row int8x2 takes 0.09 ms against fp32's 0.25 ms; at 46 or 1024 rows fp32 is 2-3x faster than
+int8x2 (whose rows double). VARIANTS name the combinations `make bench` measures; "" is the default.
 
-At accuracy level 0 (fp32 activations) that is the fp32 export's arithmetic up to summation order; at
-level 4 ONNX Runtime quantizes x to int8 per block, as llama.cpp's own Q4_1 kernels do (faster, not
-exact: see the fidelity rows of `make bench`). q|k|v become one MatMulNBits feeding GroupQueryAttention
-its packed-QKV input, gate|up one MatMulNBits and a Split, and the Q8_0 LM head an 8-bit MatMulNBits
-(at level 4; at level 0 the head stays the export's fp32 MatMul, as ONNX Runtime's 8-bit kernel then
-dequantizes the whole head on every call).
-Before anything is written every block is dequantized and compared with the export's initializer for
-that layer: they must be equal bit for bit, or the build refuses (wrong row order, another file).
+Weights are saved as external data (`<graph>.onnx.data`), which ONNX Runtime maps instead of copying
+into the protobuf and again into tensors: ~150 MB less resident memory per session here.
 
-Left out: the embedding lookup stays the export's fp32 Gather; GGUF types other than Q4_1/Q8_0.
+Left out: GGUF types other than Q4_1/Q8_0 (refused); a non-Q8_0 embedding stays the export's fp32 Gather.
 """
 from __future__ import annotations
 
@@ -29,75 +33,78 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .gguf_blocks import NBitsWeight, read_gguf_blocks
+from .gguf_blocks import EMBEDDING, NBitsWeight, read_gguf_blocks
 from .onnx_export import MODEL_FILE, _say, _seal, _staging, is_complete
-from .onnx_nbits import MS, nbits_nodes
+from .onnx_nbits import MS, embedding_nodes, nbits_nodes, plan_of, plan_tag
 
-GGUF_EDITS = "q4_1-zp0-minsum,qkv-packed,gate-up,head-q8"  # part of the cache key: change it with the rewrite
-GROUPS = ("qkv", "o", "gate_up", "down", "head")   # the MatMulNBits of a layer, and the LM head
-MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d"}
-DEFAULT_MODE = "int8x2"   # chosen by measurement: see the module doc and `make bench`'s fidelity rows
-
-
-def plan_of(modes: str | dict | None = None) -> dict[str, str]:
-    """{group: activation mode} from one mode for all groups, or a partial mapping (the rest: DEFAULT_MODE).
-
-    >>> plan_tag(plan_of("fp32")), plan_tag(plan_of({"head": "int8"}))
-    ('fffff', 'ddddi')
-    """
-    if modes is None or isinstance(modes, str):
-        modes = dict.fromkeys(GROUPS, modes or DEFAULT_MODE)
-    plan = {g: modes.get(g, DEFAULT_MODE) for g in GROUPS}
-    if unknown := {m for m in plan.values() if m not in MODE_CODES}:
-        raise ValueError(f"activation modes must be among {sorted(MODE_CODES)}; got {sorted(unknown)}")
-    return plan
+GGUF_EDITS = "q4_1-zp0-minsum,qkv-packed,gate-up,head-q8,embed-q8,prefill-graph,external-data"  # in the cache key
+PREFILL_FILE = "prefill.onnx"
+LAYERS_FP32 = {"qkv": "fp32", "o": "fp32", "gate_up": "fp32", "down": "fp32"}
+VARIANTS = {   # name suffix -> (decode plan, prefill plan); chosen by the fidelity and speed rows of `make bench`
+    "": ({}, LAYERS_FP32),               # int8x2 decode, fp32 prefill: fp32-level fidelity at int8 speed
+    "int8": ("int8", "int8"),            # llama.cpp's arithmetic (int8 activations per block of 32)
+    "fp32": ("fp32", "fp32"),            # accuracy level 0 throughout, fp32 head: the exact reference
+}
 
 
-def plan_tag(plan: dict[str, str]) -> str:
-    return "".join(MODE_CODES[plan[g]] for g in GROUPS)
+def variant_plans(variant: str = "") -> tuple[dict[str, str], dict[str, str]]:
+    """(decode plan, prefill plan) of a VARIANTS name; ValueError naming the known ones."""
+    if variant not in VARIANTS:
+        raise ValueError(f"onnx-gguf4 variants are {sorted(v for v in VARIANTS if v)} (or none); got {variant!r}")
+    return tuple(plan_of(modes) for modes in VARIANTS[variant])
 
 
-def gguf4_dir(fp32: Path, gguf_path: Path, modes: str | dict | None = None, progress=None,
-              rebuild: bool = False) -> Path:
-    """The cached rewritten graph next to the fp32 export `fp32`, built if missing or broken."""
+def gguf4_dir(fp32: Path, gguf_path: Path, variant: str = "", progress=None, rebuild: bool = False) -> Path:
+    """The cached rewritten graphs next to the fp32 export `fp32`, built if missing or broken."""
     import gguf
 
     from ..models import gguf_content_key
 
-    plan = plan_of(modes)
-    salt = json.dumps([GGUF_EDITS, plan, getattr(gguf, "__version__", "")])
+    plans = variant_plans(variant)
+    salt = json.dumps([GGUF_EDITS, plans, getattr(gguf, "__version__", "")])
     key = hashlib.sha256(f"{gguf_content_key(Path(gguf_path))}|{salt}".encode()).hexdigest()[:12]
-    target = fp32.with_name(f"{fp32.name}-gguf4-{plan_tag(plan)}-{key}")
+    target = fp32.with_name(f"{fp32.name}-gguf4-{'-'.join(map(plan_tag, plans))}-{key}")
     if rebuild or not is_complete(target):
         import shutil
+
+        from .onnx_quantize import _copy_side_files
         shutil.rmtree(target, ignore_errors=True)
-        _say(progress, 0.75, "rewriting the ONNX graph with the GGUF's own 4-bit blocks (once, ~20 s)",
+        _say(progress, 0.75, "rewriting the ONNX graph with the GGUF's own 4-bit blocks (once, ~30 s)",
              f"MatMulNBits from {gguf_path} into {target}")
         staging = _staging(target)
         staging.mkdir(parents=True)
-        info = rewrite_with_gguf_blocks(fp32 / MODEL_FILE, Path(gguf_path), staging / MODEL_FILE, plan)
-        from .onnx_quantize import _copy_side_files
+        info = rewrite_with_gguf_blocks(fp32 / MODEL_FILE, Path(gguf_path),
+                                        {staging / MODEL_FILE: plans[0], staging / PREFILL_FILE: plans[1]})
         _copy_side_files(fp32, staging)
         _seal(staging, target, {"source": str(fp32), "gguf": str(gguf_path), "kind": "gguf4", **info})
     return target
 
 
-def rewrite_with_gguf_blocks(fp32_model: Path, gguf_path: Path, out: Path, plan: dict[str, str]) -> dict:
-    model = onnx.load(str(fp32_model))
-    graph = model.graph
+def rewrite_with_gguf_blocks(fp32_model: Path, gguf_path: Path, outputs: dict[Path, dict[str, str]]) -> dict:
+    """Write one rewritten graph per (path, plan) in `outputs`; the blocks are read and checked once."""
     blocks, _ = read_gguf_blocks(gguf_path)
+    for i, (out, plan) in enumerate(outputs.items()):
+        model = onnx.load(str(fp32_model))
+        if i == 0:
+            check_blocks_match_export(blocks, model.graph)
+        layers = _rewrite(model, blocks, plan)
+        _drop_unused(model)
+        onnx.save_model(model, str(out), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=out.name + ".data", size_threshold=1024)
+    return {"plans": {p.name: plan for p, plan in outputs.items()}, "layers": layers,
+            "embedding": "q8_0" if EMBEDDING in blocks else "fp32"}
+
+
+def _rewrite(model, blocks: dict[str, NBitsWeight], plan: dict[str, str]) -> int:
+    graph = model.graph
     nodes = {n.name: n for n in graph.node}
-    inits = {i.name: i for i in graph.initializer}
-    head = next(n for n in graph.node if "logits" in n.output)
-    nodes["lm_head"] = head
-    check_blocks_match_export(blocks, nodes, inits, graph)
+    nodes["lm_head"] = next(n for n in graph.node if "logits" in n.output)
     new_nodes, new_inits = [], []
 
     def replace(names: list[str], stem: str, outputs: list[str], group: str) -> str:
         weight = NBitsWeight.stack([blocks[n] for n in names])
-        x = nodes[names[0]].input[0]
         y = outputs[0] if len(outputs) == 1 else f"{stem}/output"
-        ns, ins = nbits_nodes(stem, x, weight, y, plan[group])
+        ns, ins = nbits_nodes(stem, nodes[names[0]].input[0], weight, y, plan[group])
         if len(outputs) > 1:   # fused gate|up: split back into the names the rest of the graph reads
             sizes = [blocks[n].shape[0] for n in names]
             ins.append(numpy_helper.from_array(np.array(sizes, np.int64), f"{stem}/split_sizes"))
@@ -121,21 +128,30 @@ def rewrite_with_gguf_blocks(fp32_model: Path, gguf_path: Path, out: Path, plan:
         replace([gate, up], f"{p}/mlp/gate_up_proj", [nodes[gate].output[0], nodes[up].output[0]], "gate_up")
     if plan["head"] != "fp32":   # the 8-bit kernel at level 0 dequantizes the whole head every call (~0.3 s)
         replace(["lm_head"], "/lm_head", ["logits"], "head")
+    if EMBEDDING in blocks and EMBEDDING in nodes:
+        gather = nodes[EMBEDDING]
+        ns, ins = embedding_nodes("/model/embed_tokens", gather.input[1], blocks[EMBEDDING], gather.output[0])
+        graph.node.remove(gather)
+        new_nodes.extend(ns)
+        new_inits.extend(ins)
     graph.node.extend(new_nodes)
     graph.initializer.extend(new_inits)
-    _drop_unused(model)
-    onnx.save(model, str(out))
-    return {"activation_modes": plan, "layers": len(layers), "head_bits": 32 if plan["head"] == "fp32" else 8}
+    return len(layers)
 
 
-def check_blocks_match_export(blocks: dict, nodes: dict, inits: dict, graph) -> None:
+def check_blocks_match_export(blocks: dict, graph) -> None:
     """Raise ValueError unless every block matrix dequantizes to exactly the export's weight for it."""
+    nodes = {n.name: n for n in graph.node}
+    nodes["lm_head"] = next(n for n in graph.node if "logits" in n.output)
+    inits = {i.name: i for i in graph.initializer}
     producers = {o: n for n in graph.node for o in n.output}
     for name, weight in blocks.items():
         if name not in nodes:
             raise ValueError(f"the export has no node {name} for a GGUF matrix")
-        source = nodes[name].input[1]
-        if source not in inits and producers.get(source) is not None and producers[source].op_type == "Transpose":
+        source = nodes[name].input[0 if name == EMBEDDING else 1]
+        if name == EMBEDDING:
+            exported = numpy_helper.to_array(inits[source])
+        elif source not in inits and producers.get(source) is not None and producers[source].op_type == "Transpose":
             exported = numpy_helper.to_array(inits[producers[source].input[0]])     # tied head: embedding
         else:
             exported = numpy_helper.to_array(inits[source]).T

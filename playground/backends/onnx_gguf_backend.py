@@ -1,6 +1,8 @@
 """`onnx-gguf4`: ONNX Runtime on the GGUF's own 4-bit blocks (onnx_gguf.py), with a KV cache that grows in place.
 
-The step loop is OnnxBackend's (IO binding, last-position logits), with one change: the cache is one
+The step loop is OnnxBackend's (IO binding, last-position logits), with two changes. Prefill and decode
+run two graphs of the same weights (prefill.onnx and model.onnx: their activation modes differ, see
+onnx_gguf.py), in two ONNX Runtime sessions that read and write the same cache. And the cache is one
 preallocated buffer per layer and K/V, [1, kv_heads, capacity, head_dim], bound as both the `past`
 input and the `present` output, so GroupQueryAttention writes each new position in place (it shares
 the buffer when the two pointers are equal) instead of concatenating a fresh copy every step. When a
@@ -23,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from .onnx_backend import ELEMENT_BYTES, OnnxBackend
-from .onnx_gguf import gguf4_dir, plan_of, plan_tag
+from .onnx_backend import ELEMENT_BYTES, OnnxBackend, session_options
+from .onnx_gguf import PREFILL_FILE, gguf4_dir, variant_plans
 
 log = logging.getLogger(__name__)
 FIRST_CAPACITY = 256   # positions allocated at prefill beyond the prompt (rounded up to a multiple of this)
@@ -52,15 +54,16 @@ class KVBuffer:
 
 
 class OnnxGgufBackend(OnnxBackend):
-    def __init__(self, folder: Path, model_name: str, modes: str | dict | None = None):
-        super().__init__(folder, model_name, quant="gguf4")
-        self.plan = plan_of(modes)
-        self.name = "onnx-gguf4" if self.plan == plan_of() else f"onnx-gguf4-{plan_tag(self.plan)}"
-        self.dtype = "q4_1"
+    def __init__(self, folder: Path, model_name: str, variant: str = ""):
+        super().__init__(folder, model_name, quant="gguf4")   # self.session: the decode graph
+        self.prefill_session = ort.InferenceSession(str(self.folder / PREFILL_FILE), session_options(),
+                                                    providers=["CPUExecutionProvider"])
+        self.variant, (self.decode_plan, self.prefill_plan) = variant, variant_plans(variant)
+        self.name, self.dtype = "-".join(filter(None, ["onnx-gguf4", variant])), "q4_1"
         self._kv_dims = [(e.shape[1], e.shape[3]) for e in self._empty]   # (kv_heads, head_dim) per input
 
     @classmethod
-    def load(cls, spec: str | None = None, modes: str | dict | None = None, progress=None,
+    def load(cls, spec: str | None = None, variant: str = "", progress=None,
              cache_dir: Path | None = None) -> OnnxGgufBackend:
         """Export (once), rewrite with the GGUF's blocks (once) and open; a cache that fails to load is rebuilt."""
         from ..models import resolve_model_spec
@@ -72,27 +75,26 @@ class OnnxGgufBackend(OnnxBackend):
             raise ValueError(f"onnx-gguf4 runs a GGUF file's own blocks; model {source.name!r} is a {source.kind}")
         hf_dir, model_name = export_source(spec, cache_dir)
         fp32 = exported_dir(hf_dir, cache_dir=cache_dir, progress=progress)
-        folder = gguf4_dir(fp32, source.location, modes, progress)
+        folder = gguf4_dir(fp32, source.location, variant, progress)
         try:
-            return cls(folder, model_name, modes)
+            return cls(folder, model_name, variant)
         except Exception as exc:  # noqa: BLE001 - a garbled cached graph: rebuild it once
             log.warning("cached graph in %s failed to load (%s: %s); rebuilding", folder, type(exc).__name__, exc)
-            return cls(gguf4_dir(fp32, source.location, modes, progress, rebuild=True), model_name,
-                       modes)
+            return cls(gguf4_dir(fp32, source.location, variant, progress, rebuild=True), model_name, variant)
 
     # --- the step loop, writing into the shared buffers
 
     def prefill(self, input_ids):
         capacity = math.ceil((len(input_ids) + 1) / FIRST_CAPACITY) * FIRST_CAPACITY
         state = KVBuffer([np.zeros((1, h, capacity, d), np.float32) for h, d in self._kv_dims], 0)
-        return self._step(np.asarray([input_ids], dtype=np.int64), state)
+        return self._step(self.prefill_session, np.asarray([input_ids], dtype=np.int64), state)
 
     def decode(self, token_id, state: KVBuffer):
         if state.spent:
             raise ValueError("this cache state was already decoded from; continue from the latest state")
         if state.length + 1 > state.capacity:
             state = self._grown(state, state.capacity * GROW)
-        return self._step(np.asarray([[token_id]], dtype=np.int64), state)
+        return self._step(self.session, np.asarray([[token_id]], dtype=np.int64), state)
 
     def _grown(self, state: KVBuffer, capacity: int) -> KVBuffer:
         arrays = []
@@ -103,18 +105,18 @@ class OnnxGgufBackend(OnnxBackend):
         state.spent = True
         return KVBuffer(arrays, state.length)
 
-    def _step(self, ids: np.ndarray, state: KVBuffer):
+    def _step(self, session, ids: np.ndarray, state: KVBuffer):
         import torch
 
         total = state.length + ids.shape[1]
-        io = self.session.io_binding()
+        io = session.io_binding()
         io.bind_cpu_input("input_ids", ids)
         io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
         io.bind_output("logits", "cpu")   # first: get_outputs() lists outputs in binding order
         for past, present, value in zip(self.past_names, self.output_names[1:], state.values):
             io.bind_ortvalue_input(past, value)
             io.bind_ortvalue_output(present, value)   # the same buffer: GroupQueryAttention writes in place
-        self.session.run_with_iobinding(io)
+        session.run_with_iobinding(io)
         logits = torch.from_numpy(np.array(io.get_outputs()[0].numpy()[0, -1], dtype=np.float32))
         return logits, state.advanced(total)
 

@@ -30,6 +30,26 @@ from .gguf_blocks import BLOCK, NBitsWeight
 
 MS = "com.microsoft"
 LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4}
+GROUPS = ("qkv", "o", "gate_up", "down", "head")   # the MatMulNBits of a layer, and the LM head
+MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d"}
+
+
+def plan_of(modes: str | dict | None = None) -> dict[str, str]:
+    """{group: activation mode} from one mode for all groups, or a partial mapping (the rest: int8x2).
+
+    >>> plan_tag(plan_of("fp32")), plan_tag(plan_of({"head": "int8"}))
+    ('fffff', 'ddddi')
+    """
+    if modes is None or isinstance(modes, str):
+        modes = dict.fromkeys(GROUPS, modes or "int8x2")
+    plan = {g: modes.get(g, "int8x2") for g in GROUPS}
+    if unknown := {m for m in plan.values() if m not in MODE_CODES}:
+        raise ValueError(f"activation modes must be among {sorted(MODE_CODES)}; got {sorted(unknown)}")
+    return plan
+
+
+def plan_tag(plan: dict[str, str]) -> str:
+    return "".join(MODE_CODES[plan[g]] for g in GROUPS)
 
 
 def hi_lo(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -69,6 +89,15 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
                         f"{stem}/minimum_term"),
                   _node("Add", [partial, f"{stem}/minimum_term"], y)]
     return nodes, c.initializers
+
+
+def embedding_nodes(stem: str, ids: str, w: NBitsWeight, y: str) -> tuple[list, list]:
+    """GatherBlockQuantized rows of 8-bit blocks (Q8_0: d * (q + 128 - 128), exact), ids [B, S] -> y [B, S, K]."""
+    n, k = w.shape
+    c = _Consts(stem)
+    data, scales = c.add("codes", w.packed.reshape(n, k)), c.add("scales", w.scales)
+    return [helper.make_node("GatherBlockQuantized", [data, ids, scales], [y], name=f"{stem}/GatherBlockQuantized",
+                             domain=MS, gather_axis=0, quantize_axis=1, block_size=BLOCK, bits=w.bits)], c.initializers
 
 
 def _hi_lo_nodes(stem: str, blocks: str, k: int, c: _Consts) -> list:
