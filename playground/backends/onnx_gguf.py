@@ -37,7 +37,7 @@ from .gguf_blocks import EMBEDDING, NBitsWeight, read_gguf_blocks
 from .onnx_export import MODEL_FILE, _say, _seal, _staging, is_complete
 from .onnx_nbits import MS, embedding_nodes, nbits_nodes, plan_of, plan_tag
 
-GGUF_EDITS = "q4_1-zp0-minsum,qkv-packed,gate-up,head-q8,embed-q8,prefill-graph,external-data"  # in the cache key
+GGUF_EDITS = "q4_1-zp8-minsum,qkv-packed,gate-up,head-q8,embed-q8,prefill-graph,external-data"  # in the cache key
 PREFILL_FILE = "prefill.onnx"
 LAYERS_FP32 = {"qkv": "fp32", "o": "fp32", "gate_up": "fp32", "down": "fp32"}
 VARIANTS = {   # name suffix -> (decode plan, prefill plan); chosen by the fidelity and speed rows of `make bench`

@@ -35,11 +35,12 @@ GROW = 2               # capacity factor when the cache fills up
 
 class KVBuffer:
     """The cache after a step: one numpy buffer (and its OrtValue view) per past input, and its length."""
-    __slots__ = ("arrays", "length", "spent", "values")
+    __slots__ = ("arrays", "bindings", "length", "spent", "values")
 
     def __init__(self, arrays: list[np.ndarray], length: int):
         self.arrays, self.length, self.spent = arrays, length, False
         self.values = [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays]  # views: no copy
+        self.bindings = {}   # session -> its IO binding with these buffers bound (made once, reused every step)
 
     @property
     def capacity(self) -> int:
@@ -49,7 +50,7 @@ class KVBuffer:
         """The state after a step wrote up to `length` (the same buffers); this one may not be used again."""
         self.spent = True
         nxt = KVBuffer.__new__(KVBuffer)
-        nxt.arrays, nxt.values, nxt.length, nxt.spent = self.arrays, self.values, length, False
+        nxt.arrays, nxt.values, nxt.bindings, nxt.length, nxt.spent = self.arrays, self.values, self.bindings, length, False
         return nxt
 
 
@@ -109,13 +110,15 @@ class OnnxGgufBackend(OnnxBackend):
         import torch
 
         total = state.length + ids.shape[1]
-        io = session.io_binding()
+        io = state.bindings.get(session)
+        if io is None:
+            io = state.bindings[session] = session.io_binding()
+            io.bind_output("logits", "cpu")   # first: get_outputs() lists outputs in binding order
+            for past, present, value in zip(self.past_names, self.output_names[1:], state.values):
+                io.bind_ortvalue_input(past, value)
+                io.bind_ortvalue_output(present, value)   # the same buffer: GroupQueryAttention writes in place
         io.bind_cpu_input("input_ids", ids)
         io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
-        io.bind_output("logits", "cpu")   # first: get_outputs() lists outputs in binding order
-        for past, present, value in zip(self.past_names, self.output_names[1:], state.values):
-            io.bind_ortvalue_input(past, value)
-            io.bind_ortvalue_output(present, value)   # the same buffer: GroupQueryAttention writes in place
         session.run_with_iobinding(io)
         logits = torch.from_numpy(np.array(io.get_outputs()[0].numpy()[0, -1], dtype=np.float32))
         return logits, state.advanced(total)

@@ -3,8 +3,11 @@
     nodes, initializers = nbits_nodes("/model/layers.0/mlp/down_proj", x, weight, y, "int8x2")
 
 For Q4_1 blocks (w = d*q + m) the product splits exactly in two:
-    x.w = sum_b d_b (q_b . x_b)   +   sum_b m_b sum(x_b)
-          MatMulNBits, zero point 0   MatMul(ReduceSum(Reshape(x, [.., K/32, 32])), minimums [K/32, N])
+    x.w = sum_b d_b ((q_b - 8) . x_b)   +   sum_b (m_b + 8 d_b) sum(x_b)
+          MatMulNBits, default zero point 8   MatMul(ReduceSum(Reshape(x, [.., K/32, 32])), minimums [K/32, N])
+d*(q - 8) and m + 8d are exact in fp32 (checked per matrix; else zero point 0 and m are used), so one-hot
+rows still give gguf-py's d*q + m bit for bit (one rounding of the same real number); the symmetric
+form is the kernel's faster path.
 Q8_0 blocks (w = d*q) need only the first part (8-bit, q + 128 against the default zero point 128).
 
 Modes (what MatMulNBits does with the activations x):
@@ -65,8 +68,13 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
     n, k = w.shape
     c = _Consts(stem)
     ins = [x, c.add("B", w.packed), c.add("scales", w.scales.reshape(-1))]
-    if w.minimums is not None:   # explicit zero point 0: the kernel's default for 4 bits is 8
-        ins.append(c.add("zero_points", np.zeros(n * ((k // BLOCK + 1) // 2), np.uint8)))
+    minimums = w.minimums
+    if minimums is not None:   # d*q + m = d*(q - 8) + (m + 8d): the kernel's default zero point 8, when m + 8d is exact
+        shifted = minimums.astype(np.float64) + 8 * w.scales.astype(np.float64)
+        if np.array_equal(shifted.astype(np.float32), shifted):
+            minimums = shifted.astype(np.float32)
+        else:                  # explicit zero point 0
+            ins.append(c.add("zero_points", np.zeros(n * ((k // BLOCK + 1) // 2), np.uint8)))
     nodes = []
     blocks = f"{stem}/blocks"
     if w.minimums is not None or mode == "int8x2":
@@ -85,7 +93,7 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
     if w.minimums is not None:
         nodes += [_node("ReduceSum", [blocks, c.add("last_axis", np.array([-1], np.int64))], f"{stem}/block_sums",
                         keepdims=0),
-                  _node("MatMul", [f"{stem}/block_sums", c.add("minimums", np.ascontiguousarray(w.minimums.T))],
+                  _node("MatMul", [f"{stem}/block_sums", c.add("minimums", np.ascontiguousarray(minimums.T))],
                         f"{stem}/minimum_term"),
                   _node("Add", [partial, f"{stem}/minimum_term"], y)]
     return nodes, c.initializers
