@@ -85,7 +85,7 @@ def fidelity_row(name: str, reference: Path, model: str | None = None) -> dict:
         nll -= float(row[ids[i + 1]])
     n = len(ids) - 1
     return {"backend": name, "fidelity_tokens": len(ids), "top1_agreement_with_fp32": round(agree / n, 4),
-            "mean_kl_from_fp32_nats": round(kl / n, 6), "perplexity": round(math.exp(nll / n), 4),
+            "mean_kl_from_fp32_nats": float(f"{kl / n:.3g}"), "perplexity": round(math.exp(nll / n), 4),
             "seconds": round(time.perf_counter() - t, 1)}
 
 

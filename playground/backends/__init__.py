@@ -1,7 +1,11 @@
 """Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4, onnx-gguf4."""
 from __future__ import annotations
 
+import logging
+
 from .base import Backend
+
+log = logging.getLogger(__name__)
 
 
 def default_device() -> str:
@@ -9,11 +13,19 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def default_backend_name(device: str | None = None) -> str:
-    """torch on CUDA when a GPU is present, else ONNX Runtime on CPU (when it is installed)."""
+def default_backend_name(device: str | None = None, model: str | None = None) -> str:
+    """torch on CUDA when a GPU is present; on CPU, ONNX Runtime (when installed): onnx-gguf4 for a GGUF model
+    (the bundled one by default: its own 4-bit blocks, fidelity to fp32 measured in `make bench`, see README),
+    else onnx (fp32)."""
     if (device or default_device()).startswith("cuda"):
         return "torch"
-    return "onnx" if available_backends().count("onnx") else "torch"
+    if not available_backends().count("onnx"):
+        return "torch"
+    from ..models import ModelLoadError, resolve_model_spec
+    try:
+        return "onnx-gguf4" if resolve_model_spec(model).kind == "gguf" else "onnx"
+    except ModelLoadError:
+        return "onnx"
 
 
 def available_backends() -> list[str]:
@@ -35,7 +47,13 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
     from ..models import load_model
 
     device = device or default_device()
-    name = name or default_backend_name(device)
+    if name is None and default_backend_name(device, model) == "onnx-gguf4":
+        try:
+            return create_backend("onnx-gguf4", model, device, dtype, progress)
+        except ValueError as exc:   # a GGUF of other block types (Q4_K, ...): fp32 runs it
+            log.warning("onnx-gguf4 cannot run %s (%s); using onnx", model or "the bundled model", exc)
+            name = "onnx"
+    name = name or default_backend_name(device, model)
     if name == "torch":
         from .torch_backend import TorchBackend
         dtype = dtype or ("float16" if device.startswith("cuda") else "float32")

@@ -121,6 +121,8 @@ def read_gguf_blocks(path: Path) -> tuple[dict[str, NBitsWeight], dict[str, int]
 
     reader = gguf.GGUFReader(str(path))
     field = {name: f.parts[f.data[0]].tolist() for name, f in reader.fields.items() if f.data}
+    if "llama.attention.head_count" not in field:
+        raise ValueError(f"{Path(path).name} is not a llama GGUF; onnx-gguf4 maps llama's blocks only")
     heads, kv_heads = field["llama.attention.head_count"][0], field["llama.attention.head_count_kv"][0]
     convert = {"Q4_1": q4_1_as_nbits, "Q8_0": q8_0_as_nbits}
     tensors = {t.name: t for t in reader.tensors}
