@@ -13,6 +13,7 @@ In order, each backend measured in its own process on the bundled model:
 
     python -m playground.bench                 # every backend
     python -m playground.bench onnx-int8       # just one (still with llama.cpp and the fidelity reference)
+    python -m playground.bench --speed onnx onnx-gguf4   # no fidelity rows (they take ~1-5 min a backend)
 
 Figures, not tests: they depend on the machine and its load; report them with this command.
 """
@@ -52,11 +53,13 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--prefill"]:
         print(json.dumps(prefill_row(argv[1])), flush=True)
         return
-    names = argv or DEFAULT_BACKENDS
+    speed_only = argv[:1] == ["--speed"]
+    names = argv[speed_only:] or DEFAULT_BACKENDS
     llama_runs = [_say(llama_bench_row()), _say(matmul_peak_row())]
     rows = [_say(json.loads(row_in_subprocess("playground.bench_backends", "--one", name))) for name in names]
     prefills = [_say(json.loads(row_in_subprocess("playground.bench", "--prefill", name))) for name in names]
-    fidelity_rows(names)   # prints its rows
+    if not speed_only:
+        fidelity_rows(names)   # prints its rows
     llama_runs.append(_say(llama_bench_row()))
     llama = mean_llama_row(llama_runs[0], llama_runs[2])
     _say(ratios_row(llama, llama_runs[1], rows, prefills, model_config()))

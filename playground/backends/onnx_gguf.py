@@ -5,14 +5,14 @@
     #   prefill.onnx (+ .data)   the prefill graph (the prompt), same inputs, outputs and weights
 
 Each layer matrix of the bundled GGUF is Q4_1 (w = d*q + m per block of 32, see gguf_blocks.py); it
-becomes MatMulNBits with zero point 0 plus a 1/32-size term for the minimums (onnx_nbits.py). q|k|v
+becomes MatMulNBits (default zero point 8) plus a 1/32-size term for the minimums (onnx_nbits.py). q|k|v
 become one MatMulNBits feeding GroupQueryAttention its packed-QKV input, gate|up one MatMulNBits and a
 Split, the Q8_0 LM head an 8-bit MatMulNBits and the Q8_0 embedding a GatherBlockQuantized (both
 exact: d*q). Before anything is written every block is dequantized and compared with the export's
 initializer for that layer: they must be equal bit for bit, or the build refuses (wrong row order,
 another file).
 
-A plan says how each group (GROUPS) treats its activations (onnx_nbits.py): "fp32" (accuracy level 0),
+A plan says how each group (onnx_nbits.GROUPS) treats its activations (onnx_nbits.py): "fp32" (accuracy level 0),
 "int8" (level 4, as llama.cpp) or "int8x2" (level 4 on hi + lo rows). Decode and prefill get separate
 graphs because the best mode differs (measured on this 2-core AVX2 machine, one 576x1536 layer):
 at one row int8x2 takes 0.09 ms against fp32's 0.25 ms; at 46 or 1024 rows fp32 is 2-3x faster than
@@ -56,12 +56,12 @@ def variant_plans(variant: str = "") -> tuple[dict[str, str], dict[str, str]]:
 
 def gguf4_dir(fp32: Path, gguf_path: Path, variant: str = "", progress=None, rebuild: bool = False) -> Path:
     """The cached rewritten graphs next to the fp32 export `fp32`, built if missing or broken."""
-    import gguf
+    from importlib.metadata import version
 
     from ..models import gguf_content_key
 
     plans = variant_plans(variant)
-    salt = json.dumps([GGUF_EDITS, plans, getattr(gguf, "__version__", "")])
+    salt = json.dumps([GGUF_EDITS, plans, version("gguf")])
     key = hashlib.sha256(f"{gguf_content_key(Path(gguf_path))}|{salt}".encode()).hexdigest()[:12]
     target = fp32.with_name(f"{fp32.name}-gguf4-{'-'.join(map(plan_tag, plans))}-{key}")
     if rebuild or not is_complete(target):
