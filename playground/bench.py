@@ -26,7 +26,13 @@ import time
 
 from .bench_backends import DEFAULT_BACKENDS, row_in_subprocess
 from .bench_fidelity import fidelity_rows
-from .bench_peer import llama_bench_row, matmul_peak_row, mean_llama_row, model_config, ratios_row
+from .bench_peer import (
+    llama_bench_row,
+    matmul_peak_row,
+    mean_llama_row,
+    model_config,
+    ratios_row,
+)
 
 PREFILL_TOKENS = 1024
 
