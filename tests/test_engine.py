@@ -58,7 +58,9 @@ def test_top_k_one_sampling_is_greedy(tiny_engine):
     sampled = tiny_engine.generate("cost", GenerationSettings(max_new_tokens=6, temperature=1.0, top_k=1, seed=0))
     greedy = tiny_engine.generate("cost", GenerationSettings(max_new_tokens=6))
     assert sampled.output_ids == greedy.output_ids
-    assert all(s.prob == pytest.approx(1.0) for s in sampled.steps)
+    assert all(s.sample_prob == pytest.approx(1.0) for s in sampled.steps)   # top-1: a sure draw
+    assert [s.prob for s in sampled.steps] == pytest.approx([s.prob for s in greedy.steps])  # the model's own
+    assert all(s.prob < 0.5 for s in sampled.steps)   # a random tiny model is far from sure of anything
 
 
 def test_stops_at_eos(tiny_backend):
@@ -159,7 +161,7 @@ def test_background_run_keeps_step_timing_free_of_a_slow_consumer(tiny_backend):
     appear in the measured latency of any step."""
     import time as _time
 
-    from playground.engine import BackgroundRun
+    from playground.session import BackgroundRun
     from tests.test_ui import SlowBackend
 
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))   # ~5 ms a step
@@ -177,7 +179,7 @@ def test_background_run_keeps_step_timing_free_of_a_slow_consumer(tiny_backend):
 
 
 def test_background_run_cancel_stops_within_one_step(tiny_engine):
-    from playground.engine import BackgroundRun
+    from playground.session import BackgroundRun
 
     background = BackgroundRun(tiny_engine.run("stop me", GenerationSettings(max_new_tokens=2000, chat=False)))
     first = next(iter(background))
@@ -196,7 +198,7 @@ def test_whole_number_temperature_and_top_p_are_accepted(tiny_engine):
 
 def test_background_run_stops_when_its_consumer_is_gone(tiny_backend):
     """Regression: a handler dropped by Gradio without being closed left its run generating to the end."""
-    from playground.engine import BackgroundRun
+    from playground.session import BackgroundRun
     from tests.test_ui import SlowBackend
 
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))

@@ -1,7 +1,61 @@
-"""Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4."""
+"""Runtimes the engine can drive, one registry entry each: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4.
+
+    BACKENDS["onnx-int8"].runtime, BACKENDS["onnx-int8"].variant   # "onnx", "int8"
+    available_backends()             # the names whose runtime is installed, in registry order
+    create_backend("onnx-int8")      # load the model and wrap it in that runtime
+
+To add a backend: one `BackendSpec` in `BACKENDS` below plus its own module. The CLI, the UI's
+dropdowns, the bench and the experiments all read this registry.
+
+>>> [spec.name for spec in BACKENDS.values()]
+['torch', 'onnx', 'onnx-int8', 'onnx-int4']
+>>> BACKENDS["onnx-int4"].label
+'ONNX Runtime, 4-bit weights (re-quantized)'
+"""
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable
+
 from .base import Backend
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    name: str                    # what users type and dropdowns show: "onnx-int8"
+    runtime: str                 # "torch" | "onnx"
+    variant: str | None          # the runtime's variant: None (float) | "int8" | "int4" | …
+    label: str                   # one line for people
+    create: Callable[..., Backend]   # (model spec, device, dtype, progress) -> Backend
+    requires: str = "torch"      # the module that must be importable for it to be offered
+
+    def available(self) -> bool:
+        return importlib.util.find_spec(self.requires) is not None
+
+
+def _torch(model, device, dtype, progress):
+    from ..models import load_model
+    from .torch_backend import TorchBackend
+    dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
+    return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
+
+
+def _onnx(quant: str | None):
+    def create(model, device, dtype, progress):
+        from .onnx_backend import OnnxBackend
+        return OnnxBackend.load(model, quant=quant, progress=progress)
+    return create
+
+
+BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in (
+    BackendSpec("torch", "torch", None, "PyTorch (CUDA fp16 when present, else CPU fp32)", _torch),
+    BackendSpec("onnx", "onnx", None, "ONNX Runtime, fp32 (optimum export)", _onnx(None), "onnxruntime"),
+    BackendSpec("onnx-int8", "onnx", "int8", "ONNX Runtime, int8 dynamic quantization", _onnx("int8"),
+                "onnxruntime"),
+    BackendSpec("onnx-int4", "onnx", "int4", "ONNX Runtime, 4-bit weights (re-quantized)", _onnx("int4"),
+                "onnxruntime"),
+)}
 
 
 def default_device() -> str:
@@ -13,17 +67,11 @@ def default_backend_name(device: str | None = None) -> str:
     """torch on CUDA when a GPU is present, else ONNX Runtime on CPU (when it is installed)."""
     if (device or default_device()).startswith("cuda"):
         return "torch"
-    return "onnx" if available_backends().count("onnx") else "torch"
+    return "onnx" if "onnx" in available_backends() else "torch"
 
 
 def available_backends() -> list[str]:
-    names = ["torch"]
-    try:
-        from . import onnx_backend  # noqa: F401
-        names += ["onnx", "onnx-int8", "onnx-int4"]
-    except ImportError:
-        pass
-    return names
+    return [name for name, spec in BACKENDS.items() if spec.available()]
 
 
 def create_backend(name: str | None = None, model: str | None = None, device: str | None = None,
@@ -31,16 +79,10 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
     """Load the model for `model` (a spec, see models.py) and wrap it in the named runtime.
 
     `progress(fraction, message)` is called during long work (conversion, export), when given.
+    `dtype` applies to runtimes that take one (torch); the others are named by their variant.
     """
-    from ..models import load_model
-
     device = device or default_device()
     name = name or default_backend_name(device)
-    if name == "torch":
-        from .torch_backend import TorchBackend
-        dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
-        return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
-    if name in ("onnx", "onnx-int8", "onnx-int4"):
-        from .onnx_backend import OnnxBackend
-        return OnnxBackend.load(model, quant=name.partition("-")[2] or None, progress=progress)
-    raise ValueError(f"backend must be one of torch, onnx, onnx-int8, onnx-int4; got {name!r}")
+    if name not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {name!r}")
+    return BACKENDS[name].create(model, device, dtype, progress)

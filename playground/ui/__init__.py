@@ -1,7 +1,7 @@
 """The Gradio app: Generate, Tokens, Compare and Experiments tabs over one engine per backend.
 
     demo = build_demo(Engine(create_backend("torch", "tiny")))   # one fixed engine (tests)
-    demo = build_demo(EngineRegistry.for_model(None))            # every backend, each loaded on first use
+    demo = build_demo(SourceRegistry.for_model(None))            # every backend, each loaded on first use
     demo.launch()
 
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..engines import EngineRegistry, as_registry
+from ..registry import SourceRegistry, as_registry
 from ..session import Session
 from ..tokens import TOKEN_CSS
 from .common import ASSETS, GENERATE_CONCURRENCY, engine_or_message, error_html
@@ -26,10 +26,10 @@ from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
 from .tokens_tab import tokens_tab
 
-__all__ = ["GENERATE_CONCURRENCY", "EngineRegistry", "build_demo"]
+__all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
 
 
-def make_model_info(registry: EngineRegistry):
+def make_model_info(registry: SourceRegistry):
     def model_info(backend=None):
         for line in registry.loading(backend):
             yield f"Loading… {line}"
@@ -45,7 +45,7 @@ def make_model_info(registry: EngineRegistry):
 
 
 def build_demo(engine) -> gr.Blocks:
-    """`engine`: an Engine (the backend dropdowns then offer only its backend), an EngineRegistry, or a
+    """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
     registry = as_registry(engine)
     css = TOKEN_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
