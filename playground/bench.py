@@ -23,19 +23,26 @@ PREFILL_TOKENS = 1024
 
 
 def prefill_row(name: str, tokens: int = PREFILL_TOKENS, repeats: int = 3, model: str | None = None) -> dict:
-    """Median TTFT of a one-token Run from exactly `tokens` prompt ids (warm-up run excluded): the
-    prefill experiment's measurement, through the same step loop as every other figure."""
+    """The prefill figure of backend `name` (see measure_prefill)."""
     from .backends import create_backend
-    from .config import GenerationSettings
     from .engine import Engine
-    from .experiments.common import exact_length_ids
 
-    engine = Engine(create_backend(name, model))
-    tokens = min(tokens, engine.info.context_window - 1)   # the tiny test model's window is 512
-    ids = exact_length_ids(engine, tokens)   # real text, as the prefill experiment uses
+    return measure_prefill(Engine(create_backend(name, model)), tokens, repeats)
+
+
+def measure_prefill(source, tokens: int = PREFILL_TOKENS, repeats: int = 3) -> dict:
+    """Median TTFT of a one-token Run from exactly `tokens` prompt ids (warm-up run excluded): the
+    prefill experiment's measurement, through the source's own step loop like every other figure."""
+    from .config import GenerationSettings
+    from .experiments.common import exact_length_ids, require
+
+    require(source, "exact_ids", "the prefill row")
+    name = source.info.name
+    tokens = min(tokens, (source.info.context_window or 2**31) - 1)   # the tiny test model's window is 512
+    ids = exact_length_ids(source, tokens)   # real text, as the prefill experiment uses
     one = GenerationSettings(max_new_tokens=1)
-    engine.run_ids(ids[:64], one).wait()
-    times = [engine.run_ids(ids, one).wait().steps[0].time for _ in range(repeats)]
+    source.run_ids(ids[:64], one).wait()
+    times = [source.run_ids(ids, one).wait().steps[0].time for _ in range(repeats)]
     return {"backend": name, "prefill_tokens": tokens, "prefill_s": round(statistics.median(times), 3),
             "prefill_tps": round(tokens / statistics.median(times), 1)}
 
