@@ -82,6 +82,7 @@ class Trace:
     seed: int | None = None         # the sampler's seed: the one asked for, or the one it drew
     ignore_eos: bool = False        # the run went on past end-of-sequence tokens (experiments)
     use_cache: bool = True          # False: every step re-read the whole context (no KV cache)
+    cached_tokens: int = 0          # prompt tokens served from a cached prefix (not prefilled by this run)
     replay: dict = field(default_factory=dict)  # what a replay must match: runtime, threads, CPU, versions
 
     @property

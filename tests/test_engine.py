@@ -342,3 +342,20 @@ class EosEveryStep(PaddedCacheBackend):
         logits = logits.clone()
         logits[self.eos] = logits.max() + 50
         return super()._pad(logits, cache)
+
+
+def test_a_cached_prefix_gives_the_same_tokens_and_stays_reusable(tiny_engine):
+    from playground.engine import common_prefix
+    settings = GenerationSettings(max_new_tokens=6, system_prompt="You answer questions about serving models.")
+    _, a = tiny_engine.prompt_ids("What is prefill?", settings)
+    _, b = tiny_engine.prompt_ids("What is decode?", settings)
+    shared = common_prefix(a, b)
+    assert 5 < len(shared) < min(len(a), len(b))
+    prefix = tiny_engine.cache_prefix(shared)
+    for prompt in ("What is prefill?", "What is decode?", "What is prefill?"):   # the prefix is reused, unchanged
+        plain = tiny_engine.generate(prompt, settings)
+        cached = tiny_engine.run(prompt, settings, prefix=prefix).wait()
+        assert cached.output_ids == plain.output_ids and cached.cached_tokens == len(shared)
+        assert [s.kv_bytes for s in cached.steps] == [s.kv_bytes for s in plain.steps]
+    other = tiny_engine.run("Unrelated", GenerationSettings(max_new_tokens=2, chat=False), prefix=prefix).wait()
+    assert other.cached_tokens == 0   # a prompt that does not start with the prefix is read whole

@@ -161,3 +161,15 @@ def test_quantized_runs_end_to_end(smol_onnx, quant):
     assert [s.kv_bytes for s in c.b.steps] == [c.b.kv_shape.formula_bytes(s.seq_len) for s in c.b.steps]
     assert c.b.kv_shape.bytes_per_element == 4
     assert {t.legendgroup for t in plot_compare(c).data} == {"onnx (float32)", f"onnx-{quant} ({quant})"}
+
+
+def test_onnx_continues_from_a_cached_prefix_like_a_full_prefill(tiny_dir, tmp_path):
+    from playground.engine import common_prefix
+    engine = Engine(OnnxBackend.load(str(tiny_dir), cache_dir=tmp_path))
+    settings = GenerationSettings(max_new_tokens=6, system_prompt="A shared system prompt for both requests.")
+    _, a = engine.prompt_ids("First question?", settings)
+    _, b = engine.prompt_ids("Second one?", settings)
+    prefix = engine.cache_prefix(common_prefix(a, b))
+    for prompt in ("First question?", "Second one?"):
+        cached = engine.run(prompt, settings, prefix=prefix).wait()
+        assert cached.output_ids == engine.generate(prompt, settings).output_ids and cached.cached_tokens > 5

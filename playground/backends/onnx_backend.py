@@ -108,6 +108,10 @@ class OnnxBackend(Backend):
     def prefill(self, input_ids):
         return self._forward(np.asarray([input_ids], dtype=np.int64), self._empty, 0)
 
+    def extend(self, input_ids, state: OnnxState):
+        """Each step binds new present tensors, so the kept prefix state is never written to."""
+        return self._forward(np.asarray([input_ids], dtype=np.int64), state.past, state.length)
+
     def decode(self, token_id, state: OnnxState):
         return self._forward(np.asarray([[token_id]], dtype=np.int64), state.past, state.length)
 

@@ -7,6 +7,8 @@ Left out: static caches and torch.compile; both would speed decoding but hide th
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 from transformers import DynamicCache
 
@@ -31,6 +33,13 @@ class TorchBackend(Backend):
     @torch.inference_mode()
     def prefill(self, input_ids):
         cache = DynamicCache()
+        ids = torch.tensor([input_ids], device=self.device)
+        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1].float(), out.past_key_values
+
+    @torch.inference_mode()
+    def extend(self, input_ids, state):
+        cache = copy.deepcopy(state)   # DynamicCache grows in place: the kept prefix must stay as it was
         ids = torch.tensor([input_ids], device=self.device)
         out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return out.logits[0, -1].float(), out.past_key_values
