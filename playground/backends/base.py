@@ -26,6 +26,7 @@ class Backend(ABC):
     context_window: int   # max positions the model accepts
     eos_token_ids: frozenset[int]
     kv_shape: KVShape
+    config: Any           # the model's transformers config (layers, sizes): what cost models read
 
     @abstractmethod
     def prefill(self, input_ids: list[int]) -> tuple[Any, Any]:

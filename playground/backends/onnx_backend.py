@@ -69,7 +69,7 @@ class OnnxBackend(Backend):
         self.session = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(),
                                             providers=["CPUExecutionProvider"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
-        config = AutoConfig.from_pretrained(self.folder)
+        self.config = config = AutoConfig.from_pretrained(self.folder)   # the model's shape (layers, sizes)
         try:
             gen = GenerationConfig.from_pretrained(self.folder)
         except OSError:

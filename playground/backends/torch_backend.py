@@ -25,7 +25,7 @@ class TorchBackend(Backend):
         self.loaded, self.model, self.tokenizer = loaded, loaded.model, loaded.tokenizer
         self.device, self.dtype = device, dtype
         self.model_name = loaded.name
-        config = self.model.config
+        self.config = config = self.model.config   # the model's shape (layers, sizes)
         self.context_window = int(getattr(config, "max_position_embeddings", 2048))
         self.eos_token_ids = eos_ids_of(self.model, self.tokenizer)
         self.kv_shape = kv_shape_of(config, torch.tensor([], dtype=DTYPES[dtype]).element_size())

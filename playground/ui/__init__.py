@@ -20,10 +20,11 @@ import gradio as gr
 from ..registry import SourceRegistry, as_registry
 from ..session import Session
 from ..tokens import TOKEN_CSS
-from .common import ASSETS, GENERATE_CONCURRENCY, engine_or_message, error_html
+from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, engine_or_message, error_html
 from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
+from .lesson_tab import lesson_tab
 from .tokens_tab import tokens_tab
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
@@ -44,6 +45,11 @@ def make_model_info(registry: SourceRegistry):
     return model_info
 
 
+def open_lesson_tab(request: gr.Request):
+    """A deep link into the lesson (?lesson=N) opens its tab."""
+    return gr.Tabs(selected="lesson") if request and request.query_params.get("lesson") else gr.skip()
+
+
 def build_demo(engine) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
@@ -55,13 +61,18 @@ def build_demo(engine) -> gr.Blocks:
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.")
         info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
-        with gr.Tab("Generate"):
-            c = generate_tab(registry)
-        tokens_tab(registry, c.prompt, c.chat, c.backend)
-        compare_tab(registry, c.prompt)
-        experiments_tab(registry)
+        with gr.Tabs(elem_id="tabs") as tabs:
+            with gr.Tab("Generate", id="generate"):
+                c = generate_tab(registry)
+            tokens_tab(registry, c.prompt, c.chat, c.backend)
+            compare_tab(registry, c.prompt)
+            experiments_tab(registry)
+            lesson = lesson_tab(registry)
         wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
+        demo.load(open_lesson_tab, None, tabs, api_name=False, queue=False)
+        demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
+                  concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
     return demo

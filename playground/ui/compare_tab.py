@@ -71,7 +71,7 @@ OUTPUTS = ("figure", "table", "agreement", "status")   # /compare returns these,
 
 
 def compare_tab(registry, generate_prompt) -> None:
-    with gr.Tab("Compare"):
+    with gr.Tab("Compare", id="compare"):
         gr.Markdown("The same prompt and settings on two backends, one after the other: when each token "
                     "arrived, how long each step took, and whether the two runs chose the same tokens.")
         with gr.Row():
