@@ -13,13 +13,13 @@ import argparse
 import os
 
 from playground.config import AppConfig
-from playground.engines import EngineRegistry
+from playground.registry import SourceRegistry
 from playground.ui import GENERATE_CONCURRENCY, build_demo
 
 
 def make_demo(model: str | None = None, backend: str | None = None):
     config = AppConfig.from_env(model=model, backend=backend)
-    registry = EngineRegistry.for_model(config.model, config.backend, device=config.device, dtype=config.dtype)
+    registry = SourceRegistry.for_model(config.model, config.backend, device=config.device, dtype=config.dtype)
     demo = build_demo(registry)
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY, max_size=64)
     return demo

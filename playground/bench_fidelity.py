@@ -111,7 +111,7 @@ def fidelity_rows(names: list[str], tokens: int = FIDELITY_TOKENS) -> list[dict]
         for name in [REFERENCE] + [n for n in names if n != REFERENCE]:
             extra = [str(tokens), str(reference)] if name == REFERENCE else [str(reference)]
             flag = "--reference" if name == REFERENCE else "--compare"
-            line = row_in_subprocess("playground.bench_fidelity", flag, name, *extra)
+            line = row_in_subprocess("playground.bench_fidelity", flag, name, extra=tuple(extra))
             print(line, flush=True)
             rows.append(json.loads(line))
             if name == REFERENCE and "error" in rows[-1]:

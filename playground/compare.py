@@ -1,6 +1,6 @@
 """Two engines, one prompt: both traces, their speed side by side, and how far their tokens agree.
 
-    c = compare_backends("Why is the sky blue?", GenerationSettings(max_new_tokens=32), onnx, int8)
+    c = compare_backends("Why is the sky blue?", GenerationSettings(max_new_tokens=32), onnx, int8)  # two sources
     c.rows()                  # [{"backend": "onnx", "ttft": 0.21, "decode_tps": 40.1, ...}, {...}]
     c.agreement, c.first_divergence   # e.g. 0.84, 27 (None when every position matches)
 
@@ -60,10 +60,10 @@ class Comparison:
         return out
 
 
-def compare_backends(prompt: str, settings: GenerationSettings | None, engine_a, engine_b) -> Comparison:
-    """Run the same prompt and settings on engine_a, then on engine_b; compare what came out."""
+def compare_backends(prompt: str, settings: GenerationSettings | None, source_a, source_b) -> Comparison:
+    """Run the same prompt and settings on source_a, then on source_b; compare what came out."""
     settings = (settings or GenerationSettings()).validate()
-    a = engine_a.generate(prompt, settings)
-    b = engine_b.generate(prompt, settings)
+    a = source_a.run(prompt, settings).wait()
+    b = source_b.run(prompt, settings).wait()
     share, first = token_agreement(a.output_ids, b.output_ids)
     return Comparison(prompt, settings, a, b, share, first)

@@ -88,8 +88,6 @@ def coerce_settings(**values) -> GenerationSettings:
 
 # --- process-level configuration
 
-BACKENDS = ("torch", "onnx", "onnx-int8", "onnx-int4")
-
 
 @dataclass(frozen=True)
 class AppConfig:

@@ -1,10 +1,11 @@
-"""The step loop: tokenize, prefill, then decode one token at a time, yielding a `Step` per token.
+"""The local step source: tokenize, prefill, then decode one token at a time, yielding a `Step` per token.
 
     engine = Engine(create_backend("torch"))
     run = engine.run("What is the capital of France?", GenerationSettings(max_new_tokens=16))
     for step in run:                 # Step records, as they happen
         print(step.text, end="")
     run.trace.metrics().ttft         # the finished (or cancelled) Trace
+    engine.run_ids(ids, settings, ignore_eos=True, use_cache=False)   # what experiments and the bench time
 
 Sampling uses transformers' logits warpers (temperature, top-k, top-p) on the backend's logits; a
 seed fixes the sampler's own generator. `run.cancel()` (any thread) or closing the iterator stops
@@ -14,27 +15,50 @@ Left out: batching several requests into one forward pass, and speculative decod
 """
 from __future__ import annotations
 
-import queue
-import threading
 import time
-from typing import Callable, Iterator
+from functools import cached_property
+from typing import Callable, Iterator, NamedTuple
 
 from .backends.base import Backend
 from .config import MAX_PROMPT_CHARS, GenerationSettings
+from .replay import replay_info
 from .sampling import Detokenizer, Sampler
+from .source import Capabilities, Run, SourceInfo
 from .trace import Candidate, Step, Trace
 
-__all__ = ["BackgroundRun", "Detokenizer", "Engine", "Run", "Sampler", "check_prompt"]
+__all__ = ["Engine", "Prefix", "Run", "check_prompt", "common_prefix"]
 
 
 class Engine:
+    """The local step source: a Backend driven one token at a time (see source.StepSource)."""
+
+    capabilities = Capabilities()   # everything: measured KV bytes, top-k, local tokenizer, no-cache, exact ids
+
     def __init__(self, backend: Backend, clock: Callable[[], float] = time.perf_counter):
         self.backend, self.clock = backend, clock
+
+    @property
+    def tokenizer(self):
+        return self.backend.tokenizer
+
+    @cached_property
+    def info(self) -> SourceInfo:
+        b = self.backend
+        return SourceInfo(b.name, b.model_name, b.name.partition("-")[0], b.device, b.dtype,
+                          int(b.context_window), b.kv_shape)
+
+    @cached_property
+    def replay(self) -> dict:
+        return replay_info(self.backend)
 
     # --- input
 
     def prompt_ids(self, prompt: str, settings: GenerationSettings) -> tuple[str, list[int]]:
-        """(the text the model reads, its token ids); raises ValueError on bad input."""
+        """(the text the model reads, its token ids); raises ValueError on bad input.
+
+        Raw mode feeds exactly what the user typed; the tokenizer adds a BOS token only where the
+        model's own files ask for one (the bundled GGUF does not).
+        """
         check_prompt(prompt)
         tok = self.backend.tokenizer
         if settings.chat and getattr(tok, "chat_template", None):
@@ -45,136 +69,137 @@ class Engine:
         else:
             text = prompt
         ids = tok(text, add_special_tokens=not settings.chat)["input_ids"]
-        limit = self.backend.context_window
-        if len(ids) >= limit:
-            raise ValueError(f"prompt is {len(ids)} tokens; the model's context window is {limit} tokens "
-                             f"(leave room for at least one new token)")
+        self._check_length(len(ids))
         return text, ids
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of plain text: no template, no special tokens (what exact-length prompts are cut from)."""
+        return self.backend.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _check_length(self, n: int) -> None:
+        limit = self.backend.context_window
+        if n >= limit:
+            raise ValueError(f"prompt is {n} tokens; the model's context window is {limit} tokens "
+                             f"(leave room for at least one new token)")
 
     # --- running
 
-    def run(self, prompt: str, settings: GenerationSettings | None = None) -> "Run":
-        """Validate now (raising ValueError), run lazily as the returned Run is iterated."""
+    def run(self, prompt: str, settings: GenerationSettings | None = None, prefix: "Prefix | None" = None) -> Run:
+        """Validate now (raising ValueError), run lazily as the returned Run is iterated.
+
+        `prefix`: a cached start of the prompt (cache_prefix); when the prompt's ids begin with it, only
+        the rest is prefilled onto a copy of its cache, and the trace counts the cached tokens.
+        """
         settings = (settings or GenerationSettings()).validate()
         t0 = self.clock()
         text, ids = self.prompt_ids(prompt, settings)
+        return self._start(prompt, text, ids, settings, t0, prefix=prefix)
+
+    def cache_prefix(self, ids: list[int]) -> "Prefix":
+        """Prefill `ids` once and keep the cache, for prompts that start with them (a shared system prompt)."""
+        ids = [int(i) for i in ids]
+        _, state = self.backend.prefill(ids)
+        return Prefix(tuple(ids), state)
+
+    def run_ids(self, ids: list[int], settings: GenerationSettings | None = None, *, ignore_eos: bool = False,
+                use_cache: bool = True) -> Run:
+        """A run from exact token ids (no template, no tokenizing): what experiments and the bench time.
+
+        `ignore_eos` runs on past end-of-sequence tokens (the token budget decides the length);
+        `use_cache=False` re-reads the whole context at every step (prefill of prompt + tokens so far).
+        """
+        settings = (settings or GenerationSettings()).validate()
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise ValueError("ids is empty: a run needs at least one prompt token")
+        self._check_length(len(ids))
+        t0 = self.clock()
+        return self._start("", "", ids, settings, t0, ignore_eos=ignore_eos, use_cache=use_cache)
+
+    def _start(self, prompt, text, ids, settings, t0, ignore_eos=False, use_cache=True, prefix=None) -> Run:
         b = self.backend
         trace = Trace(prompt, text, ids, settings, b.name, b.device, b.dtype, b.model_name, b.kv_shape,
-                      tokenize_time=self.clock() - t0)
-        return Run(self, trace, t0)
-
-    def stream(self, prompt: str, settings: GenerationSettings | None = None) -> Iterator[Step]:
-        return iter(self.run(prompt, settings))
+                      tokenize_time=self.clock() - t0, ignore_eos=ignore_eos, use_cache=use_cache,
+                      replay=self.replay)
+        usable = prefix is not None and use_cache and len(prefix.ids) < len(ids) and tuple(
+            ids[:len(prefix.ids)]) == prefix.ids
+        if usable:
+            trace.cached_tokens = len(prefix.ids)
+        return Run(trace, lambda run: self._steps(run, prefix if usable else None), t0)
 
     def warm_up(self) -> None:
         """One short run, discarded: a runtime's first calls allocate and plan, as a server's warm-up does."""
         self.generate("Hello", GenerationSettings(max_new_tokens=2))
 
     def generate(self, prompt: str, settings: GenerationSettings | None = None) -> Trace:
-        run = self.run(prompt, settings)
-        for _ in run:
-            pass
-        return run.trace
+        return self.run(prompt, settings).wait()
 
+    def stream(self, prompt: str, settings: GenerationSettings | None = None) -> Iterator[Step]:
+        return iter(self.run(prompt, settings))
 
-class Run:
-    """One request in flight: iterate it for Steps; `trace` grows as it goes; `cancel()` stops it."""
+    # --- the step loop: the one place a local model is timed
 
-    def __init__(self, engine: Engine, trace: Trace, t0: float):
-        self.engine, self.trace, self.t0 = engine, trace, t0
-        self._cancel = threading.Event()
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def __iter__(self) -> Iterator[Step]:
-        trace, b, clock = self.trace, self.engine.backend, self.engine.clock
+    def _steps(self, run: Run, prefix: "Prefix | None" = None) -> Iterator[Step]:
+        trace, b, clock = run.trace, self.backend, self.clock
         s = trace.settings
         sampler = Sampler(s)
+        trace.seed = sampler.seed
         detok = Detokenizer(b.tokenizer, trace.prompt_ids)
         ids = list(trace.prompt_ids)
-        t_prev = self.t0
-        try:
-            if self._cancel.is_set():
-                return   # cancelled before it started (finally says so)
+        eos = frozenset() if trace.ignore_eos else b.eos_token_ids
+        t_prev, cpu_prev = run.t0, time.process_time()
+        if prefix is None:
             logits, state = b.prefill(ids)
-            for index in range(s.max_new_tokens):
-                token, prob, top = sampler.choose(ids, logits, s.top_candidates)
-                b.synchronize()
-                t = clock()
-                ids.append(token)
-                step = Step(index, token, detok.add(token), token in detok.special_ids,
-                            "prefill" if index == 0 else "decode", t - self.t0, t - t_prev, prob,
-                            tuple(Candidate(i, detok.token_text(i), p) for i, p in top),
-                            len(ids) - 1, b.kv_cache_bytes(state))
-                t_prev = t
-                trace.steps.append(step)
-                yield step
-                if token in b.eos_token_ids:
-                    trace.stop_reason = "eos"
-                elif index + 1 == s.max_new_tokens:
-                    trace.stop_reason = "length"
-                elif len(ids) >= b.context_window:
-                    trace.stop_reason = "context"
-                elif self._cancel.is_set():
-                    trace.stop_reason = "cancelled"
-                if trace.stop_reason:
-                    return
-                logits, state = b.decode(token, state)
-        except Exception as exc:
-            trace.stop_reason, trace.error = "error", f"{type(exc).__name__}: {exc}"
-            raise
-        finally:   # cancel(), the iterator closed (GeneratorExit) or dropped: whatever was made is kept
-            trace.stop_reason = trace.stop_reason or "cancelled"
-
-
-class BackgroundRun:
-    """A Run iterated in its own thread; the consumer takes the Steps made so far, in batches.
-
-    A slow consumer (a page redrawing charts) then never stalls the step loop, so the time between two
-    tokens measures the model, not the UI. `cancel()` stops it within one step, like `Run.cancel()`.
-    With `lease` (seconds), a consumer that stops asking for that long without ending the iteration
-    (a handler abandoned by a closed page, never closed) is taken as gone: the run cancels itself.
-
-        for batch in BackgroundRun(engine.run(prompt, settings)):   # [Step, ...], at least one each
-            draw(batch)
-    """
-
-    def __init__(self, run: Run, lease: float | None = None):
-        self.run, self._steps, self.lease = run, queue.SimpleQueue(), lease
-        self._asked, self._waiting = time.monotonic(), False   # when the consumer last asked; asking now?
-        self.thread = threading.Thread(target=self._work, daemon=True, name="run-steps")
-        self.thread.start()
-
-    def _work(self) -> None:
-        try:
-            for step in self.run:
-                self._steps.put(step)
-                if self.lease and not self._waiting and time.monotonic() - self._asked > self.lease:
-                    self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
-        except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
-            pass
-        finally:
-            self._steps.put(None)   # the end
-
-    def __iter__(self) -> Iterator[list[Step]]:
-        while True:
-            self._waiting = True
-            batch = [self._steps.get()]
-            self._waiting, self._asked = False, time.monotonic()
-            while not self._steps.empty():
-                batch.append(self._steps.get())
-            ended = batch[-1] is None
-            batch = [s for s in batch if s is not None]
-            if batch:
-                yield batch
-            if ended:
+        else:   # the prompt's start is cached: read only the rest onto a copy of its cache
+            logits, state = b.extend(ids[len(prefix.ids):], prefix.state)
+        for index in range(s.max_new_tokens):
+            pick = sampler.choose(ids, logits, s.top_candidates)
+            b.synchronize()
+            t, wall_ns, cpu = clock(), time.time_ns(), time.process_time()
+            token = pick.token
+            ids.append(token)
+            kv = b.kv_cache_bytes(state) if trace.use_cache else None   # no cache kept: nothing to measure
+            step = Step(index, token, detok.add(token), token in detok.special_ids,
+                        "prefill" if index == 0 else "decode", t - run.t0, t - t_prev, pick.prob, pick.sample_prob,
+                        tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
+                        len(ids) - 1, kv, wall_ns, 1, cpu - cpu_prev)
+            t_prev, cpu_prev = t, cpu
+            trace.steps.append(step)
+            yield step
+            if token in eos:
+                trace.stop_reason = "eos"
+            elif index + 1 == s.max_new_tokens:
+                trace.stop_reason = "length"
+            elif len(ids) >= b.context_window:
+                trace.stop_reason = "context"
+            elif run.cancelled:
+                trace.stop_reason = "cancelled"
+            if trace.stop_reason:
                 return
+            if trace.use_cache:
+                logits, state = b.decode(token, state)
+            else:
+                logits, state = b.prefill(ids)
 
-    def cancel(self, wait: float = 0.0) -> None:
-        self.run.cancel()
-        if wait:
-            self.thread.join(wait)
+
+class Prefix(NamedTuple):
+    """A prompt's start read once, its cache kept: what prefix caching reuses across requests."""
+    ids: tuple[int, ...]
+    state: object
+
+
+def common_prefix(a: list[int], b: list[int]) -> list[int]:
+    """The ids two prompts share from the start (what a prefix cache can serve to both).
+
+    >>> common_prefix([1, 2, 3, 4], [1, 2, 5])
+    [1, 2]
+    """
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return list(a[:n])
 
 
 def check_prompt(prompt) -> None:

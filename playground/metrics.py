@@ -5,14 +5,27 @@ t0 = request start; t1..tN = the moment each output token is available.
     TPOT = (tN - t1) / (N - 1)       E2E = tN - t0
     decode tok/s = (N - 1) / (tN - t1)    prefill tok/s = prompt tokens / TTFT
 
-Example: steps at 0.5, 0.6, 0.8 s for a 10-token prompt give TTFT 0.5, ITL [0.1, 0.2],
-TPOT 0.15, E2E 0.8, decode 13.33 tok/s, prefill 20 tok/s.
+A remote server's stream is seen as events, each carrying one or more tokens (`Step.tokens`): N counts
+tokens, ITL is per event, and TPOT / decode tok/s divide by the tokens after the first event's.
 
-Left out: queueing time (a Trace starts when the engine starts the request).
+Example: steps at 0.5, 0.6, 0.8 s for a 10-token prompt give TTFT 0.5, ITL [0.1, 0.2],
+TPOT 0.15, E2E 0.8, decode 6.67 tok/s (2 tokens in 0.3 s), prefill 20 tok/s.
+
+    >>> from playground.trace import Step
+    >>> def step(i, t, prev): return Step(i, 5, "x", False, "decode", t, t - prev, None, None, None, None, None)
+    >>> m = compute_metrics(SimpleNamespace(steps=[step(0, .5, 0), step(1, .6, .5), step(2, .8, .6)],
+    ...                                     prompt_ids=list(range(10))))
+    >>> m.ttft, [round(x, 3) for x in m.itl], round(m.tpot, 3), m.e2e, round(m.decode_tps, 2), m.prefill_tps
+    (0.5, [0.1, 0.2], 0.15, 0.8, 6.67, 20.0)
+    >>> m.kv_bytes is None    # this source measured no KV cache: missing, not zero
+    True
+
+Left out: queueing time (a Trace starts when the engine starts the request; serve/ adds waiting).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace  # noqa: F401 - used by the doctest
 
 
 @dataclass(frozen=True)
@@ -25,21 +38,22 @@ class Metrics:
     itl: tuple[float, ...]      # inter-token latencies, one per token after the first
     decode_tps: float | None
     prefill_tps: float | None
-    kv_bytes: int               # measured KV-cache size after the last step (0 before the first)
+    kv_bytes: int | None        # measured KV-cache size after the last step; None: not measured (or no step yet)
 
 
 def compute_metrics(trace) -> Metrics:
-    times = [s.time for s in trace.steps]
-    n, p = len(times), len(trace.prompt_ids)
-    if n == 0:
-        return Metrics(p, 0, None, None, None, (), None, None, 0)
-    ttft = times[0]
-    itl = tuple(b - a for a, b in zip(times, times[1:]))
-    span = times[-1] - times[0]
-    tpot = span / (n - 1) if n > 1 else None
-    decode_tps = (n - 1) / span if n > 1 and span > 0 else None
+    steps = trace.steps
+    p = len(trace.prompt_ids)
+    if not steps:
+        return Metrics(p, 0, None, None, None, (), None, None, None)
+    n = sum(s.tokens for s in steps)
+    ttft, e2e = steps[0].time, steps[-1].time
+    itl = tuple(b.time - a.time for a, b in zip(steps, steps[1:]))
+    span, after_first = e2e - ttft, n - steps[0].tokens
+    tpot = span / after_first if after_first > 0 else None
+    decode_tps = after_first / span if after_first > 0 and span > 0 else None
     prefill_tps = p / ttft if ttft > 0 else None
-    return Metrics(p, n, ttft, tpot, times[-1], itl, decode_tps, prefill_tps, trace.steps[-1].kv_bytes)
+    return Metrics(p, n, ttft, tpot, e2e, itl, decode_tps, prefill_tps, steps[-1].kv_bytes)
 
 
 def estimate_cost(metrics: Metrics, usd_per_m_input: float, usd_per_m_output: float) -> float:

@@ -58,7 +58,6 @@ class LoadedModel:
     model: Any          # a transformers PreTrainedModel (eval mode)
     tokenizer: Any      # a transformers PreTrainedTokenizerFast
     source: ModelSource
-    hf_dir: Path | None  # a transformers-format folder holding these weights (for ONNX export)
 
     @property
     def name(self) -> str:
@@ -129,7 +128,7 @@ def _load(source: ModelSource, device: str, dtype: str) -> LoadedModel:
     if source.kind == "tiny":
         from .tiny import build_tiny_model
         model, tokenizer = build_tiny_model()
-        return LoadedModel(model.to(device=device, dtype=getattr(torch, dtype)), tokenizer, source, None)
+        return LoadedModel(model.to(device=device, dtype=getattr(torch, dtype)), tokenizer, source)
     tried = []
     try:
         if source.kind == "gguf":
@@ -148,8 +147,7 @@ def _load(source: ModelSource, device: str, dtype: str) -> LoadedModel:
             f"could not load model {source.spec or source.name!r} ({source.kind}); tried: "
             f"{'; '.join(tried)}. Cause: {type(exc).__name__}: {exc}") from exc
     model.to(device).eval()
-    hf_dir = folder if isinstance(folder, Path) else None
-    return LoadedModel(model, tokenizer, source, hf_dir)
+    return LoadedModel(model, tokenizer, source)
 
 
 # --- the GGUF conversion cache (dequantizing takes ~25 s; loading the cached copy well under 1 s)
@@ -169,19 +167,54 @@ def gguf_content_key(path: Path, salt: str = "", sample: int = 4 << 20) -> str:
     return digest.hexdigest()[:12]
 
 
+CONVERSION = "tokenizer-flags-1"   # part of the cache key: change it when the conversion below changes
+
+
+def gguf_tokenizer_flags(path: Path) -> dict:
+    """What the GGUF file says about its tokenizer: add BOS/EOS on a plain encode, and the BOS/EOS ids."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(path)).fields
+    out = {}
+    for key in ("add_bos_token", "add_eos_token", "bos_token_id", "eos_token_id"):
+        f = fields.get(f"tokenizer.ggml.{key}")
+        if f is not None and f.data:
+            value = f.parts[f.data[0]][0]
+            out[key] = bool(value) if key.startswith("add_") else int(value)
+    return out
+
+
+def honour_gguf_flags(tokenizer, flags: dict):
+    """Make a tokenizer converted by transformers do what the GGUF says.
+
+    transformers' converter makes a LlamaTokenizer that adds BOS on every plain encode and names
+    <|im_start|> as both BOS and EOS for SmolLM2, whose file says add_bos_token = False and EOS =
+    <|im_end|>; raw-mode prompts then read a token the user never typed.
+    """
+    for key in ("bos", "eos"):
+        if f"{key}_token_id" in flags:
+            setattr(tokenizer, f"{key}_token", tokenizer.convert_ids_to_tokens(flags[f"{key}_token_id"]))
+    for key in ("add_bos_token", "add_eos_token"):
+        if key in flags and hasattr(tokenizer, key):
+            setattr(tokenizer, key, flags[key])   # LlamaTokenizerFast rebuilds its post-processor
+    return tokenizer
+
+
 def gguf_as_hf_dir(path: Path, cache_dir: Path | None = None) -> Path:
     """A transformers-format copy of a GGUF file, made once and reused; a partial copy is rebuilt."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, __version__ as tf_version
 
     path = Path(path)
-    target = (cache_dir or default_cache_dir()) / "gguf" / f"{path.stem}-{gguf_content_key(path, tf_version)}"
+    key = gguf_content_key(path, f"{tf_version}|{CONVERSION}")
+    target = (cache_dir or default_cache_dir()) / "gguf" / f"{path.stem}-{key}"
     marker = target / "playground-complete.json"
     if marker.is_file():
         return target
     shutil.rmtree(target, ignore_errors=True)
     staging = target.with_name(target.name + f".partial-{threading.get_ident()}")
     shutil.rmtree(staging, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer = honour_gguf_flags(AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name),
+                                  gguf_tokenizer_flags(path))
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)

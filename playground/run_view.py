@@ -1,12 +1,16 @@
 """HTML for a run in flight: output tokens as chips, and the metrics panel, both read from the Trace.
 
 Chips reuse the token-view style of `tokens/chips.py` (whitespace visible, colour by position); each
-chip's hover title holds what the Step recorded: token id, probability, step latency, KV bytes.
+chip's hover title holds what the Step recorded: token id, the model's probability (softmax at T=1) and
+the one it was sampled with, step latency, KV bytes; what the source did not give is named missing.
 All text goes through `html.escape(..., quote=True)` because gr.HTML inserts markup as is.
 
 Example:
-    >>> chip_html(step)     # Step 1 with text " <b>", id 42, p 0.5, latency 0.02 s, kv 1024 bytes
-    '<span class="tok tok-c1" title="id 42 · p=0.500 · 20.0 ms · KV 1.0 KiB">·&lt;b&gt;</span>'
+    >>> from playground.trace import Step
+    >>> chip_html(Step(1, 42, " <b>", False, "decode", 0.1, 0.02, 0.5, 1.0, (), 10, 1024))
+    '<span class="tok tok-c1" title="id 42 · model p=0.500 · sampled p=1.000 · 20.0 ms · KV 1.0 KiB">·&lt;b&gt;</span>'
+    >>> chip_html(Step(0, None, "Hi", False, "prefill", 0.1, 0.1, None, None, None, None, None))
+    '<span class="tok tok-c0" title="id ? · model p missing · 100.0 ms · KV not measured">Hi</span>'
 
 Left out: the charts (charts/run.py) and anything gradio: this module returns strings.
 """
@@ -34,10 +38,22 @@ def format_bytes(n: int) -> str:
 
 # --- chips
 
+def chip_title(step) -> str:
+    """What a chip's hover shows; a figure the source did not give says so."""
+    parts = [f"id {'?' if step.token_id is None else step.token_id}",
+             "model p missing" if step.prob is None else f"model p={step.prob:.3f}"]
+    if step.sample_prob is not None:
+        parts.append(f"sampled p={step.sample_prob:.3f}")
+    if step.tokens != 1:
+        parts.append(f"{step.tokens} tokens in this event")
+    parts += [f"{step.latency * 1e3:.1f} ms",
+              "KV not measured" if step.kv_bytes is None else f"KV {format_bytes(step.kv_bytes)}"]
+    return " · ".join(parts)
+
+
 def chip_html(step) -> str:
     classes = f"tok tok-c{step.index % PALETTE_SIZE}" + " tok-special" * step.special
-    title = (f"id {step.token_id} · p={step.prob:.3f} · {step.latency * 1e3:.1f} ms"
-             f" · KV {format_bytes(step.kv_bytes)}")
+    title = chip_title(step)
     text = visible(step.text.encode()) or "∅"   # ∅: a token ending inside a multi-byte character
     return f'<span class="{classes}" title="{html.escape(title, quote=True)}">{html.escape(text, quote=True)}</span>'
 
@@ -66,7 +82,8 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
              ("TTFT", _ms(m.ttft)), ("TPOT", _ms(m.tpot)),
              ("decode speed", "–" if m.decode_tps is None else f"{m.decode_tps:.1f} tok/s"),
              ("E2E", "–" if m.e2e is None else f"{m.e2e:.2f} s"),
-             ("KV cache now (measured)", format_bytes(m.kv_bytes)),
+             ("KV cache now (measured)", "not measured by this source" if m.kv_bytes is None
+              else format_bytes(m.kv_bytes)),
              ("cost (estimate)", f"${cost:.6f}")]
     body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)

@@ -1,12 +1,15 @@
 """Choosing each next token, and its text: the sampler and the incremental detokenizer.
 
     sampler = Sampler(GenerationSettings(temperature=0.8, top_k=50, seed=1))
-    token, prob, top = sampler.choose(ids, logits, k=5)      # (id, its probability, [(id, prob)] best first)
+    pick = sampler.choose(ids, logits, k=5)   # token, model prob (T=1), sampling prob, top-k with both
     piece = Detokenizer(tokenizer, prompt_ids).add(token)     # "" until a multi-byte character completes
 
 Left out: repetition penalties and other logits processors (transformers has them; none is wired in).
 """
 from __future__ import annotations
+
+import secrets
+from typing import NamedTuple
 
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
@@ -14,8 +17,18 @@ from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogit
 from .config import GenerationSettings
 
 
+class Pick(NamedTuple):
+    token: int
+    prob: float          # the model's probability of `token`: softmax of the raw logits (temperature 1)
+    sample_prob: float   # the probability it was drawn with: after the warpers (greedy: 1.0, a sure pick)
+    top: list[tuple[int, float, float]]   # (id, model prob, sampling prob), best first by model prob
+
+
 class Sampler:
-    """Greedy argmax, or transformers' warpers (temperature -> top-k -> top-p, as in generate()) then a draw."""
+    """Greedy argmax, or transformers' warpers (temperature -> top-k -> top-p, as in generate()) then a draw.
+
+    Without a seed it draws one (63 random bits) and keeps it in `seed`, so any run can be replayed.
+    """
 
     def __init__(self, settings: GenerationSettings):
         self.greedy = settings.greedy
@@ -26,24 +39,27 @@ class Sampler:
                 self.warpers.append(TopKLogitsWarper(settings.top_k))
             if settings.top_p < 1.0:
                 self.warpers.append(TopPLogitsWarper(float(settings.top_p)))
+        self.seed = settings.seed if settings.seed is not None else secrets.randbits(63)
         self.generator = torch.Generator(device="cpu")
-        if settings.seed is not None:
-            self.generator.manual_seed(settings.seed)
-        else:
-            self.generator.seed()
+        self.generator.manual_seed(self.seed)
 
-    def choose(self, ids: list[int], logits, k: int) -> tuple[int, float, list[tuple[int, float]]]:
-        """(token id, its probability, top-k (id, prob)) from the distribution the token is drawn from."""
+    def choose(self, ids: list[int], logits, k: int) -> Pick:
+        """The next token, its two probabilities, and the model's top-k with both of theirs."""
         logits = logits.detach().to("cpu", torch.float32)
+        probs = torch.softmax(logits, -1)
         if self.greedy:
-            probs = torch.softmax(logits, -1)
             token = int(torch.argmax(logits))
+            sample = None
         else:
             scores = self.warpers(torch.tensor([ids]), logits[None].clone())[0]
-            probs = torch.softmax(scores, -1)
-            token = int(torch.multinomial(probs, 1, generator=self.generator))
+            sample = torch.softmax(scores, -1)
+            token = int(torch.multinomial(sample, 1, generator=self.generator))
         top_p, top_i = torch.topk(probs, min(k, probs.numel()))
-        return token, float(probs[token]), list(zip(top_i.tolist(), top_p.tolist()))
+        top_ids = top_i.tolist()
+        sample_top = ([1.0 if i == token else 0.0 for i in top_ids] if sample is None
+                      else sample[top_i].tolist())
+        return Pick(token, float(probs[token]), 1.0 if sample is None else float(sample[token]),
+                    list(zip(top_ids, top_p.tolist(), sample_top)))
 
 
 # --- text pieces

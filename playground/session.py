@@ -1,7 +1,7 @@
 """One browser session's latest run: the Run (so Stop can cancel it), its batches of Steps, its chips.
 
 The UI keeps a `Session` in gr.State, so each browser tab has its own and two tabs never mix runs.
-The run goes on in its own thread (engine.BackgroundRun), so drawing the page never delays a token
+The run goes on in its own thread (BackgroundRun, below), so drawing the page never delays a token
 and never shows up in a step's latency. Stop cancels it within one step; the trace ends with
 stop_reason "cancelled" and keeps every token made so far.
 
@@ -9,12 +9,16 @@ Left out: gradio (playground/ui/ wires this in) and anything kept after the tab 
 """
 from __future__ import annotations
 
+import queue
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
+from typing import Iterator
 
-from .engine import BackgroundRun
+from .trace import Step
+
 
 # A page that asks for no tokens for this long has gone (its handler was dropped without being closed):
 # its run stops. A live page asks every few hundred milliseconds, even while drawing charts.
@@ -52,6 +56,55 @@ class Session:
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session: start each one fresh
         return type(self)()
+
+
+class BackgroundRun:
+    """A Run iterated in its own thread; the consumer takes the Steps made so far, in batches.
+
+    A slow consumer (a page redrawing charts) then never stalls the step loop, so the time between two
+    tokens measures the model, not the UI. `cancel()` stops it within one step, like `Run.cancel()`.
+    With `lease` (seconds), a consumer that stops asking for that long without ending the iteration
+    (a handler abandoned by a closed page, never closed) is taken as gone: the run cancels itself.
+
+        for batch in BackgroundRun(engine.run(prompt, settings)):   # [Step, ...], at least one each
+            draw(batch)
+    """
+
+    def __init__(self, run, lease: float | None = None):
+        self.run, self._steps, self.lease = run, queue.SimpleQueue(), lease
+        self._asked, self._waiting = time.monotonic(), False   # when the consumer last asked; asking now?
+        self.thread = threading.Thread(target=self._work, daemon=True, name="run-steps")
+        self.thread.start()
+
+    def _work(self) -> None:
+        try:
+            for step in self.run:
+                self._steps.put(step)
+                if self.lease and not self._waiting and time.monotonic() - self._asked > self.lease:
+                    self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
+        except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
+            pass
+        finally:
+            self._steps.put(None)   # the end
+
+    def __iter__(self) -> Iterator[list[Step]]:
+        while True:
+            self._waiting = True
+            batch = [self._steps.get()]
+            self._waiting, self._asked = False, time.monotonic()
+            while not self._steps.empty():
+                batch.append(self._steps.get())
+            ended = batch[-1] is None
+            batch = [s for s in batch if s is not None]
+            if batch:
+                yield batch
+            if ended:
+                return
+
+    def cancel(self, wait: float = 0.0) -> None:
+        self.run.cancel()
+        if wait:
+            self.thread.join(wait)
 
 
 class ExportFolder:

@@ -4,7 +4,10 @@ One stream of Steps is the single source of truth: token chips, metrics, charts,
 benchmarks all read these records, and nothing is computed twice. Times are seconds since the request
 started (t0), taken after the token is available (after a CUDA synchronize on GPU).
 
-Left out: batching; a Trace is one request with batch size 1.
+Probabilities: `prob` is the model's own (softmax of the logits at temperature 1, before any warper);
+`sample_prob` is the one the token was drawn with (after temperature, top-k, top-p). Exports name both.
+
+Left out: batching; a Trace is one request (a workload holds many, see serve/).
 """
 from __future__ import annotations
 
@@ -33,47 +36,66 @@ class KVShape:
 class Candidate:
     token_id: int
     text: str
-    prob: float
+    prob: float                        # the model's probability: softmax of the logits at temperature 1
+    sample_prob: float | None = None   # under the sampling distribution (after temperature, top-k, top-p)
 
 
 @dataclass(frozen=True)
 class Step:
-    index: int          # 0 for the first output token
-    token_id: int
-    text: str           # UTF-8-safe piece: "" while a character is incomplete, whole once it completes
-    special: bool       # a special token (e.g. <|im_end|>): shown, but not part of the answer text
-    phase: str          # "prefill" (the first token) | "decode"
-    time: float         # t_i - t0, seconds
-    latency: float      # t_i - t_(i-1); for the first token, TTFT
-    prob: float         # probability of the chosen token in the distribution it was drawn from
-    top: tuple[Candidate, ...]  # the most likely next tokens in that distribution, best first
-    seq_len: int        # tokens held in the KV cache after this step's forward pass
-    kv_bytes: int       # measured: summed over the real cache tensors after this step
+    """One output token (or, from a remote server, one streamed event carrying `tokens` tokens).
+
+    Optional fields are None where the source cannot give them (a server without logprobs has no
+    `top`; a client cannot measure a server's KV cache): views label them missing, never zero.
+    """
+    index: int                  # 0 for the first output token
+    token_id: int | None        # None: the source did not say which token it was
+    text: str                   # UTF-8-safe piece: "" while a character is incomplete, whole once it completes
+    special: bool               # a special token (e.g. <|im_end|>): shown, but not part of the answer text
+    phase: str                  # "prefill" (the first token) | "decode"
+    time: float                 # t_i - t0, seconds
+    latency: float              # t_i - t_(i-1); for the first token, TTFT
+    prob: float | None          # the model's probability of this token (softmax at temperature 1, before warpers)
+    sample_prob: float | None   # the probability it was drawn with (after the warpers; greedy: 1.0)
+    top: tuple[Candidate, ...] | None  # the model's most likely next tokens, best first; None: not given
+    seq_len: int | None         # tokens held in the KV cache after this step's forward pass
+    kv_bytes: int | None        # measured: summed over the real cache tensors after this step; None: not measurable
+    wall_ns: int = 0            # time.time_ns() when the token was available (comparable with a browser's Date.now())
+    tokens: int = 1             # output tokens this step carries (a server's event may carry several)
+    cpu: float | None = None    # CPU seconds this process spent on the step (local sources)
 
 
 @dataclass
 class Trace:
-    prompt: str                     # what the user typed
+    prompt: str                     # what the user typed ("" for a run from exact token ids)
     prompt_text: str                # what the model reads (chat template applied when settings.chat)
-    prompt_ids: list[int]
+    prompt_ids: list[int]           # the exact ids the model reads (a remote source: as its tokenizer says)
     settings: GenerationSettings
-    backend: str                    # e.g. "torch", "onnx-int8"
+    backend: str                    # the step source's name, e.g. "torch", "onnx-int8", "llama.cpp @ host"
     device: str
     dtype: str
     model: str
-    kv_shape: KVShape
+    kv_shape: KVShape | None        # None: the model's shape is unknown (no KV formula to draw)
     tokenize_time: float = 0.0      # seconds from t0 until the prompt was tokenized
     steps: list[Step] = field(default_factory=list)
     stop_reason: str | None = None  # None while running; "eos" | "length" | "context" | "cancelled" | "error"
     error: str | None = None
+    seed: int | None = None         # the sampler's seed: the one asked for, or the one it drew
+    ignore_eos: bool = False        # the run went on past end-of-sequence tokens (experiments)
+    use_cache: bool = True          # False: every step re-read the whole context (no KV cache)
+    cached_tokens: int = 0          # prompt tokens served from a cached prefix (not prefilled by this run)
+    replay: dict = field(default_factory=dict)  # what a replay must match: runtime, threads, CPU, versions
 
     @property
     def text(self) -> str:
         return "".join(s.text for s in self.steps if not s.special)
 
     @property
-    def output_ids(self) -> list[int]:
+    def output_ids(self) -> list[int | None]:
         return [s.token_id for s in self.steps]
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.tokens for s in self.steps)
 
     @property
     def finished(self) -> bool:
@@ -85,26 +107,45 @@ class Trace:
 
     # --- export
 
+    FIELDS = {  # what the exported step fields mean (written into every JSON export)
+        "prob": "the model's probability of the token: softmax of the logits at temperature 1, before any warper",
+        "sample_prob": "the probability the token was drawn with: after the warpers (temperature, top-k, top-p); "
+                       "1.0 for greedy",
+        "top": "the model's most likely next tokens (prob as above; sample_prob under the sampling distribution)",
+        "kv_bytes": "measured from the runtime's cache tensors after the step; null: the source cannot measure it",
+        "time": "seconds from the request start (t0) until the token was available",
+        "wall_ns": "time.time_ns() when the token was available",
+        "tokens": "output tokens the step carries (a server's streamed event may carry several)",
+        "replay": "what a replay must match: backend, dtype, threads, CPU features, library versions; with seed",
+    }
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["text"] = self.text
         d["metrics"] = asdict(self.metrics())
+        d["fields"] = dict(self.FIELDS)
         return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=1)
 
-    CSV_COLUMNS = ("index", "token_id", "text", "special", "phase", "time", "latency", "prob",
-                   "seq_len", "kv_bytes", "kv_formula_bytes", "top")
+    CSV_COLUMNS = ("index", "token_id", "text", "special", "phase", "tokens", "time_s", "latency_s", "wall_ns",
+                   "model_prob_T1", "sample_prob", "seq_len", "kv_bytes_measured", "kv_bytes_formula_estimate",
+                   "top_k_model_prob_T1")
 
     def to_csv(self) -> str:
-        """One row per generated token."""
+        """One row per step; an empty cell is a figure this source does not give (never a zero)."""
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(self.CSV_COLUMNS)
         for s in self.steps:
-            top = " | ".join(f"{c.token_id}:{c.text!r}:{c.prob:.4f}" for c in s.top)
-            writer.writerow([s.index, s.token_id, s.text, s.special, s.phase, f"{s.time:.6f}",
-                             f"{s.latency:.6f}", f"{s.prob:.6f}", s.seq_len, s.kv_bytes,
-                             self.kv_shape.formula_bytes(s.seq_len), top])
+            top = "" if s.top is None else " | ".join(f"{c.token_id}:{c.text!r}:{c.prob:.4f}" for c in s.top)
+            formula = self.kv_shape.formula_bytes(s.seq_len) if self.kv_shape and s.seq_len is not None else ""
+            writer.writerow([s.index, _cell(s.token_id), s.text, s.special, s.phase, s.tokens, f"{s.time:.6f}",
+                             f"{s.latency:.6f}", s.wall_ns, _cell(s.prob, "{:.6f}"), _cell(s.sample_prob, "{:.6f}"),
+                             _cell(s.seq_len), _cell(s.kv_bytes), formula, top])
         return out.getvalue()
+
+
+def _cell(value, fmt: str = "{}") -> str:
+    return "" if value is None else fmt.format(value)

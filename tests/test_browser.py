@@ -9,15 +9,24 @@ import pytest
 from playground.ui import build_demo
 from scripts.screenshot import CHROMIUM, generate, launch, open_page, set_max_new_tokens
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.get("CI"), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
-]
+pytestmark = [pytest.mark.browser]
+
+
+def require_browser():
+    """Fail (never skip) with one line saying what to install: `make test` installs both itself."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (or apt-get install chromium, or set "
+                    "PLAYGROUND_CHROMIUM)", pytrace=False)
+    try:
+        from playwright import sync_api
+    except ImportError:
+        pytest.fail("playwright is missing: run `make install-dev`", pytrace=False)
+    return sync_api
 
 
 @pytest.fixture(scope="module")
 def page(tiny_engine):
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = require_browser()
     demo = build_demo(tiny_engine)
     url = launch(demo)
     with sync_api.sync_playwright() as p:

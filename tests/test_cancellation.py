@@ -8,7 +8,7 @@ import pytest
 from gradio_client import Client
 
 from playground.engine import Engine
-from playground.engines import EngineRegistry
+from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from tests.test_ui import OUT, SlowBackend, experiment_args, free_port, generate_args, wait_for
 
@@ -45,7 +45,7 @@ class RecordingEngine(Engine):
 def app(tiny_backend, tiny_engine):
     slow = CountingBackend(tiny_backend)
     engines = {"torch": tiny_engine, "slow": RecordingEngine(slow)}
-    demo = build_demo(EngineRegistry(lambda name, progress: engines[name], ["torch", "slow"], default="torch"))
+    demo = build_demo(SourceRegistry(lambda name, progress: engines[name], ["torch", "slow"], default="torch"))
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
                                     quiet=True)
     yield url, slow, engines["slow"]
@@ -91,7 +91,6 @@ def test_a_cancelled_experiment_stops_its_worker_thread(app):
 
 def test_an_experiment_nobody_asks_about_cancels_itself(tiny_backend, monkeypatch):
     """Regression: an experiment whose handler was dropped without being closed ran to its end."""
-    from types import SimpleNamespace
 
     import sys
 
@@ -102,6 +101,6 @@ def test_an_experiment_nobody_asks_about_cancels_itself(tiny_backend, monkeypatc
     monkeypatch.setattr(tab, "ABANDONED_AFTER", 0.2)
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))
     job = tab.Job()
-    job.start("depth", SimpleNamespace(depth_prompt=16, depth_tokens=480), engine)   # no handler asks
+    job.start("depth", {"prompt_tokens": 16, "new_tokens": 480}, engine)   # no handler asks
     job.thread.join(60)
     assert job.error is None and job.result.cancelled and len(job.result.latency) < 480

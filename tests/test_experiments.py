@@ -15,9 +15,9 @@ from playground.experiments.cli import main
 from playground.metrics import estimate_cost
 
 SMALL = {  # each experiment on the tiny model with ranges small enough for a unit test
-    "prefill": lambda e, **kw: run_prefill_sweep(e.backend, [8, 16, 32], repeats=2, **kw),
-    "cache": lambda e, **kw: run_cache_comparison(e.backend, prompt_tokens=12, new_tokens=6, **kw),
-    "depth": lambda e, **kw: run_depth_sweep(e.backend, prompt_tokens=8, new_tokens=24, **kw),
+    "prefill": lambda e, **kw: run_prefill_sweep(e, [8, 16, 32], repeats=2, **kw),
+    "cache": lambda e, **kw: run_cache_comparison(e, prompt_tokens=12, new_tokens=6, **kw),
+    "depth": lambda e, **kw: run_depth_sweep(e, prompt_tokens=8, new_tokens=24, **kw),
     "short-long": lambda e, **kw: run_short_vs_long(e, max_new_tokens=4, **kw),
 }
 
@@ -97,11 +97,11 @@ def test_results_are_json_ready_and_name_their_runtime(tiny_engine, name):
     assert d["experiment"] == name and d["info"]["device"] == "cpu" and d["info"]["dtype"] == "float32"
 
 
-def test_out_of_range_settings_are_refused(tiny_backend):
+def test_out_of_range_settings_are_refused(tiny_engine):
     with pytest.raises(ValueError, match="context window"):
-        run_cache_comparison(tiny_backend, prompt_tokens=500, new_tokens=100)
+        run_cache_comparison(tiny_engine, prompt_tokens=500, new_tokens=100)
     with pytest.raises(ValueError, match="prompt lengths"):
-        run_prefill_sweep(tiny_backend, [16, 4096])
+        run_prefill_sweep(tiny_engine, [16, 4096])
 
 
 # --- progress and cancel
@@ -172,9 +172,9 @@ def grows_with_index(values) -> bool:
 
 
 @pytest.mark.integration
-def test_bundled_model_no_cache_matches_cache_and_costs_grow_with_context(smol_backend, one_thread):
+def test_bundled_model_no_cache_matches_cache_and_costs_grow_with_context(smol_engine, one_thread):
     # step i without a cache is a prefill of 8 + i tokens: by the last step the work has about doubled
-    r = run_cache_comparison(smol_backend, prompt_tokens=8, new_tokens=64)
+    r = run_cache_comparison(smol_engine, prompt_tokens=8, new_tokens=64)
     assert r.cached_tokens == r.uncached_tokens
     assert grows_with_index(r.uncached_latency[1:])  # step 0 is the same prefill in both runs
     assert grows_with_index(r.uncached_cpu[1:])      # the work itself, whatever else the machine runs

@@ -258,6 +258,22 @@ def test_kv_buffer_grows_in_place_and_a_state_is_used_once(gguf4):
 
 
 @pytest.mark.integration
+def test_extend_leaves_a_kept_prefix_reusable(gguf4):
+    """Prefix caching: the shared buffer is written in place, so extend must work on a copy."""
+    from playground.experiments.common import exact_length_ids
+
+    ids = exact_length_ids(gguf4.tokenizer, 300)
+    _, prefix = gguf4.prefill(ids[:200])
+    kept = [a[:, :, :200].copy() for a in prefix.arrays]
+    whole, _ = gguf4.prefill(ids)
+    first, state = gguf4.extend(ids[200:], prefix)
+    again, _ = gguf4.extend(ids[200:], prefix)
+    assert float((first - whole).abs().max()) < 0.05 and float((again - first).abs().max()) == 0.0
+    assert all(np.array_equal(a[:, :, :200], k) for a, k in zip(prefix.arrays, kept)) and not prefix.spent
+    assert state.length == 300 and gguf4.decode(ids[0], state)[1].length == 301
+
+
+@pytest.mark.integration
 def test_rewritten_graph_is_cached_and_a_broken_one_rebuilt(tmp_path, monkeypatch):
     from playground.backends.onnx_export import (
         MARKER,

@@ -9,12 +9,19 @@ from playground.trace import Step
 
 
 def step(text=" <b>", index=1, special=False) -> Step:
-    return Step(index, 42, text, special, "decode", 0.1, 0.02, 0.5, (), 10, 1024)
+    return Step(index, 42, text, special, "decode", 0.1, 0.02, 0.5, 0.25, (), 10, 1024)
 
 
 def test_chip_escapes_text_shows_whitespace_and_carries_the_measurements():
-    assert chip_html(step()) == ('<span class="tok tok-c1" title="id 42 · p=0.500 · 20.0 ms · KV 1.0 KiB">'
-                                 "·&lt;b&gt;</span>")
+    assert chip_html(step()) == ('<span class="tok tok-c1" title="id 42 · model p=0.500 · sampled p=0.250 · '
+                                 '20.0 ms · KV 1.0 KiB">·&lt;b&gt;</span>')
+
+
+def test_a_chip_names_what_its_source_did_not_give():
+    from dataclasses import replace
+    title = chip_html(replace(step(), token_id=None, prob=None, sample_prob=None, kv_bytes=None, tokens=3))
+    assert "id ?" in title and "model p missing" in title and "KV not measured" in title
+    assert "3 tokens in this event" in title and "KV 0" not in title and "p=0.000" not in title
 
 
 @pytest.mark.parametrize("text, shown", [('"\'>&', "&quot;&#x27;&gt;&amp;"), ("a\nb\t", "a↵b→"), ("", "∅")])

@@ -11,7 +11,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from playground.engine import Engine
-from playground.engines import EngineRegistry
+from playground.registry import SourceRegistry
 from playground.models import ModelLoadError
 from playground.ui import build_demo
 
@@ -45,9 +45,42 @@ class SlowBackend:
         return self._backend.decode(token, state)
 
 
-def tiny_registry(tiny_backend, tiny_engine) -> EngineRegistry:
-    """torch: the tiny engine; onnx: fails to load; copy: a second tiny engine; late: loads slowly with
-    progress messages; slow: the tiny model with a pause per step."""
+class SwervingBackend(SlowBackend):
+    """The tiny backend, except that its decode call number `at` (1 = the second output token) is pushed
+    to token `token`: a second source whose answer departs from the first at a known place."""
+
+    def __init__(self, backend, at: int, token: int):
+        super().__init__(backend, pause=0.0)
+        self.at, self.token, self.calls = at, token, 0
+
+    def prefill(self, ids):
+        self.calls = 0
+        return self._backend.prefill(ids)
+
+    def decode(self, token, state):
+        self.calls += 1
+        logits, state = self._backend.decode(token, state)
+        if self.calls == self.at:
+            logits = logits.clone()
+            logits[self.token] = logits.max() + 100.0
+        return logits, state
+
+
+SWERVE_AT = 3   # the "copy" source's answer departs from torch's at this output token
+
+
+def swerving_engine(tiny_backend, tiny_engine) -> Engine:
+    """A source that agrees with the tiny engine up to output token SWERVE_AT, then picks another token."""
+    from playground.config import GenerationSettings
+    settings = GenerationSettings(max_new_tokens=SWERVE_AT + 1, chat=True)
+    original = tiny_engine.generate(FRANCE, settings).output_ids[SWERVE_AT]
+    return Engine(SwervingBackend(tiny_backend, SWERVE_AT, (original + 1) % len(tiny_backend.tokenizer)))
+
+
+def tiny_registry(tiny_backend, tiny_engine) -> SourceRegistry:
+    """torch: the tiny engine; onnx: fails to load; copy: the tiny model departing from torch's answer at
+    output token SWERVE_AT; late: loads slowly with progress messages; slow: the tiny model with a pause
+    per step."""
     def factory(name, progress):
         if name == "onnx":
             raise ModelLoadError("ONNX export impossible here (test)")
@@ -55,8 +88,10 @@ def tiny_registry(tiny_backend, tiny_engine) -> EngineRegistry:
             for i in range(3):
                 progress(i / 3, f"exporting part {i + 1} of 3 (test)")
                 time.sleep(0.5)
+        if name == "copy":
+            return swerving_engine(tiny_backend, tiny_engine)
         return {"torch": tiny_engine, "slow": Engine(SlowBackend(tiny_backend))}.get(name) or Engine(tiny_backend)
-    return EngineRegistry(factory, ["torch", "onnx", "copy", "late", "slow"], default="torch")
+    return SourceRegistry(factory, ["torch", "onnx", "copy", "late", "slow"], default="torch")
 
 
 @pytest.fixture(scope="module")
@@ -204,11 +239,17 @@ def test_the_first_use_of_a_backend_streams_its_loading_progress(app_url):
 
 # --- compare
 
-def test_compare_two_tiny_engines_greedy_agree_completely(app_url):
+def test_compare_finds_where_two_sources_part_ways(app_url):
+    """Two sources that agree on the first SWERVE_AT tokens of 8, then differ: the agreement and the first
+    divergence are measured from the two runs, not assumed."""
+    from playground.ui.compare_tab import OUTPUTS
     client = Client(app_url, verbose=False)
-    figure, table, agreement, status = client.predict("torch", "copy", FRANCE, 8, 0, True, api_name="/compare")
-    assert "Token agreement 100%" in agreement and "identical" in agreement
-    assert "token agreement 100%" in json.dumps(figure)
+    out = named(client.predict("torch", "copy", FRANCE, 8, 0, True, api_name="/compare"), OUTPUTS)
+    figure, table, agreement, status = out["figure"], out["table"], out["agreement"], out["status"]
+    assert f"first divergence at output token {SWERVE_AT}" in agreement
+    share = int(agreement.split("Token agreement ")[1].split("%")[0])
+    assert share < 100 and share >= round(100 * SWERVE_AT / 8)
+    assert f"token agreement {share}%" in json.dumps(figure)
     assert [row[0] for row in table["data"]] == ["torch", "torch"] and [row[3] for row in table["data"]] == [8, 8]
     assert "finished" in status
 
@@ -223,17 +264,28 @@ def test_compare_names_a_failed_backend(app_url):
 
 # --- experiments
 
-EXPERIMENT = dict(max_length=64, points=3, repeats=1, prompt_tokens=16, new_tokens=4)
+EXPERIMENT = {"prefill": dict(max_length=64, points=3, repeats=1), "cache": dict(prompt_tokens=16, new_tokens=4),
+              "depth": dict(prompt_tokens=16, new_tokens=4), "short-long": dict(max_new_tokens=4)}
 
 
 def experiment_args(name, backend="torch", **changes):
-    a = {**EXPERIMENT, **changes}
-    return (name, backend, a["max_length"], a["points"], a["repeats"], a["prompt_tokens"], a["new_tokens"])
+    """/experiment's inputs: name, backend, then every registered parameter (the named one's changed)."""
+    from playground.ui.experiments_tab import SLIDERS
+    mine = {**EXPERIMENT.get(name, {}), **changes}
+    return (name, backend, *[mine.get(p.name, p.default) if spec.name == name else p.default for spec, p in SLIDERS])
+
+
+def named(result, outputs) -> dict:
+    """An endpoint's outputs by name (gradio_client returns them in the order the app lists them)."""
+    assert len(result) == len(outputs)
+    return dict(zip(outputs, result))
 
 
 def test_experiment_prefill_sweep_gives_a_chart_summary_and_json(app_url):
+    from playground.ui.experiments_tab import OUTPUTS
     client = Client(app_url, verbose=False)
-    figure, summary, path, status = client.predict(*experiment_args("prefill"), api_name="/experiment")
+    out = named(client.predict(*experiment_args("prefill"), api_name="/experiment"), OUTPUTS)
+    figure, summary, path, status = out["figure"], out["summary"], out["download"], out["status"]
     assert "Prefill scaling sweep" in summary and "torch" in summary and "fit" in summary
     assert "Prefill" in json.dumps(figure) and status == "finished"
     with open(path, encoding="utf-8") as fh:
@@ -242,10 +294,11 @@ def test_experiment_prefill_sweep_gives_a_chart_summary_and_json(app_url):
 
 
 def test_experiment_cache_comparison_reports_identical_tokens(app_url):
+    from playground.ui.experiments_tab import OUTPUTS
     client = Client(app_url, verbose=False)
-    figure, summary, _, status = client.predict(*experiment_args("cache"), api_name="/experiment")
-    assert "Cache vs no cache" in summary and "identical: yes" in summary and "ratio" in summary
-    assert figure and status == "finished"
+    out = named(client.predict(*experiment_args("cache"), api_name="/experiment"), OUTPUTS)
+    assert "Cache vs no cache" in out["summary"] and "identical: yes" in out["summary"] and "ratio" in out["summary"]
+    assert out["figure"] and out["status"] == "finished"
 
 
 def test_experiment_bad_ranges_are_refused_readably(app_url):
@@ -261,9 +314,11 @@ def test_cancel_ends_an_experiment_with_its_partial_result(app_url):
     # 400 decode steps of 20 ms each: about 8 s unless cancelled
     job = client.submit(*experiment_args("depth", backend="slow", prompt_tokens=16, new_tokens=400),
                         api_name="/experiment")
-    wait_for(lambda: any("decode at depth" in str(o[3]) for o in job.outputs()))
+    from playground.ui.experiments_tab import OUTPUTS
+    wait_for(lambda: any("decode at depth" in str(named(o, OUTPUTS)["status"]) for o in job.outputs()))
     started = time.monotonic()
-    figure, summary, path, status = client.predict(api_name="/cancel_experiment")
+    out = named(client.predict(api_name="/cancel_experiment"), OUTPUTS)
+    summary, path, status = out["summary"], out["download"], out["status"]
     assert time.monotonic() - started < 5
     assert "cancelled" in status and "partial result" in summary
     with open(path, encoding="utf-8") as fh:

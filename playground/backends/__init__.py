@@ -1,11 +1,79 @@
-"""Runtimes the engine can drive, chosen by name: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4, onnx-gguf4."""
+"""Runtimes the engine can drive, one registry entry each: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4, and
+onnx-gguf4 (the GGUF's own blocks) with its two comparison variants.
+
+    BACKENDS["onnx-int8"].runtime, BACKENDS["onnx-int8"].variant   # "onnx", "int8"
+    available_backends()             # the names whose runtime is installed, in registry order
+    create_backend("onnx-int8")      # load the model and wrap it in that runtime
+
+To add a backend: one `BackendSpec` in `BACKENDS` below plus its own module. The CLI, the UI's
+dropdowns, the bench and the experiments all read this registry.
+
+>>> [spec.name for spec in BACKENDS.values()]
+['torch', 'onnx', 'onnx-int8', 'onnx-int4', 'onnx-gguf4', 'onnx-gguf4-int8', 'onnx-gguf4-fp32']
+>>> BACKENDS["onnx-int4"].label
+'ONNX Runtime, 4-bit weights (re-quantized)'
+"""
 from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable
 
 import logging
 
 from .base import Backend
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    name: str                    # what users type and dropdowns show: "onnx-int8"
+    runtime: str                 # "torch" | "onnx"
+    variant: str | None          # the runtime's variant: None (float) | "int8" | "int4" | …
+    label: str                   # one line for people
+    create: Callable[..., Backend]   # (model spec, device, dtype, progress) -> Backend
+    requires: str = "torch"      # the module that must be importable for it to be offered
+
+    def available(self) -> bool:
+        return importlib.util.find_spec(self.requires) is not None
+
+
+def _torch(model, device, dtype, progress):
+    from ..models import load_model
+    from .torch_backend import TorchBackend
+    dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
+    return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
+
+
+def _onnx(quant: str | None):
+    def create(model, device, dtype, progress):
+        from .onnx_backend import OnnxBackend
+        return OnnxBackend.load(model, quant=quant, progress=progress)
+    return create
+
+
+def _onnx_gguf(variant: str):
+    def create(model, device, dtype, progress):
+        from .onnx_gguf_backend import OnnxGgufBackend
+        return OnnxGgufBackend.load(model, variant=variant, progress=progress)
+    return create
+
+
+BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in (
+    BackendSpec("torch", "torch", None, "PyTorch (CUDA fp16 when present, else CPU fp32)", _torch),
+    BackendSpec("onnx", "onnx", None, "ONNX Runtime, fp32 (optimum export)", _onnx(None), "onnxruntime"),
+    BackendSpec("onnx-int8", "onnx", "int8", "ONNX Runtime, int8 dynamic quantization", _onnx("int8"),
+                "onnxruntime"),
+    BackendSpec("onnx-int4", "onnx", "int4", "ONNX Runtime, 4-bit weights (re-quantized)", _onnx("int4"),
+                "onnxruntime"),
+    BackendSpec("onnx-gguf4", "onnx", "gguf4", "ONNX Runtime on the GGUF's own 4-bit blocks (fp32-exact choices)",
+                _onnx_gguf(""), "onnxruntime"),
+    BackendSpec("onnx-gguf4-int8", "onnx", "gguf4-int8", "GGUF blocks, int8 activations (llama.cpp's arithmetic)",
+                _onnx_gguf("int8"), "onnxruntime"),
+    BackendSpec("onnx-gguf4-fp32", "onnx", "gguf4-fp32", "GGUF blocks, fp32 activations throughout (slow decode)",
+                _onnx_gguf("fp32"), "onnxruntime"),
+)}
 
 
 def default_device() -> str:
@@ -15,11 +83,11 @@ def default_device() -> str:
 
 def default_backend_name(device: str | None = None, model: str | None = None) -> str:
     """torch on CUDA when a GPU is present; on CPU, ONNX Runtime (when installed): onnx-gguf4 for a GGUF model
-    (the bundled one by default: its own 4-bit blocks, fidelity to fp32 measured in `make bench`, see README),
-    else onnx (fp32)."""
+    (the bundled one by default: its own 4-bit blocks, with fp32's next-token choices measured in `make bench`,
+    see README), else onnx (fp32)."""
     if (device or default_device()).startswith("cuda"):
         return "torch"
-    if not available_backends().count("onnx"):
+    if "onnx" not in available_backends():
         return "torch"
     from ..models import ModelLoadError, resolve_model_spec
     try:
@@ -29,13 +97,7 @@ def default_backend_name(device: str | None = None, model: str | None = None) ->
 
 
 def available_backends() -> list[str]:
-    names = ["torch"]
-    try:
-        from . import onnx_backend  # noqa: F401
-        names += ["onnx", "onnx-int8", "onnx-int4", "onnx-gguf4"]
-    except ImportError:
-        pass
-    return names
+    return [name for name, spec in BACKENDS.items() if spec.available()]
 
 
 def create_backend(name: str | None = None, model: str | None = None, device: str | None = None,
@@ -43,25 +105,16 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
     """Load the model for `model` (a spec, see models.py) and wrap it in the named runtime.
 
     `progress(fraction, message)` is called during long work (conversion, export), when given.
+    `dtype` applies to runtimes that take one (torch); the others are named by their variant.
     """
-    from ..models import load_model
-
     device = device or default_device()
     if name is None and default_backend_name(device, model) == "onnx-gguf4":
         try:
-            return create_backend("onnx-gguf4", model, device, dtype, progress)
+            return BACKENDS["onnx-gguf4"].create(model, device, dtype, progress)
         except ValueError as exc:   # a GGUF of other block types (Q4_K, ...): fp32 runs it
             log.warning("onnx-gguf4 cannot run %s (%s); using onnx", model or "the bundled model", exc)
             name = "onnx"
     name = name or default_backend_name(device, model)
-    if name == "torch":
-        from .torch_backend import TorchBackend
-        dtype = dtype or ("float16" if device.startswith("cuda") else "float32")
-        return TorchBackend(load_model(model, device=device, dtype=dtype), device, dtype)
-    if name == "onnx-gguf4" or name.startswith("onnx-gguf4-"):   # -int8 | -fp32: see onnx_gguf.VARIANTS
-        from .onnx_gguf_backend import OnnxGgufBackend
-        return OnnxGgufBackend.load(model, variant=name.partition("onnx-gguf4-")[2], progress=progress)
-    if name in ("onnx", "onnx-int8", "onnx-int4"):
-        from .onnx_backend import OnnxBackend
-        return OnnxBackend.load(model, quant=name.partition("-")[2] or None, progress=progress)
-    raise ValueError(f"backend must be one of torch, onnx, onnx-int8, onnx-int4, onnx-gguf4; got {name!r}")
+    if name not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {name!r}")
+    return BACKENDS[name].create(model, device, dtype, progress)

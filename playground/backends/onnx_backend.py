@@ -65,10 +65,11 @@ class OnnxBackend(Backend):
 
         self.folder, self.model_name, self.io_binding = Path(folder), model_name, io_binding
         self.name, self.dtype = (f"onnx-{quant}", quant) if quant else ("onnx", "float32")
+        self.threads = physical_cores()   # ONNX Runtime intra-op threads (see session_options)
         self.session = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(),
                                             providers=["CPUExecutionProvider"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
-        config = AutoConfig.from_pretrained(self.folder)
+        self.config = config = AutoConfig.from_pretrained(self.folder)   # the model's shape (layers, sizes)
         try:
             gen = GenerationConfig.from_pretrained(self.folder)
         except OSError:
@@ -106,6 +107,10 @@ class OnnxBackend(Backend):
 
     def prefill(self, input_ids):
         return self._forward(np.asarray([input_ids], dtype=np.int64), self._empty, 0)
+
+    def extend(self, input_ids, state: OnnxState):
+        """Each step binds new present tensors, so the kept prefix state is never written to."""
+        return self._forward(np.asarray([input_ids], dtype=np.int64), state.past, state.length)
 
     def decode(self, token_id, state: OnnxState):
         return self._forward(np.asarray([[token_id]], dtype=np.int64), state.past, state.length)
@@ -149,7 +154,7 @@ class OnnxBackend(Backend):
         if self._reference is None:  # opens a second session: only bench and tests pay for it
             self._reference = ORTModelForCausalLM.from_pretrained(
                 self.folder, file_name=MODEL_FILE, use_cache=True, session_options=session_options(),
-                provider="CPUExecutionProvider")
+                provider="CPUExecutionProvider", use_io_binding=self.io_binding)   # the engine's I/O path
         ids = torch.tensor([input_ids])
         out = self._reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                                        do_sample=False, streamer=streamer, pad_token_id=min(self.eos_token_ids))

@@ -34,7 +34,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .gguf_blocks import EMBEDDING, NBitsWeight, read_gguf_blocks
-from .onnx_export import MODEL_FILE, _say, _seal, _staging, is_complete
+from .onnx_cache import MODEL_FILE, is_complete, say, seal, staging
 from .onnx_nbits import MS, embedding_nodes, nbits_nodes, plan_of, plan_tag
 
 GGUF_EDITS = "q4_1-zp8-minsum,qkv-packed,gate-up,head-q8,embed-q8,prefill-graph,external-data"  # in the cache key
@@ -69,14 +69,14 @@ def gguf4_dir(fp32: Path, gguf_path: Path, variant: str = "", progress=None, reb
 
         from .onnx_quantize import _copy_side_files
         shutil.rmtree(target, ignore_errors=True)
-        _say(progress, 0.75, "rewriting the ONNX graph with the GGUF's own 4-bit blocks (once, ~30 s)",
+        say(progress, 0.75, "rewriting the ONNX graph with the GGUF's own 4-bit blocks (once, ~30 s)",
              f"MatMulNBits from {gguf_path} into {target}")
-        staging = _staging(target)
-        staging.mkdir(parents=True)
+        work = staging(target)
+        work.mkdir(parents=True)
         info = rewrite_with_gguf_blocks(fp32 / MODEL_FILE, Path(gguf_path),
-                                        {staging / MODEL_FILE: plans[0], staging / PREFILL_FILE: plans[1]})
-        _copy_side_files(fp32, staging)
-        _seal(staging, target, {"source": str(fp32), "gguf": str(gguf_path), "kind": "gguf4", **info})
+                                        {work / MODEL_FILE: plans[0], work / PREFILL_FILE: plans[1]})
+        _copy_side_files(fp32, work)
+        seal(work, target, {"source": str(fp32), "gguf": str(gguf_path), "kind": "gguf4", **info})
     return target
 
 

@@ -12,7 +12,7 @@ KV bytes: `kv_cache_bytes` reports the bytes of the positions in use (length x b
 the buffers' real shape and element type), which is what the other backends' caches hold; the
 buffer's allocated bytes, capacity included, are `kv_buffer_bytes` (at most GROW x the used part).
 A decode consumes its state: decoding twice from one state would write both branches into the same
-buffer, so it raises instead.
+buffer, so it raises instead. `extend` (prefix caching) reads onto a copy, so a kept prefix stays reusable.
 
 Left out: models that are not a GGUF of Q4_1 layers (raises ValueError naming the model); batches.
 """
@@ -90,20 +90,28 @@ class OnnxGgufBackend(OnnxBackend):
         state = KVBuffer([np.zeros((1, h, capacity, d), np.float32) for h, d in self._kv_dims], 0)
         return self._step(self.prefill_session, np.asarray([input_ids], dtype=np.int64), state)
 
+    def extend(self, input_ids, state: KVBuffer):
+        """Read input_ids onto a copy of a kept cache (prefix caching): `state` stays as it was, reusable."""
+        need = state.length + len(input_ids) + 1
+        capacity = math.ceil(need / FIRST_CAPACITY) * FIRST_CAPACITY
+        copy = self._copied(state, capacity)
+        return self._step(self.prefill_session, np.asarray([input_ids], dtype=np.int64), copy)
+
     def decode(self, token_id, state: KVBuffer):
         if state.spent:
             raise ValueError("this cache state was already decoded from; continue from the latest state")
-        if state.length + 1 > state.capacity:
-            state = self._grown(state, state.capacity * GROW)
+        if state.length + 1 > state.capacity:   # full: continue in buffers GROW times larger
+            state.spent, state = True, self._copied(state, state.capacity * GROW)
         return self._step(self.session, np.asarray([[token_id]], dtype=np.int64), state)
 
-    def _grown(self, state: KVBuffer, capacity: int) -> KVBuffer:
+    @staticmethod
+    def _copied(state: KVBuffer, capacity: int) -> KVBuffer:
+        """New buffers of `capacity` positions holding the first state.length positions of `state`."""
         arrays = []
         for a in state.arrays:
             bigger = np.zeros((*a.shape[:2], capacity, a.shape[3]), a.dtype)
             bigger[:, :, :state.length] = a[:, :, :state.length]
             arrays.append(bigger)
-        state.spent = True
         return KVBuffer(arrays, state.length)
 
     def _step(self, session, ids: np.ndarray, state: KVBuffer):

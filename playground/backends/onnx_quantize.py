@@ -17,15 +17,11 @@ import os
 import shutil
 from pathlib import Path
 
-from .onnx_export import (
-    INT4_BLOCK,
-    MARKER,
-    MODEL_FILE,
-    PER_CHANNEL,
-    _say,
-    _seal,
-    _staging,
-)
+from .onnx_cache import MARKER, MODEL_FILE, say, seal, staging
+
+PER_CHANNEL = True  # int8: one scale per output channel: same speed here, text closer to fp32's than per-tensor
+INT4_BLOCK = 32     # int4: weights per block, each with its own fp32 scale (symmetric; llama.cpp's Q4_0 uses 32)
+QUANT_SUFFIX = {None: "", "int8": "-int8-pc" if PER_CHANNEL else "-int8", "int4": f"-int4-b{INT4_BLOCK}-h8"}
 
 # --- int8 and int4
 
@@ -35,14 +31,14 @@ def quantize_int8(fp32: Path, target: Path, progress=None) -> None:
 
     vnni = has_avx512_vnni()
     make = AutoQuantizationConfig.avx512_vnni if vnni else AutoQuantizationConfig.avx2
-    _say(progress, 0.75, "quantizing to int8 (about 20 s, once)",
+    say(progress, 0.75, "quantizing to int8 (about 20 s, once)",
          f"int8 dynamic quantization ({'avx512_vnni' if vnni else 'avx2'}) of {fp32} into {target}")
-    staging = _staging(target)
+    work = staging(target)
     quantizer = ORTQuantizer.from_pretrained(fp32, file_name=MODEL_FILE)
-    quantizer.quantize(save_dir=staging, quantization_config=make(is_static=False, per_channel=PER_CHANNEL))
-    os.replace(staging / "model_quantized.onnx", staging / MODEL_FILE)
-    _copy_side_files(fp32, staging)
-    _seal(staging, target, {"source": str(fp32), "kind": "int8", "vnni": vnni, "per_channel": PER_CHANNEL})
+    quantizer.quantize(save_dir=work, quantization_config=make(is_static=False, per_channel=PER_CHANNEL))
+    os.replace(work / "model_quantized.onnx", work / MODEL_FILE)
+    _copy_side_files(fp32, work)
+    seal(work, target, {"source": str(fp32), "kind": "int8", "vnni": vnni, "per_channel": PER_CHANNEL})
 
 
 def quantize_int4(fp32: Path, target: Path, progress=None) -> None:
@@ -58,9 +54,9 @@ def quantize_int4(fp32: Path, target: Path, progress=None) -> None:
 
     from .onnx_graph import untie_lm_head
 
-    _say(progress, 0.75, "quantizing to int4 (a few seconds, once)", f"int4 weight quantization of {fp32} into {target}")
-    staging = _staging(target)
-    staging.mkdir(parents=True)
+    say(progress, 0.75, "quantizing to int4 (a few seconds, once)", f"int4 weight quantization of {fp32} into {target}")
+    work = staging(target)
+    work.mkdir(parents=True)
     model = onnx.load(str(fp32 / MODEL_FILE))
     head = untie_lm_head(model)
     common = {"block_size": INT4_BLOCK, "is_symmetric": True, "accuracy_level": 4}
@@ -72,9 +68,9 @@ def quantize_int4(fp32: Path, target: Path, progress=None) -> None:
         q.process()
         model = q.model.model
     OnnxModel(model).prune_graph()  # the Transpose that fed the tied head
-    onnx.save(model, str(staging / MODEL_FILE))
-    _copy_side_files(fp32, staging)
-    _seal(staging, target, {"source": str(fp32), "kind": "int4", "block_size": INT4_BLOCK, "accuracy_level": 4,
+    onnx.save(model, str(work / MODEL_FILE))
+    _copy_side_files(fp32, work)
+    seal(work, target, {"source": str(fp32), "kind": "int4", "block_size": INT4_BLOCK, "accuracy_level": 4,
                             "lm_head_bits": 8 if head else None})
 
 

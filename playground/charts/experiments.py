@@ -94,12 +94,19 @@ PANELS = (("input tokens", "input_tokens", 1), ("output tokens", "output_tokens"
 
 
 def plot_short_vs_long(cmp) -> go.Figure:
-    fig = make_subplots(rows=1, cols=len(PANELS), subplot_titles=[p[0] for p in PANELS])
+    """Six panels, short vs long; a figure the source did not give is left out and the panel says so."""
+    missing = {key: [r.label for r in (cmp.short, cmp.long) if r is not None and getattr(r, key) is None]
+               for _, key, _ in PANELS}
+    titles = [title + (f"<br><sup>missing for {', '.join(missing[key])}</sup>" if missing[key] else "")
+              for title, key, _ in PANELS]
+    fig = make_subplots(rows=1, cols=len(PANELS), subplot_titles=titles)
     for req, color in ((cmp.short, CACHED), (cmp.long, UNCACHED)):
         if req is None:
             continue
         for col, (_, key, scale) in enumerate(PANELS, start=1):
-            v = (getattr(req, key) or 0) * scale
+            if getattr(req, key) is None:
+                continue   # not measured by this source: no bar, never a zero
+            v = getattr(req, key) * scale
             fig.add_trace(go.Bar(x=[req.label], y=[v], name=req.label, marker_color=color, legendgroup=req.label,
                                  showlegend=col == 1, text=[f"{v:.3g}"], textposition="outside"), row=1, col=col)
     ratios = cmp.summary().get("ratios", {})

@@ -31,10 +31,13 @@ def _figure(title: str, xaxis: str, yaxis: str, height: int = 320) -> go.Figure:
     return fig
 
 
-def _empty(fig: go.Figure) -> go.Figure:
-    fig.add_annotation(text="Generate to see this chart", showarrow=False, font=dict(size=18),
+def _empty(fig: go.Figure, text: str = "Generate to see this chart") -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, font=dict(size=18),
                        xref="paper", yref="paper", x=0.5, y=0.5)
     return fig
+
+
+MISSING = "missing: {} does not give {}"   # what a chart says instead of drawing a zero
 
 
 def _label(text: str) -> str:
@@ -86,16 +89,21 @@ def plot_kv_cache(trace) -> go.Figure:
     steps = trace.steps if trace else []
     if not steps:
         return _empty(fig)
-    x = [s.index for s in steps]
-    fig.add_scatter(name="measured", x=x, y=[s.kv_bytes / 2**20 for s in steps], mode="lines+markers",
-                    line=dict(color=DECODE, width=3), customdata=[s.seq_len for s in steps],
-                    hovertemplate="step %{x}: %{y:.3f} MiB (%{customdata} tokens)<extra></extra>")
-    shape = trace.kv_shape
-    fig.add_scatter(name=f"formula (estimate): 2×{shape.layers}×{shape.kv_heads}×{shape.head_dim}"
-                         f"×seq_len×{shape.bytes_per_element}",
-                    x=x, y=[shape.formula_bytes(s.seq_len) / 2**20 for s in steps], mode="lines",
-                    line=dict(color=FORMULA, dash="dash", width=2),
-                    hovertemplate="formula: %{y:.3f} MiB<extra></extra>")
+    measured = [s for s in steps if s.kv_bytes is not None]
+    if measured:
+        fig.add_scatter(name="measured", x=[s.index for s in measured], y=[s.kv_bytes / 2**20 for s in measured],
+                        mode="lines+markers", line=dict(color=DECODE, width=3),
+                        customdata=[s.seq_len for s in measured],
+                        hovertemplate="step %{x}: %{y:.3f} MiB (%{customdata} tokens)<extra></extra>")
+    else:
+        _empty(fig, MISSING.format(trace.backend, "measured KV-cache bytes"))
+    shape, known = trace.kv_shape, [s for s in steps if s.seq_len is not None]
+    if shape and known:
+        fig.add_scatter(name=f"formula (estimate): 2×{shape.layers}×{shape.kv_heads}×{shape.head_dim}"
+                             f"×seq_len×{shape.bytes_per_element}",
+                        x=[s.index for s in known], y=[shape.formula_bytes(s.seq_len) / 2**20 for s in known],
+                        mode="lines", line=dict(color=FORMULA, dash="dash", width=2),
+                        hovertemplate="formula: %{y:.3f} MiB<extra></extra>")
     return fig
 
 
@@ -108,13 +116,20 @@ def plot_top_k(trace, step: int | None = None) -> go.Figure:
         return _empty(_figure("Top-k next-token probabilities", "probability", ""))
     index = len(steps) - 1 if step is None else max(0, min(int(step), len(steps) - 1))
     chosen = steps[index]
-    fig = _figure(f"Top-k at step {index}: chose “{_label(chosen.text)}” (p={chosen.prob:.3f})",
-                  "probability", "")
+    if not chosen.top:
+        return _empty(_figure(f"Top-k at step {index}", "probability", ""),
+                      MISSING.format(trace.backend, "top-k probabilities"))
+    p = "" if chosen.prob is None else f" (model p={chosen.prob:.3f})"
+    fig = _figure(f"Top-k at step {index}: chose “{_label(chosen.text)}”{p}", "probability", "")
     top = list(reversed(chosen.top))   # best at the top of a horizontal bar chart
-    fig.add_bar(name="candidates", orientation="h", x=[c.prob for c in top],
-                y=[f"{_label(c.text)}  (id {c.token_id})" for c in top],
+    labels = [f"{_label(c.text)}  (id {c.token_id})" for c in top]
+    fig.add_bar(name="model (softmax at T=1)", orientation="h", x=[c.prob for c in top], y=labels,
                 marker_color=[PREFILL if c.token_id == chosen.token_id else DECODE for c in top],
                 text=[f"{c.prob:.3f}" for c in top], textposition="auto",
-                hovertemplate="%{y}: p=%{x:.4f}<extra></extra>")
-    fig.update_layout(xaxis=dict(range=[0, 1]), showlegend=False)
+                hovertemplate="%{y}: model p=%{x:.4f}<extra></extra>")
+    if any(c.sample_prob is not None for c in top) and not trace.settings.greedy:
+        fig.add_bar(name="sampled with (after temperature, top-k, top-p)", orientation="h", y=labels,
+                    x=[c.sample_prob or 0.0 for c in top], marker_color=FORMULA, opacity=0.6,
+                    hovertemplate="%{y}: sampling p=%{x:.4f}<extra></extra>")
+    fig.update_layout(xaxis=dict(range=[0, 1]), barmode="group", showlegend=True)
     return fig

@@ -1,9 +1,14 @@
 """The lessons as live experiments: each one measures the real backend and returns a result record.
 
-    from playground.experiments import run_prefill_sweep, run_cache_comparison, run_depth_sweep, \
-        run_short_vs_long
-    sweep = run_prefill_sweep(backend, progress=lambda f, msg: print(f"{f:4.0%} {msg}"))
-    sweep.to_dict()                  # JSON-ready; sweep.info says backend/device/dtype/model
+    from playground.experiments import EXPERIMENTS, run_prefill_sweep
+    sweep = run_prefill_sweep(source, progress=lambda f, msg: print(f"{f:4.0%} {msg}"))
+    sweep.to_dict()                  # JSON-ready; sweep.info says source/device/dtype/model
+    EXPERIMENTS["cache"].run(source, {"new_tokens": 8})   # the registry the CLI and the UI read
+
+Every experiment measures through the step-source seam (playground/source.py): Runs from exact
+token ids (EOS ignored, with or without the KV cache), timed by the one step loop of the source, so
+each runs on a local backend and on any other source that offers what it needs (a clear ValueError
+says what is missing otherwise).
 
 | experiment           | question it answers                                    | defaults                           | seen* |
 | run_prefill_sweep    | how does TTFT grow with prompt length? (a + bL + cL^2) | lengths 16..1024 (8) x 3 repeats   | 35 s  |
@@ -24,5 +29,4 @@ from .depth import DepthSweep, run_depth_sweep
 from .prefill import PrefillPoint, PrefillSweep, geometric_lengths, run_prefill_sweep
 from .short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION, RequestMeasure,
                          ShortLongComparison, run_short_vs_long)
-
-EXPERIMENTS = ("prefill", "cache", "depth", "short-long")
+from .registry import EXPERIMENTS, ExperimentSpec, Param

@@ -1,14 +1,14 @@
 """Cache vs no cache: the same greedy generation with the KV cache, and with everything recomputed.
 
-    cmp = run_cache_comparison(backend, prompt_tokens=128, new_tokens=32)
+    cmp = run_cache_comparison(source, prompt_tokens=128, new_tokens=32)
     cmp.summary()["ratio"]          # no-cache total time / cached total time
     cmp.summary()["identical"]      # True: the cache changes the cost, not the answer
 
-With the cache: one prefill of the prompt, then one `decode` per token (each reads the cache).
-Without it: at step i, `prefill(prompt + the i tokens so far)` and the state is thrown away, so each
-step recomputes keys and values for the whole context and costs about a prefill of L + i tokens.
-Step 0 is the same prefill in both. Every step is timed with synchronize + greedy pick (wall clock,
-and the process's CPU time beside it), and EOS is ignored so both runs make exactly `new_tokens` tokens.
+Two Runs of the source from the same exact ids, EOS ignored so both make exactly `new_tokens` tokens:
+with the cache (one prefill of the prompt, then one decode per token, each reading the cache), and
+with `use_cache=False` (at step i the source re-reads prompt + the i tokens so far and keeps no cache,
+so each step costs about a prefill of L + i tokens). Step 0 is the same prefill in both. The step
+latencies are the Runs' own (wall clock), with the process's CPU time per step beside them.
 
 Left out: sampling (greedy only, so the two token streams can be compared one for one).
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, timed_decode, timed_prefill, \
-    warm_up
+from ..config import GenerationSettings
+from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, follow, require, warm_up
 
 
 @dataclass
@@ -40,51 +40,49 @@ class CacheComparison(ResultBase):
         cached, uncached = sum(self.cached_latency), sum(self.uncached_latency)
         n = min(len(self.cached_tokens), len(self.uncached_tokens))
         return {"cached_total_s": cached, "uncached_total_s": uncached,
-                "cached_cpu_s": sum(self.cached_cpu), "uncached_cpu_s": sum(self.uncached_cpu),
+                "cached_cpu_s": sum(self.cached_cpu) if self.cached_cpu else None,   # None: not measured
+                "uncached_cpu_s": sum(self.uncached_cpu) if self.uncached_cpu else None,
                 "ratio": uncached / cached if cached and len(self.uncached_latency) == len(self.cached_latency)
                 else None,
                 "identical": self.cached_tokens[:n] == self.uncached_tokens[:n] and n == len(self.cached_tokens),
                 "compared_tokens": n}
 
 
-def run_cache_comparison(backend, prompt_tokens: int = 128, new_tokens: int = 32,
+def run_cache_comparison(source, prompt_tokens: int = 128, new_tokens: int = 32,
                          progress: ProgressFn | None = None,
                          cancel: threading.Event | None = None) -> CacheComparison:
-    if prompt_tokens < 1 or new_tokens < 1 or prompt_tokens + new_tokens > backend.context_window:
+    require(source, "exact_ids", "the cache comparison")
+    require(source, "no_cache", "the cache comparison")
+    window = source.info.context_window or 2**31
+    if prompt_tokens < 1 or new_tokens < 1 or prompt_tokens + new_tokens > window:
         raise ValueError(f"prompt_tokens + new_tokens must be at most the context window "
-                         f"({backend.context_window}), both at least 1; got {prompt_tokens} + {new_tokens}")
+                         f"({window}), both at least 1; got {prompt_tokens} + {new_tokens}")
     report = Progress(progress, cancel)
-    result = CacheComparison(RunInfo.of(backend), prompt_tokens, new_tokens)
-    ids = exact_length_ids(backend.tokenizer, prompt_tokens)
+    result = CacheComparison(RunInfo.of(source), prompt_tokens, new_tokens)
+    ids = exact_length_ids(source, prompt_tokens)
+    settings = GenerationSettings(max_new_tokens=new_tokens)
     # progress weights (rough): a no-cache step costs about a prefill of L + i tokens, ~ (L + i) / 64 decodes
     cost_cached, cost_uncached = new_tokens, new_tokens * (prompt_tokens + new_tokens / 2) / 64
     total = cost_cached + cost_uncached
     report(0.0, "warming up")
-    warm_up(backend)
+    warm_up(source)
 
-    state, token = None, None
-    for i in range(new_tokens):
+    def cached_step(step):
+        report((step.index + 1) / total, f"with cache: step {step.index + 1}/{new_tokens} {step.latency * 1e3:.0f} ms")
+
+    def uncached_step(step):
+        report((cost_cached + (step.index + 1) * cost_uncached / new_tokens) / total,
+               f"without cache: step {step.index + 1}/{new_tokens} (recompute {prompt_tokens + step.index} tokens) "
+               f"{step.latency * 1e3:.0f} ms")
+
+    for use_cache, on_step in ((True, cached_step), (False, uncached_step)):
         if report.cancelled:
             break
-        t, token, state = (timed_prefill(backend, ids) if i == 0 else timed_decode(backend, token, state))
-        result.cached_latency.append(t.wall)
-        result.cached_cpu.append(t.cpu)
-        result.cached_tokens.append(token)
-        report((i + 1) / total, f"with cache: step {i + 1}/{new_tokens} {t.wall * 1000:.0f} ms")
-    del state
-
-    context = list(ids)
-    for i in range(new_tokens):
-        if report.cancelled:
-            break
-        t, token, _ = timed_prefill(backend, context)
-        context.append(token)
-        result.uncached_latency.append(t.wall)
-        result.uncached_cpu.append(t.cpu)
-        result.uncached_tokens.append(token)
-        report((cost_cached + (i + 1) * cost_uncached / new_tokens) / total,
-               f"without cache: step {i + 1}/{new_tokens} (recompute {len(context) - 1} tokens) "
-               f"{t.wall * 1000:.0f} ms")
+        trace = follow(source.run_ids(ids, settings, ignore_eos=True, use_cache=use_cache), report, on_step)
+        kind = "cached" if use_cache else "uncached"
+        getattr(result, f"{kind}_latency").extend(s.latency for s in trace.steps)
+        getattr(result, f"{kind}_cpu").extend(s.cpu for s in trace.steps if s.cpu is not None)
+        getattr(result, f"{kind}_tokens").extend(s.token_id for s in trace.steps)
     result.cancelled = report.cancelled and len(result.uncached_latency) < new_tokens
     result.elapsed = report.elapsed()
     report(1.0, "cancelled" if result.cancelled else "done")

@@ -1,6 +1,7 @@
 """What every experiment shares: the run's identity, progress and cancel, exact-length prompts, a fit.
 
-    ids = exact_length_ids(backend.tokenizer, 100)   # 100 ids of real text (the long document, repeated)
+    ids = exact_length_ids(source, 100)             # 100 ids of real text (the long document, repeated)
+    trace = follow(source.run_ids(ids, settings), report)   # every measurement is a Run of the source
     fit = fit_polynomial([1, 2, 3, 4], [6, 11, 18, 27], degree=2)
     fit.coefficients                                  # ~(3.0, 2.0, 1.0): 3 + 2x + x^2, lowest power first
 
@@ -8,7 +9,7 @@ Cancellation: an experiment checks `cancel` between measurements; once it is set
 and returns what it has measured so far with `cancelled=True` (no exception), so a caller can still
 draw the partial result. Progress fractions handed to `progress(fraction, message)` never decrease.
 
-Left out: warm-up beyond one short forward pass, thread pinning, and statistics beyond quartiles.
+Left out: warm-up beyond one short run, thread pinning, and statistics beyond quartiles.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
+
+from ..config import GenerationSettings
 
 ProgressFn = Callable[[float, str], None]
 LONG_DOCUMENT_PATH = Path(__file__).resolve().parents[2] / "assets" / "long_document.txt"
@@ -29,18 +32,18 @@ LONG_DOCUMENT_PATH = Path(__file__).resolve().parents[2] / "assets" / "long_docu
 
 @dataclass(frozen=True)
 class RunInfo:
-    backend: str          # "torch" | "onnx" | "onnx-int8"
+    backend: str               # the step source's name: "torch", "onnx-int8", "llama.cpp @ host", …
     device: str
     dtype: str
     model: str
-    context_window: int
-    threads: int          # torch intra-op threads at the time of the run
+    context_window: int | None
+    threads: int | None        # the runtime's threads at the time of the run (None: a remote source)
 
     @classmethod
-    def of(cls, backend) -> "RunInfo":
-        import torch
-        return cls(backend.name, backend.device, backend.dtype, backend.model_name,
-                   int(backend.context_window), torch.get_num_threads())
+    def of(cls, source) -> "RunInfo":
+        i = source.info
+        threads = (getattr(source, "replay", None) or {}).get("threads")
+        return cls(i.name, i.device, i.dtype, i.model, i.context_window, threads)
 
     def describe(self) -> str:
         return f"{self.model} · {self.backend} · {self.device} · {self.dtype}"
@@ -85,45 +88,39 @@ def long_document() -> str:
     return LONG_DOCUMENT_PATH.read_text(encoding="utf-8")
 
 
-def exact_length_ids(tokenizer, length: int, text: str | None = None) -> list[int]:
-    """`length` token ids of real text (no chat template, no special tokens), repeating the text as needed."""
-    ids = tokenizer(text or long_document(), add_special_tokens=False)["input_ids"]
+def exact_length_ids(source, length: int, text: str | None = None) -> list[int]:
+    """`length` token ids of real text (no chat template, no special tokens), repeating the text as needed.
+
+    `source`: a step source (its `encode`) or a transformers tokenizer.
+    """
+    text = text or long_document()
+    encode = getattr(source, "encode", None)
+    ids = encode(text) if encode is not None else source(text, add_special_tokens=False)["input_ids"]
     return (ids * math.ceil(length / len(ids)))[:length]
 
 
-# --- timed forward passes (each timestamp after synchronize, like the engine's)
+# --- runs (every measurement is a Run of the source: one timing loop in the project)
 
-def argmax(logits) -> int:
-    return int(logits.argmax())
-
-
-class Timing(NamedTuple):
-    wall: float  # seconds on the clock: the latency a user sees
-    cpu: float   # CPU seconds of this process (all its threads): the work, less sensitive to other load
+def require(source, capability: str, experiment: str) -> None:
+    """ValueError naming what `source` lacks for `experiment` (e.g. a server that cannot run without cache)."""
+    if not getattr(source.capabilities, capability):
+        label = source.capabilities.LABELS[capability]
+        raise ValueError(f"{experiment} needs {label}; {source.info.name} does not offer it")
 
 
-def _timed(backend, step) -> tuple[Timing, int, object]:
-    w0, c0 = time.perf_counter(), time.process_time()
-    logits, state = step()
-    backend.synchronize()
-    token = argmax(logits)
-    return Timing(time.perf_counter() - w0, time.process_time() - c0), token, state
+def follow(run, report: "Progress", on_step: Callable | None = None):
+    """Iterate `run` to its end, cancelling it once `report` is cancelled; returns its trace."""
+    for step in run:
+        if report.cancelled:
+            run.cancel()
+        if on_step is not None:
+            on_step(step)
+    return run.trace
 
 
-def timed_prefill(backend, ids: list[int]) -> tuple[Timing, int, object]:
-    """(time of prefill + synchronize + greedy pick, the picked token, the cache state)."""
-    return _timed(backend, lambda: backend.prefill(ids))
-
-
-def timed_decode(backend, token: int, state) -> tuple[Timing, int, object]:
-    """(time of one decode step + synchronize + greedy pick, the picked token, the new state)."""
-    return _timed(backend, lambda: backend.decode(token, state))
-
-
-def warm_up(backend) -> None:
-    """One short prefill and decode, so one-off costs (allocations, lazy init) stay out of the data."""
-    _, token, state = timed_prefill(backend, exact_length_ids(backend.tokenizer, 8))
-    timed_decode(backend, token, state)
+def warm_up(source) -> None:
+    """One short run from exact ids, so one-off costs (allocations, lazy init) stay out of the data."""
+    source.run_ids(exact_length_ids(source, 8), GenerationSettings(max_new_tokens=2), ignore_eos=True).wait()
 
 
 # --- least squares

@@ -1,13 +1,12 @@
 """Decode cost vs context depth: the latency of each decode step as the KV cache grows.
 
-    sweep = run_depth_sweep(backend, prompt_tokens=256, new_tokens=256)
+    sweep = run_depth_sweep(source, prompt_tokens=256, new_tokens=256)
     sweep.seq_len[i], sweep.latency[i], sweep.kv_bytes[i]   # one row per decode step, measured
     sweep.fit.coefficients                                  # (a, b): seconds = a + b * seq_len
 
-A dedicated greedy loop over `backend.decode` rather than an Engine run: EOS is ignored, so the
-generation always reaches `prompt_tokens + new_tokens` positions (a real prompt may stop after a few
-tokens). Each step is timed like the engine times it (decode + synchronize + pick); the KV bytes are
-measured after the step, outside the timed span. Each decode reads the whole cache, so its cost grows
+One greedy Run of the source from exact ids with EOS ignored, so the generation always reaches
+`prompt_tokens + new_tokens` positions (a real prompt may stop after a few tokens). Each decode step's
+latency and KV bytes are the Run's own Steps (None where the source cannot measure the cache). Each decode reads the whole cache, so its cost grows
 with seq_len; how steeply depends on model and runtime (the linear fit reports the slope). Seen with
 SmolLM2-135M on CPU: about 67 ms per step at depth 300, 108 ms at depth 500.
 
@@ -18,8 +17,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, \
-    timed_decode, timed_prefill, warm_up
+from ..config import GenerationSettings
+from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, follow, \
+    require, warm_up
 
 
 @dataclass
@@ -30,8 +30,8 @@ class DepthSweep(ResultBase):
     new_tokens: int                                   # decode steps requested
     seq_len: list[int] = field(default_factory=list)  # tokens in the cache after each decode step
     latency: list[float] = field(default_factory=list)  # seconds per decode step (measured ITL)
-    kv_bytes: list[int] = field(default_factory=list)   # measured cache bytes after each step
-    kv_formula_bytes: list[int] = field(default_factory=list)  # the formula's estimate, for comparison
+    kv_bytes: list[int | None] = field(default_factory=list)   # measured cache bytes after each step (None: not measurable)
+    kv_formula_bytes: list[int | None] = field(default_factory=list)  # the formula's estimate (None: shape unknown)
     fit: Fit | None = None                            # a + b·seq_len over all steps
     cancelled: bool = False
     elapsed: float = 0.0
@@ -46,29 +46,33 @@ class DepthSweep(ResultBase):
                 "mean_itl_s": sum(self.latency) / len(self.latency)}
 
 
-def run_depth_sweep(backend, prompt_tokens: int = 256, new_tokens: int = 256,
+def run_depth_sweep(source, prompt_tokens: int = 256, new_tokens: int = 256,
                     progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> DepthSweep:
-    if prompt_tokens < 1 or new_tokens < 1 or prompt_tokens + new_tokens >= backend.context_window:
+    require(source, "exact_ids", "the depth sweep")
+    window = source.info.context_window or 2**31
+    if prompt_tokens < 1 or new_tokens < 1 or prompt_tokens + new_tokens >= window:
         raise ValueError(f"prompt_tokens + new_tokens must stay below the context window "
-                         f"({backend.context_window}), both at least 1; got {prompt_tokens} + {new_tokens}")
+                         f"({window}), both at least 1; got {prompt_tokens} + {new_tokens}")
     report = Progress(progress, cancel)
-    result = DepthSweep(RunInfo.of(backend), prompt_tokens, new_tokens)
+    result = DepthSweep(RunInfo.of(source), prompt_tokens, new_tokens)
+    shape = source.info.kv_shape
     report(0.0, "warming up")
-    warm_up(backend)
-    _, token, state = timed_prefill(backend, exact_length_ids(backend.tokenizer, prompt_tokens))
-    for i in range(new_tokens):
-        if report.cancelled:
-            result.cancelled = True
-            break
-        t, token, state = timed_decode(backend, token, state)
-        seconds = t.wall
-        seq = prompt_tokens + i + 1
-        result.seq_len.append(seq)
-        result.latency.append(seconds)
-        result.kv_bytes.append(backend.kv_cache_bytes(state))
-        result.kv_formula_bytes.append(backend.kv_shape.formula_bytes(seq))
-        if i % 8 == 7 or i == new_tokens - 1:
-            report((i + 1) / new_tokens, f"decode at depth {seq}: {seconds * 1000:.0f} ms")
+    warm_up(source)
+
+    def on_step(step):
+        if step.index == 0:
+            return   # the first token is prefill's (see the prefill sweep)
+        seq = prompt_tokens + step.index
+        result.seq_len.append(step.seq_len if step.seq_len is not None else seq)
+        result.latency.append(step.latency)
+        result.kv_bytes.append(step.kv_bytes)
+        result.kv_formula_bytes.append(shape.formula_bytes(seq) if shape else None)
+        if step.index % 8 == 0 or step.index == new_tokens:
+            report(step.index / new_tokens, f"decode at depth {seq}: {step.latency * 1000:.0f} ms")
+
+    ids = exact_length_ids(source, prompt_tokens)
+    follow(source.run_ids(ids, GenerationSettings(max_new_tokens=new_tokens + 1), ignore_eos=True), report, on_step)
+    result.cancelled = report.cancelled and len(result.latency) < new_tokens
     result.fit = fit_polynomial(result.seq_len, result.latency, 1)
     result.elapsed = report.elapsed()
     report(1.0, "cancelled" if result.cancelled else "done")

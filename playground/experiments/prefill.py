@@ -1,11 +1,12 @@
 """Prefill scaling: how time to first token grows with prompt length, with a fitted a + bL + cL^2.
 
-    sweep = run_prefill_sweep(backend)             # lengths 16..1024 (8, geometric), 3 repeats each
+    sweep = run_prefill_sweep(source)              # lengths 16..1024 (8, geometric), 3 repeats each
     sweep.points[-1].median, sweep.points[-1].tokens_per_s
     sweep.fit.coefficients                         # (a, b, c): fixed cost, per-token cost, attention's L^2
 
-Each sample is one `backend.prefill(ids)` + synchronize + greedy pick on exactly L ids of real text
-(the long document repeated; no chat template), so it is TTFT without tokenizing. Repeats go
+Each sample is the TTFT of a one-token Run from exactly L ids of real text (the long document repeated;
+no chat template, no tokenizing): prefill + synchronize + the pick of the first token, as the engine
+times every request. Repeats go
 round-robin over the lengths, so a burst of background load spreads over lengths instead of landing
 on one. The fit is least squares over the per-length medians.
 
@@ -18,8 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, \
-    timed_prefill, warm_up
+from ..config import GenerationSettings
+from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, require, \
+    warm_up
 
 
 @dataclass
@@ -64,27 +66,30 @@ def geometric_lengths(start: int = 16, stop: int = 1024, count: int = 8, limit: 
     return sorted({int(round(x)) for x in np.geomspace(start, stop, max(1, count))})
 
 
-def run_prefill_sweep(backend, lengths: list[int] | None = None, repeats: int = 3,
+def run_prefill_sweep(source, lengths: list[int] | None = None, repeats: int = 3,
                       progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> PrefillSweep:
-    lengths = sorted(set(lengths or geometric_lengths(limit=backend.context_window)))
-    if not lengths or lengths[0] < 1 or lengths[-1] >= backend.context_window:
-        raise ValueError(f"prompt lengths must be between 1 and {backend.context_window - 1}, got {lengths}")
+    require(source, "exact_ids", "the prefill sweep")
+    window = source.info.context_window or 2**31
+    lengths = sorted(set(lengths or geometric_lengths(limit=window)))
+    if not lengths or lengths[0] < 1 or lengths[-1] >= window:
+        raise ValueError(f"prompt lengths must be between 1 and {window - 1}, got {lengths}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     report = Progress(progress, cancel)
-    result = PrefillSweep(RunInfo.of(backend), repeats)
-    ids = exact_length_ids(backend.tokenizer, lengths[-1])
+    result = PrefillSweep(RunInfo.of(source), repeats)
+    ids = exact_length_ids(source, lengths[-1])
+    one_token = GenerationSettings(max_new_tokens=1)
     samples: dict[int, list[float]] = {n: [] for n in lengths}
     # progress weighted by tokens: a 1024-token prefill costs far more than a 16-token one
     total, done = repeats * sum(lengths), 0
     report(0.0, "warming up")
-    warm_up(backend)
+    warm_up(source)
     for r in range(repeats):
         for n in lengths:
             if report.cancelled:
                 result.cancelled = True
                 break
-            seconds = timed_prefill(backend, ids[:n])[0].wall
+            seconds = source.run_ids(ids[:n], one_token).wait().steps[0].time   # TTFT
             samples[n].append(seconds)
             done += n
             report(done / total, f"prefill {n} tokens (repeat {r + 1}/{repeats}): {seconds * 1000:.0f} ms")

@@ -1,9 +1,9 @@
 """Short vs long request: a one-line question and a document to summarize, through the real Engine.
 
-    cmp = run_short_vs_long(engine)
+    cmp = run_short_vs_long(source)
     cmp.short.ttft, cmp.long.ttft, cmp.summary()["ratios"]["input_tokens"]   # long / short
 
-Both go through `Engine.run` with the same settings (greedy, chat template, same token budget), so
+Both go through the source's `run` with the same settings (greedy, chat template, same token budget), so
 the differences come from the input: TTFT, E2E and KV bytes are measured from the Steps; the cost is
 an estimate (tokens x an illustrative price per million tokens, labelled so wherever shown). The
 document is assets/long_document.txt; on a model with a small context window it is cut (by tokens)
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..config import GenerationSettings
 from ..metrics import estimate_cost
-from .common import Progress, ProgressFn, ResultBase, RunInfo, long_document
+from .common import Progress, ProgressFn, ResultBase, RunInfo, follow, long_document
 
 SHORT_QUESTION = "What is the capital of France?"
 SUMMARIZE_INSTRUCTION = "Summarize the following document in three sentences.\n\n"
@@ -36,7 +36,7 @@ class RequestMeasure:
     ttft: float | None      # seconds, measured
     e2e: float | None       # seconds, measured
     tpot: float | None
-    kv_bytes: int           # measured after the last step
+    kv_bytes: int | None    # measured after the last step (None: the source cannot measure it)
     est_cost_usd: float     # estimate: tokens x price
     stop_reason: str | None
     text: str
@@ -64,9 +64,15 @@ class ShortLongComparison(ResultBase):
         return {"ratios": ratios, "ratio_meaning": "long / short"}
 
 
-def long_prompt(tokenizer, context_window: int, max_new_tokens: int, document: str | None = None) -> tuple[str, bool]:
-    """(instruction + document, whether the document was cut by tokens to fit the context window)."""
+def long_prompt(tokenizer, context_window: int | None, max_new_tokens: int,
+                document: str | None = None) -> tuple[str, bool]:
+    """(instruction + document, whether the document was cut by tokens to fit the context window).
+
+    Without a local tokenizer or a known window (a server that does not say) the document goes whole.
+    """
     document = document or long_document()
+    if tokenizer is None or context_window is None:
+        return SUMMARIZE_INSTRUCTION + document, False
     room = max(16, context_window - max_new_tokens - TEMPLATE_ALLOWANCE
                - len(tokenizer(SUMMARIZE_INSTRUCTION, add_special_tokens=False)["input_ids"]))
     ids = tokenizer(document, add_special_tokens=False)["input_ids"]
@@ -75,29 +81,26 @@ def long_prompt(tokenizer, context_window: int, max_new_tokens: int, document: s
     return SUMMARIZE_INSTRUCTION + tokenizer.decode(ids[:room]), True
 
 
-def run_short_vs_long(engine, max_new_tokens: int = 48, question: str = SHORT_QUESTION,
+def run_short_vs_long(source, max_new_tokens: int = 48, question: str = SHORT_QUESTION,
                       document: str | None = None, usd_per_m_input: float = DEFAULT_USD_PER_M_INPUT,
                       usd_per_m_output: float = DEFAULT_USD_PER_M_OUTPUT, progress: ProgressFn | None = None,
                       cancel: threading.Event | None = None) -> ShortLongComparison:
-    b = engine.backend
     settings = GenerationSettings(max_new_tokens=max_new_tokens).validate()
     report = Progress(progress, cancel)
-    result = ShortLongComparison(RunInfo.of(b), max_new_tokens, usd_per_m_input, usd_per_m_output)
-    text, result.document_truncated = long_prompt(b.tokenizer, b.context_window, max_new_tokens, document)
+    result = ShortLongComparison(RunInfo.of(source), max_new_tokens, usd_per_m_input, usd_per_m_output)
+    text, result.document_truncated = long_prompt(source.tokenizer, source.info.context_window, max_new_tokens,
+                                                  document)
     for k, (label, prompt) in enumerate((("short", question), ("long", text))):
         if report.cancelled:
             break
-        run = engine.run(prompt, settings)
-        for step in run:
-            if report.cancelled:
-                run.cancel()
-            report((k + (step.index + 1) / max_new_tokens) / 2, f"{label} request: token {step.index + 1}")
-        if run.trace.stop_reason == "cancelled":
+        trace = follow(source.run(prompt, settings), report, lambda step, k=k, label=label: report(
+            (k + (step.index + 1) / max_new_tokens) / 2, f"{label} request: token {step.index + 1}"))
+        if trace.stop_reason == "cancelled":
             break
-        m = run.trace.metrics()
+        m = trace.metrics()
         setattr(result, label, RequestMeasure(label, m.prompt_tokens, m.output_tokens, m.ttft, m.e2e, m.tpot,
                                               m.kv_bytes, estimate_cost(m, usd_per_m_input, usd_per_m_output),
-                                              run.trace.stop_reason, run.trace.text))
+                                              trace.stop_reason, trace.text))
     result.cancelled = report.cancelled and result.long is None
     result.elapsed = report.elapsed()
     report(1.0, "cancelled" if result.cancelled else "done")

@@ -20,10 +20,9 @@ Left out: colour by token id (colour cycles by position so neighbours always dif
 from __future__ import annotations
 
 import html
-import re
-import unicodedata
 
 from .spans import TokenSpan
+from .visible import visible
 
 TOKEN_CSS = """
 .tok-view { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 1.15rem; line-height: 2.1; }
@@ -37,30 +36,6 @@ TOKEN_CSS = """
 .tok-view .tok-note { font-family: system-ui, sans-serif; font-size: 1rem; color: #374151; margin: .3em 0; }
 """
 PALETTE_SIZE = 6
-
-_VISIBLE = {0x20: "·", 0x09: "→", 0x0A: "↵", 0x7F: "␡"}
-_VISIBLE.update({c: chr(0x2400 + c) for c in range(0x20) if c not in _VISIBLE})
-_INVISIBLE = [*range(0x80, 0xA1), 0xAD, *range(0x200B, 0x2010), *range(0x2028, 0x202F),
-              *range(0x2060, 0x2065), *range(0x2066, 0x206A), 0xFEFF]
-_VISIBLE.update({c: f"⟨U+{c:04X}⟩" for c in _INVISIBLE})
-
-
-_ESCAPED_BYTES = re.compile("[\udc80-\udcff]+")   # what surrogateescape makes of undecodable bytes
-
-
-def _hex(match: re.Match) -> str:
-    return "⟨" + " ".join(f"{ord(c) - 0xDC00:02X}" for c in match.group()) + "⟩"
-
-
-# --- visible text
-
-def visible(data: bytes) -> str:
-    """The bytes as text a reader can see: whitespace and controls drawn, split characters as hex."""
-    text = _ESCAPED_BYTES.sub(_hex, data.decode("utf-8", errors="surrogateescape").translate(_VISIBLE))
-    if text and unicodedata.category(text[0]) in ("Mn", "Me"):
-        text = "◌" + text
-    return text
-
 
 def _title(span: TokenSpan, text: str | None) -> str:
     parts = [f"#{span.index} · id {span.token_id}", f"{len(span.data)} byte{'s' * (len(span.data) != 1)}: "

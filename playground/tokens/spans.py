@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
+from .visible import visible
+
 Piece = tuple[int, bytes, bool]   # (token id, exact bytes, special)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -43,7 +45,6 @@ class TokenSpan(NamedTuple):   # immutable, and cheaper to build than a frozen d
 
     @property
     def display(self) -> str:
-        from .chips import visible
         return visible(self.data)
 
 

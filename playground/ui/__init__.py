@@ -1,7 +1,7 @@
 """The Gradio app: Generate, Tokens, Compare and Experiments tabs over one engine per backend.
 
     demo = build_demo(Engine(create_backend("torch", "tiny")))   # one fixed engine (tests)
-    demo = build_demo(EngineRegistry.for_model(None))            # every backend, each loaded on first use
+    demo = build_demo(SourceRegistry.for_model(None))            # every backend, each loaded on first use
     demo.launch()
 
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..engines import EngineRegistry, as_registry
+from ..registry import SourceRegistry, as_registry
 from ..session import Session
 from ..tokens import TOKEN_CSS
-from .common import ASSETS, GENERATE_CONCURRENCY, engine_or_message, error_html
+from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, engine_or_message, error_html
 from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
+from .lesson_tab import lesson_tab
 from .tokens_tab import tokens_tab
 
-__all__ = ["GENERATE_CONCURRENCY", "EngineRegistry", "build_demo"]
+__all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
 
 
-def make_model_info(registry: EngineRegistry):
+def make_model_info(registry: SourceRegistry):
     def model_info(backend=None):
         for line in registry.loading(backend):
             yield f"Loading… {line}"
@@ -44,8 +45,13 @@ def make_model_info(registry: EngineRegistry):
     return model_info
 
 
+def open_lesson_tab(request: gr.Request):
+    """A deep link into the lesson (?lesson=N) opens its tab."""
+    return gr.Tabs(selected="lesson") if request and request.query_params.get("lesson") else gr.skip()
+
+
 def build_demo(engine) -> gr.Blocks:
-    """`engine`: an Engine (the backend dropdowns then offer only its backend), an EngineRegistry, or a
+    """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
     registry = as_registry(engine)
     css = TOKEN_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
@@ -55,13 +61,18 @@ def build_demo(engine) -> gr.Blocks:
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.")
         info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
-        with gr.Tab("Generate"):
-            c = generate_tab(registry)
-        tokens_tab(registry, c.prompt, c.chat, c.backend)
-        compare_tab(registry, c.prompt)
-        experiments_tab(registry)
+        with gr.Tabs(elem_id="tabs") as tabs:
+            with gr.Tab("Generate", id="generate"):
+                c = generate_tab(registry)
+            tokens_tab(registry, c.prompt, c.chat, c.backend)
+            compare_tab(registry, c.prompt)
+            experiments_tab(registry)
+            lesson = lesson_tab(registry)
         wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
+        demo.load(open_lesson_tab, None, tabs, api_name=False, queue=False)
+        demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
+                  concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
     return demo

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..engines import BackendUnavailable, EngineRegistry
+from ..registry import BackendUnavailable, SourceRegistry
 from ..experiments.common import LONG_DOCUMENT_PATH, long_document as read_long_document
 from ..experiments.short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION,  # noqa: F401
                                       SUMMARIZE_INSTRUCTION)
@@ -43,11 +43,11 @@ def warn(message: str) -> str:
     return error_html(message)
 
 
-def backend_dropdown(registry: EngineRegistry, label: str = "Backend", value: str | None = None, **kw):
-    return gr.Dropdown(registry.names, value=value or registry.default, label=label, **kw)
+def backend_dropdown(registry: SourceRegistry, label: str = "Backend", value: str | None = None, **kw):
+    return gr.Dropdown(registry.choices(), value=value or registry.default, label=label, **kw)
 
 
-def engine_or_message(registry: EngineRegistry, name):
+def engine_or_message(registry: SourceRegistry, name):
     """The engine for `name`, or a message naming the backend, why it failed, and what is left to pick."""
     try:
         return registry.get(name)

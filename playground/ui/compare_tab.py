@@ -8,6 +8,8 @@ Left out: more than two backends, and repeats (the bench, bench_backends.py, rep
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import gradio as gr
 
 from ..charts.compare import plot_compare
@@ -35,42 +37,46 @@ def agreement_line(comparison) -> str:
     return line + f": first divergence at output token {comparison.first_divergence}."
 
 
-def make_compare(registry):
+def make_compare(registry, out: SimpleNamespace):
+    """The handler; it yields updates by component ({out.status: …}), the rest left as they are."""
     def compare(backend_a, backend_b, prompt, max_new_tokens, temperature, chat):
-        nothing = (gr.skip(),) * 3
         for name in dict.fromkeys([backend_a, backend_b]):
             for line in registry.loading(name):
-                yield (*nothing, loading_line(line))
-        engines = [engine_or_message(registry, name) for name in (backend_a, backend_b)]
-        failed = next((e for e in engines if isinstance(e, str)), None)
+                yield {out.status: loading_line(line)}
+        sources = [engine_or_message(registry, name) for name in (backend_a, backend_b)]
+        failed = next((e for e in sources if isinstance(e, str)), None)
         if failed:
-            yield (*nothing, warn(failed))
+            yield {out.status: warn(failed)}
             return
         try:
             settings = coerce_settings(max_new_tokens=max_new_tokens, temperature=temperature, seed=0,
                                        chat=bool(chat))
-            engines[0].prompt_ids(prompt, settings)   # refuse a bad prompt before either run starts
+            for source in sources:   # refuse a bad prompt before either run starts
+                source.prompt_ids(prompt, settings)
         except (ValueError, TypeError) as exc:
-            yield (*nothing, warn(str(exc)))
+            yield {out.status: warn(str(exc))}
             return
-        yield (*nothing, loading_line(f"running on {backend_a}, then on {backend_b}…"))
+        yield {out.status: loading_line(f"running on {backend_a}, then on {backend_b}…")}
         try:
-            c = compare_backends(prompt, settings, *engines)
+            c = compare_backends(prompt, settings, *sources)
         except Exception as exc:   # noqa: BLE001 - a runtime error in either backend: say so, keep serving
-            yield (*nothing, warn(f"the comparison failed: {type(exc).__name__}: {exc}"))
+            yield {out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
             return
-        yield plot_compare(c), table(c), agreement_line(c), f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"
+        yield {out.figure: plot_compare(c), out.table: table(c), out.agreement: agreement_line(c),
+               out.status: f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"}
     return compare
 
 
+OUTPUTS = ("figure", "table", "agreement", "status")   # /compare returns these, in this order
+
+
 def compare_tab(registry, generate_prompt) -> None:
-    names = registry.names
-    with gr.Tab("Compare"):
+    with gr.Tab("Compare", id="compare"):
         gr.Markdown("The same prompt and settings on two backends, one after the other: when each token "
                     "arrived, how long each step took, and whether the two runs chose the same tokens.")
         with gr.Row():
             a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
-            other = next((n for n in names if n != registry.default), registry.default)
+            other = next((n for n in registry.names if n != registry.default), registry.default)
             b = backend_dropdown(registry, "Backend B", value=other, elem_id="compare-b")   # A is the default
         prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=FRANCE, lines=3, max_lines=8)
         with gr.Row():
@@ -79,11 +85,12 @@ def compare_tab(registry, generate_prompt) -> None:
             temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy; else seed 0 on both)")
             chat = gr.Checkbox(value=True, label="Apply the chat template")
         run = gr.Button("Compare", variant="primary", elem_id="compare-run")
-        status = gr.Markdown(elem_classes="status", elem_id="compare-status")
-        agreement = gr.Markdown(elem_id="compare-agreement")
-        figure = gr.Plot(label="Two backends, one prompt", elem_id="compare-plot")
-        rows = gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
-                            elem_id="compare-table")
+        out = SimpleNamespace(status=gr.Markdown(elem_classes="status", elem_id="compare-status"),
+                              agreement=gr.Markdown(elem_id="compare-agreement"),
+                              figure=gr.Plot(label="Two backends, one prompt", elem_id="compare-plot"),
+                              table=gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
+                                                 elem_id="compare-table"))
     generate_prompt.change(lambda p: p, generate_prompt, prompt, api_name=False, queue=False)
-    run.click(make_compare(registry), [a, b, prompt, max_new, temperature, chat], [figure, rows, agreement, status],
+    run.click(make_compare(registry, out), [a, b, prompt, max_new, temperature, chat],
+              [getattr(out, name) for name in OUTPUTS],
               api_name="compare", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

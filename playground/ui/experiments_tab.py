@@ -1,6 +1,7 @@
 """The Experiments tab: the four measured lessons (playground/experiments/) run from the browser.
 
-Pick an experiment, its main ranges and the backend it runs on, then Run: the experiment runs in a
+Pick an experiment (the registry in experiments/registry.py gives each its sliders) and the source it
+runs on, then Run: the experiment runs in a
 worker thread while the handler streams a progress bar (gr.Progress) and a status line from the
 experiment's own progress callback. Cancel sets the session's threading.Event (kept in gr.State) and
 cancels the Gradio event; the experiment stops at its next measurement and Cancel shows the partial
@@ -25,12 +26,11 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..experiments import EXPERIMENTS
-from ..experiments.cli import run_one
 from ..session import ABANDONED_AFTER, ExportFolder
 from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, warn
 
-TITLES = {"prefill": "Prefill scaling sweep (TTFT vs prompt length)", "cache": "Cache vs no cache",
-          "depth": "Decode cost vs context depth", "short-long": "Short vs long request"}
+# the sliders, in the order the handler receives them: every parameter of every experiment
+SLIDERS = [(spec, param) for spec in EXPERIMENTS.values() for param in spec.params]
 
 
 class Job:
@@ -49,13 +49,15 @@ class Job:
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session; an Event can't be copied
         return Job()
 
-    def start(self, name: str, options: SimpleNamespace, engine) -> None:
+    def start(self, name: str, options: dict, source) -> None:
         self.cancel, self.result, self.figure, self.error = threading.Event(), None, None, None
         self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
+        spec = EXPERIMENTS[name]
 
         def work():
             try:
-                self.result, self.figure = run_one(name, options, engine.backend, engine, self.report, self.cancel)
+                self.result = spec.run(source, options, self.report, self.cancel)
+                self.figure = spec.plot(self.result)
             except Exception as exc:   # noqa: BLE001 - shown to the user; the app keeps serving
                 self.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         self.thread = threading.Thread(target=work, daemon=True, name=f"experiment-{name}")
@@ -71,6 +73,8 @@ class Job:
 
 
 def fmt(value) -> str:
+    if value is None:
+        return "missing (this source does not give it)"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -81,95 +85,94 @@ def fmt(value) -> str:
 
 
 def summary_markdown(result) -> str:
-    head = f"**{TITLES[result.NAME]}** on {result.info.describe()} · {result.elapsed:.1f} s"
+    head = f"**{EXPERIMENTS[result.NAME].title}** on {result.info.describe()} · {result.elapsed:.1f} s"
     if result.cancelled:
         head += " · **cancelled: partial result**"
     lines = [f"- {key.replace('_', ' ')}: {fmt(v)}" for key, v in result.summary().items()]
     return "\n".join([head, *lines]) if lines else head + "\n- (too little measured for a summary)"
 
 
-def outcome(job: Job) -> tuple:
-    """(figure, summary, JSON file, status) once the worker is done."""
+OUTPUTS = ("figure", "summary", "download", "status")   # /experiment returns these, in this order
+
+
+def outcome(job: Job, out: SimpleNamespace) -> dict:
+    """The updates once the worker is done: chart, summary, JSON file and status (or the error alone)."""
     if job.error:
-        return gr.skip(), gr.skip(), gr.skip(), warn(job.error)
+        return {out.status: warn(job.error)}
     [path] = job.exports.write({f"{job.result.NAME}.json": json.dumps(job.result.to_dict(), indent=1,
                                                                     ensure_ascii=False)})
     status = "cancelled: the partial result is shown" if job.result.cancelled else "finished"
-    return job.figure, summary_markdown(job.result), str(path), status
+    return {out.figure: job.figure, out.summary: summary_markdown(job.result), out.download: str(path),
+            out.status: status}
 
 
 def bar(fraction: float) -> str:
     return "▰" * round(fraction * 20) + "▱" * (20 - round(fraction * 20)) + f" {fraction:.0%}"
 
 
-def make_handlers(registry):
-    def run(name, backend, max_length, points, repeats, prompt_tokens, new_tokens, job: Job,
-            progress=gr.Progress(track_tqdm=False)):
-        nothing = (gr.skip(),) * 3
+def make_handlers(registry, out: SimpleNamespace):
+    def run(name, backend, job: Job, *values, progress=gr.Progress(track_tqdm=False)):
         if name not in EXPERIMENTS:
-            yield (*nothing, warn(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {name!r}"))
+            yield {out.status: warn(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {name!r}")}
             return
         for line in registry.loading(backend):
-            yield (*nothing, loading_line(line))
-        engine = engine_or_message(registry, backend)
-        if isinstance(engine, str):
-            yield (*nothing, warn(engine))
+            yield {out.status: loading_line(line)}
+        source = engine_or_message(registry, backend)
+        if isinstance(source, str):
+            yield {out.status: warn(source)}
             return
+        given = {param.name: value for (spec, param), value in zip(SLIDERS, values) if spec.name == name}
         try:
-            ints = [int(v) for v in (max_length, points, repeats, prompt_tokens, new_tokens)]
-        except (TypeError, ValueError, OverflowError):
-            yield (*nothing, warn("the ranges must be whole numbers"))
+            options = EXPERIMENTS[name].values(given)
+        except ValueError as exc:
+            yield {out.status: warn(str(exc))}
             return
-        options = SimpleNamespace(min_length=16, max_length=ints[0], points=ints[1], repeats=ints[2],
-                                  cache_prompt=ints[3], cache_tokens=ints[4], depth_prompt=ints[3],
-                                  depth_tokens=ints[4], max_new_tokens=ints[4])
-        job.start(name, options, engine)
+        job.start(name, options, source)
         try:
             while job.running():
                 job.asked = time.monotonic()
                 progress(job.fraction, desc=job.message)
-                yield (*nothing, f"⏳ {bar(job.fraction)} · {job.message}")
+                yield {out.status: f"⏳ {bar(job.fraction)} · {job.message}"}
                 job.thread.join(0.4)
         finally:   # the handler was closed (event cancelled, tab gone): the worker thread stops too
             if job.running():
                 job.cancel.set()
-        yield outcome(job)
+        yield outcome(job, out)
 
     def cancel(job: Job):
         if job.thread is None:
-            return gr.skip(), gr.skip(), gr.skip(), warn("no experiment has run in this session")
+            return {out.status: warn("no experiment has run in this session")}
         job.cancel.set()
         job.thread.join(timeout=60)
-        return outcome(job) if not job.running() else (gr.skip(),) * 3 + ("still stopping…",)
+        return outcome(job, out) if not job.running() else {out.status: "still stopping…"}
     return run, cancel
 
 
 def experiments_tab(registry) -> None:
-    with gr.Tab("Experiments"):
+    with gr.Tab("Experiments", id="experiments"):
         gr.Markdown("Each experiment measures the chosen backend directly (greedy, no sampling); every "
                     "number is measured, and fits are labelled as fits.")
         with gr.Row():
-            name = gr.Dropdown([(TITLES[n], n) for n in EXPERIMENTS], value="prefill", label="Experiment",
-                               elem_id="experiment-name")
+            name = gr.Dropdown([(spec.title, spec.name) for spec in EXPERIMENTS.values()], value="prefill",
+                               label="Experiment", elem_id="experiment-name")
             backend = backend_dropdown(registry, elem_id="experiment-backend")
-        with gr.Row():
-            max_length = gr.Slider(16, 4096, value=1024, step=1, label="Prefill sweep: max prompt length")
-            points = gr.Slider(2, 12, value=8, step=1, label="Prefill sweep: lengths (geometric)")
-            repeats = gr.Slider(1, 10, value=3, step=1, label="Prefill sweep: repeats")
-        with gr.Row():
-            prompt_tokens = gr.Slider(1, 2048, value=128, step=1, label="Cache / depth: prompt tokens")
-            new_tokens = gr.Slider(1, 512, value=32, step=1,
-                                   label="Cache / depth / short-vs-long: new tokens")
+        groups, sliders = {}, []
+        for spec in EXPERIMENTS.values():
+            with gr.Row(visible=spec.name == "prefill") as groups[spec.name]:
+                sliders += [gr.Slider(p.low, p.high, value=p.default, step=1, label=p.label,
+                                      elem_id=f"experiment-{spec.name}-{p.name}") for p in spec.params]
         with gr.Row():
             start = gr.Button("Run", variant="primary", elem_id="experiment-run")
             stop = gr.Button("Cancel", variant="stop", elem_id="experiment-cancel")
-        status = gr.Markdown(elem_classes="status", elem_id="experiment-status")
-        figure = gr.Plot(label="Result", elem_id="experiment-plot")
-        summary = gr.Markdown(elem_id="experiment-summary")
-        download = gr.File(label="The result as JSON", interactive=False)
-    job = gr.State(Job(), delete_callback=Job.close)
-    run, cancel = make_handlers(registry)
-    outputs = [figure, summary, download, status]
-    event = start.click(run, [name, backend, max_length, points, repeats, prompt_tokens, new_tokens, job], outputs,
-                        api_name="experiment", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
+        out = SimpleNamespace(status=gr.Markdown(elem_classes="status", elem_id="experiment-status"),
+                              figure=gr.Plot(label="Result", elem_id="experiment-plot"),
+                              summary=gr.Markdown(elem_id="experiment-summary"),
+                              download=gr.File(label="The result as JSON", interactive=False))
+        job = gr.State(Job(), delete_callback=Job.close)   # inside the tab: a State between tabs doubles the next one
+    run, cancel = make_handlers(registry, out)
+    outputs = [getattr(out, name) for name in OUTPUTS]
+    name.change(lambda n: [gr.update(visible=k == n) for k in groups], name, list(groups.values()),
+                api_name=False, queue=False)
+    event = start.click(run, [name, backend, job, *sliders], outputs, api_name="experiment",
+                        concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     stop.click(cancel, job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None)

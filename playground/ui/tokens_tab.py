@@ -23,7 +23,7 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
             return error_html(str(exc)), "", gr.skip()
         return v.summary, v.html, v.figure
 
-    with gr.Tab("Tokens") as tab:
+    with gr.Tab("Tokens", id="tokens") as tab:
         gr.Markdown("The model never sees words: it reads token ids. Each chip is one token "
                     "(hover for id and bytes; · is a space, ↵ a newline).")
         button = gr.Button("Show the prompt's tokens", variant="secondary")

@@ -1,4 +1,4 @@
-"""EngineRegistry: one load per backend even under concurrent requests; failures remembered and named."""
+"""SourceRegistry: one load per backend even under concurrent requests; failures remembered and named."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from playground.engines import BackendUnavailable, EngineRegistry, as_registry
+from playground.registry import BackendUnavailable, SourceRegistry, as_registry
 
 
 def counting_registry(fail=(), pause=0.0):
@@ -19,7 +19,7 @@ def counting_registry(fail=(), pause=0.0):
         if name in fail:
             raise ImportError(f"no runtime for {name}")
         return f"engine-{name}"
-    return EngineRegistry(factory, ["a", "b", "c"], default="b"), calls
+    return SourceRegistry(factory, ["a", "b", "c"], default="b"), calls
 
 
 def test_two_threads_asking_for_one_backend_load_it_once():
@@ -62,11 +62,11 @@ def test_a_single_engine_becomes_a_registry_of_its_backend(tiny_engine):
 
 
 def test_for_model_loads_and_warms_up_a_real_engine():
-    from playground.engines import EngineRegistry
+    from playground.registry import SourceRegistry
 
-    registry = EngineRegistry.for_model("tiny", backend="torch")
+    registry = SourceRegistry.for_model("tiny", backend="torch")
     messages = []
-    engine = registry.factory("torch", lambda fraction, message: messages.append(message))
+    engine = registry.factories["torch"]("torch", lambda fraction, message: messages.append(message))
     assert engine.backend.model_name == "tiny-random-llama"
     assert any("warming up" in m for m in messages)
     assert registry.get("torch").backend.name == "torch" and registry.get("torch") is registry.get()

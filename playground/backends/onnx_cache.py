@@ -1,0 +1,79 @@
+"""The ONNX cache's mechanics: a key per source and library versions, sealed folders, progress lines.
+
+A folder is built in a staging folder (`staging(target)`) and moved into place by `seal` only after a
+marker file listing every file's size is written, so a crash mid-build leaves nothing that looks
+finished; `is_complete` checks the marker and the sizes (a truncated model.onnx is rebuilt).
+Used by onnx_export.py (the fp32 export) and onnx_quantize.py (its quantized siblings).
+
+Left out: pruning old entries; delete <cache>/onnx to clear them all.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+MARKER = "playground-complete.json"
+MODEL_FILE = "model.onnx"
+GRAPH_EDITS = "last-logits,gqa"  # part of the cache key: change it when the edits to the export change
+
+
+# --- the cache key and the completeness check
+
+def versions() -> dict[str, str]:
+    import onnxruntime
+    import optimum.version
+    import transformers
+    return {"transformers": transformers.__version__, "optimum": optimum.version.__version__,
+            "onnxruntime": onnxruntime.__version__}
+
+
+def cache_key(source: Path | str) -> str:
+    """'<name>-<12 hex>' from the source's identity and the library versions."""
+    if isinstance(source, Path):
+        files = sorted(p for p in source.iterdir() if p.is_file())
+        ident = [str(source.resolve())] + [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files]
+        name = source.name
+    else:
+        ident, name = [source], source.replace("/", "--")
+    digest = hashlib.sha256(json.dumps([ident, versions(), GRAPH_EDITS]).encode()).hexdigest()[:12]
+    return f"{name}-{digest}"
+
+
+def is_complete(folder: Path) -> bool:
+    """True when the marker exists and every file it lists has the size it had when written."""
+    try:
+        sizes = json.loads((folder / MARKER).read_text())["sizes"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return MODEL_FILE in sizes and all(
+        (folder / n).is_file() and (folder / n).stat().st_size == s for n, s in sizes.items())
+
+
+def seal(staging: Path, target: Path, info: dict) -> Path:
+    """Write the marker, then move the staging folder into place (another process may have won)."""
+    sizes = {p.name: p.stat().st_size for p in staging.iterdir() if p.is_file()}
+    (staging / MARKER).write_text(json.dumps({**info, **versions(), "sizes": sizes}, indent=1))
+    if is_complete(target):
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    return target
+
+
+def staging(target: Path) -> Path:
+    staging = target.with_name(f"{target.name}.partial-{os.getpid()}-{threading.get_ident()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging
+
+
+def say(progress, fraction: float, message: str, detail: str | None = None) -> None:
+    log.warning(detail or message)
+    if progress is not None:
+        progress(fraction, message)
