@@ -1,6 +1,6 @@
 """One benchmark row per backend: the engine's step loop vs the runtime's own plain `generate()`.
 
-    python -m playground.bench_backends                # one JSON row per backend (torch, onnx, onnx-int8, onnx-int4)
+    python -m playground.bench_backends                # one JSON row per backend in the registry
     python -m playground.bench_backends onnx-int8      # just the named ones
 
 `bench_backend(name, prompt, max_new_tokens)` measures, on the same backend and the same chat prompt ids
