@@ -17,7 +17,8 @@ Modes (what MatMulNBits does with the activations x):
              Q4_1 x Q8_1 kernels do: ~3x faster at one row, ~1e-2 relative error on real activations.
   - "int8x2" level 4 on two rows: hi = x rounded to that same int8 grid (which the kernel then quantizes
              losslessly) and lo = x - hi; their products are summed. Only lo's rounding is left (~1e-4
-             relative) for about 1.2x the one-pass time at one row; twice the work on long prompts.
+             relative) for ~1.2x the one-pass time of a layer at one row (~1.4x CPU per token with the split
+             nodes); twice the work on long prompts.
 
     >>> hi_lo(np.array([[1.0, 0.3, -0.0049]], np.float32))[0].tolist()   # hi on the grid of 1/127
     [[1.0, 0.29921260476112366, -0.007874015718698502]]
