@@ -35,12 +35,15 @@ GROW = 2               # capacity factor when the cache fills up
 
 class KVBuffer:
     """The cache after a step: one numpy buffer (and its OrtValue view) per past input, and its length."""
-    __slots__ = ("arrays", "bindings", "length", "spent", "values")
+    __slots__ = ("arrays", "bindings", "length", "position_bytes", "spent", "values")
 
     def __init__(self, arrays: list[np.ndarray], length: int):
         self.arrays, self.length, self.spent = arrays, length, False
         self.values = [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays]  # views: no copy
-        self.bindings = {}   # session -> its IO binding with these buffers bound (made once, reused every step)
+        self.bindings = {}   # session -> (its IO binding with these buffers bound, logits array): made once
+        # bytes one position takes in these buffers, from the OrtValues' real shapes and element types
+        self.position_bytes = sum(v.shape()[0] * v.shape()[1] * v.shape()[3] * ELEMENT_BYTES[v.data_type()]
+                                  for v in self.values)
 
     @property
     def capacity(self) -> int:
@@ -50,7 +53,9 @@ class KVBuffer:
         """The state after a step wrote up to `length` (the same buffers); this one may not be used again."""
         self.spent = True
         nxt = KVBuffer.__new__(KVBuffer)
-        nxt.arrays, nxt.values, nxt.bindings, nxt.length, nxt.spent = self.arrays, self.values, self.bindings, length, False
+        nxt.arrays, nxt.values, nxt.bindings, nxt.position_bytes = self.arrays, self.values, self.bindings, \
+            self.position_bytes
+        nxt.length, nxt.spent = length, False
         return nxt
 
 
@@ -62,6 +67,7 @@ class OnnxGgufBackend(OnnxBackend):
         self.variant, (self.decode_plan, self.prefill_plan) = variant, variant_plans(variant)
         self.name, self.dtype = "-".join(filter(None, ["onnx-gguf4", variant])), "q4_1"
         self._kv_dims = [(e.shape[1], e.shape[3]) for e in self._empty]   # (kv_heads, head_dim) per input
+        self.vocab_size = int(self.session.get_outputs()[0].shape[-1])       # logits [batch, 1, vocab]
 
     @classmethod
     def load(cls, spec: str | None = None, variant: str = "", progress=None,
@@ -118,23 +124,22 @@ class OnnxGgufBackend(OnnxBackend):
         import torch
 
         total = state.length + ids.shape[1]
-        io = state.bindings.get(session)
-        if io is None:
-            io = state.bindings[session] = session.io_binding()
-            io.bind_output("logits", "cpu")   # first: get_outputs() lists outputs in binding order
+        if session not in state.bindings:
+            io, logits = session.io_binding(), np.zeros((1, 1, self.vocab_size), np.float32)
+            io.bind_ortvalue_output("logits", ort.OrtValue.ortvalue_from_numpy(logits))   # written in place too
             for past, present, value in zip(self.past_names, self.output_names[1:], state.values):
                 io.bind_ortvalue_input(past, value)
                 io.bind_ortvalue_output(present, value)   # the same buffer: GroupQueryAttention writes in place
+            state.bindings[session] = io, logits
+        io, logits = state.bindings[session]
         io.bind_cpu_input("input_ids", ids)
         io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
         session.run_with_iobinding(io)
-        logits = torch.from_numpy(np.array(io.get_outputs()[0].numpy()[0, -1], dtype=np.float32))
-        return logits, state.advanced(total)
+        return torch.from_numpy(logits[0, -1].copy()), state.advanced(total)   # a copy: the next step overwrites
 
     def kv_cache_bytes(self, state: KVBuffer) -> int:
         """Bytes of the positions in use, from the buffers' real shapes and element type (see module doc)."""
-        return sum(v.shape()[0] * v.shape()[1] * v.shape()[3] * ELEMENT_BYTES[v.data_type()] for v in state.values) \
-            * state.length
+        return state.position_bytes * state.length
 
     # --- the yardstick: the same session and buffers in a bare greedy loop (no sampling, detokenizing or Steps)
 
