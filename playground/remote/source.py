@@ -1,0 +1,187 @@
+"""A step source over an OpenAI-compatible server: the server computes, the client times each event's arrival.
+
+    source = RemoteSource("http://127.0.0.1:8080/v1")          # asks /v1/models (model: the first listed)
+    source.info.name, source.capabilities.missing()            # "llama.cpp @ 127.0.0.1:8080", [...]
+    run = source.run("What is the capital of France?", GenerationSettings(max_new_tokens=16))
+    for step in run: ...                                       # streamed; run.cancel() stops it at any moment
+    run.trace.server                                           # the server's own figures, labelled by origin
+    source.run_ids(ids, settings, ignore_eos=True)             # exact token ids (llama.cpp, vLLM)
+
+t0 is taken as the request is sent (after prompt_ids asked the server's /tokenize, which is no part of
+the request); each Step is one event, stamped on arrival. The prompt ids come from the server's own
+/tokenize where it has one, else a local copy of the same tokenizer, else cl100k_base (labelled an
+approximation in `trace.server["prompt_ids_source"]`). Runs from exact ids ask the server not to reuse a
+cached prefix, so a repeat measures a real prefill.
+
+Left out: n > 1 choices, tool calls, and servers that only speak the Responses API.
+"""
+from __future__ import annotations
+
+import json
+import time
+from functools import cached_property
+from typing import Callable, Iterator
+
+from ..config import GenerationSettings
+from ..engine import check_prompt
+from ..source import Capabilities, Run, SourceInfo
+from ..trace import Step, Trace
+from .client import ServerClient
+from .errors import RemoteNotFound, RemoteServerError, RemoteStreamCut, server_message
+from .figures import FigureSampler
+from .local_copy import local_copy
+from .servers import detect_kind
+from .steps import EventSteps
+
+CL100K = "cl100k_base (an approximation: this server has no /tokenize and its tokenizer is not here)"
+
+
+class RemoteSource:
+    def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None, *,
+                 connect_timeout: float = 5.0, read_timeout: float = 120.0, figure_interval: float = 1.0,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.client = ServerClient(base_url, api_key, connect_timeout, read_timeout)
+        self.clock, self.figure_interval = clock, figure_interval
+        listed = self.client.get_json("/v1/models").get("data") or []
+        ids = [m.get("id") for m in listed if isinstance(m, dict)]
+        if model is not None and model not in ids:
+            raise RemoteNotFound(self.client.endpoint, f"model {model!r} is not served here; it serves {ids}", 404)
+        if not ids:
+            raise RemoteNotFound(self.client.endpoint, "/v1/models lists no model", 404)
+        self.model = model or ids[0]
+        entry = listed[ids.index(self.model)]
+        self.kind = detect_kind(self.client, entry)
+        self.client.endpoint = name = f"{self.kind.name} @ {self.client.host}"
+        self.copy = local_copy(self.model)
+        self.tokenizer = self.copy.tokenizer if self.copy else None
+        self.prompt_ids_source = ("server /tokenize" if self.kind.tokenize_chat else
+                                  self.copy.label if self.copy else CL100K)
+        dtype = (entry.get("meta") or {}).get("ftype") or ""
+        self.info = SourceInfo(name, self.model, "remote", "remote", str(dtype), self.kind.context_window(
+            self.client, entry), self.copy.kv_shape if self.copy else None, origin="remote")
+        self.capabilities = Capabilities(kv_bytes=False, top_k=self._logprobs_work(),
+                                         local_tokenizer=self.prompt_ids_source != CL100K, no_cache=False,
+                                         exact_ids=self.kind.exact_ids)
+
+    def _logprobs_work(self) -> bool:
+        """True when a one-token request with logprobs gets them back (llama.cpp and vLLM always do)."""
+        if self.kind.name in ("llama.cpp", "vllm"):
+            return True
+        reply = self.client.post_json("/v1/chat/completions", {"model": self.model, "max_tokens": 1, "logprobs": True,
+                                      "top_logprobs": 1, "messages": [{"role": "user", "content": "Hi"}]})
+        choice = (reply.get("choices") or [{}])[0]
+        return bool((choice.get("logprobs") or {}).get("content"))
+
+    @cached_property
+    def _cl100k(self):
+        import tiktoken
+        return tiktoken.get_encoding("cl100k_base")
+
+    # --- input
+
+    def prompt_ids(self, prompt: str, settings: GenerationSettings) -> tuple[str, list[int]]:
+        """(the text the server's model reads, its ids) as the server tokenizes it, where it can say."""
+        check_prompt(prompt)
+        messages = [{"role": "user", "content": prompt}]
+        if settings.system_prompt:
+            messages.insert(0, {"role": "system", "content": settings.system_prompt})
+        if self.kind.tokenize_chat:
+            return (self.kind.tokenize_chat(self.client, self.model, messages) if settings.chat else
+                    (prompt, self.kind.tokenize_text(self.client, self.model, prompt, True)))
+        if self.tokenizer is not None:
+            text = (self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                    if settings.chat else prompt)
+            return text, self.tokenizer(text, add_special_tokens=not settings.chat)["input_ids"]
+        return prompt, self._cl100k.encode(prompt, disallowed_special=())
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of plain text (no template, no special tokens), from the server where it can say."""
+        if self.kind.tokenize_text:
+            return self.kind.tokenize_text(self.client, self.model, text, False)
+        if self.tokenizer is not None:
+            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self._cl100k.encode(text, disallowed_special=())
+
+    # --- running
+
+    def run(self, prompt: str, settings: GenerationSettings | None = None) -> Run:
+        settings = (settings or GenerationSettings()).validate()
+        text, ids = self.prompt_ids(prompt, settings)
+        body = {"messages": [{"role": "user", "content": prompt}]} if settings.chat else {"prompt": prompt}
+        if settings.chat and settings.system_prompt:
+            body["messages"].insert(0, {"role": "system", "content": settings.system_prompt})
+        path = "/v1/chat/completions" if settings.chat else "/v1/completions"
+        return self._start(path, body, Trace(prompt, text, ids, settings, *self._trace_fields()))
+
+    def run_ids(self, ids: list[int], settings: GenerationSettings | None = None, *, ignore_eos: bool = False,
+                use_cache: bool = True) -> Run:
+        settings = (settings or GenerationSettings()).validate()
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise ValueError("ids is empty: a run needs at least one prompt token")
+        if not self.capabilities.exact_ids:
+            raise ValueError(f"{self.info.name} cannot run from exact token ids ({self.kind.name} takes text only)")
+        if not use_cache:
+            raise ValueError(f"{self.info.name} cannot run without a KV cache (a server keeps its own)")
+        body = {"prompt": ids, "ignore_eos": ignore_eos, **self.kind.fresh_prefill()}
+        trace = Trace("", "", ids, settings, *self._trace_fields(), ignore_eos=ignore_eos)
+        return self._start("/v1/completions", body, trace, exact=True)
+
+    def _trace_fields(self) -> tuple:
+        i = self.info
+        return i.name, i.device, i.dtype, i.model, i.kv_shape
+
+    def _start(self, path: str, body: dict, trace: Trace, exact: bool = False) -> Run:
+        s = trace.settings
+        body = {"model": self.model, "stream": True, "stream_options": {"include_usage": True},
+                "max_tokens": s.max_new_tokens, **self.kind.sampling(s), **self.kind.extras, **body}
+        if self.capabilities.top_k:
+            chat = path.endswith("chat/completions")
+            body.update({"logprobs": True, "top_logprobs": s.top_candidates} if chat else {"logprobs": s.top_candidates})
+        trace.seed = s.seed
+        trace.server = {"origin": f"server-reported by {self.info.name}", "kind": self.kind.name,
+                        "model": self.model, "prob_meaning": self.kind.prob_meaning,
+                        "prompt_ids_source": "exact ids sent" if exact else self.prompt_ids_source,
+                        "not_exposed": self.kind.not_exposed}
+        exact_prompt = exact or self.capabilities.local_tokenizer
+        return Run(trace, lambda run: self._steps(run, path, body, exact_prompt), self.clock())
+
+    def warm_up(self) -> None:
+        """One short request, discarded (the server's own first-call costs stay out of the figures)."""
+        self.run("Hello", GenerationSettings(max_new_tokens=2)).wait()
+
+    # --- the loop: one Step per event that carries tokens
+
+    def _steps(self, run: Run, path: str, body: dict, exact_prompt: bool) -> Iterator[Step]:
+        trace = run.trace
+        stream = self.client.stream(path, body, self.clock)
+        run.t0 = stream.t0
+        maker = EventSteps(len(trace.prompt_ids), stream.t0, exact_prompt, self._decode)
+        sampler = FigureSampler(lambda: self.kind.figures(self.client), stream.t0, self.clock, self.figure_interval)
+        try:
+            for arrived, wall_ns, event in stream.events(stop=lambda: run.cancelled):
+                if "error" in event:   # llama.cpp and vLLM report a failure mid-stream as an event
+                    raise RemoteServerError(self.info.name, server_message(json.dumps(event)))
+                step = maker.add(arrived, wall_ns, event)
+                if step is not None:
+                    sampler.first_token() if step.index == 0 else None
+                    trace.steps.append(step)
+                    yield step
+                if run.cancelled:
+                    break
+        finally:
+            stream.abort()
+            sampler.finish(wait=0.2 if run.cancelled else 3.0)
+            warnings = maker.warnings(len(trace.prompt_ids), trace.server["prompt_ids_source"], self.tokenizer,
+                                      self.copy.label if self.copy else "")
+            trace.server.update(maker.report(), samples=sampler.samples, **({"warnings": warnings} if warnings else {}))
+        if run.cancelled:
+            trace.stop_reason = "cancelled"
+        elif maker.finish is None and not stream.done:
+            raise RemoteStreamCut(self.info.name, f"the stream ended after {len(trace.steps)} events "
+                                                  "without a finish reason")
+        else:
+            trace.stop_reason = maker.stop_reason() or "unknown (the server gave no finish_reason)"
+
+    def _decode(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id]) if self.tokenizer is not None else ""
