@@ -70,6 +70,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         mode, path = self._split()
         self.server.seen.setdefault(mode, []).append(self.headers.get("Authorization"))
+        if mode == "auth" and self.headers.get("Authorization") != f"Bearer {KEY}":
+            return self._json(401, {"error": {"message": f"invalid key {self.headers.get('Authorization')}"}})
         if path == "/v1/models" and mode != "models-500":
             name = "SmolLM2-135M-Instruct" if mode == "other-tokenizer" else "fake-model"
             return self._json(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "fake"}]})

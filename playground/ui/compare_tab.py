@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..charts.compare import plot_compare
-from ..compare import compare_backends
+from ..compare import compare_backends, explain
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..source import SourceError
 from .common import CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, \
@@ -35,7 +35,7 @@ def agreement_line(comparison) -> str:
     line = f"**Token agreement {comparison.agreement:.0%}** between {a} and {b}"
     if comparison.first_divergence is None:
         return line + ": every output token is identical."
-    return line + f": first divergence at output token {comparison.first_divergence}."
+    return line + f": first divergence at output token {comparison.first_divergence}. {explain(comparison)}"
 
 
 def make_compare(registry, out: SimpleNamespace):
