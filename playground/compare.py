@@ -83,7 +83,23 @@ def explain(c: "Comparison") -> str:
                 "so they need not agree from the first token on.")
     return ("Both read the same prompt ids, so the difference is arithmetic: weights stored another way "
             "(e.g. Q4_1 blocks on llama.cpp against their float32 dequantization here), other kernels and "
-            "summation order shift the logits a little, and a near-tie between two tokens flips.")
+            "summation order shift the logits a little, and a near-tie between two tokens flips." + _tie(c))
+
+
+def _tie(c: "Comparison") -> str:
+    """The two picks at the first divergence, with each side's probability for both (where both give top-k)."""
+    k = c.first_divergence
+    x, y = ([s for s in t.steps if not s.special][k:k + 1] for t in c.traces)
+    if not (x and y and x[0].top and y[0].top):
+        return ""
+    x, y = x[0], y[0]
+
+    def p(step, token) -> str:
+        found = [cand.prob for cand in step.top if (cand.token_id == token.token_id if token.token_id is not None
+                                                    else cand.text == token.text)]
+        return f"{found[0]:.3f}" if found else "below its top-k"
+    return (f" At output token {k}, {c.a.backend} gave {x.text!r} p={p(x, x)} and {y.text!r} p={p(x, y)}; "
+            f"{c.b.backend} gave {y.text!r} p={p(y, y)} and {x.text!r} p={p(y, x)}.")
 
 
 def compare_backends(prompt: str, settings: GenerationSettings | None, source_a, source_b) -> Comparison:
