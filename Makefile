@@ -39,13 +39,13 @@ install-dev: $(VENV)/.installed-dev
 run: install            ## launch the app on http://127.0.0.1:7860
 	$(PY) app.py $(ARGS)
 
-test: install-dev       ## the whole test suite (unit, integration on the bundled model, browser)
+test: install-dev llama ## the whole test suite (unit, integration on the bundled model, llama-server, browser)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install-dev  ## unit tests only (tiny in-process model)
 	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
 
-bench: install-dev      ## speed figures and ratios, as JSON
+bench: install-dev llama ## speed figures and ratios, as JSON (the remote row starts its own llama-server)
 	$(PY) -m playground.bench $(ARGS)
 
 soak: install-dev       ## 200 generations in one process: RSS and thread counts

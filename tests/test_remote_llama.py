@@ -1,8 +1,8 @@
-"""The remote source against llama.cpp's real llama-server on the bundled GGUF (fixture `llama_server`, conftest):
-stream, logprobs, tokenize, metrics and slots, two requests at once, Stop, exact-id runs, experiments, Compare."""
+"""What only llama.cpp's llama-server gives (fixture `llama_server`, conftest): its per-request timings, /slots,
+a fresh prefill on request, and the prefill/depth experiments and Compare on it. (What every server must do:
+test_remote_server.py.)"""
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -36,50 +36,18 @@ def test_the_server_is_described_from_its_own_endpoints(remote, llama_server):
     assert remote.capabilities.missing() == ["measured KV-cache bytes", "runs without a KV cache"]
 
 
-def test_the_seed_sentence_is_11_tokens_without_bos_as_the_server_tokenizes_it(remote):
-    ids = remote.encode(SEED_SENTENCE)
-    assert len(ids) == 11 and ids == remote.tokenizer(SEED_SENTENCE, add_special_tokens=False)["input_ids"]
-    assert remote.tokenizer.convert_ids_to_tokens(ids[0]) == "S"   # no BOS in front
-
-
-def test_a_streamed_run_carries_ids_probabilities_and_top_k_and_the_servers_timings(remote):
+def test_a_streamed_run_carries_the_servers_own_timings(remote):
     trace = remote.run(FRANCE, GenerationSettings(max_new_tokens=8)).wait()
-    steps = trace.steps
-    assert len(trace.prompt_ids) == 37 and trace.server["usage"]["prompt_tokens"] == 37
-    assert "warnings" not in trace.server and trace.server["prompt_ids_source"] == "server /tokenize"
-    assert all(isinstance(s.token_id, int) and 0 < s.prob <= 1 and len(s.top) == 5 for s in steps)
-    assert all(s.token_id == s.top[0].token_id for s in steps)                  # greedy: the argmax
-    assert trace.metrics().ttft > 0 and all(b.time > a.time for a, b in zip(steps, steps[1:]))
-    assert trace.server["timings"]["predicted_n"] == trace.metrics().output_tokens
-    assert trace.server["token_count_source"] == "logprobs: one entry per token"
+    assert len(trace.prompt_ids) == 37 and trace.server["prompt_ids_source"] == "server /tokenize"
+    timings = trace.server["timings"]
+    assert timings["predicted_n"] == trace.metrics().output_tokens
+    assert timings["prompt_n"] + timings["cache_n"] == 37 and timings["prompt_ms"] > 0
 
 
-def test_the_streamed_answer_equals_the_non_streamed_one(remote):
-    settings = GenerationSettings(max_new_tokens=12)
-    streamed = remote.run(FRANCE, settings).wait().text
-    reply = remote.client.post_json("/v1/chat/completions", {"model": remote.model, "max_tokens": 12,
-                                     **remote.kind.sampling(settings),
-                                     "messages": [{"role": "user", "content": FRANCE}]})
-    assert streamed == reply["choices"][0]["message"]["content"]
-
-
-def test_metrics_and_slots_are_sampled_while_the_request_runs(remote):
+def test_slots_are_sampled_while_the_request_runs(remote):
     trace = long_run(remote, 24).wait()
     during = [s for s in trace.server["samples"] if s["when"] == "during the run"]
-    assert during and during[0]["running"] >= 1 and len(during[0]["slots"]) == 2
-    assert any(slot["processing"] for slot in during[0]["slots"])
-
-
-def test_two_requests_at_once_are_served_side_by_side(remote):
-    runs = [long_run(remote, 24), long_run(remote, 24)]
-    threads = [threading.Thread(target=r.wait) for r in runs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    a, b = (r.trace for r in runs)
-    assert a.metrics().output_tokens == b.metrics().output_tokens == 24
-    assert a.steps[0].wall_ns < b.steps[-1].wall_ns and b.steps[0].wall_ns < a.steps[-1].wall_ns   # overlapping
+    assert len(during[0]["slots"]) == 2 and any(slot["processing"] for slot in during[0]["slots"])
 
 
 def test_stop_mid_stream_ends_the_run_and_frees_the_servers_slot(remote):

@@ -2,9 +2,9 @@
 
     >>> from types import SimpleNamespace
     >>> t = SimpleNamespace(steps=[], server={"kind": "llama.cpp", "timings": {"prompt_n": 1, "prompt_ms": 27.4,
-    ...     "cache_n": 36, "predicted_n": 12, "predicted_ms": 258.4, "predicted_per_second": 46.4}})
+    ...     "cache_n": 36, "predicted_n": 12, "predicted_ms": 258.4, "predicted_per_second": 42.6}})
     >>> server_lines(t)[0]
-    'llama.cpp timings: prompt 1 tokens in 27 ms (36 more reused from its prompt cache) · decode 12 tokens in 258 ms (46.4 tok/s)'
+    'llama.cpp timings: prompt 1 tokens in 27 ms (36 more reused from its prompt cache) · decode 12 tokens in 258 ms (42.6 tok/s)'
     >>> server_lines(SimpleNamespace(steps=[], server={}))
     []
 

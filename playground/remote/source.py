@@ -158,24 +158,28 @@ class RemoteSource:
         stream = self.client.stream(path, body, self.clock)
         run.t0 = stream.t0
         maker = EventSteps(len(trace.prompt_ids), stream.t0, exact_prompt, self._decode)
-        sampler = FigureSampler(lambda: self.kind.figures(self.client), stream.t0, self.clock, self.figure_interval)
+        sampler = (FigureSampler(lambda: self.kind.figures(self.client), stream.t0, self.clock, self.figure_interval)
+                   if self.figure_interval else None)   # 0: no sampling (the bench keeps the server to itself)
         try:
             for arrived, wall_ns, event in stream.events(stop=lambda: run.cancelled):
                 if "error" in event:   # llama.cpp and vLLM report a failure mid-stream as an event
                     raise RemoteServerError(self.info.name, server_message(json.dumps(event)))
                 step = maker.add(arrived, wall_ns, event)
                 if step is not None:
-                    sampler.first_token() if step.index == 0 else None
+                    if step.index == 0 and sampler:
+                        sampler.first_token()
                     trace.steps.append(step)
                     yield step
                 if run.cancelled:
                     break
         finally:
             stream.abort()
-            sampler.finish(wait=0.2 if run.cancelled else 3.0)
+            if sampler:
+                sampler.finish(wait=0.2 if run.cancelled else 3.0)
             warnings = maker.warnings(len(trace.prompt_ids), trace.server["prompt_ids_source"], self.tokenizer,
                                       self.copy.label if self.copy else "")
-            trace.server.update(maker.report(), samples=sampler.samples, **({"warnings": warnings} if warnings else {}))
+            trace.server.update(maker.report(), samples=sampler.samples if sampler else [],
+                                **({"warnings": warnings} if warnings else {}))
         if run.cancelled:
             trace.stop_reason = "cancelled"
         elif maker.finish is None and not stream.done:
