@@ -72,6 +72,11 @@ def test_a_server_without_a_tokenizer_labels_cl100k_as_an_approximation(fake_ser
         source.run_ids([1, 2, 3], FOUR)
 
 
+def test_a_top_k_the_server_cannot_take_is_named_not_dropped_silently(fake_server):
+    trace = RemoteSource(fake_server.url("ok")).run("Hi", FOUR.with_(top_k=5, temperature=0.7)).wait()
+    assert "top_k=5 was not sent: openai-compatible takes no top_k" in trace.server["warnings"]
+
+
 def test_a_response_in_another_models_tokenizer_is_flagged(fake_server, monkeypatch, tiny_backend):
     """The server names the bundled model, so a local copy of its tokenizer is used; its ids are not that one's."""
     from playground.remote import source as source_module

@@ -124,9 +124,11 @@ class RemoteSource:
             body.update({"logprobs": True, "top_logprobs": s.top_candidates} if chat else {"logprobs": s.top_candidates})
         trace.seed = s.seed
         trace.server = {"origin": f"server-reported by {self.info.name}", "kind": self.kind.name,
-                        "model": self.model, "prob_meaning": self.kind.prob_meaning,
+                        "model": self.info.model, "prob_meaning": self.kind.prob_meaning,
                         "prompt_ids_source": "exact ids sent" if exact else self.prompt_ids_source,
                         "not_exposed": self.kind.not_exposed}
+        if s.top_k and "top_k" not in body:   # the OpenAI API has no top_k: say the server sampled without it
+            trace.server["warnings"] = [f"top_k={s.top_k} was not sent: {self.kind.name} takes no top_k"]
         exact_prompt = exact or self.capabilities.local_tokenizer
         return Run(trace, lambda run: self._steps(run, path, body, exact_prompt), self.clock())
 
@@ -158,9 +160,11 @@ class RemoteSource:
         finally:
             stream.abort()
             if sampler:
-                sampler.finish(wait=0.2 if run.cancelled else 3.0)
+                ended = maker.finish is not None or stream.done   # else cancelled, closed or failed: do not wait
+                sampler.finish(wait=3.0 if ended and not run.cancelled else 0.2)
             warnings = maker.warnings(len(trace.prompt_ids), trace.server["prompt_ids_source"], self.tokenizer,
                                       self.copy.label if self.copy else "")
+            warnings = trace.server.get("warnings", []) + warnings
             trace.server.update(maker.report(), samples=sampler.samples if sampler else [],
                                 **({"warnings": warnings} if warnings else {}))
         if run.cancelled:

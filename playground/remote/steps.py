@@ -9,6 +9,7 @@ not, so TTFT is the first event that does. `tokens` is the length of the event's
 (else 1, and the count is checked against the server's usage at the end); the time between events is
 never split among the tokens inside one. A Step's token id, probability and top-k come from the logprobs
 where the event carries exactly one token (llama.cpp names ids; vLLM does with return_tokens_as_token_ids).
+Reasoning content is kept as a Step marked `special`: shown as chips, not part of the answer's text.
 
     >>> m = EventSteps(prompt_len=3, t0=0.0)
     >>> m.add(0.1, 0, {"choices": [{"delta": {"role": "assistant", "content": None}}]}) is None
