@@ -17,20 +17,18 @@ Left out: n > 1 choices, tool calls, and servers that only speak the Responses A
 """
 from __future__ import annotations
 
-import json
 import time
-from typing import Callable, Iterator
+from typing import Callable
 
 from ..config import GenerationSettings
 from ..engine import check_prompt
 from ..source import Capabilities, Run, SourceInfo
-from ..trace import Step, Trace
+from ..trace import Trace
 from .client import ServerClient
-from .errors import RemoteNotFound, RemoteServerError, RemoteStreamCut, server_message
-from .figures import FigureSampler
+from .errors import RemoteNotFound
 from .local_copy import CL100K, cl100k, local_copy
+from .loop import stream_steps
 from .servers import detect_kind, logprobs_work
-from .steps import EventSteps
 
 
 class RemoteSource:
@@ -39,14 +37,16 @@ class RemoteSource:
                  clock: Callable[[], float] = time.perf_counter):
         self.client = ServerClient(base_url, api_key, connect_timeout, read_timeout)
         self.clock, self.figure_interval = clock, figure_interval
-        listed = self.client.get_json("/v1/models").get("data") or []
-        ids = [m.get("id") for m in listed if isinstance(m, dict)]
-        if model is not None and model not in ids:
-            raise RemoteNotFound(self.client.endpoint, f"model {model!r} is not served here; it serves {ids}", 404)
-        if not ids:
+        listed = self.client.get_json("/v1/models")
+        entries = {m["id"]: m for m in (listed.get("data") if isinstance(listed, dict) else None) or []
+                   if isinstance(m, dict) and isinstance(m.get("id"), str)}
+        if model is not None and model not in entries:
+            raise RemoteNotFound(self.client.endpoint, f"model {model!r} is not served here; it serves {list(entries)}",
+                                 404)
+        if not entries:
             raise RemoteNotFound(self.client.endpoint, "/v1/models lists no model", 404)
-        self.model = model or ids[0]
-        entry = listed[ids.index(self.model)]
+        self.model = model or next(iter(entries))
+        entry = entries[self.model]
         self.kind = detect_kind(self.client, entry)
         self.client.endpoint = name = f"{self.kind.name} @ {self.client.host}"
         self.copy = local_copy(self.model)
@@ -66,17 +66,23 @@ class RemoteSource:
     def prompt_ids(self, prompt: str, settings: GenerationSettings) -> tuple[str, list[int]]:
         """(the text the server's model reads, its ids) as the server tokenizes it, where it can say."""
         check_prompt(prompt)
-        messages = [{"role": "user", "content": prompt}]
-        if settings.system_prompt:
-            messages.insert(0, {"role": "system", "content": settings.system_prompt})
         if self.kind.tokenize_chat:
-            return (self.kind.tokenize_chat(self.client, self.model, messages) if settings.chat else
-                    (prompt, self.kind.tokenize_text(self.client, self.model, prompt, True)))
-        if self.tokenizer is not None:
-            text = (self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-                    if settings.chat else prompt)
-            return text, self.tokenizer(text, add_special_tokens=not settings.chat)["input_ids"]
-        return prompt, cl100k().encode(prompt, disallowed_special=())
+            text, ids = (self.kind.tokenize_chat(self.client, self.model, messages(prompt, settings)) if settings.chat
+                         else (prompt, self.kind.tokenize_text(self.client, self.model, prompt, True)))
+        elif self.tokenizer is not None:
+            text = (self.tokenizer.apply_chat_template(messages(prompt, settings), add_generation_prompt=True,
+                                                       tokenize=False) if settings.chat else prompt)
+            ids = self.tokenizer(text, add_special_tokens=not settings.chat)["input_ids"]
+        else:
+            text, ids = prompt, cl100k().encode(prompt, disallowed_special=())
+        self._check_length(len(ids))
+        return text, ids
+
+    def _check_length(self, n: int) -> None:
+        window = self.info.context_window
+        if window and n >= window:
+            raise ValueError(f"prompt is {n} tokens; {self.info.name} serves a context window of {window} tokens "
+                             f"(leave room for at least one new token)")
 
     def encode(self, text: str) -> list[int]:
         """Token ids of plain text (no template, no special tokens), from the server where it can say."""
@@ -91,9 +97,7 @@ class RemoteSource:
     def run(self, prompt: str, settings: GenerationSettings | None = None) -> Run:
         settings = (settings or GenerationSettings()).validate()
         text, ids = self.prompt_ids(prompt, settings)
-        body = {"messages": [{"role": "user", "content": prompt}]} if settings.chat else {"prompt": prompt}
-        if settings.chat and settings.system_prompt:
-            body["messages"].insert(0, {"role": "system", "content": settings.system_prompt})
+        body = {"messages": messages(prompt, settings)} if settings.chat else {"prompt": prompt}
         path = "/v1/chat/completions" if settings.chat else "/v1/completions"
         return self._start(path, body, Trace(prompt, text, ids, settings, *self._trace_fields()))
 
@@ -103,10 +107,11 @@ class RemoteSource:
         ids = [int(i) for i in ids]
         if not ids:
             raise ValueError("ids is empty: a run needs at least one prompt token")
-        if not self.capabilities.exact_ids:
-            raise ValueError(f"{self.info.name} cannot run from exact token ids ({self.kind.name} takes text only)")
-        if not use_cache:
-            raise ValueError(f"{self.info.name} cannot run without a KV cache (a server keeps its own)")
+        if not self.capabilities.exact_ids or not use_cache:
+            raise ValueError(f"{self.info.name} cannot " + ("run without a KV cache (a server keeps its own)"
+                             if self.capabilities.exact_ids else f"run from exact token ids ({self.kind.name} takes "
+                                                                  "text only)"))
+        self._check_length(len(ids))
         body = {"prompt": ids, "ignore_eos": ignore_eos, **self.kind.fresh_prefill()}
         trace = Trace("", "", ids, settings, *self._trace_fields(), ignore_eos=ignore_eos)
         return self._start("/v1/completions", body, trace, exact=True)
@@ -130,50 +135,18 @@ class RemoteSource:
         if s.top_k and "top_k" not in body:   # the OpenAI API has no top_k: say the server sampled without it
             trace.server["warnings"] = [f"top_k={s.top_k} was not sent: {self.kind.name} takes no top_k"]
         exact_prompt = exact or self.capabilities.local_tokenizer
-        return Run(trace, lambda run: self._steps(run, path, body, exact_prompt), self.clock())
+        return Run(trace, lambda run: stream_steps(self, run, path, body, exact_prompt), self.clock())
 
     def warm_up(self) -> None:
         """One short request, discarded (the server's own first-call costs stay out of the figures)."""
         self.run("Hello", GenerationSettings(max_new_tokens=2)).wait()
 
-    # --- the loop: one Step per event that carries tokens
-
-    def _steps(self, run: Run, path: str, body: dict, exact_prompt: bool) -> Iterator[Step]:
-        trace = run.trace
-        stream = self.client.stream(path, body, self.clock)
-        run.t0 = stream.t0
-        maker = EventSteps(len(trace.prompt_ids), stream.t0, exact_prompt, self._decode)
-        sampler = (FigureSampler(lambda: self.kind.figures(self.client), stream.t0, self.clock, self.figure_interval)
-                   if self.figure_interval else None)   # 0: no sampling (the bench keeps the server to itself)
-        try:
-            for arrived, wall_ns, event in stream.events(stop=lambda: run.cancelled):
-                if "error" in event:   # llama.cpp and vLLM report a failure mid-stream as an event
-                    raise RemoteServerError(self.info.name, server_message(json.dumps(event)))
-                step = maker.add(arrived, wall_ns, event)
-                if step is not None:
-                    if step.index == 0 and sampler:
-                        sampler.first_token()
-                    trace.steps.append(step)
-                    yield step
-                if run.cancelled:
-                    break
-        finally:
-            stream.abort()
-            if sampler:
-                ended = maker.finish is not None or stream.done   # else cancelled, closed or failed: do not wait
-                sampler.finish(wait=3.0 if ended and not run.cancelled else 0.2)
-            warnings = maker.warnings(len(trace.prompt_ids), trace.server["prompt_ids_source"], self.tokenizer,
-                                      self.copy.label if self.copy else "")
-            warnings = trace.server.get("warnings", []) + warnings
-            trace.server.update(maker.report(), samples=sampler.samples if sampler else [],
-                                **({"warnings": warnings} if warnings else {}))
-        if run.cancelled:
-            trace.stop_reason = "cancelled"
-        elif maker.finish is None and not stream.done:
-            raise RemoteStreamCut(self.info.name, f"the stream ended after {len(trace.steps)} events "
-                                                  "without a finish reason")
-        else:
-            trace.stop_reason = maker.stop_reason() or "unknown (the server gave no finish_reason)"
-
-    def _decode(self, token_id: int) -> str:
+    def decode(self, token_id: int) -> str:
+        """One token's text in the local copy of the tokenizer ('' without one)."""
         return self.tokenizer.decode([token_id]) if self.tokenizer is not None else ""
+
+
+def messages(prompt: str, settings: GenerationSettings) -> list[dict]:
+    """The chat messages of one request: the prompt, after the system prompt when one is given."""
+    system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []
+    return [*system, {"role": "user", "content": prompt}]
