@@ -34,6 +34,8 @@ def test_the_server_is_described_from_its_own_endpoints(remote, llama_server):
     assert info.context_window == 2048 and info.dtype == "Q4_1"           # -c 4096 over 2 slots
     assert (info.kv_shape.layers, info.kv_shape.kv_heads, info.kv_shape.head_dim) == (30, 3, 64)
     assert remote.capabilities.missing() == ["measured KV-cache bytes", "runs without a KV cache"]
+    with pytest.raises(ValueError, match="serves a context window of 2048 tokens"):
+        remote.run_ids([67] * 2048, GenerationSettings(max_new_tokens=1))   # refused before it is sent
 
 
 def test_a_streamed_run_carries_the_servers_own_timings(remote):
