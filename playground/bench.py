@@ -4,6 +4,7 @@ One row per backend (torch, onnx, onnx-int8, onnx-int4), each measured in its ow
 the engine's TTFT and decode tok/s against plain `generate()` on the same runtime, and their ratio
 (`decode_ratio_engine_vs_generate` >= 0.97 means instrumentation costs under 3%), peak RSS, and for
 int8 and int4 their greedy agreement with fp32. Then a 1024-token prefill per backend (the north star: < 1 s).
+Last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the same model.
 
     python -m playground.bench                 # every backend
     python -m playground.bench onnx-int8       # just one
@@ -57,6 +58,9 @@ def main(argv: list[str]) -> None:
     bench_rows(names + (["--model", args.model] if args.model else []))
     for name in names:  # each in its own process, like the rows above
         print(row_in_subprocess("playground.bench", "--prefill", name, args.model), flush=True)
+    if args.model is None and not args.names:   # the client against llama.cpp's own server (bench_remote.py)
+        from .bench_remote import remote_row
+        print(json.dumps(remote_row()), flush=True)
 
 
 if __name__ == "__main__":
