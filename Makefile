@@ -62,7 +62,7 @@ test: install-dev llama browser   ## the whole suite (unit, integration, the rea
 test-fast: install-dev  ## unit tests only (tiny in-process model)
 	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
 
-bench: install-dev      ## speed figures and ratios, as JSON
+bench: install-dev llama ## speed figures and ratios, as JSON (the remote row starts its own llama-server)
 	$(PY) -m playground.bench $(ARGS)
 
 soak: install-dev       ## 200 generations in one process: RSS and thread counts

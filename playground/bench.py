@@ -8,7 +8,9 @@ In order, each backend measured in its own process on the bundled model:
   - a 1024-token prefill per backend;
   - fidelity per backend (bench_fidelity.py): teacher-forced top-1 agreement with fp32, mean KL, perplexity;
   - llama-bench again, and a summary: every decode and prefill as a multiple of llama.cpp's (the mean
-    of its two runs, which bracket ours) and prefill as a share of the matmul peak.
+    of its two runs, which bracket ours) and prefill as a share of the matmul peak;
+  - last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the
+    same model.
 
     python -m playground.bench                 # every backend
     python -m playground.bench onnx-int8       # just one (with llama.cpp and the fidelity reference)
@@ -80,6 +82,9 @@ def main(argv: list[str]) -> None:
         fidelity_rows(names)   # prints its rows
     llama_runs.append(_say(llama_bench_row()))
     _say(ratios_row(mean_llama_row(llama_runs[0], llama_runs[2]), llama_runs[1], rows, prefills, model_config()))
+    if not args.names:   # the client against llama.cpp's own server (bench_remote.py)
+        from .bench_remote import remote_row
+        _say(remote_row())
 
 
 def _say(row: dict) -> dict:

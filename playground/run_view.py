@@ -87,7 +87,18 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
              ("cost (estimate)", f"${cost:.6f}")]
     body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
-    return f'<div class="metrics">{body}</div>'
+    return f'<div class="metrics">{body}</div>' + server_html(trace)
+
+
+def server_html(trace) -> str:
+    """What a remote server reported about the run, labelled server-reported ('' for a local run)."""
+    from .remote.report import server_lines
+    lines = server_lines(trace)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line, quote=True)}</li>" for line in lines)
+    return (f'<div class="server-says"><b>Server-reported</b> by {html.escape(trace.backend, quote=True)} '
+            f"(the cards above are measured at this client)<ul>{items}</ul></div>")
 
 
 def status_line(trace) -> str:

@@ -85,7 +85,7 @@ def test_a_cancelled_experiment_stops_its_worker_thread(app):
     wait_for(lambda: any(t.name.startswith("experiment-") for t in threading.enumerate()))
     wait_for(lambda: slow.calls >= 5)
     job.cancel()
-    wait_for(lambda: not any(t.name.startswith("experiment-") for t in threading.enumerate()), timeout=10)
+    wait_for(lambda: not any(t.name.startswith("experiment-") for t in threading.enumerate()), timeout=30)
     assert calls_settle(slow) == 0
 
 

@@ -15,6 +15,8 @@ Left out: authentication and per-user quotas; the queue's concurrency limit is t
 """
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
 from ..registry import SourceRegistry, as_registry
@@ -30,6 +32,20 @@ from .tokens_tab import tokens_tab
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
 
 
+def source_line(source) -> str:
+    """One line of Markdown about a step source: model, where it runs, context, KV formula, what it lacks."""
+    i = source.info
+    context = "not given by the source" if i.context_window is None else f"{i.context_window:,} tokens"
+    k = i.kv_shape
+    kv = ("missing (the model's shape is unknown)" if k is None else
+          f"2×{k.layers} layers×{k.kv_heads} kv heads×{k.head_dim} head dim×seq_len×{k.bytes_per_element} bytes")
+    line = f"**Model** {i.model} · **backend** {i.describe()} · **context** {context} · **KV formula** {kv}"
+    missing = source.capabilities.missing()
+    if i.origin == "remote":
+        line += " · times measured at this client as each streamed event arrives"
+    return line + (f" · **not given by this source**: {', '.join(missing)}" if missing else "")
+
+
 def make_model_info(registry: SourceRegistry):
     def model_info(backend=None):
         for line in registry.loading(backend):
@@ -38,10 +54,7 @@ def make_model_info(registry: SourceRegistry):
         if isinstance(engine, str):
             yield error_html(engine)
             return
-        b = engine.backend
-        yield (f"**Model** {b.model_name} · **backend** {b.describe()} · **context** {b.context_window:,} tokens"
-               f" · **KV formula** 2×{b.kv_shape.layers} layers×{b.kv_shape.kv_heads} kv heads×"
-               f"{b.kv_shape.head_dim} head dim×seq_len×{b.kv_shape.bytes_per_element} bytes")
+        yield html.escape(source_line(engine), quote=False)
     return model_info
 
 

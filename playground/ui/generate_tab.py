@@ -18,6 +18,7 @@ import gradio as gr
 
 from ..charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
+from ..source import SourceError
 from ..run_view import chip_html, chips_html, metrics_html, status_line
 from ..session import Session
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
@@ -70,7 +71,7 @@ def make_handlers(registry):
                                        seed=parse_seed(seed),
                                        max_new_tokens=max_new_tokens, chat=bool(chat))
             run = engine.run(prompt, settings)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server refused or failed
             yield error_view(str(exc))
             return
         session.start(run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ..config import coerce_settings
+from ..source import SourceError
 from ..prompt_tokens import prompt_tokens
 from .common import engine_or_message, error_html
 
@@ -19,7 +20,7 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
             return error_html(engine), "", gr.skip()
         try:
             v = prompt_tokens(engine, text, coerce_settings(chat=bool(chat_on)))
-        except ValueError as exc:
+        except (ValueError, SourceError) as exc:   # SourceError: a server's /tokenize failed
             return error_html(str(exc)), "", gr.skip()
         return v.summary, v.html, v.figure
 
