@@ -18,9 +18,9 @@ from ..trace import KVShape
 
 
 class Backend(ABC):
-    name: str             # "torch" | "onnx" | "onnx-int8" | "onnx-int4"
+    name: str             # "torch" | "onnx" | "onnx-int8" | "onnx-int4" | "onnx-gguf4" ...
     device: str           # "cpu" | "cuda"
-    dtype: str            # "float32" | "float16" | "bfloat16" | "int8" | "int4"
+    dtype: str            # "float32" | "float16" | "bfloat16" | "int8" | "int4" | "q4_1"
     model_name: str
     tokenizer: Any        # a transformers tokenizer
     context_window: int   # max positions the model accepts
