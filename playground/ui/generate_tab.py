@@ -132,7 +132,7 @@ def generate_tab(registry) -> SimpleNamespace:
                                         elem_id="price-out")
     france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
     summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
-    c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=1, max_lines=1,
+    c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=2, max_lines=2,
                           interactive=False, container=False)   # read by live.js, never shown
     with gr.Row():
         gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")

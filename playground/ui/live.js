@@ -19,7 +19,8 @@ Left out: anything the server can tell better (the final figures come from chart
   let run = null;   // the run on screen
 
   const $ = (id) => document.getElementById(id);
-  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+  // Plotly reads <b>, <a href>, <br> in text as markup and decodes &amp; &lt; &gt; (not &quot;): quotes stay
+  const esc = (s) => String(s).replace(/[&<>]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]));
   const fixed = (x, d) => (x == null ? null : x.toFixed(d));
 
   function formatBytes(n) {   // as run_view.format_bytes
@@ -370,7 +371,7 @@ Left out: anything the server can tell better (the final figures come from chart
 
   // a stream already on the page when this script ran (it loads after Gradio has started)
   const waiting = setInterval(() => {
-    const box = document.querySelector("#stream textarea, #stream input");
+    const box = document.querySelector("#stream textarea");
     if (!box) return;
     clearInterval(waiting);
     if (box.value && !run) apply(box.value);
