@@ -4,6 +4,7 @@ One row per backend (torch, onnx, onnx-int8, onnx-int4), each measured in its ow
 the engine's TTFT and decode tok/s against plain `generate()` on the same runtime, and their ratio
 (`decode_ratio_engine_vs_generate` >= 0.97 means instrumentation costs under 3%), peak RSS, and for
 int8 and int4 their greedy agreement with fp32. Then a 1024-token prefill per backend (the north star: < 1 s).
+Then the rows "ui" and "ui-flat" (bench_ui.py): the app against a headless run, and its work per update.
 Last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the same model.
 
     python -m playground.bench                 # every backend
@@ -58,6 +59,8 @@ def main(argv: list[str]) -> None:
     bench_rows(names + (["--model", args.model] if args.model else []))
     for name in names:  # each in its own process, like the rows above
         print(row_in_subprocess("playground.bench", "--prefill", name, args.model), flush=True)
+    from .bench_ui import main as ui_rows   # the app's cost to what it measures: rows "ui" and "ui-flat"
+    ui_rows(["--backend", "onnx" if "onnx" in names else names[0]] + (["--model", args.model] if args.model else []))
     if args.model is None and not args.names:   # the client against llama.cpp's own server (bench_remote.py)
         from .bench_remote import remote_row
         print(json.dumps(remote_row()), flush=True)

@@ -1,11 +1,12 @@
 """A run's steps as a compact, numbered, append-only stream: what the Generate page draws from.
 
 One JSON document per line: a head, then one array per Step (fields named by `FIELDS`, the first
-being its sequence number), then an end line with the full Plotly figures of charts/run.py.
+being its sequence number), then an end line with the full Plotly figures of charts/run.py (their
+shared template sent once).
 
     {"run": "3f2a…", "prompt_tokens": 9, "backend": "onnx", "greedy": true, "kv": [30, 3, 64, 4], "fields": [...]}
     [0, 504, " The", "·The", false, "prefill", 0.1234, 0.1234, 1733…, 0.41, 1.0, 10, 245760, 1, [[504, "·The", 0.41, 1.0], …]]
-    {"end": "length", "steps": 64, "error": null, "figures": {"timeline": {…}, "latency": …, "kv": …, "topk": …}}
+    {"end": "length", "steps": 64, "error": null, "figures": {"timeline": {…}, …, "topk": …}, "template": {…}}
 
 The text only grows during a run, so Gradio's streaming diff sends each update as an "append" of the
 new lines: O(new steps) on the wire, and a browser that skipped an update (Gradio keeps only the last
@@ -38,6 +39,7 @@ from .tokens import visible
 FIELDS = ("seq", "token_id", "text", "shown", "special", "phase", "time", "latency", "wall_ns", "prob",
           "sample_prob", "seq_len", "kv_bytes", "tokens", "top")
 TOP_FIELDS = ("token_id", "shown", "prob", "sample_prob")   # each top-k candidate
+GENERATE_OUTPUTS = ("stream", "status", "text", "metrics", "files")   # the app's /generate and /stop, in order
 
 
 def _round(x, digits: int):
@@ -90,8 +92,10 @@ class StepStream:
         self.add(self.trace.steps)
         with self._lock:
             if not self.ended:
+                figures = {name: json.loads(fig.to_json()) for name, fig in (figures or {}).items()}
+                templates = [f["layout"].pop("template", None) for f in figures.values()]   # the same, sent once
                 end = {"end": self.trace.stop_reason, "steps": self.packed, "error": self.trace.error,
-                       "figures": {name: json.loads(fig.to_json()) for name, fig in (figures or {}).items()}}
+                       "figures": figures, "template": templates[0] if templates else None}
                 self.text += json.dumps(end, ensure_ascii=False, separators=(",", ":")) + "\n"
                 self.ended = True
             return self.text

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from playground.bench_ui import RECORDER
 from playground.engine import Engine
 from playground.live import FIELDS, read_stream, shown
 from playground.trace import Candidate, Step
@@ -137,19 +138,6 @@ def test_closing_the_tab_mid_stream_stops_the_run(page, tiny_backend):
 
 # --- drawn in the browser, while the run streams
 
-RECORDER = """() => {
-  const rec = window.pgRecord = {chips: {}, samples: []};
-  new MutationObserver((changes) => {
-    const now = Date.now();
-    for (const change of changes) for (const node of change.addedNodes)
-      if (node.dataset && node.dataset.seq !== undefined && !(node.dataset.seq in rec.chips)) rec.chips[node.dataset.seq] = now;
-  }).observe(document.getElementById('pg-chips'), {childList: true});
-  const size = (id, i) => { const d = document.getElementById(id); return d && d.data && d.data[i] ? d.data[i].x.length : 0; };
-  const title = (id) => { const d = document.getElementById(id); return d && d.layout && d.layout.title ? d.layout.title.text : ''; };
-  setInterval(() => rec.samples.push({chips: document.querySelectorAll('#pg-chips .tok').length,
-    timeline: size('pg-timeline', 1), latency: size('pg-latency', 1), kv: size('pg-kv', 0), topk: title('pg-topk'),
-    running: document.querySelector('#status').innerText.includes('generating')}), 50);
-}"""
 STREAM = "document.querySelector('#stream textarea').value"
 
 

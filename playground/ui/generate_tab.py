@@ -23,6 +23,7 @@ import gradio as gr
 
 from ..charts.run import plot_top_k
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
+from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics, files
 from ..source import SourceError
 from ..run_view import metrics_html, status_line
 from ..session import Session
@@ -30,7 +31,6 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPU
                      SUMMARIZE, backend_dropdown, caption, engine_or_message, loading_line, long_document, warn)
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
-OUTPUTS = ("stream", "status", "text", "metrics", "files")   # /generate and /stop return these, in this order
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live.js fills it while the run streams
 
 
@@ -105,7 +105,7 @@ def generate_tab(registry) -> SimpleNamespace:
     c = SimpleNamespace()
     with gr.Row():
         with gr.Column(scale=3):
-            c.prompt = gr.Textbox(label="Prompt", value=FRANCE, lines=4, max_lines=12)
+            c.prompt = gr.Textbox(label="Prompt", value=FRANCE, lines=4, max_lines=12, elem_id="prompt")
             with gr.Row():
                 france = gr.Button(f"Preset: {FRANCE}", size="sm")
                 summarize = gr.Button("Preset: summarize a long document", size="sm")

@@ -11,11 +11,11 @@ Every figure a source does not give (null) is labelled missing, never drawn as z
 Left out: anything the server can tell better (the final figures come from charts/run.py). */
 (function () {
   "use strict";
-  const PREFILL = "#d97706", DECODE = "#2563eb", FORMULA = "#6b7280", PALETTE = 6, CHART_MS = 200;
-  const CONFIG = {displaylogo: false, responsive: true};
+  const PREFILL = "#d97706", DECODE = "#2563eb", DECODE_ALT = "#60a5fa", FORMULA = "#6b7280", PALETTE = 6, CHART_MS = 250;
+  const CONFIG = {displaylogo: false, responsive: true};   // hover, zoom, PNG export (the modebar)
   const CHARTS = ["timeline", "latency", "kv", "topk"];
   const GAP = new Error("gap");
-  const stats = {applied: 0, draws: 0, drawTimes: [], gaps: 0, resyncs: 0};
+  const stats = {applied: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0, resyncs: 0};
   let run = null;   // the run on screen
 
   const $ = (id) => document.getElementById(id);
@@ -34,7 +34,18 @@ Left out: anything the server can tell better (the final figures come from chart
 
   // --- reading the stream
 
+  function keep(list, value) {   // the last few thousand, for the tests and the bench
+    list.push(value);
+    if (list.length > 5000) list.splice(0, 1000);
+  }
+
   function apply(text) {
+    const began = performance.now();
+    applyText(text);
+    keep(stats.applyMs, performance.now() - began);
+  }
+
+  function applyText(text) {
     if (typeof text !== "string" || !text) return;
     stats.applied++;
     const nl = text.indexOf("\n");
@@ -114,11 +125,11 @@ Left out: anything the server can tell better (the final figures come from chart
   // --- a new run: clear what the last one drew
 
   function start(head, headLine) {
-    if (run && run.timer) clearTimeout(run.timer);
+    if (run && run.timer > 0) clearTimeout(run.timer);
     const F = Object.fromEntries(head.fields.map((name, i) => [name, i]));
     run = {head, headLine, F, offset: headLine.length + 1, text: "", steps: [], next: 0, tokens: 0, answer: "",
            end: null, drawn: {}, timer: null, lastDraw: 0, follow: true, selected: 0, topkShown: null,
-           finalShown: false, logAxis: false};
+           finalShown: false, logAxis: false, cycles: 0, busy: 0};
     const box = $("pg-chips");
     if (box) {
       box.replaceChildren();
@@ -173,22 +184,38 @@ Left out: anything the server can tell better (the final figures come from chart
 
   function schedule() {
     if (!run || run.timer) return;
-    run.timer = setTimeout(flush, Math.max(0, run.lastDraw + CHART_MS - Date.now()));
+    // at most every CHART_MS, and at most half the main thread (a long run's charts cost more to redraw;
+    // a run's first cycle, which creates the charts, does not count)
+    const every = Math.max(CHART_MS, 2 * (run.busy || 0));
+    run.timer = setTimeout(flush, Math.max(0, run.lastDraw + every - Date.now()));
   }
 
-  function flush() {
+  function flush() {   // one chart per task, so chips (and the page) get the main thread between charts
     const r = run;
     r.timer = null;
     if (!window.Plotly) { r.timer = setTimeout(flush, 100); return; }
-    if (r.steps.length) {
-      drawTimeline(r); drawLatency(r); drawKV(r); drawTopK(r, r.follow ? r.steps.length - 1 : r.selected);
-      drawMetrics(r);
-      r.lastDraw = Date.now();
+    if (r.end && !r.finalShown) { showFinal(r); return; }   // the run is over: straight to the final figures
+    if (!r.steps.length) return;
+    let busy = 0;
+    const draws = [() => drawTimeline(r), () => drawLatency(r), () => drawKV(r),
+      () => drawTopK(r, r.follow ? r.steps.length - 1 : r.selected), () => drawMetrics(r)];
+    r.lastDraw = Date.now();
+    r.timer = -1;   // a cycle is under way: schedule() waits for its end
+    const next = (i) => {
+      if (run !== r) return;   // a new run started meanwhile
+      const began = performance.now();
+      draws[i]();
+      busy += performance.now() - began;
+      if (i + 1 < draws.length) { setTimeout(() => next(i + 1), 0); return; }
       stats.draws++;
-      stats.drawTimes.push(r.lastDraw);
-      if (stats.drawTimes.length > 5000) stats.drawTimes.splice(0, 1000);
-    }
-    if (r.end && !r.finalShown) showFinal(r);
+      keep(stats.drawTimes, Date.now());
+      keep(stats.drawMs, busy);   // the main thread's time on this cycle's charts
+      if (r.cycles++) r.busy = busy;
+      r.timer = null;
+      if (r.end && !r.finalShown) showFinal(r);
+      else if (r.drawn.timeline < r.steps.length) schedule();   // steps came in during the cycle
+    };
+    next(0);
   }
 
   function layout(title, xaxis, yaxis, height = 320) {   // as charts/run.py _figure (plotly_white)
@@ -217,21 +244,35 @@ Left out: anything the server can tell better (the final figures come from chart
     if (div && div.data) window.Plotly.extendTraces(div, update, traces);
   }
 
-  function drawTimeline(r) {
+  // While a run streams, steps are drawn as lines (one SVG path per trace): a Plotly bar is a path per
+  // bar, redrawn at every extend, which costs a page tens of ms per chart; the final render has the bars.
+
+  function drawTimeline(r) {   // decode steps as thick segments, alternating two traces so each step shows
     const F = r.F, from = r.drawn.timeline || 0, decode = r.steps.slice(Math.max(from, 1));
-    const cols = {y: decode.map(() => "request"), base: decode.map((s) => (s[F.time] - s[F.latency]) * 1e3),
-                  x: decode.map((s) => s[F.latency] * 1e3), customdata: decode.map((s) => [s[F.seq], label(s[F.shown])])};
+    const parts = [0, 1].map((odd) => {
+      const mine = decode.filter((s) => s[F.seq] % 2 === odd), x = [], y = [], customdata = [];
+      for (const s of mine) {
+        const point = [s[F.seq], label(s[F.shown]), s[F.latency] * 1e3];
+        x.push((s[F.time] - s[F.latency]) * 1e3, s[F.time] * 1e3, null);
+        y.push("request", "request", null);
+        customdata.push(point, point, null);
+      }
+      return {x, y, customdata};
+    });
     if (!from) {
       const first = r.steps[0], lay = layout("Timeline of the request", "time since request start (ms)", "", 220);
-      lay.barmode = "overlay";
       lay.yaxis.showticklabels = false;
+      lay.showlegend = true;
+      const decodeTrace = (part, color, name, show) => ({type: "scatter", mode: "lines", name, showlegend: show,
+        legendgroup: "decode", line: {color, width: 44}, ...part,
+        hovertemplate: "step %{customdata[0]} %{customdata[1]}: %{customdata[2]:.1f} ms<extra></extra>"});
       plot("timeline", [
         {type: "bar", name: "prefill (TTFT)", orientation: "h", y: ["request"], base: [0], x: [first[F.time] * 1e3],
          marker: {color: PREFILL}, hovertemplate: "prefill + first token: %{x:.1f} ms<extra></extra>"},
-        {type: "bar", name: "decode", orientation: "h", ...cols, marker: {color: DECODE, line: {color: "white", width: 1}},
-         hovertemplate: "step %{customdata[0]} %{customdata[1]}: %{x:.1f} ms<extra></extra>"}], lay);
+        decodeTrace(parts[0], DECODE, "decode", true), decodeTrace(parts[1], DECODE_ALT, "decode", false)], lay);
     } else if (decode.length) {
-      extend("timeline", {y: [cols.y], base: [cols.base], x: [cols.x], customdata: [cols.customdata]}, [1]);
+      extend("timeline", {x: parts.map((p) => p.x), y: parts.map((p) => p.y), customdata: parts.map((p) => p.customdata)},
+             [1, 2]);
     }
     r.drawn.timeline = r.steps.length;
   }
@@ -247,7 +288,7 @@ Left out: anything the server can tell better (the final figures come from chart
       plot("latency", [
         {type: "bar", name: "prefill (TTFT)", x: [0], y: [r.steps[0][F.latency] * 1e3], marker: {color: PREFILL},
          hovertemplate: "TTFT %{y:.1f} ms<extra></extra>"},
-        {type: "bar", name: "decode (ITL)", ...cols, marker: {color: DECODE},
+        {type: "scatter", mode: "lines", name: "decode (ITL)", ...cols, line: {color: DECODE, width: 2, shape: "hvh"},
          hovertemplate: "step %{x} %{customdata}: %{y:.1f} ms<extra></extra>"}], lay);
       r.logAxis = log;
     } else if (decode.length) {
@@ -266,7 +307,7 @@ Left out: anything the server can tell better (the final figures come from chart
       r.kvFormula = Boolean(shape) && known.length > 0;
       const lay = layout("KV-cache size per step", "output token (step)", "KV cache (MiB)"), data = [];
       if (r.kvMeasured) {
-        data.push({type: "scatter", name: "measured", mode: "lines+markers", line: {color: DECODE, width: 3},
+        data.push({type: "scatter", name: "measured", mode: "lines", line: {color: DECODE, width: 3},
                    x: measured.map((s) => s[F.seq]), y: measured.map((s) => s[F.kv_bytes] / 2 ** 20),
                    customdata: measured.map((s) => s[F.seq_len]),
                    hovertemplate: "step %{x}: %{y:.3f} MiB (%{customdata} tokens)<extra></extra>"});
@@ -347,12 +388,13 @@ Left out: anything the server can tell better (the final figures come from chart
     }));
   }
 
-  function showFinal(r) {   // the server's own figures (charts/run.py), built once at the end
+  function showFinal(r) {   // the server's own figures (charts/run.py), built once at the end, interactive
     r.finalShown = true;
+    r.topkShown = null;
     const figures = r.end.figures || {};
     for (const name of CHARTS) {
       const fig = figures[name];
-      if (fig) plot(name, fig.data || [], fig.layout || {});
+      if (fig) plot(name, fig.data || [], {...(fig.layout || {}), template: r.end.template});
     }
     if (figures.topk) r.topkShown = r.steps.length - 1;
     if (r.follow && r.steps.length) drawTopK(r, r.steps.length - 1);
