@@ -54,12 +54,12 @@ class CountingProxy:
             threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, count: bool) -> None:
-        tail, sse = b"", None
+        tail, sse = b"", False
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
-                if count:
-                    sse = b"text/event-stream" in data.split(b"\r\n\r\n", 1)[0] if sse is None else sse
+                if count:   # from the response that says text/event-stream on (a browser reuses connections)
+                    sse = sse or b"content-type: text/event-stream" in data.lower()
                     with self._lock:
                         self.received += len(data)
                         if sse:

@@ -1,6 +1,8 @@
-"""HTML for a run in flight: output tokens as chips, and the metrics panel, both read from the Trace.
+"""HTML for a run: output tokens as chips, the metrics panel and the status line, read from the Trace.
 
-Chips reuse the token-view style of `tokens/chips.py` (whitespace visible, colour by position); each
+The Generate page draws its chips and live metrics in the browser (ui/live.js mirrors `chip_title`
+and `metrics_html` there, from the step stream); the server sends `metrics_html` and `status_line` at
+the end of a run, and `chip_html` serves anything that renders a finished trace as HTML. Chips reuse the token-view style of `tokens/chips.py` (whitespace visible, colour by position); each
 chip's hover title holds what the Step recorded: token id, the model's probability (softmax at T=1) and
 the one it was sampled with, step latency, KV bytes; what the source did not give is named missing.
 All text goes through `html.escape(..., quote=True)` because gr.HTML inserts markup as is.

@@ -21,7 +21,6 @@ Left out: anything the server can tell better (the final figures come from chart
   const $ = (id) => document.getElementById(id);
   // Plotly reads <b>, <a href>, <br> in text as markup and decodes &amp; &lt; &gt; (not &quot;): quotes stay
   const esc = (s) => String(s).replace(/[&<>]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]));
-  const fixed = (x, d) => (x == null ? null : x.toFixed(d));
 
   function formatBytes(n) {   // as run_view.format_bytes
     if (n < 1024) return `${n} B`;
@@ -64,8 +63,11 @@ Left out: anything the server can tell better (the final figures come from chart
     } catch (e) {
       if (e !== GAP) throw e;
       stats.gaps++;
-      notice(`An update skipped step ${run.next}: the page read the stream again from its start.`);
-      resync(text);
+      const missed = run.next;
+      resync(text);   // says so itself if steps are missing from the stream
+      if (!$("pg-notice") || !$("pg-notice").textContent) {
+        notice(`An update skipped step ${missed}: the page read the stream again from its start.`);
+      }
     }
     updated();
   }
