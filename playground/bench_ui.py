@@ -10,7 +10,9 @@ alternating (headless, app, headless, app, …). Both decode tok/s are the ones 
 reports (the app's: its exported trace.json); medians. Also: the bytes the app sent back for a run (the
 SSE stream as received, through a counting proxy), the server's CPU seconds per generated token, and
 the part of it outside the model: server CPU during the run minus the model's CPU for the same tokens,
-taken from the headless run (Step.cpu summed: the step loop's process CPU, nothing else running).
+taken from the headless run (Step.cpu summed: the step loop's process CPU, nothing else running); it
+includes the request's own work (template, tokenizing, the final figures and exports). During decode
+alone: the server's CPU seconds per second (sampled every 50 ms) beside the headless run's.
 ("wire_bytes" counts the SSE stream only; "all_bytes_with_downloads" adds the exported files the
 client fetched and every other response.)
 With --browser, one more app run is watched by Chromium (on the same cores as the model): when each
@@ -60,15 +62,32 @@ def _decode_tps(steps: list[dict]) -> float | None:   # metrics.py's definition,
 
 
 def app_run(app: AppProcess, client, backend: str, tokens: int) -> dict:
-    """One /generate through the app: its trace, the bytes and events it sent back, the server's CPU."""
-    (t0, cpu0, bytes0, events0), before, all0 = app.sample(), _own_cpu(), app.proxy.received
+    """One /generate through the app: its trace, the bytes and events it sent back, the server's CPU (for
+    the whole request, and from its first decode step to its last, sampled every 50 ms)."""
+    samples, done = [app.sample()], threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            samples.append(app.sample())
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    before, all0 = _own_cpu(), app.proxy.received
     result = client.submit(PROMPT, 0.0, 0, 1.0, "", tokens, True, *PRICES, backend, api_name="/generate").result(600)
-    (t1, cpu1, bytes1, events1), out = app.sample(), dict(zip(GENERATE_OUTPUTS, result))
+    done.set()
+    sampler.join()
+    samples.append(app.sample())
+    out = dict(zip(GENERATE_OUTPUTS, result))
     with open(next(f for f in out["files"] if str(f).endswith(".json")), encoding="utf-8") as fh:
         trace = json.load(fh)
+    (t0, cpu0, bytes0, events0), (t1, cpu1, bytes1, events1) = samples[0], samples[-1]
+    steps = trace["steps"]
+    decode = [s for s in samples if steps[1]["wall_ns"] / 1e9 <= s[0] <= steps[-1]["wall_ns"] / 1e9] \
+        if len(steps) > 2 else []
     return {"trace": trace, "seconds": t1 - t0, "server_cpu": cpu1 - cpu0, "bytes": bytes1 - bytes0,
             "all_bytes": app.proxy.received - all0, "events": events1 - events0, "client_cpu": _own_cpu() - before,
-            "stream": out["stream"]}
+            "stream": out["stream"],   # server CPU per second of decode, between the samples inside it
+            "decode_cpu_per_s": (decode[-1][1] - decode[0][1]) / (decode[-1][0] - decode[0][0])
+            if len(decode) > 2 and decode[-1][0] > decode[0][0] else None}
 
 
 def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NEW_TOKENS, repeats: int = 3,
@@ -93,6 +112,10 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
     n = [len(h.steps) for h in headless] + [len(u["trace"]["steps"]) for u in ui]
     model_cpu = _median(sum(s.cpu or 0.0 for s in h.steps) / len(h.steps) for h in headless)
     server_cpu = _median(u["server_cpu"] / len(u["trace"]["steps"]) for u in ui)
+    # during decode: the server's CPU per second against the headless model's CPU per second of decode
+    model_decode = _median(sum(s.cpu or 0.0 for s in h.steps[1:]) / (h.steps[-1].time - h.steps[0].time)
+                           for h in headless if len(h.steps) > 2)
+    server_decode = _median(u["decode_cpu_per_s"] for u in ui)
     row = {"row": "ui", "backend": backend, "model": engine.info.model, "prompt": PROMPT, "new_tokens": min(n),
            "same_tokens": len(set(n)) == 1, "repeats": repeats,
            "headless_decode_tps": _median(h.metrics().decode_tps for h in headless),
@@ -101,6 +124,7 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
            "all_bytes_with_downloads": _median(u["all_bytes"] for u in ui),
            "server_cpu_s_per_token": server_cpu, "model_cpu_s_per_token": model_cpu,
            "server_cpu_outside_model_s_per_token": round(server_cpu - model_cpu, 5),
+           "decode_cpu_s_per_s_server_vs_headless": [server_decode, model_decode],
            "client_cpu_s_per_run": _median(u["client_cpu"] for u in ui)}
     row["decode_ratio_ui_vs_headless"] = round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
     if watched:
