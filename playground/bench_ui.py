@@ -155,7 +155,8 @@ def browser_run(app: AppProcess, tokens: int) -> dict:
         page.locator("#generate").click()
         page.wait_for_function("window.pgLive.state() && window.pgLive.state().finalShown", timeout=600_000)
         (t1, cpu1, bytes1, _) = app.sample()
-        record, draws = page.evaluate("window.pgRecord"), page.evaluate("window.pgLive.stats.drawTimes")
+        record, stats = page.evaluate("window.pgRecord"), page.evaluate("window.pgLive.stats")
+        draws = stats["drawTimes"]
         _, steps, _ = read_stream(page.evaluate("document.querySelector('#stream textarea').value"))
         browser.close()
     delays = sorted(record["chips"][str(s["seq"])] - s["wall_ns"] / 1e6 for s in steps)
@@ -164,6 +165,7 @@ def browser_run(app: AppProcess, tokens: int) -> dict:
     return {"tokens": len(steps), "decode_tps": round(_decode_tps(steps), 2),
             "chip_in_dom_p50_ms": round(statistics.median(delays)), "chip_in_dom_p95_ms": round(_p95(delays)),
             "chart_refreshes_per_s": round(len(during) / ((last - first) / 1e3), 2) if last > first else None,
+            "chart_cycle_main_thread_ms_p50": round(statistics.median(stats["drawMs"])) if stats["drawMs"] else None,
             "server_cpu_s_per_token": round((cpu1 - cpu0) / len(steps), 5), "wire_bytes": bytes1 - bytes0}
 
 
