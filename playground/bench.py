@@ -9,6 +9,7 @@ In order, each backend measured in its own process on the bundled model:
   - fidelity per backend (bench_fidelity.py): teacher-forced top-1 agreement with fp32, mean KL, perplexity;
   - llama-bench again, and a summary: every decode and prefill as a multiple of llama.cpp's (the mean
     of its two runs, which bracket ours) and prefill as a share of the matmul peak;
+  - the rows "ui" and "ui-flat" (bench_ui.py): the app against a headless run, and its work per update;
   - last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the
     same model.
 
@@ -76,6 +77,8 @@ def main(argv: list[str]) -> None:
             for name in names]   # each in its own process
     prefills = [_say(json.loads(row_in_subprocess("playground.bench", "--prefill", name, args.model)))
                 for name in names]
+    from .bench_ui import main as ui_rows   # the app's cost to what it measures: rows "ui" and "ui-flat"
+    ui_rows(["--backend", "onnx" if "onnx" in names else names[0]] + (["--model", args.model] if args.model else []))
     if not peer:
         return
     if "--speed" not in argv:

@@ -28,3 +28,21 @@ def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert rows and not [r for r in rows if "error" in r], rows
     assert {"engine_decode_tps", "prefill_s"} <= {k for r in rows for k in r}
+    assert {"ui", "ui-flat"} <= {r.get("row") for r in rows}   # the app's cost: bench_ui.py
+
+
+def test_the_ui_row_drives_the_app_against_a_headless_run_of_the_same_tokens():
+    from playground.bench_ui import ui_row
+    row = ui_row("torch", model="tiny", tokens=8, repeats=1)
+    assert row["same_tokens"] and row["new_tokens"] == 8
+    assert row["decode_ratio_ui_vs_headless"] == round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
+    assert 3 <= row["sse_events"] and 1_000 < row["wire_bytes"] < 200_000   # the stream as received, compact
+    assert row["server_cpu_s_per_token"] > 0 and row["model_cpu_s_per_token"] > 0
+
+
+def test_the_flat_row_reads_the_work_per_update_early_and_late_in_a_run():
+    from playground.bench_ui import flat_row
+    row = flat_row(steps=300)
+    assert row["steps"] == 300 and row["sse_events"] >= 10
+    early, late = row["bytes_per_update_first_quarter"], row["bytes_per_update_last_quarter"]
+    assert early and late and late < 2 * early   # O(new steps) per update, not O(run)

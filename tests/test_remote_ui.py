@@ -7,6 +7,7 @@ import json
 import pytest
 from gradio_client import Client
 
+from playground.live import GENERATE_OUTPUTS, read_stream
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints, endpoint_name
 from playground.remote.llama_server import free_port
@@ -14,7 +15,6 @@ from playground.ui import build_demo
 from playground.ui.compare_tab import OUTPUTS as COMPARE
 
 FRANCE = "What is the capital of France?"
-OUT = dict(chips=0, text=1, status=2, metrics=3, timeline=4, latency=5, kv=6, topk=7, step=8, files=9)
 
 
 @pytest.fixture(scope="module")
@@ -28,34 +28,38 @@ def app(fake_server, tiny_engine):
     demo.close()
 
 
-def generate(client, backend, max_new_tokens=4):
-    return client.predict(FRANCE, 0, 0, 1, "", max_new_tokens, True, 0.15, 0.6, backend, api_name="/generate")
+def generate(client, backend, max_new_tokens=4) -> dict:
+    """/generate's outputs by name (stream, status, text, metrics, files)."""
+    return dict(zip(GENERATE_OUTPUTS, client.predict(FRANCE, 0, 0, 1, "", max_new_tokens, True, 0.15, 0.6, backend,
+                                                     api_name="/generate")))
 
 
 def test_generate_streams_from_a_server_and_exports_what_it_reported(app):
     client, names = app
     out = generate(client, names["ok"])
-    assert out[OUT["text"]] == "Hello world!" and "finished (end-of-sequence token)" in out[OUT["status"]]
-    assert "Server-reported" in out[OUT["metrics"]] and "not measured by this source" in out[OUT["metrics"]]
-    with open(next(f for f in out[OUT["files"]] if str(f).endswith(".json")), encoding="utf-8") as fh:
+    assert out["text"] == "Hello world!" and "finished (end-of-sequence token)" in out["status"]
+    assert "Server-reported" in out["metrics"] and "not measured by this source" in out["metrics"]
+    with open(next(f for f in out["files"] if str(f).endswith(".json")), encoding="utf-8") as fh:
         trace = json.load(fh)
     assert trace["server"]["kind"] == "openai-compatible" and trace["backend"].startswith("openai-compatible @")
     assert [s["kv_bytes"] for s in trace["steps"]] == [None] * 3
-    assert "missing" in json.dumps(out[OUT["kv"]])   # the KV chart says what it lacks, draws no zero
+    _, steps, end = read_stream(out["stream"])   # the page's stream: every step, then the final figures
+    assert [s["kv_bytes"] for s in steps] == [None] * 3 and steps[0]["top"][0]["shown"] == "Hello"
+    assert "missing" in json.dumps(end["figures"]["kv"])   # the KV chart says what it lacks, draws no zero
 
 
 def test_a_cut_stream_shows_its_partial_answer_and_the_error(app):
     client, names = app
     out = generate(client, names["cut"])
-    assert out[OUT["text"]] == "Hello world" and "failed" in out[OUT["status"]]
-    assert "the stream was cut" in out[OUT["status"]]
+    assert out["text"] == "Hello world" and "failed" in out["status"]
+    assert "the stream was cut" in out["status"]
 
 
 def test_a_server_that_fails_to_connect_is_named_and_the_local_backend_still_works(app):
     client, names = app
     out = generate(client, names["models-500"])
-    assert "models are on fire" in out[OUT["status"]]
-    assert "finished" in generate(client, "torch")[OUT["status"]]
+    assert "models are on fire" in out["status"]
+    assert "finished" in generate(client, "torch")["status"]
 
 
 def test_model_info_and_tokens_describe_a_remote_source(app):

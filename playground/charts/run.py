@@ -41,8 +41,9 @@ MISSING = "missing: {} does not give {}"   # what a chart says instead of drawin
 
 
 def _label(text: str) -> str:
-    """Whitespace made visible, escaped: plotly reads <b>, <br>, <a> in labels as markup."""
-    return html.escape(visible(text.encode()) or "∅", quote=True)
+    """Whitespace made visible, escaped: plotly reads <b>, <br>, <a> in labels as markup. Quotes stay as
+    they are: outside a tag they are plain text, and plotly shows &quot; as is (it decodes &amp;, &lt;, &gt;)."""
+    return html.escape(visible(text.encode()) or "∅", quote=False)
 
 
 # --- time

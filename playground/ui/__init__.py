@@ -7,7 +7,8 @@
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
-generate_tab.py, tokens_tab.py, compare_tab.py, experiments_tab.py; engines live in playground/engines.py.
+generate_tab.py (+ live_view.py, live.js: drawn in the browser), tokens_tab.py, compare_tab.py,
+experiments_tab.py; engines live in playground/engines.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment.
 
@@ -27,6 +28,7 @@ from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
+from .live_view import LIVE_CSS, live_head
 from .tokens_tab import tokens_tab
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
@@ -67,8 +69,9 @@ def build_demo(engine) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
     registry = as_registry(engine)
-    css = TOKEN_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
+    css = TOKEN_CSS + LIVE_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg"),
+                   head=live_head(),   # Plotly.js and live.js: the Generate page draws in the browser
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
