@@ -41,7 +41,9 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     low, mid, high = five.numbers["contract_prefill_s"]
     assert 0 < low <= mid <= high and "extrapolation" in five.takeaway and "context window" in five.takeaway
     six = lesson.results[6]
-    assert six.numbers["short_ttft_seen_s"] > six.numbers["long_e2e_s"] * 0.5 > 0
+    n = six.numbers   # the question waits for what is left of the document's run after it arrived (50 ms in)
+    assert n["short_wait_s"] >= max(0.0, n["long_e2e_s"] - 0.05) - 0.01
+    assert n["short_ttft_seen_s"] == n["short_wait_s"] + n["short_ttft_alone_s"] > 0
 
 
 def test_the_handout_carries_the_same_numbers(lesson, tmp_path):

@@ -136,7 +136,10 @@ def step_mixed(lesson, report) -> StepResult:
     start = time.perf_counter()
     arrival_short = 0.05   # seconds after the document's request
     long = follow(source.run(document, settings), report, lambda s: report(0.5 * (s.index + 1) / 16, "the document"))
-    waited = time.perf_counter() - start - arrival_short
+    finished = time.perf_counter() - start
+    if finished < arrival_short:   # the document was done before the question came: nothing to wait for
+        time.sleep(arrival_short - finished)
+    waited = max(0.0, finished - arrival_short)
     short = follow(source.run(SHORT_QUESTION, settings), report,
                    lambda s: report(0.5 + 0.5 * (s.index + 1) / 16, "the short question"))
     if report.cancelled:
