@@ -33,6 +33,14 @@ class GenerationSettings:
     system_prompt: str | None = None  # replaces the template's default system message when given
     top_candidates: int = 5       # how many next-token candidates each Step records
 
+    def __post_init__(self) -> None:
+        # 64.0 from a UI slider or a JSON body means 64: whole-number floats become ints here, so every
+        # consumer (the sampler's seed, range(), transformers' top-k check) sees an int
+        for name in _INT_FIELDS:
+            v = getattr(self, name)
+            if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+                object.__setattr__(self, name, int(v))
+
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
@@ -77,12 +85,15 @@ def _check_float(name: str, value, low: float, high: float, low_open: bool = Fal
         raise ValueError(f"{name} must be {bound}, got {value}")
 
 
+_INT_FIELDS = ("max_new_tokens", "top_k", "top_candidates", "seed")
+
+
 def coerce_settings(**values) -> GenerationSettings:
-    """Build settings from loose inputs (UI numbers arrive as floats), then validate."""
-    for name in ("max_new_tokens", "top_k", "top_candidates", "seed"):
-        v = values.get(name)
-        if isinstance(v, float) and math.isfinite(v) and v.is_integer():
-            values[name] = int(v)
+    """Build settings from loose inputs (UI numbers arrive as floats), then validate.
+
+    >>> coerce_settings(max_new_tokens=8.0, top_k=1.0, seed=3.0).top_k
+    1
+    """
     return GenerationSettings(**values).validate()
 
 

@@ -1,10 +1,19 @@
 """Shared fixtures: a tiny in-process model for unit tests, the bundled SmolLM2 for integration tests."""
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from playground.backends import create_backend
 from playground.engine import Engine
+
+# CI explores the same fuzz examples on every run (a failure there reproduces); a developer's run draws
+# new ones each time, so the fuzz tests keep finding what CI has not seen yet
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

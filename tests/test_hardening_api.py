@@ -2,7 +2,7 @@
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
 from playground.config import GenerationSettings
 
@@ -31,6 +31,7 @@ NUMBERS = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True, allo
 @hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.text(max_size=60), temperature=NUMBERS, top_k=NUMBERS, top_p=NUMBERS, max_new=NUMBERS,
        seed=NUMBERS)
+@example(prompt="0", temperature=0.5, top_k=1.0, top_p=1, max_new=1.0, seed=0.0)  # CI's find: whole floats
 def test_fuzzed_input_gives_value_error_or_a_run(tiny_engine, prompt, temperature, top_k, top_p, max_new, seed):
     s = GenerationSettings(max_new_tokens=max_new, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     try:
@@ -76,3 +77,11 @@ def test_fuzzed_text_through_the_token_view(token_views, text):
         parser = _Tags()
         parser.feed(render_chips_html(spans, text=c.text))
         assert parser.tags <= {"div", "span", "p"} and parser.attrs <= {"class", "title"}
+
+
+def test_whole_number_floats_run_as_ints(tiny_engine):
+    # found by the fuzz test in CI: top_k=1.0, seed=0.0, max_new_tokens=1.0 passed validation, then
+    # transformers' top-k warper, torch.manual_seed and range() refused the floats mid-run
+    s = GenerationSettings(max_new_tokens=2.0, temperature=0.7, top_k=1.0, top_p=1, seed=0.0)
+    assert (s.max_new_tokens, s.top_k, s.seed) == (2, 1, 0) and isinstance(s.top_k, int)
+    assert len(tiny_engine.generate("0", s).steps) == 2
