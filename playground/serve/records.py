@@ -15,6 +15,7 @@ Left out: summaries across requests (summary.py) and drawing (charts/serve.py).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 
 from ..trace import Trace
@@ -126,6 +127,11 @@ class WorkloadResult:
     elapsed: float = 0.0
     cancelled: bool = False
     done: bool = False
+    started: float | None = None     # perf_counter() at the start (a live view's "now"; not exported)
+
+    def now(self) -> float | None:
+        """Seconds since the workload started (its end once done); None before it starts."""
+        return self.elapsed if self.done else None if self.started is None else time.perf_counter() - self.started
 
     def to_dict(self, with_traces: bool = True) -> dict:
         from .summary import summarize

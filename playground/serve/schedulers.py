@@ -110,6 +110,7 @@ class Scheduler:
             result: WorkloadResult | None = None) -> WorkloadResult:
         result = result or self.prepare(workload)
         report, clock = Progress(progress, cancel), Clock()
+        result.started = clock.start
         try:
             self._run(result, clock, report)
         finally:

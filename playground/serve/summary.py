@@ -111,14 +111,14 @@ def lesson(result) -> str:
         return f"On {result.scheduler_label}: no request produced a token" + (" (cancelled)." if result.cancelled else ".")
     tp = throughput(result)
     tail = f"{tp['output_tokens']} output tokens in {tp['wall_s']:.1f} s ({tp['output_tps']:.1f} tok/s)"
-    if pair is None:
+    shorts = [r for r in recs if pair and r.request.cls == pair[0]]
+    if not shorts:
         ttft = [r.ttft for r in recs]
         return (f"On {result.scheduler_label}: TTFT p50 {percentile(ttft, 50):.2f} s, p95 {percentile(ttft, 95):.2f} s "
                 f"over {len(recs)} requests; {tail}.")
     short, long = pair
     whole = result.scheduler == "one-at-a-time"
     intervals = [iv for r in recs if r.request.cls == long for iv in _blocking(r, whole)]
-    shorts = [r for r in recs if r.request.cls == short]
     delays = [d for d in (_overlap((r.arrival, r.first_token), intervals) for r in shorts) if d > 0]
     ttft = [r.ttft for r in shorts]
     what = "service (prefill and decode, one at a time)" if whole else "prefill"

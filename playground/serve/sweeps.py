@@ -81,10 +81,14 @@ def decode_window_tps(result) -> float | None:
 
 
 def run_batch_sweep(scheduler, sizes=BATCH_SIZES, new_tokens: int = 64, prompt: str = SHORT_QUESTION,
-                    progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> Sweep:
+                    progress: ProgressFn | None = None, cancel: threading.Event | None = None,
+                    live: list | None = None) -> Sweep:
+    """`live`: a list the Sweep is appended to at once, so a view can draw its points as they come."""
     report = Progress(progress, cancel)
     sweep = Sweep("batch", scheduler.name, scheduler.source.info.describe(),
                   {"sizes": list(sizes), "new_tokens": new_tokens, "prompt": prompt, "ignore_eos": True})
+    if live is not None:
+        live.append(sweep)
     for k, size in enumerate(sizes):
         if report.cancelled:
             break
@@ -100,13 +104,16 @@ def run_batch_sweep(scheduler, sizes=BATCH_SIZES, new_tokens: int = 64, prompt: 
 
 
 def run_rate_sweep(scheduler, workload: Workload, rates, ttft_slo: float | None = None, tpot_slo: float | None = None,
-                   progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> Sweep:
+                   progress: ProgressFn | None = None, cancel: threading.Event | None = None,
+                   live: list | None = None) -> Sweep:
     rates = sorted(float(r) for r in rates)
-    if not rates:
-        raise ValueError("a rate sweep needs at least one rate (requests per second)")
+    if not rates or not all(0.01 <= r <= 1000 for r in rates):
+        raise ValueError("a rate sweep needs rates between 0.01 and 1000 requests per second")
     report = Progress(progress, cancel)
     sweep = Sweep("rate", scheduler.name, scheduler.source.info.describe(),
                   {"rates": rates, "requests": len(workload.requests), "ttft_slo_s": ttft_slo, "tpot_slo_s": tpot_slo})
+    if live is not None:
+        live.append(sweep)
     for k, rate in enumerate(rates):
         if report.cancelled:
             break

@@ -161,6 +161,16 @@ def default_classes(source=None, max_new_tokens: int = 48, mix: dict[str, float]
     return classes
 
 
+def fit_to_window(source, text: str, max_new_tokens: int, allowance: int = 64) -> tuple[str, bool]:
+    """(text, cut?): `text` cut by tokens so a chat request with it leaves room for `max_new_tokens`."""
+    tokenizer, window = getattr(source, "tokenizer", None), source.info.context_window
+    if tokenizer is None or window is None:
+        return text, False
+    room = max(16, window - max_new_tokens - allowance)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return (text, False) if len(ids) <= room else (tokenizer.decode(ids[:room]), True)
+
+
 def total_tokens(workload: Workload, count_prompt) -> int:
     """Prompt + new tokens over the workload; `count_prompt(prompt) -> int` (the source's tokenizer)."""
     counts = {p: count_prompt(p) for p in {r.prompt for r in workload.requests}}

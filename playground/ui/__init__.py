@@ -20,10 +20,12 @@ import gradio as gr
 from ..registry import SourceRegistry, as_registry
 from ..session import Session
 from ..tokens import TOKEN_CSS
-from .common import ASSETS, GENERATE_CONCURRENCY, engine_or_message, error_html
+from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, engine_or_message, error_html
 from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
+from .serve_job import gate_cpu_events
+from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
@@ -60,8 +62,10 @@ def build_demo(engine) -> gr.Blocks:
         tokens_tab(registry, c.prompt, c.chat, c.backend)
         compare_tab(registry, c.prompt)
         experiments_tab(registry)
+        serving = serve_tab(registry)
         wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
+        gate_cpu_events(demo, CPU_QUEUE, skip=serving)   # a Serve workload runs alone (ui/serve_job.py)
     return demo
