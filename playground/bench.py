@@ -50,6 +50,8 @@ def main(argv: list[str]) -> None:
     bench_rows(names + (["--model", args.model] if args.model else []))
     for name in names:  # each in its own process, like the rows above
         print(row_in_subprocess("playground.bench", "--prefill", name, args.model), flush=True)
+    if not args.names:   # the serve row: one at a time vs continuous batching (bench_serve.py)
+        print(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model), flush=True)
 
 
 if __name__ == "__main__":
