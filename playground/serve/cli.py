@@ -88,13 +88,21 @@ def build_workload(args, source) -> Workload:
 
 
 def in_background(work, cancel: threading.Event):
-    """Run `work()` in a thread; Ctrl-C sets `cancel` and waits for it to stop. Returns (value, interrupted)."""
-    box, interrupted = {}, False
-    thread = threading.Thread(target=lambda: box.update(value=work()), daemon=True, name="serve-cli")
-    thread.start()
-    while thread.is_alive():
+    """Run `work()` in a thread; Ctrl-C sets `cancel` and waits for it to stop. Returns (value, interrupted).
+
+    It waits on an Event, not on Thread.join: a join interrupted by KeyboardInterrupt can report the thread
+    as ended while it still runs (CPython 3.11)."""
+    box, done, interrupted = {}, threading.Event(), False
+
+    def body():
         try:
-            thread.join(0.2)
+            box["value"] = work()
+        finally:
+            done.set()
+    threading.Thread(target=body, daemon=True, name="serve-cli").start()
+    while not done.is_set():
+        try:
+            done.wait(0.2)
         except KeyboardInterrupt:
             print("cancelling every request…", file=sys.stderr, flush=True)
             cancel.set()
