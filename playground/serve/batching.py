@@ -80,7 +80,6 @@ class BatchingScheduler(Scheduler):
                        "left_alone_max_batch_tokens": alone[1], "left_alone_bytes": alone[0] * bytes_per_block}
         result.kv_unit, result.kv_total = "blocks", pool.num_blocks
         result.kv_note = f"paged KV blocks allocated, of the pool's {pool.num_blocks} ({pool.block_size} tokens each)"
-        eos = frozenset() if any(r.request.ignore_eos for r in result.records) else b.eos_token_ids
         config = GenerationConfig(max_new_tokens=max(r.request.max_new_tokens for r in result.records), do_sample=False,
                                   eos_token_id=model.generation_config.eos_token_id, pad_token_id=min(b.eos_token_ids),
                                   num_blocks=pool.num_blocks, block_size=pool.block_size,
@@ -97,7 +96,8 @@ class BatchingScheduler(Scheduler):
                         r = pending.pop(0)
                         ids = prompts[r.request.id][1]
                         r.prompt_tokens = len(ids)
-                        manager.submit(f"req_{r.request.id}", ids, r.request.max_new_tokens, eos, b.context_window)
+                        manager.submit(f"req_{r.request.id}", ids, r.request.max_new_tokens,
+                                       frozenset() if r.request.ignore_eos else b.eos_token_ids, b.context_window)
                     if not pending and all(r.stop_reason for r in result.records):
                         break
                     if not manager.is_running():

@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 from ..config import GenerationSettings
-from .schedulers import SCHEDULERS
-from .workload import ARRIVALS, MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Workload, check_tokens, default_classes, parse_mix
+from .registry import SCHEDULERS
+from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
+from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
 
 
 def parse_args(argv):

@@ -1,13 +1,8 @@
-"""Schedulers: who runs which request when. A small registry, the shared harness, and one at a time (FCFS).
+"""Schedulers: the shared harness, and one at a time (first come, first served). The registry: registry.py.
 
-    scheduler = SCHEDULERS["one-at-a-time"].create(source)     # any StepSource (a local Engine, a server)
+    scheduler = OneAtATime(source)                              # any StepSource (a local Engine, a server)
     result = scheduler.prepare(workload)                        # the live record (a UI draws it while it grows)
     scheduler.run(workload, progress, cancel, result)           # returns it, every request ended
-
-| name          | what it is                                              | source it needs                |
-| one-at-a-time | first come first served, one request at a time          | any StepSource                 |
-| batching      | transformers' continuous-batching manager (batching.py) | the local torch backend        |
-| concurrent    | every request sent at once; the server batches them     | a source whose runs are thread-safe (remote/) |
 
 Every scheduler releases each request at its arrival time on one perf_counter clock, stamps when it
 admits it, and keeps the Steps its source made (records.py). Cancel (a threading.Event) stops the
@@ -19,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from ..config import GenerationSettings
@@ -152,28 +146,3 @@ class OneAtATime(Scheduler):
         if step.kv_bytes is not None and result.kv_unit:
             result.kv.append((record.admitted + step.time, step.kv_bytes))
         report(*progress_line(result))
-
-
-@dataclass(frozen=True)
-class SchedulerSpec:
-    name: str
-    label: str
-    needs: str                      # "any" | "torch" (the local torch backend) | "remote" (requests in parallel)
-    create: Callable[..., Scheduler]
-
-
-def _batching(source, **options):
-    from .batching import BatchingScheduler
-    return BatchingScheduler(source, **options)
-
-
-def _concurrent(source, **options):
-    from .concurrent import ConcurrentScheduler
-    return ConcurrentScheduler(source, **options)
-
-
-SCHEDULERS: dict[str, SchedulerSpec] = {spec.name: spec for spec in (
-    SchedulerSpec(OneAtATime.name, OneAtATime.label, "any", lambda source, **options: OneAtATime(source)),
-    SchedulerSpec("batching", "continuous batching (transformers' manager, paged KV cache)", "torch", _batching),
-    SchedulerSpec("concurrent", "concurrent requests (the server batches them itself)", "remote", _concurrent),
-)}

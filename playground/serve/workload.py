@@ -1,9 +1,10 @@
 """A workload: N requests drawn from classes (prompt, token budget, share of the mix) with arrival times.
 
-    classes = default_classes(source)                      # the lesson's short question and long document
+    classes = default_classes(source)                      # the lesson's two requests (prompts.py)
     workload = Workload.build(classes, 16, arrival="poisson", rate=2.0, seed=0)
     [r.cls for r in workload.requests][:3], workload.requests[1].arrival   # seeded: the same every time
     Workload.from_dict(workload.to_dict()) == workload     # replay it on another scheduler or source
+    check_tokens(workload, count_prompt)                   # the cap on prompt + new tokens (prompts.py)
 
 Class counts follow the shares exactly (largest remainder), in a seeded random order; arrivals are all
 at once, at a fixed rate, or a seeded Poisson process (exponential gaps, the first request at 0 s), as
@@ -15,7 +16,8 @@ vLLM's `bench serve --request-rate` draws them.
 >>> parse_mix("short:0.8,long:0.2")
 {'short': 0.8, 'long': 0.2}
 
-Left out: sampling (every request is greedy, so two schedulers can be compared token for token).
+Left out: sampling (every request is greedy, so two schedulers can be compared token for token), and
+prompts themselves: the lesson's classes, fitting a prompt to a window, the token cap (prompts.py).
 """
 from __future__ import annotations
 
@@ -25,7 +27,6 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 MAX_REQUESTS = 64             # a shared Space runs one workload at a time; 64 requests is minutes on 2 cores
-MAX_WORKLOAD_TOKENS = 60_000  # prompt + new tokens over the whole workload (64 long documents is ~57k)
 ARRIVALS = ("all-at-once", "fixed", "poisson")
 
 
@@ -142,44 +143,3 @@ def parse_mix(text: str) -> dict[str, float]:
     if not mix:
         raise ValueError("mix is empty: give it as name:share pairs, e.g. short:0.8,long:0.2")
     return mix
-
-
-def default_classes(source=None, max_new_tokens: int = 48, mix: dict[str, float] | None = None) -> list[RequestClass]:
-    """The lesson's two requests (the short-vs-long experiment's): a one-line question and a document to
-    summarize, cut to the source's context window when it has a tokenizer and says its window."""
-    from ..experiments.short_long import SHORT_QUESTION, long_prompt
-    tokenizer = getattr(source, "tokenizer", None)
-    window = source.info.context_window if source is not None else None
-    document, _ = long_prompt(tokenizer, window, max_new_tokens)
-    classes = [RequestClass("short", SHORT_QUESTION, max_new_tokens, 0.8),
-               RequestClass("long", document, max_new_tokens, 0.2)]
-    if mix:
-        unknown = set(mix) - {c.name for c in classes}
-        if unknown:
-            raise ValueError(f"mix names {', '.join(sorted(unknown))}: the classes are short and long")
-        classes = [replace(c, share=mix.get(c.name, 0.0)) for c in classes]
-    return classes
-
-
-def fit_to_window(source, text: str, max_new_tokens: int, allowance: int = 64) -> tuple[str, bool]:
-    """(text, cut?): `text` cut by tokens so a chat request with it leaves room for `max_new_tokens`."""
-    tokenizer, window = getattr(source, "tokenizer", None), source.info.context_window
-    if tokenizer is None or window is None:
-        return text, False
-    room = max(16, window - max_new_tokens - allowance)
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return (text, False) if len(ids) <= room else (tokenizer.decode(ids[:room]), True)
-
-
-def total_tokens(workload: Workload, count_prompt) -> int:
-    """Prompt + new tokens over the workload; `count_prompt(prompt) -> int` (the source's tokenizer)."""
-    counts = {p: count_prompt(p) for p in {r.prompt for r in workload.requests}}
-    return sum(counts[r.prompt] + r.max_new_tokens for r in workload.requests)
-
-
-def check_tokens(workload: Workload, count_prompt, limit: int = MAX_WORKLOAD_TOKENS) -> int:
-    total = total_tokens(workload, count_prompt)
-    if total > limit:
-        raise ValueError(f"the workload is {total:,} tokens (prompts + new tokens); the limit is {limit:,}: "
-                         "fewer requests, a smaller share of long ones, or fewer new tokens")
-    return total

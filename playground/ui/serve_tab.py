@@ -16,10 +16,9 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens
+from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
 from ..serve.batching import PoolConfig
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
-from ..serve.workload import fit_to_window
 from ..config import GenerationSettings
 from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, engine_or_message, loading_line,
                      long_document, warn)
