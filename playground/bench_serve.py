@@ -4,7 +4,7 @@
     python -m playground.bench_serve --model tiny --requests 4   # what the test suite runs
 
 1. Single stream, every available backend (playground.backends.BACKENDS): one short and one long
-   request of the lesson, alone, after a warm-up; the mix's service time 0.8·short + 0.2·long gives
+   request of the lesson, alone, after a warm-up (median of 2 each); the mix's service time 0.8·short + 0.2·long gives
    each backend's one-at-a-time capacity (requests/s). The fastest is the one with the highest.
 2. The pinned workload: 16 requests, 80% short / 20% long, seeded Poisson arrivals at 0.8x that
    capacity, greedy, EOS honoured, 48 new tokens at most.
@@ -21,6 +21,7 @@ Left out: GPU figures (the same code measures torch on CUDA).
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 
@@ -30,16 +31,16 @@ from .serve.summary import percentile, served, throughput
 MIX = {"short": 0.8, "long": 0.2}
 
 
-def single_stream(name: str, model: str | None, max_new_tokens: int):
-    """(engine, figures): the backend's service time for each class, alone, after a warm-up."""
+def single_stream(name: str, model: str | None, max_new_tokens: int, repeats: int = 2):
+    """(engine, figures): the backend's service time for each class alone (median of `repeats`), after a warm-up."""
     from .backends import create_backend
     from .engine import Engine
     engine = Engine(create_backend(name, model))
     engine.warm_up()
-    w = Workload.build(default_classes(engine, max_new_tokens, {"short": 1, "long": 1}), 2)
+    w = Workload.build(default_classes(engine, max_new_tokens, {"short": 1, "long": 1}), 2 * repeats)
     result = SCHEDULERS["one-at-a-time"].create(engine).run(w)
-    times = {r.request.cls: r.e2e for r in result.records}
-    tokens = sum(r.output_tokens for r in result.records)
+    times = {c: statistics.median(r.e2e for r in result.records if r.request.cls == c) for c in ("short", "long")}
+    tokens = sum(r.output_tokens for r in result.records) / repeats
     service = MIX["short"] * times["short"] + MIX["long"] * times["long"]
     return engine, {"short_s": round(times["short"], 3), "long_s": round(times["long"], 3),
                     "capacity_rps": round(1 / service, 3), "tok_s": round(tokens / sum(times.values()), 1)}
@@ -102,10 +103,15 @@ def main(argv: list[str]) -> None:
     p.add_argument("--requests", type=int, default=16)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--no-saturate", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     args = p.parse_args(argv)
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
     start = time.perf_counter()
     row = serve_row(args.model, args.requests, args.max_new_tokens, saturate=not args.no_saturate)
     row["bench_s"] = round(time.perf_counter() - start, 1)
+    row["torch_threads"] = torch.get_num_threads()
     print(json.dumps(row), flush=True)
 
 

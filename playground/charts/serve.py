@@ -55,7 +55,7 @@ def _segments(result, now: float | None):
 def plot_gantt(result, now: float | None = None) -> go.Figure:
     n = len(result.records)
     fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
-                  height=max(320, 90 + 22 * n))
+                  height=max(360, 160 + 24 * n))
     colors = {"waiting": WAITING, "prefill": "#fcd9a8", "prefill pass": PREFILL, "decode": DECODE}
     names = {"waiting": "waiting (arrived, not admitted)", "prefill": "prefill phase (waiting between its passes)",
              "prefill pass": "prefill (its forward passes, where known)", "decode": "decode"}
@@ -72,8 +72,11 @@ def plot_gantt(result, now: float | None = None) -> go.Figure:
                             marker=dict(symbol=symbol, color=color, size=9),
                             customdata=[r.error or reason for r in ends],
                             hovertemplate="%{y}: %{customdata}<extra></extra>")
-    fig.update_layout(barmode="overlay", yaxis=dict(autorange="reversed", type="category",
-                                                    categoryorder="array", categoryarray=[_row(r) for r in result.records]))
+    rows = [_row(r) for r in result.records]
+    fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=-0.12, x=0, xanchor="left", yanchor="top"),
+                      margin=dict(l=80, r=20, t=70, b=120),
+                      yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
+                                 tickmode="array", tickvals=rows, ticktext=rows))
     return fig
 
 
