@@ -121,6 +121,15 @@ def test_a_request_makes_exactly_its_token_budget_and_no_extra_pass(varied_engin
     assert len(result.batches) == 5   # one prefill pass (the first token) + 4 decode passes
 
 
+def test_the_paged_copy_shares_the_weights_and_leaves_the_engines_model_alone(varied_engine):
+    from playground.serve.batching_adapter import paged_model
+    model = varied_engine.backend.model
+    paged = paged_model(model)
+    assert paged is not model and paged_model(model) is paged
+    assert all(a is b for a, b in zip(model.parameters(), paged.parameters()))   # no second copy of the weights
+    assert paged.config._attn_implementation == "sdpa_paged" != model.config._attn_implementation
+
+
 def test_batching_needs_the_torch_backend(tiny_engine):
     from test_serve_schedulers import FakeServer
     with pytest.raises(ValueError, match="torch"):

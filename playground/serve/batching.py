@@ -31,7 +31,7 @@ from .records import BatchStep
 from .schedulers import Scheduler, progress_line, settings_for
 
 MAX_POOL_BLOCKS = 4096        # the library's own upper bound
-STALL_AFTER = 30.0            # seconds without any event from the manager while requests are in it: an error
+STALL_AFTER = 60.0            # seconds with requests in the manager, no event and no pass running: an error
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class BatchingScheduler(Scheduler):
             try:
                 prompts[record.request.id] = self.source.prompt_ids(record.request.prompt, settings_for(record.request))
             except ValueError as exc:
-                record.stop_reason, record.error, record.finished = "error", str(exc), 0.0
+                record.stop_reason, record.error, record.finished = "error", str(exc), record.arrival
         lengths = [len(prompts[r.request.id][1]) + r.request.max_new_tokens for r in result.records if r.request.id in prompts]
         pool = self.pool if self.pool.num_blocks else replace(self.pool, num_blocks=self.pool.blocks_for(lengths))
         if pool.num_blocks > MAX_POOL_BLOCKS:
@@ -102,7 +102,9 @@ class BatchingScheduler(Scheduler):
                         break
                     if not manager.is_running():
                         raise RuntimeError("the continuous-batching manager stopped unexpectedly")
-                    if clock.now() - self._last_event > STALL_AFTER and any(
+                    if manager.in_pass:
+                        self._last_event = clock.now()   # slow (a loaded CPU), not stuck
+                    elif clock.now() - self._last_event > STALL_AFTER and any(
                             r.prompt_tokens is not None and not r.stop_reason for r in result.records):
                         raise RuntimeError(f"the batching manager made no progress for {STALL_AFTER:.0f} s: its KV "
                                            f"pool ({pool.num_blocks} blocks) is too small for these requests "

@@ -104,7 +104,7 @@ class TimedManager(ContinuousBatchingManager):
 
     def __init__(self, model, generation_config, events: queue.SimpleQueue):
         super().__init__(model, generation_config, streaming=False)
-        self.events = events
+        self.events, self.in_pass = events, False   # in_pass: a forward pass is running (not stalled, just slow)
 
     def submit(self, request_id: str, ids: list[int], max_new_tokens: int, eos_ids: frozenset,
                context_window: int) -> None:
@@ -116,12 +116,15 @@ class TimedManager(ContinuousBatchingManager):
         if not bp.prepare_next_batch():
             self._wait_for_requests(bp)
             return
-        start = time.perf_counter()
+        start, self.in_pass = time.perf_counter(), True
         batch = [(state, len(state.prompt_ids), state.status in PREFILLING) for state in bp.requests_in_batch]
-        self._generation_step(bp)
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        bp.update_batch()
+        try:
+            self._generation_step(bp)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            bp.update_batch()
+        finally:
+            self.in_pass = False
         used = bp.cache.num_blocks - bp.cache.get_num_free_blocks()
         self.events.put(("batch", start, time.perf_counter(), batch, used))
 
