@@ -4,7 +4,7 @@
     python -m playground.bench_serve --model tiny --requests 4   # what the test suite runs
 
 1. Single stream, every available backend (playground.backends.BACKENDS): one short and one long
-   request of the lesson, alone, after a warm-up (median of 2 each); the mix's service time 0.8·short + 0.2·long gives
+   request of the lesson, alone, after a warm-up (median of 3 rounds, backends round-robin); the mix's service time 0.8·short + 0.2·long gives
    each backend's one-at-a-time capacity (requests/s). The fastest is the one with the highest.
 2. The pinned workload: 16 requests, 80% short / 20% long, seeded Poisson arrivals at 0.8x that
    capacity, greedy, EOS honoured, 48 new tokens at most.
@@ -31,19 +31,31 @@ from .serve.summary import percentile, served, throughput
 MIX = {"short": 0.8, "long": 0.2}
 
 
-def single_stream(name: str, model: str | None, max_new_tokens: int, repeats: int = 2):
-    """(engine, figures): the backend's service time for each class alone (median of `repeats`), after a warm-up."""
+def load(name: str, model: str | None):
     from .backends import create_backend
     from .engine import Engine
     engine = Engine(create_backend(name, model))
     engine.warm_up()
-    w = Workload.build(default_classes(engine, max_new_tokens, {"short": 1, "long": 1}), 2 * repeats)
-    result = SCHEDULERS["one-at-a-time"].create(engine).run(w)
-    times = {c: statistics.median(r.e2e for r in result.records if r.request.cls == c) for c in ("short", "long")}
-    tokens = sum(r.output_tokens for r in result.records) / repeats
-    service = MIX["short"] * times["short"] + MIX["long"] * times["long"]
-    return engine, {"short_s": round(times["short"], 3), "long_s": round(times["long"], 3),
-                    "capacity_rps": round(1 / service, 3), "tok_s": round(tokens / sum(times.values()), 1)}
+    return engine
+
+
+def single_stream(engines: dict, max_new_tokens: int, rounds: int = 3) -> dict:
+    """Each backend's service time per class alone: median over `rounds`, backends taken round-robin so a burst
+    of load on the shared cores hits them alike."""
+    times = {name: {"short": [], "long": [], "tokens": []} for name in engines}
+    for _ in range(rounds):
+        for name, engine in engines.items():
+            w = Workload.build(default_classes(engine, max_new_tokens, {"short": 1, "long": 1}), 2)
+            for r in SCHEDULERS["one-at-a-time"].create(engine).run(w).records:
+                times[name][r.request.cls].append(r.e2e)
+                times[name]["tokens"].append(r.output_tokens)
+    out = {}
+    for name, t in times.items():
+        short, long = statistics.median(t["short"]), statistics.median(t["long"])
+        service = MIX["short"] * short + MIX["long"] * long
+        out[name] = {"short_s": round(short, 3), "long_s": round(long, 3), "capacity_rps": round(1 / service, 3),
+                     "tok_s": round(sum(t["tokens"]) / (sum(t["short"]) + sum(t["long"])), 1)}
+    return out
 
 
 def figures(result) -> dict:
@@ -68,12 +80,13 @@ def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int 
     candidates, engines = {}, {}
     for name in available_backends():
         try:
-            engines[name], candidates[name] = single_stream(name, model, max_new_tokens)
+            engines[name] = load(name, model)
         except Exception as exc:  # noqa: BLE001 - a backend that cannot load is named, the others still run
             candidates[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    candidates.update(single_stream(engines, max_new_tokens))
     fastest = max((n for n in candidates if "capacity_rps" in candidates[n]), key=lambda n: candidates[n]["capacity_rps"])
     rate = round(0.8 * candidates[fastest]["capacity_rps"], 3)
-    torch_engine = engines.get("torch") or single_stream("torch", model, max_new_tokens)[0]
+    torch_engine = engines.get("torch") or load("torch", model)
     one, batching = SCHEDULERS["one-at-a-time"].create(engines[fastest]), SCHEDULERS["batching"].create(torch_engine)
     classes = default_classes(engines[fastest], max_new_tokens, MIX)
     workload = Workload.build(classes, requests, "poisson", rate, seed)
