@@ -55,7 +55,7 @@ def _segments(result, now: float | None):
 def plot_gantt(result, now: float | None = None) -> go.Figure:
     n = len(result.records)
     fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
-                  height=max(360, 160 + 24 * n))
+                  height=max(460, 250 + 24 * n))
     colors = {"waiting": WAITING, "prefill": "#fcd9a8", "prefill pass": PREFILL, "decode": DECODE}
     names = {"waiting": "waiting (arrived, not admitted)", "prefill": "prefill phase (waiting between its passes)",
              "prefill pass": "prefill (its forward passes, where known)", "decode": "decode"}
@@ -73,8 +73,9 @@ def plot_gantt(result, now: float | None = None) -> go.Figure:
                             customdata=[r.error or reason for r in ends],
                             hovertemplate="%{y}: %{customdata}<extra></extra>")
     rows = [_row(r) for r in result.records]
-    fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=-0.12, x=0, xanchor="left", yanchor="top"),
-                      margin=dict(l=80, r=20, t=70, b=120),
+    fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
+                                                     yref="container"),
+                      margin=dict(l=80, r=20, t=70, b=180),
                       yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
                                  tickmode="array", tickvals=rows, ticktext=rows))
     return fig
