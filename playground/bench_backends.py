@@ -1,6 +1,6 @@
 """One benchmark row per backend: the engine's step loop vs the runtime's own plain `generate()`.
 
-    python -m playground.bench_backends                # one JSON row per backend (torch, onnx, onnx-int8, onnx-int4)
+    python -m playground.bench_backends                # one JSON row per backend in the registry
     python -m playground.bench_backends onnx-int8      # just the named ones
 
 `bench_backend(name, prompt, max_new_tokens)` measures, on the same backend and the same chat prompt ids
@@ -10,7 +10,7 @@
     whose first `put` is the prompt and every later `put` is one new token; for ONNX it uses the
     same I/O path as the engine (IO binding), and its own token count is reported
   - peak RSS of the process (ru_maxrss) and RSS now (psutil)
-  - for the re-quantized variants (int8, int4): the share of greedy tokens identical to ONNX fp32's
+  - for the other ONNX variants (int8, int4, gguf4, ...): the share of greedy tokens identical to ONNX fp32's
 Each figure is the median over `repeats` runs after one warm-up of each; engine and generate() runs
 alternate, so a burst of load on the shared cores hits both sides alike. The CLI runs every backend in
 its own process, so one backend's peak RSS does not include another's weights.
@@ -99,7 +99,7 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
     }
     row["decode_ratio_engine_vs_generate"] = _ratio(row["engine_decode_tps"], row["generate_decode_tps"])
     row["ttft_ratio_engine_vs_generate"] = _ratio(row["engine_ttft_s"], row["generate_ttft_s"])
-    if BACKENDS[name].variant in ("int8", "int4"):
+    if BACKENDS[name].runtime == "onnx" and BACKENDS[name].variant:
         fp32 = Engine(create_backend("onnx", model, device="cpu")).run_ids(ids, settings).wait()
         row["agreement_with_fp32"], row["first_divergence_from_fp32"] = token_agreement(
             runs[0].output_ids, fp32.output_ids)
@@ -135,10 +135,10 @@ def parse_args(argv: list[str]):
     return p.parse_args(argv)
 
 
-def row_in_subprocess(module: str, flag: str, name: str, model: str | None = None) -> str:
-    """`python -m module flag name [--model M]` in a fresh process (so one backend's memory never counts in
-    another's); its last JSON line, or a JSON error row carrying the end of its stderr."""
-    cmd = [sys.executable, "-m", module, flag, name] + (["--model", model] if model else [])
+def row_in_subprocess(module: str, flag: str, name: str, model: str | None = None, extra: tuple[str, ...] = ()) -> str:
+    """`python -m module flag name [extra...] [--model M]` in a fresh process (so one backend's memory never
+    counts in another's); its last JSON line, or a JSON error row carrying the end of its stderr."""
+    cmd = [sys.executable, "-m", module, flag, name, *extra] + (["--model", model] if model else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     return lines[-1] if lines else json.dumps({"backend": name, "error": out.stderr.strip()[-500:]})

@@ -7,8 +7,10 @@
 The runs are sequential, never concurrent, so neither steals cores from the other; on a shared
 machine the order still matters a little (caches warm up), which is why the bench repeats runs.
 
-Token agreement is position by position: after the first divergence the two texts usually drift
-apart entirely, so a low share means "diverged early", not "mostly different tokens".
+Token agreement is position by position over the answers' tokens (special tokens left out: a server does
+not stream the end-of-sequence token): after the first divergence the two texts usually drift apart
+entirely, so a low share means "diverged early", not "mostly different tokens". `explain` says why two
+runs differ: different prompts (another chat template) or, from the same ids, arithmetic.
 Left out: comparing sampled runs (agreement is only meaningful for greedy, or with one seed).
 """
 from __future__ import annotations
@@ -60,10 +62,50 @@ class Comparison:
         return out
 
 
+def answer_tokens(a: Trace, b: Trace) -> tuple[list, list]:
+    """What to compare position by position: the answers' token ids (their text pieces where either source
+    names no ids). Special tokens are left out: a server does not stream the end-of-sequence token a local
+    run records, and both runs ending there is agreement, not a difference."""
+    steps = [[s for s in t.steps if not s.special] for t in (a, b)]
+    by_id = all(s.token_id is not None for run in steps for s in run)
+    return tuple([s.token_id if by_id else s.text for s in run] for run in steps)
+
+
+def explain(c: "Comparison") -> str:
+    """Why two runs differ, in one sentence, from what each read ('' when they agree throughout)."""
+    a, b = c.a, c.b
+    if c.first_divergence is None:
+        return ""
+    if a.prompt_ids != b.prompt_ids:
+        why = ("their chat templates differ (e.g. another default system prompt)" if a.prompt_text != b.prompt_text
+               else "their tokenizers split it differently")
+        return (f"They read different prompts, {len(a.prompt_ids)} and {len(b.prompt_ids)} tokens: {why}, "
+                "so they need not agree from the first token on.")
+    return ("Both read the same prompt ids, so the difference is arithmetic: weights stored another way "
+            "(e.g. Q4_1 blocks on llama.cpp against their float32 dequantization here), other kernels and "
+            "summation order shift the logits a little, and a near-tie between two tokens flips." + _tie(c))
+
+
+def _tie(c: "Comparison") -> str:
+    """The two picks at the first divergence, with each side's probability for both (where both give top-k)."""
+    k = c.first_divergence
+    x, y = ([s for s in t.steps if not s.special][k:k + 1] for t in c.traces)
+    if not (x and y and x[0].top and y[0].top):
+        return ""
+    x, y = x[0], y[0]
+
+    def p(step, token) -> str:
+        found = [cand.prob for cand in step.top if (cand.token_id == token.token_id if token.token_id is not None
+                                                    else cand.text == token.text)]
+        return f"{found[0]:.3f}" if found else "below its top-k"
+    return (f" At output token {k}, {c.a.backend} gave {x.text!r} p={p(x, x)} and {y.text!r} p={p(x, y)}; "
+            f"{c.b.backend} gave {y.text!r} p={p(y, y)} and {x.text!r} p={p(y, x)}.")
+
+
 def compare_backends(prompt: str, settings: GenerationSettings | None, source_a, source_b) -> Comparison:
     """Run the same prompt and settings on source_a, then on source_b; compare what came out."""
     settings = (settings or GenerationSettings()).validate()
     a = source_a.run(prompt, settings).wait()
     b = source_b.run(prompt, settings).wait()
-    share, first = token_agreement(a.output_ids, b.output_ids)
+    share, first = token_agreement(*answer_tokens(a, b))
     return Comparison(prompt, settings, a, b, share, first)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from functools import cached_property
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from .backends.base import Backend
 from .config import MAX_PROMPT_CHARS, GenerationSettings
@@ -26,7 +26,7 @@ from .sampling import Detokenizer, Sampler
 from .source import Capabilities, Run, SourceInfo
 from .trace import Candidate, Step, Trace
 
-__all__ = ["Engine", "Run", "check_prompt"]
+__all__ = ["Engine", "Prefix", "Run", "check_prompt", "common_prefix"]
 
 
 class Engine:
@@ -84,12 +84,22 @@ class Engine:
 
     # --- running
 
-    def run(self, prompt: str, settings: GenerationSettings | None = None) -> Run:
-        """Validate now (raising ValueError), run lazily as the returned Run is iterated."""
+    def run(self, prompt: str, settings: GenerationSettings | None = None, prefix: "Prefix | None" = None) -> Run:
+        """Validate now (raising ValueError), run lazily as the returned Run is iterated.
+
+        `prefix`: a cached start of the prompt (cache_prefix); when the prompt's ids begin with it, only
+        the rest is prefilled onto a copy of its cache, and the trace counts the cached tokens.
+        """
         settings = (settings or GenerationSettings()).validate()
         t0 = self.clock()
         text, ids = self.prompt_ids(prompt, settings)
-        return self._start(prompt, text, ids, settings, t0)
+        return self._start(prompt, text, ids, settings, t0, prefix=prefix)
+
+    def cache_prefix(self, ids: list[int]) -> "Prefix":
+        """Prefill `ids` once and keep the cache, for prompts that start with them (a shared system prompt)."""
+        ids = [int(i) for i in ids]
+        _, state = self.backend.prefill(ids)
+        return Prefix(tuple(ids), state)
 
     def run_ids(self, ids: list[int], settings: GenerationSettings | None = None, *, ignore_eos: bool = False,
                 use_cache: bool = True) -> Run:
@@ -106,12 +116,16 @@ class Engine:
         t0 = self.clock()
         return self._start("", "", ids, settings, t0, ignore_eos=ignore_eos, use_cache=use_cache)
 
-    def _start(self, prompt, text, ids, settings, t0, ignore_eos=False, use_cache=True) -> Run:
+    def _start(self, prompt, text, ids, settings, t0, ignore_eos=False, use_cache=True, prefix=None) -> Run:
         b = self.backend
         trace = Trace(prompt, text, ids, settings, b.name, b.device, b.dtype, b.model_name, b.kv_shape,
                       tokenize_time=self.clock() - t0, ignore_eos=ignore_eos, use_cache=use_cache,
                       replay=self.replay)
-        return Run(trace, self._steps, t0)
+        usable = prefix is not None and use_cache and len(prefix.ids) < len(ids) and tuple(
+            ids[:len(prefix.ids)]) == prefix.ids
+        if usable:
+            trace.cached_tokens = len(prefix.ids)
+        return Run(trace, lambda run: self._steps(run, prefix if usable else None), t0)
 
     def warm_up(self) -> None:
         """One short run, discarded: a runtime's first calls allocate and plan, as a server's warm-up does."""
@@ -125,7 +139,7 @@ class Engine:
 
     # --- the step loop: the one place a local model is timed
 
-    def _steps(self, run: Run) -> Iterator[Step]:
+    def _steps(self, run: Run, prefix: "Prefix | None" = None) -> Iterator[Step]:
         trace, b, clock = run.trace, self.backend, self.clock
         s = trace.settings
         sampler = Sampler(s)
@@ -134,7 +148,10 @@ class Engine:
         ids = list(trace.prompt_ids)
         eos = frozenset() if trace.ignore_eos else b.eos_token_ids
         t_prev, cpu_prev = run.t0, time.process_time()
-        logits, state = b.prefill(ids)
+        if prefix is None:
+            logits, state = b.prefill(ids)
+        else:   # the prompt's start is cached: read only the rest onto a copy of its cache
+            logits, state = b.extend(ids[len(prefix.ids):], prefix.state)
         for index in range(s.max_new_tokens):
             pick = sampler.choose(ids, logits, s.top_candidates)
             b.synchronize()
@@ -163,6 +180,26 @@ class Engine:
                 logits, state = b.decode(token, state)
             else:
                 logits, state = b.prefill(ids)
+
+
+class Prefix(NamedTuple):
+    """A prompt's start read once, its cache kept: what prefix caching reuses across requests."""
+    ids: tuple[int, ...]
+    state: object
+
+
+def common_prefix(a: list[int], b: list[int]) -> list[int]:
+    """The ids two prompts share from the start (what a prefix cache can serve to both).
+
+    >>> common_prefix([1, 2, 3, 4], [1, 2, 5])
+    [1, 2]
+    """
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return list(a[:n])
 
 
 def check_prompt(prompt) -> None:

@@ -33,13 +33,15 @@ def prompt_tokens(engine, prompt: str, settings: GenerationSettings) -> PromptTo
     from .charts.tokens import plot_token_comparison
 
     templated, ids = engine.prompt_ids(prompt, settings)
-    model_view = hf_view(engine.backend.tokenizer, name=f"model ({engine.backend.model_name})")
-    views = [model_view, tiktoken_view()]
+    tokenizer = engine.tokenizer   # None: a server whose tokenizer is not here (its ids still count)
+    model_view = hf_view(tokenizer, name=f"model ({engine.info.model})") if tokenizer is not None else None
+    views = [v for v in (model_view, tiktoken_view()) if v is not None]
     typed = compare(prompt, views)
     read = compare(templated, views, special_tokens=True)
-    read_ids = [s.token_id for s in read.spans[model_view.name]]
-    match = ("the model's ids match these chips" if read_ids == ids
-             else f"note: the engine feeds {len(ids)} ids; the chips show {len(read_ids)}")
+    read_ids = [s.token_id for s in read.spans[model_view.name]] if model_view else None
+    match = ("the model's ids match these chips" if read_ids == ids else
+             f"the source counts {len(ids)} tokens; its tokenizer is not here, so no chips show them"
+             if read_ids is None else f"note: the engine feeds {len(ids)} ids; the chips show {len(read_ids)}")
     summary = "\n\n".join([f"**As typed**: {' · '.join(typed.summary)}",
                            f"**As the model reads it** ({'chat template' if settings.chat else 'raw'}): "
                            f"{' · '.join(read.summary)} — {match}", *typed.notes])

@@ -82,7 +82,7 @@ class SourceRegistry:
             progress(1.0, "warming up (one short run, so the first request is not the one paying for it)")
             engine.warm_up()
             return engine
-        return cls(factory, available_backends(), backend or default_backend_name(device),
+        return cls(factory, available_backends(), backend or default_backend_name(device, model),
                    {name: f"{name} · {BACKENDS[name].label}" for name in available_backends()})
 
     # --- use

@@ -1,6 +1,8 @@
-"""HTML for a run in flight: output tokens as chips, and the metrics panel, both read from the Trace.
+"""HTML for a run: output tokens as chips, the metrics panel and the status line, read from the Trace.
 
-Chips reuse the token-view style of `tokens/chips.py` (whitespace visible, colour by position); each
+The Generate page draws its chips and live metrics in the browser (ui/live.js mirrors `chip_title`
+and `metrics_html` there, from the step stream); the server sends `metrics_html` and `status_line` at
+the end of a run, and `chip_html` serves anything that renders a finished trace as HTML. Chips reuse the token-view style of `tokens/chips.py` (whitespace visible, colour by position); each
 chip's hover title holds what the Step recorded: token id, the model's probability (softmax at T=1) and
 the one it was sampled with, step latency, KV bytes; what the source did not give is named missing.
 All text goes through `html.escape(..., quote=True)` because gr.HTML inserts markup as is.
@@ -72,10 +74,14 @@ def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:,.0f} ms"
 
 
-def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: float | None = 0.0) -> str:
-    """Cards of measured metrics, then a cost estimate from the prices (labelled estimate)."""
+def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: float | None = 0.0,
+                 element_id: str | None = None) -> str:
+    """Cards of measured metrics, then a cost estimate from the prices (labelled estimate).
+
+    `element_id` names the panel, for a page that redraws it live (the Generate page's live.js)."""
+    div = '<div class="metrics"' + (f' id="{html.escape(element_id, quote=True)}"' if element_id else "") + ">"
     if trace is None:
-        return '<div class="metrics"><p>Metrics appear here while the model generates.</p></div>'
+        return f'{div}<p>Metrics appear here while the model generates.</p></div>'
     m = trace.metrics()
     cost = estimate_cost(m, usd_per_m_input or 0.0, usd_per_m_output or 0.0)
     cards = [("prompt tokens", f"{m.prompt_tokens:,}"), ("output tokens", f"{m.output_tokens:,}"),
@@ -87,7 +93,18 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
              ("cost (estimate)", f"${cost:.6f}")]
     body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
-    return f'<div class="metrics">{body}</div>'
+    return f'{div}{body}</div>' + server_html(trace)
+
+
+def server_html(trace) -> str:
+    """What a remote server reported about the run, labelled server-reported ('' for a local run)."""
+    from .remote.report import server_lines
+    lines = server_lines(trace)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line, quote=True)}</li>" for line in lines)
+    return (f'<div class="server-says"><b>Server-reported</b> by {html.escape(trace.backend, quote=True)} '
+            f"(the cards above are measured at this client)<ul>{items}</ul></div>")
 
 
 def status_line(trace) -> str:

@@ -1,9 +1,10 @@
-"""One browser session's latest run: the Run (so Stop can cancel it), its batches of Steps, its chips.
+"""One browser session's latest run: the Run (so Stop can cancel it), its batches of Steps, its stream.
 
 The UI keeps a `Session` in gr.State, so each browser tab has its own and two tabs never mix runs.
-The run goes on in its own thread (BackgroundRun, below), so drawing the page never delays a token
-and never shows up in a step's latency. Stop cancels it within one step; the trace ends with
-stop_reason "cancelled" and keeps every token made so far.
+The run goes on in its own thread (BackgroundRun, below); the page's handler takes the Steps made so
+far in batches, at most one batch per `UPDATE_INTERVAL`, and packs only those into the run's
+StepStream (live.py): the server's work per update does not grow with the run. Stop cancels the run
+within one step; the trace ends with stop_reason "cancelled" and keeps every token made so far.
 
 Left out: gradio (playground/ui/ wires this in) and anything kept after the tab closes.
 """
@@ -17,32 +18,46 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from .charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
+from .live import StepStream
 from .trace import Step
 
 
 # A page that asks for no tokens for this long has gone (its handler was dropped without being closed):
 # its run stops. A live page asks every few hundred milliseconds, even while drawing charts.
 ABANDONED_AFTER = 5.0
+# Updates a page gets while a run streams: at most one per 50 ms (a chip is then on screen within about
+# 100 ms of its step), and none while no step is new. Each carries only the steps made since the last.
+UPDATE_INTERVAL = 0.05
 
 
 class Session:
     def __init__(self):
-        self.run, self.background, self.steps, self.chips = None, None, None, []
+        self.run, self.background, self.steps, self.stream = None, None, None, None
         self.exports = ExportFolder("trace-")
 
     @property
     def trace(self):
         return self.run.trace if self.run else None
 
-    def start(self, run) -> None:
+    def start(self, run, interval: float = UPDATE_INTERVAL) -> None:
         """Supersede any earlier run of this session (cancelling it) and start the new one."""
         self.stop()
-        self.run, self.chips, self.background = run, [], BackgroundRun(run, lease=ABANDONED_AFTER)
-        self.steps = iter(self.background)   # batches of Steps, as they come
+        background = BackgroundRun(run, lease=ABANDONED_AFTER, interval=interval)
+        # one assignment: a second handler of this session (two jobs at once) never sees a half-started run
+        self.run, self.stream, self.background, self.steps = run, StepStream(run.trace), background, iter(background)
+
+    def finish_stream(self) -> str:
+        """The stream with every step and its end line, carrying the four figures (built once per run)."""
+        trace = self.trace
+        if self.stream.ended:
+            return self.stream.text
+        return self.stream.finish({"timeline": plot_timeline(trace), "latency": plot_step_latency(trace),
+                                   "kv": plot_kv_cache(trace), "topk": plot_top_k(trace)})
 
     def stop(self, grace: float = 2.0) -> None:
         """Cancel the run and wait (up to `grace` seconds) for its current step to end."""
-        if self.run is not None:
+        if self.background is not None:
             self.background.cancel(wait=grace)
 
     def export(self) -> list[str]:
@@ -65,13 +80,14 @@ class BackgroundRun:
     tokens measures the model, not the UI. `cancel()` stops it within one step, like `Run.cancel()`.
     With `lease` (seconds), a consumer that stops asking for that long without ending the iteration
     (a handler abandoned by a closed page, never closed) is taken as gone: the run cancels itself.
+    With `interval` (seconds), batches come at most that often: the steps made meanwhile are coalesced.
 
         for batch in BackgroundRun(engine.run(prompt, settings)):   # [Step, ...], at least one each
             draw(batch)
     """
 
-    def __init__(self, run, lease: float | None = None):
-        self.run, self._steps, self.lease = run, queue.SimpleQueue(), lease
+    def __init__(self, run, lease: float | None = None, interval: float = 0.0):
+        self.run, self._steps, self.lease, self.interval = run, queue.SimpleQueue(), lease, interval
         self._asked, self._waiting = time.monotonic(), False   # when the consumer last asked; asking now?
         self.thread = threading.Thread(target=self._work, daemon=True, name="run-steps")
         self.thread.start()
@@ -88,10 +104,14 @@ class BackgroundRun:
             self._steps.put(None)   # the end
 
     def __iter__(self) -> Iterator[list[Step]]:
+        last = -float("inf")
         while True:
             self._waiting = True
             batch = [self._steps.get()]
             self._waiting, self._asked = False, time.monotonic()
+            if batch[0] is not None and self._asked - last < self.interval:
+                time.sleep(self.interval - (self._asked - last))   # coalesce: take what comes meanwhile too
+            last = time.monotonic()
             while not self._steps.empty():
                 batch.append(self._steps.get())
             ended = batch[-1] is None

@@ -22,6 +22,13 @@ from .config import GenerationSettings
 from .trace import KVShape, Step, Trace
 
 
+class SourceError(RuntimeError):
+    """A source failed to serve a request (a server's error, a cut stream): the message says which and why.
+
+    Views show the message; a run that fails this way keeps its partial trace (stop_reason "error").
+    """
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a source's Steps and runs can carry; each False is labelled missing wherever it is shown."""

@@ -34,7 +34,7 @@ class KVShape:
 
 @dataclass(frozen=True)
 class Candidate:
-    token_id: int
+    token_id: int | None               # None: the source named the token only by its text
     text: str
     prob: float                        # the model's probability: softmax of the logits at temperature 1
     sample_prob: float | None = None   # under the sampling distribution (after temperature, top-k, top-p)
@@ -82,7 +82,9 @@ class Trace:
     seed: int | None = None         # the sampler's seed: the one asked for, or the one it drew
     ignore_eos: bool = False        # the run went on past end-of-sequence tokens (experiments)
     use_cache: bool = True          # False: every step re-read the whole context (no KV cache)
+    cached_tokens: int = 0          # prompt tokens served from a cached prefix (not prefilled by this run)
     replay: dict = field(default_factory=dict)  # what a replay must match: runtime, threads, CPU, versions
+    server: dict = field(default_factory=dict)  # a remote source's own figures, labelled by origin (remote/)
 
     @property
     def text(self) -> str:
@@ -116,6 +118,8 @@ class Trace:
         "wall_ns": "time.time_ns() when the token was available",
         "tokens": "output tokens the step carries (a server's streamed event may carry several)",
         "replay": "what a replay must match: backend, dtype, threads, CPU features, library versions; with seed",
+        "server": "a remote source only: what the server itself reported (usage, timings, metrics, slots), "
+                  "each labelled by origin; the step times are measured at the client on each event's arrival",
     }
 
     def to_dict(self) -> dict:

@@ -3,16 +3,18 @@
     python scripts/screenshot.py [--out assets/screenshot.png] [--prompt TEXT]
 
 The helpers here (launch the demo in-process, drive a page through a run) are shared with
-tests/test_browser.py. Left out: any browser other than /usr/bin/chromium (no playwright download).
+tests/test_browser.py. Left out: any browser but Debian's Chromium or the one PLAYGROUND_CHROMIUM names (no playwright download).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import socket
 import sys
 from pathlib import Path
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 ROOT = Path(__file__).resolve().parent.parent

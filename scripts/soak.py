@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from playground import Engine, GenerationSettings, create_backend  # noqa: E402
+from playground.live import GENERATE_OUTPUTS  # noqa: E402
 
 PROMPTS = ["What is the capital of France?", "Name three colours.", "Why is the sky blue?",
            "Write one sentence about tokens.", "2 + 2 = ?"]
@@ -71,9 +72,9 @@ def app_runs(args):
         for i in range(args.runs):
             args_ = (PROMPTS[i % len(PROMPTS)], 0.7 if i % 2 else 0.0, 0, 1.0, str(i), args.tokens, True, 0.15,
                      0.6, args.backend)
-            out = client.predict(*args_, api_name="/generate")
-            if "finished" not in out[2]:
-                raise RuntimeError(f"run {i} did not finish: {out[2]}")
+            out = dict(zip(GENERATE_OUTPUTS, client.predict(*args_, api_name="/generate")))
+            if "finished" not in out["status"]:
+                raise RuntimeError(f"run {i} did not finish: {out['status']}")
             yield i
     finally:
         server.terminate()

@@ -1,12 +1,16 @@
-"""The benchmark's rows are computed from real runs (tiny model here; figures are not asserted)."""
+"""The benchmark's rows come from real runs (tiny model here; figures are not asserted, only their shape)."""
+import json
+import subprocess
+import sys
+
 from playground.bench import prefill_row
 from playground.bench_backends import bench_backend
 
 
 def test_bench_row_compares_the_engine_with_plain_generate():
     row = bench_backend("torch", "Prefill reads the prompt once.", 8, model="tiny", repeats=1)
-    assert row["engine_matches_generate"] == 1.0 and row["new_tokens"] == 8
-    assert row["decode_ratio_engine_vs_generate"] == round(row["engine_decode_tps"] / row["generate_decode_tps"], 3)
+    assert row["engine_matches_generate"] == 1.0 and row["new_tokens"] == 8 == row["generate_new_tokens"]
+    assert 0.2 < row["decode_ratio_engine_vs_generate"] < 5   # both sides timed the same work
     assert row["engine_ttft_s"] > 0 and row["peak_rss_mb"] > 0
 
 
@@ -14,3 +18,31 @@ def test_prefill_row_times_exactly_the_requested_length():
     row = prefill_row("torch", tokens=100, repeats=1, model="tiny")
     assert row["prefill_tokens"] == 100 and row["prefill_tps"] > 0
     assert abs(100 / row["prefill_tps"] - row["prefill_s"]) <= 0.0005 + 1e-6   # prefill_s is rounded to 1 ms
+
+
+def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
+    """`python -m playground.bench` end to end on the tiny model: every row is JSON and none is an error."""
+    out = subprocess.run([sys.executable, "-m", "playground.bench", "--model", "tiny", "torch"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert rows and not [r for r in rows if "error" in r], rows
+    assert {"engine_decode_tps", "prefill_s"} <= {k for r in rows for k in r}
+    assert {"ui", "ui-flat"} <= {r.get("row") for r in rows}   # the app's cost: bench_ui.py
+
+
+def test_the_ui_row_drives_the_app_against_a_headless_run_of_the_same_tokens():
+    from playground.bench_ui import ui_row
+    row = ui_row("torch", model="tiny", tokens=8, repeats=1)
+    assert row["same_tokens"] and row["new_tokens"] == 8
+    assert row["decode_ratio_ui_vs_headless"] == round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
+    assert 3 <= row["sse_events"] and 1_000 < row["wire_bytes"] < 200_000   # the stream as received, compact
+    assert row["server_cpu_s_per_token"] > 0 and row["model_cpu_s_per_token"] > 0
+
+
+def test_the_flat_row_reads_the_work_per_update_early_and_late_in_a_run():
+    from playground.bench_ui import flat_row
+    row = flat_row(steps=300)
+    assert row["steps"] == 300 and row["sse_events"] >= 10
+    early, late = row["bytes_per_update_first_quarter"], row["bytes_per_update_last_quarter"]
+    assert early and late and late < 2 * early   # O(new steps) per update, not O(run)

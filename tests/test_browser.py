@@ -1,23 +1,44 @@
-"""A real Chromium drives the app (tiny model): presets, Generate, chips, every chart, Stop, Compare, Experiments."""
+"""A real Chromium drives the app (tiny model): presets, Generate, chips, every chart, Stop, Compare, Experiments.
+
+The Generate page draws in the browser from the step stream (live.js): chips and all four charts grow
+while the run streams, each chip is timed against its step's wall-clock stamp, and token text that tries
+to be markup stays text.
+"""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import statistics
 import time
 
 import pytest
 
+from playground.bench_ui import RECORDER
+from playground.engine import Engine
+from playground.live import FIELDS, read_stream, shown
+from playground.trace import Candidate, Step
 from playground.ui import build_demo
 from scripts.screenshot import CHROMIUM, generate, launch, open_page, set_max_new_tokens
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.get("CI"), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
-]
+pytestmark = [pytest.mark.browser]
+
+
+def require_browser():
+    """Fail (never skip) with one line saying what to install: `make test` installs both itself."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (or apt-get install chromium, or set "
+                    "PLAYGROUND_CHROMIUM)", pytrace=False)
+    try:
+        from playwright import sync_api
+    except ImportError:
+        pytest.fail("playwright is missing: run `make install-dev`", pytrace=False)
+    return sync_api
 
 
 @pytest.fixture(scope="module")
 def page(tiny_engine):
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = require_browser()
     demo = build_demo(tiny_engine)
     url = launch(demo)
     with sync_api.sync_playwright() as p:
@@ -113,3 +134,104 @@ def test_closing_the_tab_mid_stream_stops_the_run(page, tiny_backend):
         assert len(engine.runs[-1].trace.steps) < 2000 and calls_settle(slow) == 0
     finally:
         demo.close()
+
+
+# --- drawn in the browser, while the run streams
+
+STREAM = "document.querySelector('#stream textarea').value"
+
+
+@contextlib.contextmanager
+def app_page(page, engine):
+    """A second tab on a second app serving `engine`, closed (and the app too) at the end."""
+    demo = build_demo(engine)
+    url = launch(demo)
+    tab = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        tab.goto(url)
+        tab.wait_for_selector("#generate", timeout=60_000)
+        tab.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')", timeout=60_000)
+        yield tab
+    finally:
+        tab.close()
+        demo.close()
+
+
+def run_to_the_end(tab, max_new_tokens: int, timeout_s: float = 120):
+    set_max_new_tokens(tab, max_new_tokens)
+    tab.locator("#generate").click()
+    tab.wait_for_function("document.querySelector('#status').innerText.includes('finished')", timeout=timeout_s * 1000)
+    tab.wait_for_function("window.pgLive.state() && window.pgLive.state().finalShown", timeout=30_000)
+    return read_stream(tab.evaluate(STREAM))
+
+
+def test_chips_and_all_four_charts_grow_while_the_run_streams(page, tiny_backend):
+    from tests.test_ui import SlowBackend
+
+    with app_page(page, Engine(SlowBackend(tiny_backend, pause=0.03))) as tab:
+        tab.evaluate(RECORDER)
+        _, steps, end = run_to_the_end(tab, 60)
+        record = tab.evaluate("window.pgRecord")
+    n = len(steps)
+    assert n == end["steps"] and n >= 20 and sorted(map(int, record["chips"])) == list(range(n))
+    running = [s for s in record["samples"] if s["running"]]
+    for key, final in (("chips", n), ("timeline", n - 1), ("latency", n - 1), ("kv", n)):
+        during = {s[key] for s in running if 0 < s[key] < final}
+        assert len(during) >= 3, f"{key} did not grow during the run: {sorted(during)}"
+    assert len({s["topk"] for s in running if s["topk"]}) >= 3   # the top-k chart follows the last step
+    delays = [record["chips"][str(s["seq"])] - s["wall_ns"] / 1e6 for s in steps]   # ms after the step's stamp
+    last_step_ms = steps[-1]["wall_ns"] / 1e6
+    assert sum(record["chips"][str(s["seq"])] < last_step_ms for s in steps) >= n / 2   # on screen during the run
+    print(f"chip in DOM after its step: median {statistics.median(delays):.0f} ms, "
+          f"p95 {sorted(delays)[int(0.95 * (n - 1))]:.0f} ms")
+
+
+HOSTILE = ["<script>window.pwned=1</script>", "\"'><img src=x onerror=\"window.pwned=1\">", "<svg onload=window.pwned=1>",
+           "\u202eevil reversed\u202c", "👨‍👩‍👧 emoji", "</textarea><b>bold</b>", "<a href='javascript:window.pwned=1'>x</a>",
+           "&amp; &lt;", "a\nb\t\x00"]
+
+
+class HostileEngine(Engine):
+    """The tiny engine's prompt, then a step loop of hostile token text (markup, attribute breakers, bidi
+    overrides, emoji, controls) in chips and top-k labels; no KV bytes, and no model probability on odd steps."""
+
+    def _steps(self, run, prefix=None):
+        trace, prev = run.trace, run.t0
+        for i in range(trace.settings.max_new_tokens):
+            time.sleep(0.02)
+            now = time.perf_counter()
+            top = tuple(Candidate(100 + j, HOSTILE[(i + j) % len(HOSTILE)], 0.5 / (j + 1)) for j in range(3))
+            step = Step(i, 100 + i, HOSTILE[i % len(HOSTILE)], False, "prefill" if i == 0 else "decode",
+                        now - run.t0, now - prev, None if i % 2 else 0.5, None, top, len(trace.prompt_ids) + i + 1,
+                        None, time.time_ns())
+            prev = now
+            trace.steps.append(step)
+            yield step
+        trace.stop_reason = "length"
+
+
+def test_hostile_token_text_stays_text_in_chips_charts_and_answer(page, tiny_backend):
+    with app_page(page, HostileEngine(tiny_backend)) as tab:
+        _, steps, _ = run_to_the_end(tab, len(HOSTILE))
+        assert tab.evaluate("window.pwned") is None
+        assert tab.evaluate("document.querySelectorAll('[onerror], [onload], a[href^=\"javascript\"], #pg-chips b').length") == 0
+        chips = tab.locator("#pg-chips .tok")
+        assert chips.all_text_contents() == [shown(t) for t in HOSTILE]
+        assert "model p missing" in chips.nth(1).get_attribute("title")
+        assert "KV not measured" in chips.nth(0).get_attribute("title")
+        kv_chart = tab.locator("#pg-kv").inner_text()
+        assert "missing: torch does not give measured KV-cache bytes" in kv_chart
+        for index in (0, 1, 5):   # the page's own top-k drawing of a chosen step
+            tab.locator("#pg-step").fill(str(index))
+            title = tab.locator("#pg-topk .gtitle").text_content()
+            assert title.startswith(f"Top-k at step {index}: chose") and shown(HOSTILE[index]) in title
+        assert tab.locator("#answer textarea").input_value() == "".join(HOSTILE)
+
+
+def test_a_missing_step_is_named_on_the_page(page):
+    head = json.dumps({"run": "gap-test", "prompt_tokens": 3, "backend": "x", "greedy": True, "kv": None,
+                       "fields": list(FIELDS)})
+    step = '[%d, 5, "a", "a", false, "decode", 0.1, 0.01, 1, null, null, null, null, 1, null]'
+    page.evaluate("(text) => window.pgLive.apply(text)", "\n".join([head, step % 0, step % 2, ""]))
+    assert "missing from the stream" in page.locator("#pg-notice").inner_text()
+    assert page.evaluate("window.pgLive.stats.gaps") >= 1 and chip_count(page) == 2

@@ -67,3 +67,13 @@ def test_charts_import_pandas_before_any_thread_draws():
     code = "import sys, playground.charts; print(hasattr(sys.modules.get('pandas'), 'Series'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_labels_show_markup_and_quotes_as_text(trace):
+    from dataclasses import replace
+
+    from playground.trace import Candidate
+    step = replace(trace.steps[0], text='"<b>&', top=(Candidate(1, "<a href='x'>", 0.5),))
+    fig = plot_top_k(replace(trace, steps=[step]))
+    assert "chose “\"&lt;b&gt;&amp;”" in fig.layout.title.text   # plotly decodes &lt; &gt; &amp;, not &quot;
+    assert fig.data[0].y[0].startswith("&lt;a·href='x'&gt;")

@@ -8,7 +8,7 @@ from gradio_client import Client
 
 from playground.config import GenerationSettings
 from playground.ui import build_demo
-from tests.test_ui import free_port, generate_args, OUT
+from tests.test_ui import free_port, generate_args, generated
 
 CLIENTS, REQUESTS, TOKENS = 8, 3, 16
 
@@ -42,8 +42,8 @@ def test_simultaneous_sessions_never_mix(app_url, tiny_engine):
             prompt, seed = prompt_and_seed(c, r)
             out = client.predict(*generate_args(prompt, temperature=1.0, seed=str(seed), max_new_tokens=TOKENS),
                                  api_name="/generate")
-            assert "finished" in out[OUT["status"]], out[OUT["status"]]
-            texts.append(out[OUT["text"]])
+            assert "finished" in generated(out)["status"], generated(out)["status"]
+            texts.append(generated(out)["text"])
         return texts
 
     with ThreadPoolExecutor(CLIENTS) as pool:

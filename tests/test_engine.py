@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from playground.config import GenerationSettings
-from playground.engine import Detokenizer, Engine
+from playground.engine import Engine
+from playground.sampling import Detokenizer
 
 GREEDY8 = GenerationSettings(max_new_tokens=8)
 
@@ -237,3 +238,124 @@ def test_each_timestamp_follows_a_synchronize(monkeypatch, tiny_backend):
     engine = Engine(tiny_backend, clock=lambda: events.append("clock") or _time.perf_counter())
     engine.generate("sync", GenerationSettings(max_new_tokens=3))
     assert events == ["clock", "clock"] + ["sync", "clock"] * 3   # t0, tokenized, then one pair per token
+
+
+# --- what a step records: measured, not computed
+
+class PaddedCacheBackend:
+    """The tiny backend with a cache that reserves `reserve` positions beyond what it holds (as a static or
+    paged cache does): the bytes measured from its tensors differ from the formula for seq_len."""
+
+    def __init__(self, backend, reserve: int = 40):
+        self._backend, self.reserve = backend, reserve
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def _pad(self, logits, cache):
+        shape = self._backend.kv_shape
+        spare = torch.zeros(2 * shape.layers, shape.kv_heads, self.reserve, shape.head_dim)
+        return logits, (cache, spare)
+
+    def prefill(self, ids):
+        return self._pad(*self._backend.prefill(ids))
+
+    def decode(self, token, state):
+        return self._pad(*self._backend.decode(token, state[0]))
+
+    def kv_cache_bytes(self, state):
+        cache, spare = state
+        return self._backend.kv_cache_bytes(cache) + spare.numel() * spare.element_size()
+
+
+def test_kv_bytes_are_what_the_runtime_holds_not_the_formula(tiny_backend):
+    trace = Engine(PaddedCacheBackend(tiny_backend)).generate("KV cache", GenerationSettings(max_new_tokens=5))
+    shape = trace.kv_shape
+    reserve = 2 * shape.layers * shape.kv_heads * 40 * shape.head_dim * 4
+    for s in trace.steps:
+        assert s.kv_bytes == shape.formula_bytes(s.seq_len) + reserve != shape.formula_bytes(s.seq_len)
+
+
+def test_torch_kv_bytes_sum_the_cache_tensors_whatever_their_length(tiny_backend):
+    from transformers import DynamicCache
+    cache = DynamicCache()
+    for layer in range(2):   # 100 positions held, while the formula for 3 tokens would say 3
+        cache.update(torch.zeros(1, 2, 100, 16), torch.zeros(1, 2, 100, 16), layer)
+    assert tiny_backend.kv_cache_bytes(cache) == 2 * 2 * (2 * 100 * 16 * 4)
+
+
+class EndlessBackend(PaddedCacheBackend):
+    """The tiny backend in a 24-token context window, with no end-of-sequence token at all."""
+    context_window = 24
+    eos_token_ids = frozenset()
+
+    def __init__(self, backend):
+        super().__init__(backend, reserve=0)
+
+
+def test_a_full_context_window_ends_the_run(tiny_backend):
+    engine = Engine(EndlessBackend(tiny_backend))
+    _, ids = engine.prompt_ids("The capital of France", GenerationSettings(chat=False))
+    trace = engine.generate("The capital of France", GenerationSettings(max_new_tokens=100, chat=False))
+    assert trace.stop_reason == "context" and len(trace.steps) == 24 - len(ids)
+    assert trace.steps[-1].seq_len == 23   # the last token made fills position 24: no room to feed it back
+    with pytest.raises(ValueError, match="context window is 24 tokens"):
+        engine.run("word " * 30, GenerationSettings(chat=False))
+
+
+def test_an_unseeded_sampled_run_is_replayed_from_its_export(tiny_engine):
+    import json
+    first = tiny_engine.generate("replay me", GenerationSettings(max_new_tokens=12, temperature=1.2, top_p=0.9))
+    exported = json.loads(first.to_json())
+    assert exported["settings"]["seed"] is None and isinstance(exported["seed"], int)   # drawn, then recorded
+    assert {"backend", "dtype", "threads", "cpu", "versions"} <= set(exported["replay"])
+    settings = GenerationSettings(**{**exported["settings"], "seed": exported["seed"]})
+    again = tiny_engine.generate(exported["prompt"], settings)
+    assert again.output_ids == first.output_ids
+
+
+def test_run_ids_reads_exactly_the_ids_given_and_can_ignore_eos(tiny_backend):
+    engine = Engine(tiny_backend)
+    ids = engine.encode("Prefill reads the prompt once.")
+    eos = next(iter(tiny_backend.eos_token_ids))
+    forced = Engine(EosEveryStep(tiny_backend, eos))
+    assert forced.run_ids(ids, GenerationSettings(max_new_tokens=6)).wait().stop_reason == "eos"
+    trace = forced.run_ids(ids, GenerationSettings(max_new_tokens=6), ignore_eos=True).wait()
+    assert trace.stop_reason == "length" and trace.output_ids == [eos] * 6 and trace.prompt_ids == ids
+
+
+def test_a_run_without_cache_rereads_the_context_and_gives_the_same_tokens(tiny_engine):
+    ids = tiny_engine.encode("The KV cache grows with every token.")
+    cached = tiny_engine.run_ids(ids, GenerationSettings(max_new_tokens=6), ignore_eos=True).wait()
+    uncached = tiny_engine.run_ids(ids, GenerationSettings(max_new_tokens=6), ignore_eos=True,
+                                   use_cache=False).wait()
+    assert uncached.output_ids == cached.output_ids and not uncached.use_cache
+    assert all(s.kv_bytes is None for s in uncached.steps)   # no cache kept: nothing measured, not zero
+
+
+class EosEveryStep(PaddedCacheBackend):
+    def __init__(self, backend, eos):
+        super().__init__(backend, reserve=0)
+        self.eos = eos
+
+    def _pad(self, logits, cache):
+        logits = logits.clone()
+        logits[self.eos] = logits.max() + 50
+        return super()._pad(logits, cache)
+
+
+def test_a_cached_prefix_gives_the_same_tokens_and_stays_reusable(tiny_engine):
+    from playground.engine import common_prefix
+    settings = GenerationSettings(max_new_tokens=6, system_prompt="You answer questions about serving models.")
+    _, a = tiny_engine.prompt_ids("What is prefill?", settings)
+    _, b = tiny_engine.prompt_ids("What is decode?", settings)
+    shared = common_prefix(a, b)
+    assert 5 < len(shared) < min(len(a), len(b))
+    prefix = tiny_engine.cache_prefix(shared)
+    for prompt in ("What is prefill?", "What is decode?", "What is prefill?"):   # the prefix is reused, unchanged
+        plain = tiny_engine.generate(prompt, settings)
+        cached = tiny_engine.run(prompt, settings, prefix=prefix).wait()
+        assert cached.output_ids == plain.output_ids and cached.cached_tokens == len(shared)
+        assert [s.kv_bytes for s in cached.steps] == [s.kv_bytes for s in plain.steps]
+    other = tiny_engine.run("Unrelated", GenerationSettings(max_new_tokens=2, chat=False), prefix=prefix).wait()
+    assert other.cached_tokens == 0   # a prompt that does not start with the prefix is read whole

@@ -5,8 +5,9 @@ import math
 
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AppError
 
-from tests.test_ui import OUT, app_url, generate_args, tiny_registry, trace_from  # noqa: F401 (fixtures)
+from tests.test_ui import generated, app_url, generate_args, tiny_registry, trace_from  # noqa: F401 (fixtures)
 
 RUNS_CLEANLY = [
     "<script>alert('x')</script><img src=x onerror=alert(1)>", "\x00\x01\x07 NUL and bell \x1b[31m red",
@@ -19,8 +20,8 @@ RUNS_CLEANLY = [
 def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):  # noqa: F811
     client = Client(app_url, verbose=False)
     out = client.predict(*generate_args(prompt, max_new_tokens=4), api_name="/generate")
-    assert "finished" in out[OUT["status"]]
-    assert trace_from(out[OUT["files"]])["prompt"] == prompt
+    assert "finished" in generated(out)["status"]
+    assert trace_from(generated(out)["files"])["prompt"] == prompt
     _, chips, _ = client.predict(prompt, True, "torch", api_name="/tokens")
     assert "<script" not in chips and "<img" not in chips and "\x00" not in chips and "\ufffd" not in chips
 
@@ -32,23 +33,26 @@ def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):  # noqa: F811
 def test_refused_prompts_get_a_message_and_the_next_request_works(app_url, prompt, message):  # noqa: F811
     client = Client(app_url, verbose=False)
     out = client.predict(*generate_args(prompt), api_name="/generate")
-    assert message in out[OUT["status"]]
-    assert "finished" in client.predict(*generate_args(max_new_tokens=2), api_name="/generate")[OUT["status"]]
+    assert message in generated(out)["status"]
+    assert "finished" in generated(client.predict(*generate_args(max_new_tokens=2), api_name="/generate"))["status"]
 
 
-@pytest.mark.parametrize("changes", [
-    {"temperature": -1}, {"temperature": math.inf}, {"top_p": 0}, {"top_p": 7}, {"top_k": -3},
-    {"max_new_tokens": 0}, {"max_new_tokens": 10**9}, {"seed": "1e400"}, {"seed": "NaN"}, {"price_in": -5},
+@pytest.mark.parametrize("changes, answer", [   # answer: gradio's own bound check, the handler's message, or a run
+    ({"temperature": -1}, "less than minimum"), ({"temperature": math.inf}, "not JSON compliant"),
+    ({"top_p": 0}, "less than minimum"), ({"top_p": 7}, "greater than maximum"), ({"top_k": -3}, "less than minimum"),
+    ({"max_new_tokens": 0}, "less than minimum"), ({"max_new_tokens": 10**9}, "greater than maximum"),
+    ({"seed": "1e400"}, "seed must be a whole number"), ({"seed": "NaN"}, "seed must be a whole number"),
+    ({"price_in": -5}, "finished"),
 ])
-def test_settings_beyond_their_bounds_never_take_the_app_down(app_url, changes):  # noqa: F811
+def test_settings_beyond_their_bounds_never_take_the_app_down(app_url, changes, answer):  # noqa: F811
     client = Client(app_url, verbose=False)
-    try:
-        out = client.predict(*generate_args(max_new_tokens=changes.get("max_new_tokens", 3), **changes),
-                             api_name="/generate")
-        assert "finished" not in out[OUT["status"]] or "price_in" in changes
-    except Exception as exc:  # noqa: BLE001 - gradio's own bound checks answer with an AppError
-        assert str(exc)
-    assert "finished" in client.predict(*generate_args(max_new_tokens=2), api_name="/generate")[OUT["status"]]
+    args = generate_args(**{"max_new_tokens": 3, **changes})
+    if answer.endswith(("minimum", "maximum", "compliant")):   # refused by gradio (or by JSON, for inf)
+        with pytest.raises(ValueError if answer.endswith("compliant") else AppError, match=answer):
+            client.predict(*args, api_name="/generate")
+    else:
+        assert answer in generated(client.predict(*args, api_name="/generate"))["status"]
+    assert "finished" in generated(client.predict(*generate_args(max_new_tokens=2), api_name="/generate"))["status"]
 
 
 def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny_engine):
@@ -57,9 +61,12 @@ def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny
     from playground.session import Session
     from playground.ui.generate_tab import make_handlers
 
-    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine))[0]
+    from playground.ui.generate_tab import OUTPUTS
+    from types import SimpleNamespace
+
+    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), SimpleNamespace(**{n: n for n in OUTPUTS}))[0]
     session = Session()
     outputs = list(generate(*generate_args("broken \ud800 utf-8"), session))
-    assert "surrogate" in outputs[-1][OUT["status"]] and session.run is None
+    assert "surrogate" in outputs[-1]["status"] and session.run is None
     outputs = list(generate(*generate_args(max_new_tokens=2), session))
-    assert "finished" in outputs[-1][OUT["status"]]
+    assert "finished" in outputs[-1]["status"]

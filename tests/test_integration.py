@@ -51,3 +51,29 @@ def test_kv_bytes_match_the_formula_on_the_real_model(smol_engine):
     trace = smol_engine.generate("Hi", GenerationSettings(max_new_tokens=5))
     assert trace.kv_shape.formula_bytes(1) == 2 * 30 * 3 * 64 * 4
     assert all(s.kv_bytes == trace.kv_shape.formula_bytes(s.seq_len) for s in trace.steps)
+
+
+SEED = "Serving LLMs is not like serving web apps."
+
+
+def test_raw_mode_reads_exactly_what_was_typed(smol_engine):
+    """The GGUF says add_bos_token = False: no <|im_start|> before the user's text (it was 12 ids, id 1 first)."""
+    _, ids = smol_engine.prompt_ids(SEED, GenerationSettings(chat=False))
+    assert ids == smol_engine.backend.tokenizer(SEED, add_special_tokens=False)["input_ids"]
+    assert len(ids) == 11 and ids[0] != smol_engine.backend.tokenizer.convert_tokens_to_ids("<|im_start|>")
+
+
+def test_the_chat_template_opens_each_message_once(smol_engine):
+    tok = smol_engine.backend.tokenizer
+    start, end = (tok.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>"))
+    _, ids = smol_engine.prompt_ids(SEED, GenerationSettings())   # system, user, and the assistant's opening
+    assert ids.count(start) == 3 and ids.count(end) == 2 and ids[0] == start
+    _, ids = smol_engine.prompt_ids(SEED, GenerationSettings(system_prompt="Be brief."))
+    assert ids.count(start) == 3
+    assert tok.eos_token == "<|im_end|>" and end in smol_engine.backend.eos_token_ids
+
+
+def test_the_tokens_view_and_the_engine_agree_in_raw_mode(smol_engine):
+    from playground.prompt_tokens import prompt_tokens
+    view = prompt_tokens(smol_engine, SEED, GenerationSettings(chat=False))
+    assert "the model's ids match these chips" in view.summary and "11 tokens" in view.html

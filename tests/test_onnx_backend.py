@@ -15,6 +15,7 @@ from playground.charts.compare import plot_compare
 from playground.compare import compare_backends, token_agreement
 from playground.config import GenerationSettings
 from playground.engine import Engine
+from playground.models import bundled_gguf_path
 
 GREEDY = GenerationSettings(max_new_tokens=24, temperature=0.0)
 PROMPTS = ["What is the capital of France?",
@@ -102,8 +103,10 @@ def test_int4_is_cached_beside_fp32(tiny_dir, tmp_path, count_exports):
 
 def test_backends_are_selectable_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
-    assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4"]
-    assert default_backend_name("cpu") == "onnx" and default_backend_name("cuda") == "torch"
+    assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4", "onnx-gguf4", "onnx-gguf4-int8",
+                                    "onnx-gguf4-fp32"]
+    assert default_backend_name("cpu", "tiny") == "onnx" and default_backend_name("cuda") == "torch"
+    assert default_backend_name("cpu") == ("onnx-gguf4" if bundled_gguf_path() else "onnx")   # the bundled GGUF
     backend = create_backend("onnx-int8", "tiny", device="cpu")
     assert backend.describe() == "onnx-int8 · cpu · int8"
 
@@ -161,3 +164,15 @@ def test_quantized_runs_end_to_end(smol_onnx, quant):
     assert [s.kv_bytes for s in c.b.steps] == [c.b.kv_shape.formula_bytes(s.seq_len) for s in c.b.steps]
     assert c.b.kv_shape.bytes_per_element == 4
     assert {t.legendgroup for t in plot_compare(c).data} == {"onnx (float32)", f"onnx-{quant} ({quant})"}
+
+
+def test_onnx_continues_from_a_cached_prefix_like_a_full_prefill(tiny_dir, tmp_path):
+    from playground.engine import common_prefix
+    engine = Engine(OnnxBackend.load(str(tiny_dir), cache_dir=tmp_path))
+    settings = GenerationSettings(max_new_tokens=6, system_prompt="A shared system prompt for both requests.")
+    _, a = engine.prompt_ids("First question?", settings)
+    _, b = engine.prompt_ids("Second one?", settings)
+    prefix = engine.cache_prefix(common_prefix(a, b))
+    for prompt in ("First question?", "Second one?"):
+        cached = engine.run(prompt, settings, prefix=prefix).wait()
+        assert cached.output_ids == engine.generate(prompt, settings).output_ids and cached.cached_tokens > 5

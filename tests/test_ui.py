@@ -11,14 +11,20 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from playground.engine import Engine
+from playground.live import read_stream
 from playground.registry import SourceRegistry
 from playground.models import ModelLoadError
 from playground.ui import build_demo
+from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
 
 FRANCE = "What is the capital of France?"
 DEFAULTS = dict(temperature=0, top_k=0, top_p=1, seed="", max_new_tokens=16, chat=True,
                 price_in=0.15, price_out=0.6, backend="torch")
-OUT = dict(chips=0, text=1, status=2, metrics=3, timeline=4, latency=5, kv=6, topk=7, step=8, files=9)
+
+
+def generated(result) -> dict:
+    """/generate's and /stop's outputs by name (GENERATE_OUTPUTS: stream, status, text, metrics, files)."""
+    return named(result, GENERATE_OUTPUTS)
 
 
 def free_port() -> int:
@@ -124,20 +130,26 @@ def wait_for(predicate, timeout=60.0):
 
 # --- streaming
 
-def test_streamed_outputs_grow_and_end_with_an_exportable_trace(app_url):
+def test_the_stream_grows_by_the_new_steps_and_ends_with_an_exportable_trace(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*generate_args(max_new_tokens=12, backend="slow"), api_name="/generate")
     final = job.result(timeout=120)
-    outputs = job.outputs()
-    chip_counts = [o[OUT["chips"]].count('class="tok ') for o in outputs if isinstance(o[OUT["chips"]], str)]
-    assert chip_counts[0] >= 1 and chip_counts[-1] == 12
-    assert chip_counts == sorted(chip_counts)          # grows step by step, never shrinks
-    assert len(set(chip_counts)) >= 4                  # streamed: several updates, each with the new tokens
-    trace = trace_from(final[OUT["files"]])
+    streams = [generated(o)["stream"] for o in job.outputs() if generated(o)["stream"]]
+    counts = [len(read_stream(s)[1]) for s in streams]   # read_stream raises on a missing sequence number
+    assert counts[0] == 0 and counts[-1] == 12
+    assert counts == sorted(counts) and len(set(counts)) >= 4   # streamed: several updates, each adds steps
+    assert all(b.startswith(a) for a, b in zip(streams, streams[1:]))   # append-only: Gradio sends the new lines
+    running = [generated(o)["status"] for o in job.outputs()[:-1] if generated(o)["stream"]]
+    assert running and all(s.startswith("⏳ generating") for s in running)   # constant while it runs
+    head, steps, end = read_stream(generated(final)["stream"])
+    assert end["end"] == "length" and end["steps"] == 12 and set(end["figures"]) == {"timeline", "latency", "kv", "topk"}
+    trace = trace_from(generated(final)["files"])
+    assert [s["token_id"] for s in steps] == [s["token_id"] for s in trace["steps"]]
+    assert [s["wall_ns"] for s in steps] == [s["wall_ns"] for s in trace["steps"]]
     assert len(trace["steps"]) == 12 and trace["stop_reason"] == "length" and trace["prompt"] == FRANCE
-    assert "finished" in final[OUT["status"]] and "TTFT" in final[OUT["metrics"]]
-    assert final[OUT["text"]] == trace["text"]
-    csv_path = next(f for f in final[OUT["files"]] if str(f).endswith(".csv"))
+    assert "finished" in generated(final)["status"] and "TTFT" in generated(final)["metrics"]
+    assert generated(final)["text"] == trace["text"]
+    csv_path = next(f for f in generated(final)["files"] if str(f).endswith(".csv"))
     with open(csv_path, encoding="utf-8", newline="") as fh:
         assert len(list(csv.reader(fh))) == 13   # header + one row per token
 
@@ -155,10 +167,10 @@ def test_stop_keeps_the_partial_trace(app_url):
     job = client.submit(*generate_args(max_new_tokens=450), api_name="/generate")
     wait_for(lambda: len(job.outputs()) >= 5)
     stopped = client.predict(0.15, 0.6, api_name="/stop")
-    trace = trace_from(stopped[OUT["files"]])
+    trace = trace_from(generated(stopped)["files"])
     assert trace["stop_reason"] == "cancelled"
     assert 5 <= len(trace["steps"]) < 450
-    assert "stopped by you" in stopped[OUT["status"]]
+    assert "stopped by you" in generated(stopped)["status"]
     job.result(timeout=60)   # the generate stream ends too, within a step
     assert job.done()
 
@@ -175,9 +187,9 @@ def test_stop_keeps_the_partial_trace(app_url):
 def test_bad_input_shows_a_message_and_the_app_keeps_serving(app_url, prompt, changes, message):
     client = Client(app_url, verbose=False)
     result = client.predict(*generate_args(prompt, **changes), api_name="/generate")
-    assert message in result[OUT["status"]]
+    assert message in generated(result)["status"]
     ok = client.predict(*generate_args(max_new_tokens=3), api_name="/generate")
-    assert len(trace_from(ok[OUT["files"]])["steps"]) == 3
+    assert len(trace_from(generated(ok)["files"])["steps"]) == 3
 
 
 def test_values_outside_a_slider_are_refused_readably(app_url):
@@ -185,14 +197,14 @@ def test_values_outside_a_slider_are_refused_readably(app_url):
     with pytest.raises(AppError, match="greater than maximum"):
         client.predict(*generate_args(temperature=9.0), api_name="/generate")
     ok = client.predict(*generate_args(max_new_tokens=2), api_name="/generate")
-    assert len(trace_from(ok[OUT["files"]])["steps"]) == 2
+    assert len(trace_from(generated(ok)["files"])["steps"]) == 2
 
 
 def test_two_sessions_at_once_never_mix(app_url):
     a, b = Client(app_url, verbose=False), Client(app_url, verbose=False)
     job_a = a.submit(*generate_args("Prefill reads the whole prompt once.", max_new_tokens=20), api_name="/generate")
     job_b = b.submit(*generate_args(FRANCE, max_new_tokens=7), api_name="/generate")
-    trace_a, trace_b = (trace_from(j.result(timeout=120)[OUT["files"]]) for j in (job_a, job_b))
+    trace_a, trace_b = (trace_from(generated(j.result(timeout=120))["files"]) for j in (job_a, job_b))
     assert trace_a["prompt"].startswith("Prefill") and len(trace_a["steps"]) == 20
     assert trace_b["prompt"] == FRANCE and len(trace_b["steps"]) == 7
 
@@ -207,8 +219,8 @@ def test_tokens_and_model_info_endpoints(app_url):
 
 def test_a_seed_makes_a_sampled_run_repeatable(app_url):
     client = Client(app_url, verbose=False)
-    runs = [trace_from(client.predict(*generate_args(temperature=1.0, seed="7", max_new_tokens=8),
-                                      api_name="/generate")[OUT["files"]]) for _ in range(2)]
+    runs = [trace_from(generated(client.predict(*generate_args(temperature=1.0, seed="7", max_new_tokens=8),
+                                      api_name="/generate"))["files"]) for _ in range(2)]
     ids = [[s["token_id"] for s in run["steps"]] for run in runs]
     assert ids[0] == ids[1] and runs[0]["settings"]["seed"] == 7
 
@@ -218,23 +230,23 @@ def test_a_seed_makes_a_sampled_run_repeatable(app_url):
 def test_a_backend_that_fails_to_load_is_named_and_the_others_still_work(app_url):
     client = Client(app_url, verbose=False)
     failed = client.predict(*generate_args(backend="onnx"), api_name="/generate")
-    status = failed[OUT["status"]]
+    status = generated(failed)["status"]
     assert "backend onnx failed to load" in status and "ONNX export impossible" in status
     assert "Pick another backend: torch" in status
     assert "backend onnx failed to load" in client.predict("onnx", api_name="/model_info")
     ok = client.predict(*generate_args(max_new_tokens=3), api_name="/generate")
-    assert len(trace_from(ok[OUT["files"]])["steps"]) == 3
+    assert len(trace_from(generated(ok)["files"])["steps"]) == 3
     again = client.predict(*generate_args(backend="onnx"), api_name="/generate")   # remembered, not retried
-    assert "backend onnx failed to load" in again[OUT["status"]]
+    assert "backend onnx failed to load" in generated(again)["status"]
 
 
 def test_the_first_use_of_a_backend_streams_its_loading_progress(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*generate_args(backend="late", max_new_tokens=4), api_name="/generate")
     final = job.result(timeout=120)
-    statuses = [o[OUT["status"]] for o in job.outputs() if isinstance(o[OUT["status"]], str)]
+    statuses = [generated(o)["status"] for o in job.outputs() if isinstance(generated(o)["status"], str)]
     assert any("loading backend late: exporting part" in s for s in statuses)
-    assert len(trace_from(final[OUT["files"]])["steps"]) == 4
+    assert len(trace_from(generated(final)["files"])["steps"]) == 4
 
 
 # --- compare

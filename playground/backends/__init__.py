@@ -1,4 +1,5 @@
-"""Runtimes the engine can drive, one registry entry each: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4.
+"""Runtimes the engine can drive, one registry entry each: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4, and
+onnx-gguf4 (the GGUF's own blocks) with its two comparison variants.
 
     BACKENDS["onnx-int8"].runtime, BACKENDS["onnx-int8"].variant   # "onnx", "int8"
     available_backends()             # the names whose runtime is installed, in registry order
@@ -8,7 +9,7 @@ To add a backend: one `BackendSpec` in `BACKENDS` below plus its own module. The
 dropdowns, the bench and the experiments all read this registry.
 
 >>> [spec.name for spec in BACKENDS.values()]
-['torch', 'onnx', 'onnx-int8', 'onnx-int4']
+['torch', 'onnx', 'onnx-int8', 'onnx-int4', 'onnx-gguf4', 'onnx-gguf4-int8', 'onnx-gguf4-fp32']
 >>> BACKENDS["onnx-int4"].label
 'ONNX Runtime, 4-bit weights (re-quantized)'
 """
@@ -18,7 +19,11 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Callable
 
+import logging
+
 from .base import Backend
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,13 @@ def _onnx(quant: str | None):
     return create
 
 
+def _onnx_gguf(variant: str):
+    def create(model, device, dtype, progress):
+        from .onnx_gguf_backend import OnnxGgufBackend
+        return OnnxGgufBackend.load(model, variant=variant, progress=progress)
+    return create
+
+
 BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in (
     BackendSpec("torch", "torch", None, "PyTorch (CUDA fp16 when present, else CPU fp32)", _torch),
     BackendSpec("onnx", "onnx", None, "ONNX Runtime, fp32 (optimum export)", _onnx(None), "onnxruntime"),
@@ -55,6 +67,12 @@ BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in (
                 "onnxruntime"),
     BackendSpec("onnx-int4", "onnx", "int4", "ONNX Runtime, 4-bit weights (re-quantized)", _onnx("int4"),
                 "onnxruntime"),
+    BackendSpec("onnx-gguf4", "onnx", "gguf4", "ONNX Runtime on the GGUF's own 4-bit blocks (fp32-exact choices)",
+                _onnx_gguf(""), "onnxruntime"),
+    BackendSpec("onnx-gguf4-int8", "onnx", "gguf4-int8", "GGUF blocks, int8 activations (llama.cpp's arithmetic)",
+                _onnx_gguf("int8"), "onnxruntime"),
+    BackendSpec("onnx-gguf4-fp32", "onnx", "gguf4-fp32", "GGUF blocks, fp32 activations throughout (slow decode)",
+                _onnx_gguf("fp32"), "onnxruntime"),
 )}
 
 
@@ -63,11 +81,19 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def default_backend_name(device: str | None = None) -> str:
-    """torch on CUDA when a GPU is present, else ONNX Runtime on CPU (when it is installed)."""
+def default_backend_name(device: str | None = None, model: str | None = None) -> str:
+    """torch on CUDA when a GPU is present; on CPU, ONNX Runtime (when installed): onnx-gguf4 for a GGUF model
+    (the bundled one by default: its own 4-bit blocks, with fp32's next-token choices measured in `make bench`,
+    see README), else onnx (fp32)."""
     if (device or default_device()).startswith("cuda"):
         return "torch"
-    return "onnx" if "onnx" in available_backends() else "torch"
+    if "onnx" not in available_backends():
+        return "torch"
+    from ..models import ModelLoadError, resolve_model_spec
+    try:
+        return "onnx-gguf4" if resolve_model_spec(model).kind == "gguf" else "onnx"
+    except ModelLoadError:
+        return "onnx"
 
 
 def available_backends() -> list[str]:
@@ -82,7 +108,13 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
     `dtype` applies to runtimes that take one (torch); the others are named by their variant.
     """
     device = device or default_device()
-    name = name or default_backend_name(device)
+    if name is None and default_backend_name(device, model) == "onnx-gguf4":
+        try:
+            return BACKENDS["onnx-gguf4"].create(model, device, dtype, progress)
+        except ValueError as exc:   # a GGUF of other block types (Q4_K, ...): fp32 runs it
+            log.warning("onnx-gguf4 cannot run %s (%s); using onnx", model or "the bundled model", exc)
+            name = "onnx"
+    name = name or default_backend_name(device, model)
     if name not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {name!r}")
     return BACKENDS[name].create(model, device, dtype, progress)

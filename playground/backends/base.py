@@ -2,7 +2,8 @@
 
 A backend owns a model and its tokenizer and knows three moves: `prefill` (read the whole prompt,
 fill a fresh KV cache, return the last position's logits), `decode` (feed one token, extend the
-cache), and `kv_cache_bytes` (measure the cache it holds). Logits come back as a 1-D float32 torch
+cache), and `kv_cache_bytes` (measure the cache it holds); `extend` (read several tokens onto a kept
+cache, leaving it reusable) is what prefix caching needs. Logits come back as a 1-D float32 torch
 tensor on the CPU or the model's device; sampling is the engine's job, not the backend's.
 
 `prefill` on a longer id list with the cache thrown away is also how a run without a KV cache is
@@ -17,14 +18,15 @@ from ..trace import KVShape
 
 
 class Backend(ABC):
-    name: str             # "torch" | "onnx" | "onnx-int8" | "onnx-int4"
+    name: str             # "torch" | "onnx" | "onnx-int8" | "onnx-int4" | "onnx-gguf4" ...
     device: str           # "cpu" | "cuda"
-    dtype: str            # "float32" | "float16" | "bfloat16" | "int8" | "int4"
+    dtype: str            # "float32" | "float16" | "bfloat16" | "int8" | "int4" | "q4_1"
     model_name: str
     tokenizer: Any        # a transformers tokenizer
     context_window: int   # max positions the model accepts
     eos_token_ids: frozenset[int]
     kv_shape: KVShape
+    config: Any           # the model's transformers config (layers, sizes): what cost models read
 
     @abstractmethod
     def prefill(self, input_ids: list[int]) -> tuple[Any, Any]:
@@ -33,6 +35,11 @@ class Backend(ABC):
     @abstractmethod
     def decode(self, token_id: int, state: Any) -> tuple[Any, Any]:
         """(logits[vocab], new cache state) after feeding one token."""
+
+    def extend(self, input_ids: list[int], state: Any) -> tuple[Any, Any]:
+        """(logits of the last position, new state) after reading input_ids onto an existing cache: a prompt
+        whose start is already cached (prefix caching). `state` itself is left as it was, to be reused."""
+        raise NotImplementedError(f"{self.name} cannot continue from a cached prefix")
 
     @abstractmethod
     def kv_cache_bytes(self, state: Any) -> int:

@@ -69,7 +69,7 @@ class OnnxBackend(Backend):
         self.session = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(),
                                             providers=["CPUExecutionProvider"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
-        config = AutoConfig.from_pretrained(self.folder)
+        self.config = config = AutoConfig.from_pretrained(self.folder)   # the model's shape (layers, sizes)
         try:
             gen = GenerationConfig.from_pretrained(self.folder)
         except OSError:
@@ -107,6 +107,10 @@ class OnnxBackend(Backend):
 
     def prefill(self, input_ids):
         return self._forward(np.asarray([input_ids], dtype=np.int64), self._empty, 0)
+
+    def extend(self, input_ids, state: OnnxState):
+        """Each step binds new present tensors, so the kept prefix state is never written to."""
+        return self._forward(np.asarray([input_ids], dtype=np.int64), state.past, state.length)
 
     def decode(self, token_id, state: OnnxState):
         return self._forward(np.asarray([[token_id]], dtype=np.int64), state.past, state.length)

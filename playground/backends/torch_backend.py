@@ -7,6 +7,8 @@ Left out: static caches and torch.compile; both would speed decoding but hide th
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 from transformers import DynamicCache
 
@@ -23,7 +25,7 @@ class TorchBackend(Backend):
         self.loaded, self.model, self.tokenizer = loaded, loaded.model, loaded.tokenizer
         self.device, self.dtype = device, dtype
         self.model_name = loaded.name
-        config = self.model.config
+        self.config = config = self.model.config   # the model's shape (layers, sizes)
         self.context_window = int(getattr(config, "max_position_embeddings", 2048))
         self.eos_token_ids = eos_ids_of(self.model, self.tokenizer)
         self.kv_shape = kv_shape_of(config, torch.tensor([], dtype=DTYPES[dtype]).element_size())
@@ -31,6 +33,13 @@ class TorchBackend(Backend):
     @torch.inference_mode()
     def prefill(self, input_ids):
         cache = DynamicCache()
+        ids = torch.tensor([input_ids], device=self.device)
+        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1].float(), out.past_key_values
+
+    @torch.inference_mode()
+    def extend(self, input_ids, state):
+        cache = copy.deepcopy(state)   # DynamicCache grows in place: the kept prefix must stay as it was
         ids = torch.tensor([input_ids], device=self.device)
         out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return out.logits[0, -1].float(), out.past_key_values

@@ -41,8 +41,9 @@ MISSING = "missing: {} does not give {}"   # what a chart says instead of drawin
 
 
 def _label(text: str) -> str:
-    """Whitespace made visible, escaped: plotly reads <b>, <br>, <a> in labels as markup."""
-    return html.escape(visible(text.encode()) or "∅", quote=True)
+    """Whitespace made visible, escaped: plotly reads <b>, <br>, <a> in labels as markup. Quotes stay as
+    they are: outside a tag they are plain text, and plotly shows &quot; as is (it decodes &amp;, &lt;, &gt;)."""
+    return html.escape(visible(text.encode()) or "∅", quote=False)
 
 
 # --- time
@@ -122,9 +123,10 @@ def plot_top_k(trace, step: int | None = None) -> go.Figure:
     p = "" if chosen.prob is None else f" (model p={chosen.prob:.3f})"
     fig = _figure(f"Top-k at step {index}: chose “{_label(chosen.text)}”{p}", "probability", "")
     top = list(reversed(chosen.top))   # best at the top of a horizontal bar chart
-    labels = [f"{_label(c.text)}  (id {c.token_id})" for c in top]
+    labels = [f"{_label(c.text)}  (id {'?' if c.token_id is None else c.token_id})" for c in top]
+    picked = [(c.token_id == chosen.token_id) if chosen.token_id is not None else c.text == chosen.text for c in top]
     fig.add_bar(name="model (softmax at T=1)", orientation="h", x=[c.prob for c in top], y=labels,
-                marker_color=[PREFILL if c.token_id == chosen.token_id else DECODE for c in top],
+                marker_color=[PREFILL if p else DECODE for p in picked],
                 text=[f"{c.prob:.3f}" for c in top], textposition="auto",
                 hovertemplate="%{y}: model p=%{x:.4f}<extra></extra>")
     if any(c.sample_prob is not None for c in top) and not trace.settings.greedy:

@@ -7,13 +7,16 @@
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
-generate_tab.py, tokens_tab.py, compare_tab.py, experiments_tab.py; engines live in playground/engines.py.
+generate_tab.py (+ live_view.py, live.js: drawn in the browser), tokens_tab.py, compare_tab.py,
+experiments_tab.py; engines live in playground/engines.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment.
 
 Left out: authentication and per-user quotas; the queue's concurrency limit is the only guard.
 """
 from __future__ import annotations
+
+import html
 
 import gradio as gr
 
@@ -24,11 +27,27 @@ from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, engine_or_message, 
 from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
+from .lesson_tab import lesson_tab
+from .live_view import LIVE_CSS, live_head
 from .serve_job import gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
+
+
+def source_line(source) -> str:
+    """One line of Markdown about a step source: model, where it runs, context, KV formula, what it lacks."""
+    i = source.info
+    context = "not given by the source" if i.context_window is None else f"{i.context_window:,} tokens"
+    k = i.kv_shape
+    kv = ("missing (the model's shape is unknown)" if k is None else
+          f"2×{k.layers} layers×{k.kv_heads} kv heads×{k.head_dim} head dim×seq_len×{k.bytes_per_element} bytes")
+    line = f"**Model** {i.model} · **backend** {i.describe()} · **context** {context} · **KV formula** {kv}"
+    missing = source.capabilities.missing()
+    if i.origin == "remote":
+        line += " · times measured at this client as each streamed event arrives"
+    return line + (f" · **not given by this source**: {', '.join(missing)}" if missing else "")
 
 
 def make_model_info(registry: SourceRegistry):
@@ -39,33 +58,41 @@ def make_model_info(registry: SourceRegistry):
         if isinstance(engine, str):
             yield error_html(engine)
             return
-        b = engine.backend
-        yield (f"**Model** {b.model_name} · **backend** {b.describe()} · **context** {b.context_window:,} tokens"
-               f" · **KV formula** 2×{b.kv_shape.layers} layers×{b.kv_shape.kv_heads} kv heads×"
-               f"{b.kv_shape.head_dim} head dim×seq_len×{b.kv_shape.bytes_per_element} bytes")
+        yield html.escape(source_line(engine), quote=False)
     return model_info
+
+
+def open_lesson_tab(request: gr.Request):
+    """A deep link into the lesson (?lesson=N) opens its tab."""
+    return gr.Tabs(selected="lesson") if request and request.query_params.get("lesson") else gr.skip()
 
 
 def build_demo(engine) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
     registry = as_registry(engine)
-    css = TOKEN_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
+    css = TOKEN_CSS + LIVE_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg"),
+                   head=live_head(),   # Plotly.js and live.js: the Generate page draws in the browser
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.")
         info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
-        with gr.Tab("Generate"):
-            c = generate_tab(registry)
-        tokens_tab(registry, c.prompt, c.chat, c.backend)
-        compare_tab(registry, c.prompt)
-        experiments_tab(registry)
-        serving = serve_tab(registry)
+        with gr.Tabs(elem_id="tabs") as tabs:
+            with gr.Tab("Generate", id="generate"):
+                c = generate_tab(registry)
+            tokens_tab(registry, c.prompt, c.chat, c.backend)
+            compare_tab(registry, c.prompt)
+            experiments_tab(registry)
+            lesson = lesson_tab(registry)
+            serving = serve_tab(registry)
         wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
+        demo.load(open_lesson_tab, None, tabs, api_name=False, queue=False)
+        demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
+                  concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
         gate_cpu_events(demo, CPU_QUEUE, skip=serving)   # a Serve workload runs alone (ui/serve_job.py)
     return demo

@@ -13,8 +13,9 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..charts.compare import plot_compare
-from ..compare import compare_backends
+from ..compare import compare_backends, explain
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
+from ..source import SourceError
 from .common import CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, \
     warn
 
@@ -34,7 +35,7 @@ def agreement_line(comparison) -> str:
     line = f"**Token agreement {comparison.agreement:.0%}** between {a} and {b}"
     if comparison.first_divergence is None:
         return line + ": every output token is identical."
-    return line + f": first divergence at output token {comparison.first_divergence}."
+    return line + f": first divergence at output token {comparison.first_divergence}. {explain(comparison)}"
 
 
 def make_compare(registry, out: SimpleNamespace):
@@ -53,7 +54,7 @@ def make_compare(registry, out: SimpleNamespace):
                                        chat=bool(chat))
             for source in sources:   # refuse a bad prompt before either run starts
                 source.prompt_ids(prompt, settings)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server's /tokenize failed
             yield {out.status: warn(str(exc))}
             return
         yield {out.status: loading_line(f"running on {backend_a}, then on {backend_b}…")}
@@ -71,7 +72,7 @@ OUTPUTS = ("figure", "table", "agreement", "status")   # /compare returns these,
 
 
 def compare_tab(registry, generate_prompt) -> None:
-    with gr.Tab("Compare"):
+    with gr.Tab("Compare", id="compare"):
         gr.Markdown("The same prompt and settings on two backends, one after the other: when each token "
                     "arrived, how long each step took, and whether the two runs chose the same tokens.")
         with gr.Row():

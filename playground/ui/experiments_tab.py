@@ -149,7 +149,7 @@ def make_handlers(registry, out: SimpleNamespace):
 
 
 def experiments_tab(registry) -> None:
-    with gr.Tab("Experiments"):
+    with gr.Tab("Experiments", id="experiments"):
         gr.Markdown("Each experiment measures the chosen backend directly (greedy, no sampling); every "
                     "number is measured, and fits are labelled as fits.")
         with gr.Row():
@@ -168,7 +168,7 @@ def experiments_tab(registry) -> None:
                               figure=gr.Plot(label="Result", elem_id="experiment-plot"),
                               summary=gr.Markdown(elem_id="experiment-summary"),
                               download=gr.File(label="The result as JSON", interactive=False))
-    job = gr.State(Job(), delete_callback=Job.close)
+        job = gr.State(Job(), delete_callback=Job.close)   # inside the tab: a State between tabs doubles the next one
     run, cancel = make_handlers(registry, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
     name.change(lambda n: [gr.update(visible=k == n) for k in groups], name, list(groups.values()),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ..config import coerce_settings
+from ..source import SourceError
 from ..prompt_tokens import prompt_tokens
 from .common import engine_or_message, error_html
 
@@ -19,11 +20,11 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
             return error_html(engine), "", gr.skip()
         try:
             v = prompt_tokens(engine, text, coerce_settings(chat=bool(chat_on)))
-        except ValueError as exc:
+        except (ValueError, SourceError) as exc:   # SourceError: a server's /tokenize failed
             return error_html(str(exc)), "", gr.skip()
         return v.summary, v.html, v.figure
 
-    with gr.Tab("Tokens") as tab:
+    with gr.Tab("Tokens", id="tokens") as tab:
         gr.Markdown("The model never sees words: it reads token ids. Each chip is one token "
                     "(hover for id and bytes; · is a space, ↵ a newline).")
         button = gr.Button("Show the prompt's tokens", variant="secondary")

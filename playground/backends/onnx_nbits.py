@@ -1,0 +1,140 @@
+"""ONNX nodes that compute y = x . w^T from a GGUF's blocks with `MatMulNBits`, in one of three activation modes.
+
+    nodes, initializers = nbits_nodes("/model/layers.0/mlp/down_proj", x, weight, y, "int8x2")
+
+For Q4_1 blocks (w = d*q + m) the product splits exactly in two:
+    x.w = sum_b d_b ((q_b - 8) . x_b)   +   sum_b (m_b + 8 d_b) sum(x_b)
+          MatMulNBits, default zero point 8   MatMul(ReduceSum(Reshape(x, [.., K/32, 32])), minimums [K/32, N])
+d*(q - 8) and m + 8d are exact in fp32 (checked per matrix; else zero point 0 and m are used), so one-hot
+rows still give gguf-py's d*q + m bit for bit (one rounding of the same real number); the symmetric
+form is the kernel's faster path.
+Q8_0 blocks (w = d*q) need only the first part (8-bit, q + 128 against the default zero point 128).
+
+Modes (what MatMulNBits does with the activations x):
+  - "fp32"   accuracy level 0: fp32 arithmetic, the fp32 export's numbers up to summation order (~1e-7
+             relative), but ONNX Runtime's kernel for it is slow at one row (decode).
+  - "int8"   accuracy level 4: x quantized to int8 per block of 32 (scale = max|x_b| / 127), as llama.cpp's
+             Q4_1 x Q8_1 kernels do: ~3x faster at one row, ~1e-2 relative error on real activations.
+  - "int8x2" level 4 on two rows: hi = x rounded to that same int8 grid (which the kernel then quantizes
+             losslessly) and lo = x - hi; their products are summed. Only lo's rounding is left (~1e-4
+             relative) for ~1.2x the one-pass time of a layer at one row (~1.4x CPU per token with the split
+             nodes); twice the work on long prompts.
+
+    >>> hi_lo(np.array([[1.0, 0.3, -0.0049]], np.float32))[0].tolist()   # hi on the grid of 1/127
+    [[1.0, 0.29921260476112366, -0.007874015718698502]]
+
+Left out: other block sizes than 32; zero points other than 0 (Q4_1) and 128 (Q8_0).
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from .gguf_blocks import BLOCK, NBitsWeight
+
+MS = "com.microsoft"
+LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4}
+GROUPS = ("qkv", "o", "gate_up", "down", "head")   # the MatMulNBits of a layer, and the LM head
+MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d"}
+
+
+def plan_of(modes: str | dict | None = None) -> dict[str, str]:
+    """{group: activation mode} from one mode for all groups, or a partial mapping (the rest: int8x2).
+
+    >>> plan_tag(plan_of("fp32")), plan_tag(plan_of({"head": "int8"}))
+    ('fffff', 'ddddi')
+    """
+    if modes is None or isinstance(modes, str):
+        modes = dict.fromkeys(GROUPS, modes or "int8x2")
+    plan = {g: modes.get(g, "int8x2") for g in GROUPS}
+    if unknown := {m for m in plan.values() if m not in MODE_CODES}:
+        raise ValueError(f"activation modes must be among {sorted(MODE_CODES)}; got {sorted(unknown)}")
+    return plan
+
+
+def plan_tag(plan: dict[str, str]) -> str:
+    return "".join(MODE_CODES[plan[g]] for g in GROUPS)
+
+
+def hi_lo(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """numpy twin of the graph's split, per block of 32 along the last axis (for tests and the doctest)."""
+    blocks = x.reshape(*x.shape[:-1], -1, min(BLOCK, x.shape[-1]))
+    scale = np.maximum(np.abs(blocks).max(-1, keepdims=True), np.float32(1e-30)) / np.float32(127)
+    hi = np.round(blocks / scale) * scale
+    return hi.reshape(x.shape), (blocks - hi).reshape(x.shape)
+
+
+def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[list, list]:
+    """Nodes and initializers computing y = x . w^T from the blocks, x in [batch, seq, K] (see module doc)."""
+    n, k = w.shape
+    c = _Consts(stem)
+    ins = [x, c.add("B", w.packed), c.add("scales", w.scales.reshape(-1))]
+    minimums = w.minimums
+    if minimums is not None:   # d*q + m = d*(q - 8) + (m + 8d): the kernel's default zero point 8, when m + 8d is exact
+        shifted = minimums.astype(np.float64) + 8 * w.scales.astype(np.float64)
+        if np.array_equal(shifted.astype(np.float32), shifted):
+            minimums = shifted.astype(np.float32)
+        else:                  # explicit zero point 0
+            ins.append(c.add("zero_points", np.zeros(n * ((k // BLOCK + 1) // 2), np.uint8)))
+    nodes = []
+    blocks = f"{stem}/blocks"
+    if w.minimums is not None or mode == "int8x2":
+        nodes.append(_node("Reshape", [x, c.add("block_shape", np.array([0, 0, k // BLOCK, BLOCK], np.int64))], blocks))
+    if mode == "int8x2":
+        ins[0] = f"{stem}/hi_lo"
+        nodes += _hi_lo_nodes(stem, blocks, k, c)
+    partial = f"{stem}/MatMulNBits_output" if (w.minimums is not None or mode == "int8x2") else y
+    nodes.append(helper.make_node("MatMulNBits", ins, [partial], name=f"{stem}/MatMulNBits", domain=MS, K=k, N=n,
+                                  bits=w.bits, block_size=BLOCK, accuracy_level=LEVEL[mode]))
+    if mode == "int8x2":   # [B, 2S, N] -> [B, 2, S, N] -> sum of the hi and lo rows
+        summed = f"{stem}/hi_plus_lo" if w.minimums is not None else y
+        nodes += [_node("Reshape", [partial, c.add("two_rows", np.array([0, 2, -1, n], np.int64))], f"{stem}/rows"),
+                  _node("ReduceSum", [f"{stem}/rows", c.add("row_axis", np.array([1], np.int64))], summed, keepdims=0)]
+        partial = summed
+    if w.minimums is not None:
+        nodes += [_node("ReduceSum", [blocks, c.add("last_axis", np.array([-1], np.int64))], f"{stem}/block_sums",
+                        keepdims=0),
+                  _node("MatMul", [f"{stem}/block_sums", c.add("minimums", np.ascontiguousarray(minimums.T))],
+                        f"{stem}/minimum_term"),
+                  _node("Add", [partial, f"{stem}/minimum_term"], y)]
+    return nodes, c.initializers
+
+
+def embedding_nodes(stem: str, ids: str, w: NBitsWeight, y: str) -> tuple[list, list]:
+    """GatherBlockQuantized rows of 8-bit blocks (Q8_0: d * (q + 128 - 128), exact), ids [B, S] -> y [B, S, K]."""
+    n, k = w.shape
+    c = _Consts(stem)
+    data, scales = c.add("codes", w.packed.reshape(n, k)), c.add("scales", w.scales)
+    return [helper.make_node("GatherBlockQuantized", [data, ids, scales], [y], name=f"{stem}/GatherBlockQuantized",
+                             domain=MS, gather_axis=0, quantize_axis=1, block_size=BLOCK, bits=w.bits)], c.initializers
+
+
+def _hi_lo_nodes(stem: str, blocks: str, k: int, c: _Consts) -> list:
+    """hi = round(x_b / s_b) * s_b with s_b = max|x_b| / 127 (ONNX Round: half to even, as the kernel), lo = x - hi;
+    output [B, 2S, K]: the S hi rows, then the S lo rows."""
+    s = f"{stem}/split"
+    return [_node("Abs", [blocks], f"{s}/abs"),
+            _node("ReduceMax", [f"{s}/abs", c.add("max_axis", np.array([-1], np.int64))], f"{s}/amax0", keepdims=1),
+            _node("Max", [f"{s}/amax0", c.add("tiny", np.array(1e-30, np.float32))], f"{s}/amax"),
+            _node("Div", [f"{s}/amax", c.add("q_max", np.array(127, np.float32))], f"{s}/scale"),
+            _node("Div", [blocks, f"{s}/scale"], f"{s}/scaled"),
+            _node("Round", [f"{s}/scaled"], f"{s}/codes"),
+            _node("Mul", [f"{s}/codes", f"{s}/scale"], f"{s}/hi"),
+            _node("Sub", [blocks, f"{s}/hi"], f"{s}/lo"),
+            helper.make_node("Concat", [f"{s}/hi", f"{s}/lo"], [f"{s}/rows"], axis=1, name=f"{s}/Concat"),
+            _node("Reshape", [f"{s}/rows", c.add("flat", np.array([0, -1, k], np.int64))], f"{stem}/hi_lo")]
+
+
+def _node(op: str, inputs: list[str], output: str, **attrs):
+    return helper.make_node(op, inputs, [output], name=f"{output}/{op}", **attrs)
+
+
+class _Consts:
+    """Initializers named under one stem."""
+
+    def __init__(self, stem: str):
+        self.stem, self.initializers = stem, []
+
+    def add(self, name: str, value: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), f"{self.stem}/{name}"))
+        return self.initializers[-1].name

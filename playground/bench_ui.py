@@ -1,0 +1,238 @@
+"""The "ui" benchmark rows: what the app costs the model it measures, and whether that cost grows with a run.
+
+    python -m playground.bench_ui                      # onnx, "Explain the KV cache in one paragraph.", 128 tokens
+    python -m playground.bench_ui --browser            # + one run watched by Chromium on this machine
+    python -m playground.bench_ui --model tiny --backend torch --tokens 16 --repeats 1   # what the tests run
+
+Row "ui": app.py in a subprocess (bench_wire.AppProcess), driven by gradio_client, against a headless
+run (Engine.generate) in this process on the same backend, prompt, greedy settings and token budget,
+alternating (headless, app, headless, app, …). Both decode tok/s are the ones each run's own trace
+reports (the app's: its exported trace.json); medians. Also: the bytes the app sent back for a run (the
+SSE stream as received, through a counting proxy), the server's CPU seconds per generated token, and
+the part of it outside the model: server CPU during the run minus the model's CPU for the same tokens,
+taken from the headless run (Step.cpu summed: the step loop's process CPU, nothing else running); it
+includes the request's own work (template, tokenizing, the final figures and exports). During decode
+alone: the server's CPU seconds per second (sampled every 50 ms) beside the headless run's.
+("wire_bytes" counts the SSE stream only; "all_bytes_with_downloads" adds the exported files the
+client fetched and every other response.)
+With --browser, one more app run is watched by Chromium (on the same cores as the model): when each
+chip entered the DOM against its step's wall-clock stamp (p50/p95), how often the charts were redrawn,
+and that run's decode tok/s. Row "ui-flat": the app over a PacedEngine (bench_wire: steps at a fixed
+pace, no model, so the server's CPU is all the UI's) for 2048 steps: server CPU and bytes per update in
+the first and the last quarter of the run.
+
+Figures, not tests: they depend on the machine and its load.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+
+from .bench_wire import AppProcess
+from .live import GENERATE_OUTPUTS, read_stream
+
+PROMPT = "Explain the KV cache in one paragraph."
+MAX_NEW_TOKENS = 128
+FLAT_STEPS, FLAT_STEPS_PER_S = 2048, 100.0
+PRICES = (0.15, 0.6)
+# Injected into a page by the browser run and tests/test_browser.py: when each chip entered the DOM, and
+# how many steps each chart showed, every 50 ms (live.js draws a timeline step as a segment: 2 x values).
+RECORDER = """() => {
+  const rec = window.pgRecord = {chips: {}, samples: []};
+  new MutationObserver((changes) => {
+    const now = Date.now();
+    for (const change of changes) for (const node of change.addedNodes)
+      if (node.dataset && node.dataset.seq !== undefined && !(node.dataset.seq in rec.chips)) rec.chips[node.dataset.seq] = now;
+  }).observe(document.getElementById('pg-chips'), {childList: true});
+  const points = (id, traces) => { const d = document.getElementById(id);   // drawn x values, gaps (null) left out
+    return d && d.data ? traces.reduce((n, i) => n + (d.data[i] ? d.data[i].x.filter((x) => x !== null).length : 0), 0) : 0; };
+  const title = (id) => { const d = document.getElementById(id); return d && d.layout && d.layout.title ? d.layout.title.text : ''; };
+  setInterval(() => rec.samples.push({chips: document.querySelectorAll('#pg-chips .tok').length,
+    timeline: points('pg-timeline', [1, 2]) / 2, latency: points('pg-latency', [1]), kv: points('pg-kv', [0]),
+    topk: title('pg-topk'),
+    running: document.querySelector('#status').innerText.includes('generating')}), 50);
+}"""
+
+
+def _decode_tps(steps: list[dict]) -> float | None:   # metrics.py's definition, from stream records
+    after, span = sum(s["tokens"] for s in steps[1:]), steps[-1]["time"] - steps[0]["time"] if steps else 0
+    return after / span if after and span > 0 else None
+
+
+def app_run(app: AppProcess, client, backend: str, tokens: int) -> dict:
+    """One /generate through the app: its trace, the bytes and events it sent back, the server's CPU (for
+    the whole request, and from its first decode step to its last, sampled every 50 ms)."""
+    samples, done = [app.sample()], threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            samples.append(app.sample())
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    before, all0 = _own_cpu(), app.proxy.received
+    result = client.submit(PROMPT, 0.0, 0, 1.0, "", tokens, True, *PRICES, backend, api_name="/generate").result(600)
+    done.set()
+    sampler.join()
+    samples.append(app.sample())
+    out = dict(zip(GENERATE_OUTPUTS, result))
+    with open(next(f for f in out["files"] if str(f).endswith(".json")), encoding="utf-8") as fh:
+        trace = json.load(fh)
+    (t0, cpu0, bytes0, events0), (t1, cpu1, bytes1, events1) = samples[0], samples[-1]
+    steps = trace["steps"]
+    decode = [s for s in samples if steps[1]["wall_ns"] / 1e9 <= s[0] <= steps[-1]["wall_ns"] / 1e9] \
+        if len(steps) > 2 else []
+    return {"trace": trace, "seconds": t1 - t0, "server_cpu": cpu1 - cpu0, "bytes": bytes1 - bytes0,
+            "all_bytes": app.proxy.received - all0, "events": events1 - events0, "client_cpu": _own_cpu() - before,
+            "stream": out["stream"],   # server CPU per second of decode, between the samples inside it
+            "decode_cpu_per_s": (decode[-1][1] - decode[0][1]) / (decode[-1][0] - decode[0][0])
+            if len(decode) > 2 and decode[-1][0] > decode[0][0] else None}
+
+
+def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NEW_TOKENS, repeats: int = 3,
+           browser: bool = False) -> dict:
+    from gradio_client import Client
+
+    from .backends import create_backend
+    from .config import GenerationSettings
+    from .engine import Engine
+
+    engine = Engine(create_backend(backend, model))
+    settings = GenerationSettings(max_new_tokens=tokens, temperature=0.0, chat=True)
+    with AppProcess(["app.py", "--backend", backend] + (["--model", model] if model else [])) as app:
+        client = Client(app.url, verbose=False)
+        engine.generate(PROMPT, settings.with_(max_new_tokens=4))   # warm-up, both sides (the app loads its model)
+        app_run(app, client, backend, 4)
+        headless, ui = [], []
+        for _ in range(repeats):   # alternating, so a burst of load on the shared cores hits both sides alike
+            headless.append(engine.generate(PROMPT, settings))
+            ui.append(app_run(app, client, backend, tokens))
+        watched = browser_run(app, tokens) if browser else None
+    n = [len(h.steps) for h in headless] + [len(u["trace"]["steps"]) for u in ui]
+    model_cpu = _median(sum(s.cpu or 0.0 for s in h.steps) / len(h.steps) for h in headless)
+    server_cpu = _median(u["server_cpu"] / len(u["trace"]["steps"]) for u in ui)
+    # during decode: the server's CPU per second against the headless model's CPU per second of decode
+    model_decode = _median(sum(s.cpu or 0.0 for s in h.steps[1:]) / (h.steps[-1].time - h.steps[0].time)
+                           for h in headless if len(h.steps) > 2)
+    server_decode = _median(u["decode_cpu_per_s"] for u in ui)
+    row = {"row": "ui", "backend": backend, "model": engine.info.model, "prompt": PROMPT, "new_tokens": min(n),
+           "same_tokens": len(set(n)) == 1, "repeats": repeats,
+           "headless_decode_tps": _median(h.metrics().decode_tps for h in headless),
+           "ui_decode_tps": _median(u["trace"]["metrics"]["decode_tps"] for u in ui),
+           "wire_bytes": _median(u["bytes"] for u in ui), "sse_events": _median(u["events"] for u in ui),
+           "all_bytes_with_downloads": _median(u["all_bytes"] for u in ui),
+           "server_cpu_s_per_token": server_cpu, "model_cpu_s_per_token": model_cpu,
+           "server_cpu_outside_model_s_per_token": round(server_cpu - model_cpu, 5),
+           "decode_cpu_s_per_s_server_vs_headless": [server_decode, model_decode],
+           "client_cpu_s_per_run": _median(u["client_cpu"] for u in ui)}
+    row["decode_ratio_ui_vs_headless"] = round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
+    if watched:
+        watched["decode_ratio_vs_headless"] = round(watched["decode_tps"] / row["headless_decode_tps"], 3)
+        row["with_chromium_on_the_same_machine"] = watched
+    return row
+
+
+def browser_run(app: AppProcess, tokens: int) -> dict:
+    """One run in a Chromium page on the app: chip-in-DOM delays against each step's stamp, chart redraws."""
+    import os
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+    chromium = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(app.url)
+        page.wait_for_selector("#generate", timeout=120_000)
+        page.wait_for_function("window.pgLive && !document.querySelector('#model-info').innerText.includes('Loading')",
+                               timeout=300_000)
+        page.locator("#prompt textarea").fill(PROMPT)
+        page.locator("#max-new-tokens input[type=number]").fill(str(tokens))
+        page.locator("#max-new-tokens input[type=number]").press("Enter")
+        page.evaluate(RECORDER)
+        (t0, cpu0, bytes0, _) = app.sample()
+        page.locator("#generate").click()
+        page.wait_for_function("window.pgLive.state() && window.pgLive.state().finalShown", timeout=600_000)
+        (t1, cpu1, bytes1, _) = app.sample()
+        record, stats = page.evaluate("window.pgRecord"), page.evaluate("window.pgLive.stats")
+        draws = stats["drawTimes"]
+        _, steps, _ = read_stream(page.evaluate("document.querySelector('#stream textarea').value"))
+        browser.close()
+    delays = sorted(record["chips"][str(s["seq"])] - s["wall_ns"] / 1e6 for s in steps)
+    first, last = steps[0]["wall_ns"] / 1e6, steps[-1]["wall_ns"] / 1e6
+    during = [t for t in draws if first <= t <= last]
+    return {"tokens": len(steps), "decode_tps": round(_decode_tps(steps), 2),
+            "chip_in_dom_p50_ms": round(statistics.median(delays)), "chip_in_dom_p95_ms": round(_p95(delays)),
+            "chart_refreshes_per_s": round(len(during) / ((last - first) / 1e3), 2) if last > first else None,
+            "chart_cycle_main_thread_ms_p50": round(statistics.median(stats["drawMs"])) if stats["drawMs"] else None,
+            "server_cpu_s_per_token": round((cpu1 - cpu0) / len(steps), 5), "wire_bytes": bytes1 - bytes0}
+
+
+def flat_row(steps: int = FLAT_STEPS, steps_per_s: float = FLAT_STEPS_PER_S) -> dict:
+    """The UI's server CPU and bytes per update early and late in a long run (flat = no growth with length)."""
+    from gradio_client import Client
+    with AppProcess.paced(steps_per_s) as app:
+        client = Client(app.url, verbose=False)
+        app_run(app, client, "torch", 8)   # warm-up
+        samples, done = [], threading.Event()
+
+        def sample():
+            while not done.wait(0.25):
+                samples.append(app.sample())
+        threading.Thread(target=sample, daemon=True).start()
+        run = app_run(app, client, "torch", steps)
+        done.set()
+    steps_ = run["trace"]["steps"]   # quarters of the steps' own span: the final update (figures, exports) is after it
+    start, end = steps_[0]["wall_ns"] / 1e9, steps_[-1]["wall_ns"] / 1e9
+    first = [s for s in samples if start <= s[0] <= start + (end - start) / 4]
+    last = [s for s in samples if end - (end - start) / 4 <= s[0] <= end]
+
+    def per_update(part, i):
+        events = part[-1][3] - part[0][3]
+        return (part[-1][i] - part[0][i]) / events if events else None
+    row = {"row": "ui-flat", "steps": len(run["trace"]["steps"]), "steps_per_s": steps_per_s,
+           "sse_events": run["events"], "wire_bytes": run["bytes"],
+           "server_cpu_ms_per_update_first_quarter": _round(per_update(first, 1), 1e3),
+           "server_cpu_ms_per_update_last_quarter": _round(per_update(last, 1), 1e3),
+           "bytes_per_update_first_quarter": _round(per_update(first, 2)),
+           "bytes_per_update_last_quarter": _round(per_update(last, 2))}
+    return row
+
+
+def _own_cpu() -> float:
+    import psutil
+    cpu = psutil.Process().cpu_times()
+    return cpu.user + cpu.system
+
+
+def _round(x, scale: float = 1.0):
+    return None if x is None else round(x * scale, 3)
+
+
+def _p95(values: list[float]) -> float:
+    return sorted(values)[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 5) if values else None
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m playground.bench_ui", description=__doc__.splitlines()[0])
+    p.add_argument("--backend", default="onnx")
+    p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
+    p.add_argument("--tokens", type=int, default=MAX_NEW_TOKENS)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--browser", action="store_true", help="one more run watched by Chromium on this machine")
+    p.add_argument("--flat-steps", type=int, default=FLAT_STEPS, help="the ui-flat row's run length (0: skip it)")
+    args = p.parse_args(argv)
+    print(json.dumps(ui_row(args.backend, args.model, args.tokens, args.repeats, args.browser)), flush=True)
+    if args.flat_steps:
+        print(json.dumps(flat_row(args.flat_steps)), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

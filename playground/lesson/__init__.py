@@ -1,0 +1,92 @@
+"""Lesson mode: the serving lesson as six live steps, each backed by numbers measured on the spot.
+
+    lesson = Lesson(source)                      # any step source: a local Engine or a server
+    result = lesson.run(3, progress, cancel)     # a StepResult: title, takeaway, numbers, figures, html
+    lesson.results[3]                            # kept, so going back shows it again
+    python -m playground.lesson --out DIR        # all six into one standalone HTML handout
+
+| step | title                          | what runs (budgets sized for a 2-core machine)            |
+| 1    | It works in tokens             | the seed sentence in two tokenizers                        |
+| 2    | One token at a time            | a short greedy answer at full speed (its Steps replayable) |
+| 3    | Prefill, then decode           | that run's timeline: TTFT against the mean decode step     |
+| 4    | The KV cache                   | its growth; cache vs none; a shared prefix reused          |
+| 5    | Cost and latency scale with tokens | short vs long; a 100-page contract extrapolated         |
+| 6    | No two requests are the same   | a long and a short request through one engine              |
+
+Steps 3 and 4 read the run step 2 made (running it first if needed), so the lesson tells one story.
+Every takeaway is a sentence built from that step's own numbers; estimates say so.
+Left out: gradio (ui/lesson_tab.py lays this out) and any step that is not measured here.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..experiments.common import Progress
+
+SEED_SENTENCE = "Serving LLMs is not like serving web apps."
+SLIDE_GUESS = 9   # what a slide's rule of thumb (~1.3 tokens per word) says for the seed sentence
+
+
+@dataclass
+class StepResult:
+    number: int
+    title: str
+    takeaway: str                                  # the step's lesson, in its own measured numbers
+    numbers: dict = field(default_factory=dict)    # every figure the takeaway uses (the handout's table)
+    figures: dict = field(default_factory=dict)    # name -> plotly Figure
+    html: str = ""                                 # chips and tables (escaped)
+    notes: list[str] = field(default_factory=list)  # what is missing or estimated, in words
+    cancelled: bool = False
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True)
+class LessonStep:
+    number: int
+    title: str
+    run: Callable[["Lesson", Progress], StepResult]
+
+
+class Lesson:
+    """One presenter's walk through the six steps on one source; results are kept per step."""
+
+    def __init__(self, source):
+        self.source = source
+        self.results: dict[int, StepResult] = {}
+        self.shared: dict[str, Any] = {}   # what later steps reuse (step 2's trace)
+
+    def run(self, number: int, progress=None, cancel: threading.Event | None = None) -> StepResult:
+        if number not in STEPS:
+            raise ValueError(f"the lesson has steps 1-{len(STEPS)}, got {number!r}")
+        report = Progress(progress, cancel)
+        result = STEPS[number].run(self, report)
+        result.cancelled = report.cancelled
+        result.elapsed = report.elapsed()
+        if not result.cancelled:
+            self.results[number] = result
+        report(1.0, "cancelled" if result.cancelled else "done")
+        return result
+
+    def run_all(self, progress=None, cancel: threading.Event | None = None) -> list[StepResult]:
+        out = []
+        for n in STEPS:
+            if cancel is not None and cancel.is_set():
+                break
+            out.append(self.run(n, None if progress is None else
+                                (lambda f, m, n=n: progress((n - 1 + f) / len(STEPS), f"step {n}: {m}")), cancel))
+        return out
+
+
+from .steps_run import step_decode, step_prefill, step_tokens  # noqa: E402 - they import the classes above
+from .steps_scale import step_kv_cache, step_mixed, step_scale  # noqa: E402
+
+STEPS: dict[int, LessonStep] = {s.number: s for s in (
+    LessonStep(1, "It works in tokens", step_tokens),
+    LessonStep(2, "One token at a time", step_decode),
+    LessonStep(3, "Prefill, then decode", step_prefill),
+    LessonStep(4, "The KV cache", step_kv_cache),
+    LessonStep(5, "Cost and latency scale with tokens", step_scale),
+    LessonStep(6, "No two requests are the same", step_mixed),
+)}

@@ -1,0 +1,101 @@
+"""Lesson steps 1-3: tokens, one token at a time, prefill then decode (one short run serves 2 and 3).
+
+Each step is `step_x(lesson, report) -> StepResult`; see the package docstring for the table.
+Left out: layout (ui/lesson_tab.py) and slow-motion replay, which the page does from the recorded Steps
+(replaying never slows the run being measured).
+"""
+from __future__ import annotations
+
+import html
+
+from ..charts import plot_step_latency, plot_timeline, plot_top_k
+from ..config import GenerationSettings
+from ..experiments.common import follow
+from ..experiments.short_long import SHORT_QUESTION
+from ..run_view import chip_html, chips_html
+from ..tokens import compare, hf_view, render_chips_html, tiktoken_view, visible
+from . import SEED_SENTENCE, SLIDE_GUESS, StepResult
+
+ANSWER_TOKENS = 24   # step 2's budget: about a second on the bundled model with a 2-core CPU
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.0f} ms"
+
+
+# --- 1: tokens
+
+def step_tokens(lesson, report, text: str = SEED_SENTENCE) -> StepResult:
+    source = lesson.source
+    report(0.1, "tokenizing")
+    views = [tiktoken_view()]
+    if source.tokenizer is not None:
+        views.insert(0, hf_view(source.tokenizer, name=f"model ({source.info.model})"))
+    c = compare(text, views)
+    model_tokens = len(source.encode(c.text))   # the model's own count, from its tokenizer or its server
+    cl100k = c.counts["cl100k_base"]
+    numbers = {"words": c.words, "model_tokens": model_tokens, "cl100k_tokens": cl100k, "slide_guess": SLIDE_GUESS}
+    blocks = "".join(f'<h4 class="tok-title">{html.escape(name)} · {len(spans)} tokens</h4>'
+                     f"{render_chips_html(spans, text=c.text)}" for name, spans in c.spans.items())
+    notes = [] if source.tokenizer is not None else [
+        f"{source.info.name} has no tokenizer here: its count comes from the server; chips show cl100k only"]
+    takeaway = (f"{c.words} words → {model_tokens} tokens here ({source.info.model}); cl100k_base makes "
+                f"{cl100k}, and the slide's rule of thumb said about {SLIDE_GUESS}. The model reads token ids, "
+                f"and every input and output token is what a provider bills.")
+    return StepResult(1, "It works in tokens", takeaway, numbers, html=blocks, notes=notes)
+
+
+# --- 2: one token at a time
+
+def answer_run(lesson, report):
+    """Step 2's run (greedy, the France question), made once and shared with steps 3 and 4."""
+    if "trace" not in lesson.shared:
+        settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS)
+        trace = follow(lesson.source.run(SHORT_QUESTION, settings), report, lambda step: report(
+            (step.index + 1) / ANSWER_TOKENS, f"token {step.index + 1}: {step.text!r}"))
+        if report.cancelled:
+            return trace
+        lesson.shared["trace"] = trace
+    return lesson.shared["trace"]
+
+
+def step_decode(lesson, report) -> StepResult:
+    trace = answer_run(lesson, report)
+    n = trace.output_tokens
+    m = trace.metrics()
+    numbers = {"output_tokens": n, "steps": len(trace.steps), "decode_tps": m.decode_tps}
+    takeaway = f"This {n}-token answer was {len(trace.steps)} prediction steps: one token each, each reading all before it."
+    figures, notes = {}, []
+    with_top = [s for s in trace.steps if s.top and s.prob is not None and not s.special and s.text.strip()]
+    if with_top:   # the least sure pick shows best that each step is a choice among candidates
+        doubt = min(with_top, key=lambda s: s.prob)
+        runner = next((c for c in doubt.top if c.token_id != doubt.token_id), None)
+        numbers.update(unsure_step=doubt.index, unsure_prob=doubt.prob, runner_up_prob=runner.prob if runner else None)
+        takeaway += (f" At step {doubt.index} the model gave “{visible(doubt.text.encode())}” {doubt.prob:.0%}"
+                     + (f" and “{visible(runner.text.encode())}” {runner.prob:.0%}" if runner else "")
+                     + ": greedy decoding took the likelier.")
+        figures["top_k"] = plot_top_k(trace, doubt.index)
+    else:
+        notes.append(f"{trace.backend} gives no top-k probabilities: the candidates are missing")
+    if m.decode_tps:
+        takeaway += f" Decoding ran at {m.decode_tps:.1f} tokens/s."
+    chips = chips_html([chip_html(s) for s in trace.steps])
+    return StepResult(2, "One token at a time", takeaway, numbers, figures, chips, notes)
+
+
+# --- 3: prefill, then decode
+
+def step_prefill(lesson, report) -> StepResult:
+    trace = answer_run(lesson, report)
+    m = trace.metrics()
+    numbers = {"prompt_tokens": m.prompt_tokens, "ttft_s": m.ttft, "tpot_s": m.tpot, "e2e_s": m.e2e,
+               "prefill_share": m.ttft / m.e2e if m.ttft and m.e2e else None}
+    figures = {"timeline": plot_timeline(trace), "latency": plot_step_latency(trace)}
+    if m.tpot is None:
+        takeaway = f"Prefill read all {m.prompt_tokens} prompt tokens in one pass: TTFT {_ms(m.ttft or 0)}."
+    else:
+        takeaway = (f"Prefill read all {m.prompt_tokens} prompt tokens in one pass: TTFT {_ms(m.ttft)}. Each of the "
+                    f"{m.output_tokens - trace.steps[0].tokens} decode steps then took {_ms(m.tpot)} on average, "
+                    f"so the first token cost {m.ttft / m.tpot:.1f}× a later one, and prefill was "
+                    f"{numbers['prefill_share']:.0%} of this {m.e2e:.2f} s request.")
+    return StepResult(3, "Prefill, then decode", takeaway, numbers, figures)

@@ -1,0 +1,154 @@
+"""Lesson steps 4-6: the KV cache, cost and latency against tokens, and two different requests at once.
+
+Each step is `step_x(lesson, report) -> StepResult`; see the package docstring for the table. A part a
+source cannot do (no cache-less runs on a server, no prefix cache the playground can drive) is named
+in the step's notes instead of being faked.
+Left out: layout (ui/lesson_tab.py).
+"""
+from __future__ import annotations
+
+import time
+
+from ..charts import plot_cache_comparison, plot_kv_cache, plot_short_vs_long
+from ..config import GenerationSettings
+from ..engine import common_prefix
+from ..experiments import EXPERIMENTS
+from ..experiments.common import exact_length_ids, follow, long_document
+from ..experiments.short_long import SHORT_QUESTION, long_prompt
+from ..run_view import format_bytes
+from . import StepResult
+from .cost_model import calibrate
+from .steps_run import _ms, answer_run
+
+CONTRACT_PAGES, TOKENS_PER_PAGE = 100, 500   # an assumption, stated: a dense page of English is ~500 tokens
+CALIBRATION_LENGTHS = (64, 128, 256, 512)    # measured prefills that calibrate the FLOP model (~1 s in all)
+SHARED_PROMPT_TOKENS = 240                   # the system prompt two requests share (prefix caching)
+
+
+# --- 4: the KV cache
+
+def step_kv_cache(lesson, report) -> StepResult:
+    source, notes, numbers = lesson.source, [], {}
+    trace = answer_run(lesson, report)
+    figures = {"kv": plot_kv_cache(trace)}
+    kv = [s.kv_bytes for s in trace.steps if s.kv_bytes is not None]
+    parts = []
+    if len(kv) > 1:
+        numbers["kv_per_token"] = (kv[-1] - kv[0]) / (len(kv) - 1)
+        parts.append(f"The cache grew by {format_bytes(round(numbers['kv_per_token']))} per token (measured), "
+                     f"to {format_bytes(kv[-1])}")
+    else:
+        notes.append(f"{trace.backend} does not report its KV cache: only the formula can be drawn")
+    if source.capabilities.no_cache and not report.cancelled:
+        report(0.3, "the same answer with and without the cache")
+        cmp = EXPERIMENTS["cache"].run(source, {"prompt_tokens": 48, "new_tokens": 12}, cancel=report.event)
+        figures["cache"] = plot_cache_comparison(cmp)
+        s = cmp.summary()
+        numbers.update(cache_ratio=s["ratio"], identical=s["identical"])
+        if s["ratio"]:
+            parts.append(f"without it the same {cmp.new_tokens} tokens took {s['ratio']:.1f}× as long, "
+                         f"{'identical' if s['identical'] else 'DIFFERENT'} tokens")
+    else:
+        notes.append(f"{source.info.name} cannot run without its cache: that comparison is missing")
+    if hasattr(source, "cache_prefix") and not report.cancelled:
+        report(0.7, "a shared system prompt, reused")
+        numbers.update(_prefix_reuse(source))
+        cold, warm = numbers["ttft_cold_s"], numbers["ttft_cached_s"]
+        if warm < cold:
+            parts.append(f"reusing the {numbers['shared_tokens']}-token shared prompt cut the second request's TTFT "
+                         f"from {_ms(cold)} to {_ms(warm)} — why providers bill cached input tokens for less")
+        else:
+            parts.append(f"reusing the {numbers['shared_tokens']}-token shared prompt did not pay here "
+                         f"({_ms(cold)} read whole, {_ms(warm)} from the cache): this model reads it too fast "
+                         f"for the saving to show above the noise")
+    else:
+        notes.append(f"{source.info.name}: no prefix cache the playground can drive here")
+    return StepResult(4, "The KV cache", "; ".join(parts) + ".", numbers, figures, notes=notes)
+
+
+def _prefix_reuse(source) -> dict:
+    """The second of two requests sharing a system prompt: TTFT read whole, then from the cached prefix."""
+    excerpt = source.tokenizer.decode(exact_length_ids(source, SHARED_PROMPT_TOKENS))
+    settings = GenerationSettings(max_new_tokens=4, system_prompt="Answer questions about this report.\n\n" + excerpt)
+    questions = ("What is the report about?", "Who should read it?")
+    ids = [source.prompt_ids(q, settings)[1] for q in questions]
+    prefix = source.cache_prefix(common_prefix(*ids))
+    cold = source.run(questions[1], settings).wait()
+    cached = source.run(questions[1], settings, prefix=prefix).wait()
+    return {"shared_tokens": cached.cached_tokens, "ttft_cold_s": cold.metrics().ttft,
+            "ttft_cached_s": cached.metrics().ttft, "same_answer": cold.output_ids == cached.output_ids}
+
+
+# --- 5: cost and latency scale with tokens
+
+def step_scale(lesson, report) -> StepResult:
+    source, notes = lesson.source, []
+    cmp = EXPERIMENTS["short-long"].run(source, {"max_new_tokens": 16}, cancel=report.event,
+                                        progress=lambda f, m: report(0.6 * f, m))
+    if cmp.short is None or cmp.long is None:
+        return StepResult(5, "Cost and latency scale with tokens", "cancelled before both requests ran")
+    r = cmp.summary()["ratios"]
+    numbers = {"input_ratio": r["input_tokens"], "ttft_ratio": r.get("ttft"), "cost_ratio": r.get("est_cost_usd")}
+    takeaway = (f"The document had {r['input_tokens']:.0f}× the question's input tokens: its TTFT was "
+                f"{r.get('ttft', 0):.1f}× longer and its estimated cost {r.get('est_cost_usd', 0):.1f}× higher.")
+    tokens = CONTRACT_PAGES * TOKENS_PER_PAGE
+    shape, config = source.info.kv_shape, getattr(getattr(source, "backend", None), "config", None)
+    if shape:
+        numbers["contract_kv_bytes_formula"] = shape.formula_bytes(tokens)
+        takeaway += (f" A {CONTRACT_PAGES}-page contract (~{tokens:,} tokens at {TOKENS_PER_PAGE}/page, assumed) "
+                     f"would hold {format_bytes(numbers['contract_kv_bytes_formula'])} of KV cache (formula)")
+    if config is not None and source.capabilities.exact_ids and not report.cancelled:
+        model = calibrate(config, _calibration_points(source, report))
+        low, mid, high = model.predict(tokens)
+        numbers.update(contract_prefill_s=(low, mid, high), calibration=list(model.points))
+        window = source.info.context_window
+        takeaway += (f" and take about {mid:,.0f} s to prefill (FLOP model calibrated on this session's "
+                     f"{len(model.points)} measured prefills: {low:,.0f}–{high:,.0f} s) — an extrapolation, "
+                     f"{tokens / window:.0f}× past this model's {window:,}-token context window." if window else ".")
+    else:
+        takeaway += "."
+        notes.append("the 100-page prefill estimate needs the model's shape and exact-length runs: missing here")
+    return StepResult(5, "Cost and latency scale with tokens", takeaway, numbers,
+                      {"short_long": plot_short_vs_long(cmp)}, notes=notes)
+
+
+def _calibration_points(source, report) -> list[tuple[int, float]]:
+    window = source.info.context_window or 2**31
+    lengths = [n for n in CALIBRATION_LENGTHS if n < window]
+    ids = exact_length_ids(source, lengths[-1])
+    out = []
+    for i, n in enumerate(lengths):
+        if report.cancelled:
+            break
+        report(0.6 + 0.4 * i / len(lengths), f"calibrating: prefill of {n} tokens")
+        out.append((n, source.run_ids(ids[:n], GenerationSettings(max_new_tokens=1)).wait().steps[0].time))
+    return out
+
+
+# --- 6: no two requests are the same
+
+def step_mixed(lesson, report) -> StepResult:
+    """A long request, then a short one that arrived just after it, through one engine one at a time (FCFS):
+    the short question waits for the whole document."""
+    source = lesson.source
+    settings = GenerationSettings(max_new_tokens=16)
+    document, _ = long_prompt(source.tokenizer, source.info.context_window, 16, long_document())
+    start = time.perf_counter()
+    arrival_short = 0.05   # seconds after the document's request
+    long = follow(source.run(document, settings), report, lambda s: report(0.5 * (s.index + 1) / 16, "the document"))
+    finished = time.perf_counter() - start
+    if finished < arrival_short:   # the document was done before the question came: nothing to wait for
+        time.sleep(arrival_short - finished)
+    waited = max(0.0, finished - arrival_short)
+    short = follow(source.run(SHORT_QUESTION, settings), report,
+                   lambda s: report(0.5 + 0.5 * (s.index + 1) / 16, "the short question"))
+    if report.cancelled:
+        return StepResult(6, "No two requests are the same", "cancelled")
+    own, lm = short.metrics().ttft, long.metrics()
+    numbers = {"long_prompt_tokens": lm.prompt_tokens, "long_e2e_s": lm.e2e, "short_wait_s": waited,
+               "short_ttft_alone_s": own, "short_ttft_seen_s": waited + own}
+    takeaway = (f"The short question arrived {arrival_short * 1e3:.0f} ms after a {lm.prompt_tokens}-token document "
+                f"and waited {waited:.2f} s for it: its first token came {waited + own:.2f} s after it was sent, "
+                f"against {_ms(own)} on its own — {(waited + own) / own:.0f}× later. Serving engines batch "
+                f"requests (continuous batching) so one long request does not hold up the rest.")
+    return StepResult(6, "No two requests are the same", takeaway, numbers)

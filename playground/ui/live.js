@@ -1,0 +1,423 @@
+/* live.js: the Generate page's live view, drawn in the browser from the run's step stream.
+
+The server sends the run as lines of JSON (playground/live.py): a head, one array per step (numbered),
+an end line with the final figures. Gradio delivers the stream's text to apply() through a
+JavaScript-only .change; it only grows during a run, so each call reads the lines after the last one
+read: O(new steps). Chips, the answer text, the token count, the metrics panel and the four charts
+(timeline, latency per step, KV cache, top-k) are drawn here; chips at every update, charts at most
+every CHART_MS. A missing sequence number is said on the page and the stream is read again from
+its start. Token text is set with textContent and escaped for Plotly (which reads <b>, <a>, <br>).
+Every figure a source does not give (null) is labelled missing, never drawn as zero.
+Left out: anything the server can tell better (the final figures come from charts/run.py). */
+(function () {
+  "use strict";
+  const PREFILL = "#d97706", DECODE = "#2563eb", DECODE_ALT = "#60a5fa", FORMULA = "#6b7280", PALETTE = 6, CHART_MS = 250;
+  const CONFIG = {displaylogo: false, responsive: true};   // hover, zoom, PNG export (the modebar)
+  const CHARTS = ["timeline", "latency", "kv", "topk"];
+  const GAP = new Error("gap");
+  const stats = {applied: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0, resyncs: 0};
+  let run = null;   // the run on screen
+
+  const $ = (id) => document.getElementById(id);
+  // Plotly reads <b>, <a href>, <br> in text as markup and decodes &amp; &lt; &gt; (not &quot;): quotes stay
+  const esc = (s) => String(s).replace(/[&<>]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]));
+
+  function formatBytes(n) {   // as run_view.format_bytes
+    if (n < 1024) return `${n} B`;
+    for (const unit of ["KiB", "MiB", "GiB"]) {
+      n /= 1024;
+      if (n < 1024 || unit === "GiB") return `${n.toFixed(1)} ${unit}`;
+    }
+  }
+  const ms = (s) => (s == null ? "–" : `${Math.round(s * 1e3).toLocaleString("en-US")} ms`);
+
+  // --- reading the stream
+
+  function keep(list, value) {   // the last few thousand, for the tests and the bench
+    list.push(value);
+    if (list.length > 5000) list.splice(0, 1000);
+  }
+
+  function apply(text) {
+    const began = performance.now();
+    applyText(text);
+    keep(stats.applyMs, performance.now() - began);
+  }
+
+  function applyText(text) {
+    if (typeof text !== "string" || !text) return;
+    stats.applied++;
+    const nl = text.indexOf("\n");
+    if (nl < 0) return;
+    const headLine = text.slice(0, nl);
+    if (!run || run.headLine !== headLine) {
+      let head;
+      try { head = JSON.parse(headLine); } catch (e) { return; }
+      if (!head || !head.run || !Array.isArray(head.fields)) return;
+      start(head, headLine);
+    }
+    if (text.length <= run.offset) return;   // nothing new (or an older, shorter copy of this run's stream)
+    run.text = text;
+    try {
+      read(text);
+    } catch (e) {
+      if (e !== GAP) throw e;
+      stats.gaps++;
+      const missed = run.next;
+      resync(text);   // says so itself if steps are missing from the stream
+      if (!$("pg-notice") || !$("pg-notice").textContent) {
+        notice(`An update skipped step ${missed}: the page read the stream again from its start.`);
+      }
+    }
+    updated();
+  }
+
+  function read(text) {
+    const end = text.lastIndexOf("\n") + 1;   // whole lines only
+    const lines = text.slice(run.offset, end).split("\n");
+    const fresh = document.createDocumentFragment();
+    for (const line of lines) {
+      if (!line) continue;
+      const rec = JSON.parse(line);
+      if (Array.isArray(rec)) addStep(rec, fresh);
+      else if (rec && "end" in rec) run.end = rec;
+    }
+    run.offset = end;
+    addChips(fresh);
+  }
+
+  function resync(text) {   // the whole stream again, from the line after the head
+    const {head, headLine} = run;
+    start(head, headLine);
+    run.resyncing = true;
+    stats.resyncs++;
+    read(text);
+    run.resyncing = false;
+  }
+
+  function addStep(rec, fresh) {
+    const F = run.F, seq = rec[F.seq];
+    if (seq < run.next) return;   // already drawn
+    if (seq > run.next) {
+      if (!run.resyncing) throw GAP;
+      notice(`Steps ${run.next}–${seq - 1} are missing from the stream: the page skips them.`);
+    }
+    run.next = seq + 1;
+    run.steps.push(rec);
+    run.tokens += rec[F.tokens];
+    const chip = document.createElement("span");
+    chip.className = `tok tok-c${seq % PALETTE}` + (rec[F.special] ? " tok-special" : "");
+    chip.textContent = rec[F.shown];
+    chip.title = chipTitle(rec);
+    chip.dataset.seq = String(seq);
+    fresh.appendChild(chip);
+    if (!rec[F.special]) run.answer += rec[F.text];
+  }
+
+  function chipTitle(rec) {   // as run_view.chip_title
+    const F = run.F, prob = rec[F.prob], sampled = rec[F.sample_prob], kv = rec[F.kv_bytes];
+    const parts = [`id ${rec[F.token_id] == null ? "?" : rec[F.token_id]}`,
+      prob == null ? "model p missing" : `model p=${prob.toFixed(3)}`];
+    if (sampled != null) parts.push(`sampled p=${sampled.toFixed(3)}`);
+    if (rec[F.tokens] !== 1) parts.push(`${rec[F.tokens]} tokens in this event`);
+    parts.push(`${(rec[F.latency] * 1e3).toFixed(1)} ms`, kv == null ? "KV not measured" : `KV ${formatBytes(kv)}`);
+    return parts.join(" · ");
+  }
+
+  // --- a new run: clear what the last one drew
+
+  function start(head, headLine) {
+    if (run && run.timer > 0) clearTimeout(run.timer);
+    const F = Object.fromEntries(head.fields.map((name, i) => [name, i]));
+    run = {head, headLine, F, offset: headLine.length + 1, text: "", steps: [], next: 0, tokens: 0, answer: "",
+           end: null, drawn: {}, timer: null, lastDraw: 0, follow: true, selected: 0, topkShown: null,
+           finalShown: false, logAxis: false, cycles: 0, busy: 0};
+    const box = $("pg-chips");
+    if (box) {
+      box.replaceChildren();
+      const cursor = document.createElement("span");
+      cursor.className = "cursor";
+      cursor.textContent = "▌";
+      box.appendChild(cursor);
+    }
+    notice("");
+    const answer = answerBox();
+    if (answer) answer.value = "";
+    for (const name of CHARTS) {
+      const div = $(`pg-${name}`);
+      if (!div) continue;
+      if (window.Plotly && div.classList.contains("js-plotly-plot")) window.Plotly.purge(div);
+      div.classList.add("pg-chart-empty");
+      div.textContent = "waiting for the first token…";
+    }
+    const step = $("pg-step");
+    if (step) { step.max = "0"; step.value = "0"; }
+  }
+
+  function notice(text) {
+    const el = $("pg-notice");
+    if (el) el.textContent = text;
+  }
+
+  const answerBox = () => document.querySelector("#answer textarea");
+
+  function addChips(fresh) {
+    const box = $("pg-chips");
+    if (!box || !fresh.childNodes.length) return;
+    const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 40;
+    box.insertBefore(fresh, box.querySelector(".cursor"));
+    if (atBottom) box.scrollTop = box.scrollHeight;
+  }
+
+  function updated() {
+    const count = $("pg-count");
+    if (count) count.textContent = String(run.next);
+    const answer = answerBox();
+    if (answer && answer.value !== run.answer) answer.value = run.answer;
+    if (run.end) {
+      const cursor = document.querySelector("#pg-chips .cursor");
+      if (cursor) cursor.remove();
+      if (run.end.steps > run.next) notice(`The run ended with ${run.end.steps} steps; ${run.end.steps - run.next} never reached this page.`);
+    }
+    schedule();
+  }
+
+  // --- charts and metrics, at most every CHART_MS
+
+  function schedule() {
+    if (!run || run.timer) return;
+    // at most every CHART_MS, and at most half the main thread (a long run's charts cost more to redraw;
+    // a run's first cycle, which creates the charts, does not count)
+    const every = Math.max(CHART_MS, 2 * (run.busy || 0));
+    run.timer = setTimeout(flush, Math.max(0, run.lastDraw + every - Date.now()));
+  }
+
+  function flush() {   // one chart per task, so chips (and the page) get the main thread between charts
+    const r = run;
+    r.timer = null;
+    if (!window.Plotly) { r.timer = setTimeout(flush, 100); return; }
+    if (r.end && !r.finalShown) { showFinal(r); return; }   // the run is over: straight to the final figures
+    if (!r.steps.length) return;
+    let busy = 0;
+    const draws = [() => drawTimeline(r), () => drawLatency(r), () => drawKV(r),
+      () => drawTopK(r, r.follow ? r.steps.length - 1 : r.selected), () => drawMetrics(r)];
+    r.lastDraw = Date.now();
+    r.timer = -1;   // a cycle is under way: schedule() waits for its end
+    const next = (i) => {
+      if (run !== r) return;   // a new run started meanwhile
+      const began = performance.now();
+      draws[i]();
+      busy += performance.now() - began;
+      if (i + 1 < draws.length) { setTimeout(() => next(i + 1), 0); return; }
+      stats.draws++;
+      keep(stats.drawTimes, Date.now());
+      keep(stats.drawMs, busy);   // the main thread's time on this cycle's charts
+      if (r.cycles++) r.busy = busy;
+      r.timer = null;
+      if (r.end && !r.finalShown) showFinal(r);
+      else if (r.drawn.timeline < r.steps.length) schedule();   // steps came in during the cycle
+    };
+    next(0);
+  }
+
+  function layout(title, xaxis, yaxis, height = 320) {   // as charts/run.py _figure (plotly_white)
+    const axis = (text) => ({title: {text}, gridcolor: "#EBF0F8", zerolinecolor: "#EBF0F8", automargin: true});
+    return {title: {text: title}, xaxis: axis(xaxis), yaxis: axis(yaxis), height, font: {size: 16},
+            paper_bgcolor: "white", plot_bgcolor: "white", margin: {l: 60, r: 20, t: 50, b: 50},
+            legend: {orientation: "h", y: 1.02, x: 1, xanchor: "right", yanchor: "bottom"}};
+  }
+
+  function missing(lay, text) {
+    lay.annotations = [{text: esc(text), showarrow: false, font: {size: 18}, xref: "paper", yref: "paper", x: 0.5, y: 0.5}];
+    return lay;
+  }
+
+  const label = (s) => esc(s);   // the visible text, escaped: Plotly reads markup in labels
+
+  function plot(name, data, lay) {
+    const div = $(`pg-${name}`);
+    if (!div) return;
+    if (div.classList.contains("pg-chart-empty")) { div.classList.remove("pg-chart-empty"); div.textContent = ""; }
+    window.Plotly.react(div, data, lay, CONFIG);
+  }
+
+  function extend(name, update, traces) {
+    const div = $(`pg-${name}`);
+    if (div && div.data) window.Plotly.extendTraces(div, update, traces);
+  }
+
+  // While a run streams, steps are drawn as lines (one SVG path per trace): a Plotly bar is a path per
+  // bar, redrawn at every extend, which costs a page tens of ms per chart; the final render has the bars.
+
+  function drawTimeline(r) {   // decode steps as thick segments, alternating two traces so each step shows
+    const F = r.F, from = r.drawn.timeline || 0, decode = r.steps.slice(Math.max(from, 1));
+    const parts = [0, 1].map((odd) => {
+      const mine = decode.filter((s) => s[F.seq] % 2 === odd), x = [], y = [], customdata = [];
+      for (const s of mine) {
+        const point = [s[F.seq], label(s[F.shown]), s[F.latency] * 1e3];
+        x.push((s[F.time] - s[F.latency]) * 1e3, s[F.time] * 1e3, null);
+        y.push("request", "request", null);
+        customdata.push(point, point, null);
+      }
+      return {x, y, customdata};
+    });
+    if (!from) {
+      const first = r.steps[0], lay = layout("Timeline of the request", "time since request start (ms)", "", 220);
+      lay.yaxis.showticklabels = false;
+      lay.showlegend = true;
+      const decodeTrace = (part, color, name, show) => ({type: "scatter", mode: "lines", name, showlegend: show,
+        legendgroup: "decode", line: {color, width: 44}, ...part,
+        hovertemplate: "step %{customdata[0]} %{customdata[1]}: %{customdata[2]:.1f} ms<extra></extra>"});
+      plot("timeline", [
+        {type: "bar", name: "prefill (TTFT)", orientation: "h", y: ["request"], base: [0], x: [first[F.time] * 1e3],
+         marker: {color: PREFILL}, hovertemplate: "prefill + first token: %{x:.1f} ms<extra></extra>"},
+        decodeTrace(parts[0], DECODE, "decode", true), decodeTrace(parts[1], DECODE_ALT, "decode", false)], lay);
+    } else if (decode.length) {
+      extend("timeline", {x: parts.map((p) => p.x), y: parts.map((p) => p.y), customdata: parts.map((p) => p.customdata)},
+             [1, 2]);
+    }
+    r.drawn.timeline = r.steps.length;
+  }
+
+  function drawLatency(r) {
+    const F = r.F, from = r.drawn.latency || 0, decode = r.steps.slice(Math.max(from, 1));
+    const cols = {x: decode.map((s) => s[F.seq]), y: decode.map((s) => s[F.latency] * 1e3),
+                  customdata: decode.map((s) => label(s[F.shown]))};
+    const log = r.steps.length > 2;   // TTFT dwarfs decode steps: a log axis keeps both readable
+    if (!from) {
+      const lay = layout("Latency per step", "output token (step)", "latency (ms)");
+      if (log) lay.yaxis.type = "log";
+      plot("latency", [
+        {type: "bar", name: "prefill (TTFT)", x: [0], y: [r.steps[0][F.latency] * 1e3], marker: {color: PREFILL},
+         hovertemplate: "TTFT %{y:.1f} ms<extra></extra>"},
+        {type: "scatter", mode: "lines", name: "decode (ITL)", ...cols, line: {color: DECODE, width: 2, shape: "hvh"},
+         hovertemplate: "step %{x} %{customdata}: %{y:.1f} ms<extra></extra>"}], lay);
+      r.logAxis = log;
+    } else if (decode.length) {
+      extend("latency", {x: [cols.x], y: [cols.y], customdata: [cols.customdata]}, [1]);
+      if (log && !r.logAxis) { window.Plotly.relayout($("pg-latency"), {"yaxis.type": "log"}); r.logAxis = true; }
+    }
+    r.drawn.latency = r.steps.length;
+  }
+
+  function drawKV(r) {
+    const F = r.F, from = r.drawn.kv || 0, fresh = r.steps.slice(from), shape = r.head.kv;
+    const measured = fresh.filter((s) => s[F.kv_bytes] != null), known = fresh.filter((s) => s[F.seq_len] != null);
+    const formula = (n) => 2 * shape[0] * shape[1] * shape[2] * n * shape[3] / 2 ** 20;
+    if (!from) {
+      r.kvMeasured = measured.length > 0;
+      r.kvFormula = Boolean(shape) && known.length > 0;
+      const lay = layout("KV-cache size per step", "output token (step)", "KV cache (MiB)"), data = [];
+      if (r.kvMeasured) {
+        data.push({type: "scatter", name: "measured", mode: "lines", line: {color: DECODE, width: 3},
+                   x: measured.map((s) => s[F.seq]), y: measured.map((s) => s[F.kv_bytes] / 2 ** 20),
+                   customdata: measured.map((s) => s[F.seq_len]),
+                   hovertemplate: "step %{x}: %{y:.3f} MiB (%{customdata} tokens)<extra></extra>"});
+      } else {
+        missing(lay, `missing: ${r.head.backend} does not give measured KV-cache bytes`);
+      }
+      if (r.kvFormula) {
+        data.push({type: "scatter", name: `formula (estimate): 2×${shape[0]}×${shape[1]}×${shape[2]}×seq_len×${shape[3]}`,
+                   mode: "lines", line: {color: FORMULA, dash: "dash", width: 2}, x: known.map((s) => s[F.seq]),
+                   y: known.map((s) => formula(s[F.seq_len])), hovertemplate: "formula: %{y:.3f} MiB<extra></extra>"});
+      }
+      plot("kv", data, lay);
+    } else {
+      if (r.kvMeasured && measured.length) {
+        extend("kv", {x: [measured.map((s) => s[F.seq])], y: [measured.map((s) => s[F.kv_bytes] / 2 ** 20)],
+                      customdata: [measured.map((s) => s[F.seq_len])]}, [0]);
+      }
+      if (r.kvFormula && known.length) {
+        extend("kv", {x: [known.map((s) => s[F.seq])], y: [known.map((s) => formula(s[F.seq_len]))]},
+               [r.kvMeasured ? 1 : 0]);
+      }
+    }
+    r.drawn.kv = r.steps.length;
+  }
+
+  function drawTopK(r, index) {
+    const F = r.F, n = r.steps.length;
+    index = Math.max(0, Math.min(index, n - 1));
+    const picker = $("pg-step"), pickerLabel = $("pg-step-label");
+    if (picker) { picker.max = String(Math.max(n - 1, 0)); picker.value = String(index); }
+    if (pickerLabel) pickerLabel.textContent = r.follow ? `the last (${index})` : String(index);
+    if (r.topkShown === index) return;
+    r.topkShown = index;
+    const chosen = r.steps[index], top = chosen[F.top];
+    if (!top) {
+      plot("topk", [], missing(layout(`Top-k at step ${index}`, "probability", ""),
+                               `missing: ${r.head.backend} does not give top-k probabilities`));
+      return;
+    }
+    const p = chosen[F.prob] == null ? "" : ` (model p=${chosen[F.prob].toFixed(3)})`;
+    const lay = layout(`Top-k at step ${index}: chose “${label(chosen[F.shown])}”${p}`, "probability", "");
+    const cands = top.slice().reverse();   // best at the top of a horizontal bar chart
+    const labels = cands.map((c) => `${label(c[1])}  (id ${c[0]})`);
+    const data = [{type: "bar", name: "model (softmax at T=1)", orientation: "h", x: cands.map((c) => c[2]), y: labels,
+                   marker: {color: cands.map((c) => (c[0] === chosen[F.token_id] ? PREFILL : DECODE))},
+                   text: cands.map((c) => c[2].toFixed(3)), textposition: "auto",
+                   hovertemplate: "%{y}: model p=%{x:.4f}<extra></extra>"}];
+    if (!r.head.greedy && cands.some((c) => c[3] != null)) {
+      data.push({type: "bar", name: "sampled with (after temperature, top-k, top-p)", orientation: "h", y: labels,
+                 x: cands.map((c) => c[3] || 0), marker: {color: FORMULA}, opacity: 0.6,
+                 hovertemplate: "%{y}: sampling p=%{x:.4f}<extra></extra>"});
+    }
+    lay.xaxis.range = [0, 1];
+    lay.barmode = "group";
+    lay.showlegend = true;
+    plot("topk", data, lay);
+  }
+
+  function drawMetrics(r) {   // as run_view.metrics_html, from the steps so far
+    const panel = $("pg-live-metrics");
+    if (!panel) return;
+    const F = r.F, first = r.steps[0], last = r.steps[r.steps.length - 1];
+    const ttft = first[F.time], e2e = last[F.time], span = e2e - ttft, after = r.tokens - first[F.tokens];
+    const tpot = after > 0 ? span / after : null, tps = after > 0 && span > 0 ? after / span : null;
+    const price = (id) => { const v = Number((document.querySelector(`#${id} input`) || {}).value); return Number.isFinite(v) ? v : 0; };
+    const cost = (r.head.prompt_tokens * price("price-in") + r.tokens * price("price-out")) / 1e6;
+    const cards = [["prompt tokens", r.head.prompt_tokens.toLocaleString("en-US")], ["output tokens", r.tokens.toLocaleString("en-US")],
+      ["TTFT", ms(ttft)], ["TPOT", ms(tpot)], ["decode speed", tps == null ? "–" : `${tps.toFixed(1)} tok/s`],
+      ["E2E", `${e2e.toFixed(2)} s`],
+      ["KV cache now (measured)", last[F.kv_bytes] == null ? "not measured by this source" : formatBytes(last[F.kv_bytes])],
+      ["cost (estimate)", `$${cost.toFixed(6)}`]];
+    panel.replaceChildren(...cards.map(([k, v]) => {
+      const card = document.createElement("div"), key = document.createElement("div"), value = document.createElement("div");
+      card.className = "card"; key.className = "label"; value.className = "value";
+      key.textContent = k; value.textContent = v;
+      card.append(key, value);
+      return card;
+    }));
+  }
+
+  function showFinal(r) {   // the server's own figures (charts/run.py), built once at the end, interactive
+    r.finalShown = true;
+    r.topkShown = null;
+    const figures = r.end.figures || {};
+    for (const name of CHARTS) {
+      const fig = figures[name];
+      if (fig) plot(name, fig.data || [], {...(fig.layout || {}), template: r.end.template});
+    }
+    if (figures.topk) r.topkShown = r.steps.length - 1;
+    if (r.follow && r.steps.length) drawTopK(r, r.steps.length - 1);
+  }
+
+  // --- the step picker: the top-k chart follows the last step until moved
+
+  document.addEventListener("input", (event) => {
+    if (!run || !event.target || event.target.id !== "pg-step" || !run.steps.length || !window.Plotly) return;
+    run.selected = Number(event.target.value);
+    run.follow = run.selected >= run.steps.length - 1 && !run.end;
+    drawTopK(run, run.selected);
+  });
+
+  window.pgLive = {apply, stats, state: () => run};
+
+  // a stream already on the page when this script ran (it loads after Gradio has started)
+  const waiting = setInterval(() => {
+    const box = document.querySelector("#stream textarea");
+    if (!box) return;
+    clearInterval(waiting);
+    if (box.value && !run) apply(box.value);
+  }, 200);
+})();

@@ -1,0 +1,56 @@
+"""What the Generate page draws with in the browser: Plotly.js, live.js and the elements they own.
+
+    gr.Blocks(head=live_head())     # <script src=…plotly.min.js> (from the plotly package) + live.js inline
+
+Plotly.js comes from the installed `plotly` Python package (its package_data/plotly.min.js, the same
+version that builds the server's figures), served by Gradio as a static file: no CDN, no internet.
+Gradio loads its own copy lazily, only for gr.Plot, and never exposes it; live.js waits for ours.
+The containers below are gr.HTML values the server never updates: live.js alone writes inside them.
+
+Left out: the drawing itself (live.js) and the stream's format (playground/live.py).
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from urllib.parse import quote
+
+import plotly
+
+import gradio as gr
+
+LIVE_JS = Path(__file__).with_name("live.js")
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+LIVE_METRICS_ID = "pg-live-metrics"   # the metrics panel live.js redraws while a run streams
+RUNNING_STATUS = '⏳ generating… <span id="pg-count">0</span> tokens so far'   # live.js counts
+CHIPS_HTML = ('<div class="tok-view out-chips" id="pg-chips"><p class="tok-note">Output tokens appear here.</p>'
+              '</div><p class="pg-notice" id="pg-notice" role="status"></p>')
+LIVE_CSS = """
+.pg-hidden { display: none !important; }
+.pg-chart { min-height: 320px; contain: layout paint; } #pg-timeline { min-height: 220px; }
+#pg-chips { contain: content; }
+.pg-chart-empty { display: flex; align-items: center; justify-content: center; color: #374151; font-size: 1.1rem;
+  border: 1px dashed #d1d5db; border-radius: 8px; }
+.pg-notice { color: #b91c1c; font-weight: 700; margin: .2em 0; } .pg-notice:empty { display: none; }
+.pg-step { display: flex; flex-direction: column; gap: .3em; font-size: 1rem; }
+.pg-step input { width: 100%; }
+"""
+
+
+def chart_html(name: str) -> str:
+    """An empty chart container (`pg-<name>`) that live.js draws into."""
+    return (f'<div class="pg-chart pg-chart-empty" id="pg-{html.escape(name, quote=True)}">'
+            "Generate to see this chart</div>")
+
+
+def step_picker_html() -> str:
+    """The top-k chart's step picker: it follows the last step until moved."""
+    return ('<label class="pg-step">Step to inspect: <span id="pg-step-label">the last</span>'
+            '<input type="range" id="pg-step" min="0" max="0" value="0" step="1"></label>')
+
+
+def live_head() -> str:
+    """The <head> HTML: Plotly.js by URL (a static file of this app), then live.js inline."""
+    gr.set_static_paths([PLOTLY_JS])
+    src = "gradio_api/file=" + quote(str(PLOTLY_JS.resolve()))
+    return f'<script src="{src}"></script>\n<script>{LIVE_JS.read_text(encoding="utf-8")}</script>'

@@ -1,0 +1,71 @@
+"""A presenter walks the Lesson tab in Chromium (tiny model): six steps forward and back, each with its
+measured takeaway; the arrow keys, a deep link (?lesson=N), large type and the slow replay."""
+from __future__ import annotations
+
+import pytest
+
+from playground.ui import build_demo
+from scripts.screenshot import launch, open_page
+from tests.test_browser import require_browser
+
+pytestmark = [pytest.mark.browser]
+TITLES = ["It works in tokens", "One token at a time", "Prefill, then decode", "The KV cache",
+          "Cost and latency scale with tokens", "No two requests are the same"]
+
+
+@pytest.fixture(scope="module")
+def app(tiny_engine):
+    sync_api = require_browser()
+    demo = build_demo(tiny_engine)
+    url = launch(demo)
+    with sync_api.sync_playwright() as p:
+        browser, page = open_page(p, url)
+        yield page, url
+        browser.close()
+    demo.close()
+
+
+def wait_for_step(page, n: int, timeout_s: float = 120) -> str:
+    page.wait_for_selector("#lesson-title", state="attached", timeout=timeout_s * 1000)
+    page.wait_for_function(f"document.querySelector('#lesson-title').innerText.includes('Step {n} of 6')",
+                           timeout=timeout_s * 1000)
+    page.wait_for_function("document.querySelector('#lesson-takeaway').innerText.length > 40", timeout=timeout_s * 1000)
+    return page.locator("#lesson-takeaway").inner_text()
+
+
+def test_every_tab_has_one_button(app):
+    """Regression: a gr.State left between two tabs made Gradio draw the next tab's button twice."""
+    page, _ = app
+    ids = page.eval_on_selector_all("[role=tablist] [role=tab]", "els => els.map(e => e.dataset.tabId)")
+    assert ids == ["generate", "tokens", "compare", "experiments", "lesson"]
+
+
+def test_walk_all_six_steps_forward_and_back(app):
+    page, _ = app
+    page.locator("[role=tablist] [data-tab-id=lesson]").click()
+    takeaways = {}
+    for n in range(1, 7):   # step 1 waits on the page for Run; Next moves on and runs each step the first time
+        page.locator("#lesson-run" if n == 1 else "#lesson-next").click()
+        takeaways[n] = wait_for_step(page, n)
+        assert TITLES[n - 1] in page.locator("#lesson-title").inner_text()
+    assert "8 words →" in takeaways[1] and "prediction steps" in takeaways[2] and "TTFT" in takeaways[3]
+    assert "per token (measured)" in takeaways[4] and "extrapolation" in takeaways[5] and "waited" in takeaways[6]
+    for n in range(5, 0, -1):   # back: each step shows the result it kept, without running again
+        page.locator("#lesson-prev").click()
+        assert wait_for_step(page, n) == takeaways[n]
+        assert "kept from earlier" in page.locator("#lesson-status").inner_text()
+    page.keyboard.press("ArrowRight")   # the arrow keys move too (focus is on no text box)
+    assert wait_for_step(page, 2) == takeaways[2]
+    page.get_by_role("button", name="Replay slowly (the recorded tokens, one at a time)").click()
+    page.wait_for_function("document.querySelectorAll('#lesson-replay .tok').length >= 3", timeout=10_000)
+    page.locator("#lesson-large input").check()
+    page.wait_for_function("document.body.classList.contains('lesson-large')", timeout=10_000)
+
+
+def test_a_deep_link_opens_a_step(app):
+    page, url = app
+    tab = page.context.browser.new_page()
+    tab.goto(f"{url}?lesson=3")
+    assert "TTFT" in wait_for_step(tab, 3)
+    assert tab.locator("[role=tablist] [data-tab-id=lesson]").get_attribute("aria-selected") == "true"
+    tab.close()

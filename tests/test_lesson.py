@@ -1,0 +1,75 @@
+"""Lesson mode: the six steps on the tiny model, their takeaways built from their own numbers, the handout."""
+from __future__ import annotations
+
+import html
+import json
+import threading
+
+import pytest
+
+from playground.lesson import STEPS, Lesson
+from playground.lesson.handout import number_cell, write_handout
+
+
+@pytest.fixture(scope="module")
+def lesson(tiny_engine):
+    lesson = Lesson(tiny_engine)
+    lesson.run_all()
+    return lesson
+
+
+def test_every_step_runs_and_states_a_takeaway(lesson):
+    assert sorted(lesson.results) == list(STEPS) == [1, 2, 3, 4, 5, 6]
+    for n, r in lesson.results.items():
+        assert r.number == n and r.title == STEPS[n].title and len(r.takeaway) > 40 and not r.cancelled
+
+
+def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
+    trace = lesson.shared["trace"]
+    m = trace.metrics()
+    one, two, three = (lesson.results[n] for n in (1, 2, 3))
+    assert one.numbers["model_tokens"] == len(tiny_engine.encode("Serving LLMs is not like serving web apps."))
+    assert f"8 words → {one.numbers['model_tokens']} tokens" in one.takeaway
+    assert f"This {m.output_tokens}-token answer was {len(trace.steps)} prediction steps" in two.takeaway
+    assert three.numbers["ttft_s"] == m.ttft and three.numbers["tpot_s"] == m.tpot
+    assert f"TTFT {m.ttft * 1e3:,.0f} ms" in three.takeaway and f"{m.prompt_tokens} prompt tokens" in three.takeaway
+    four = lesson.results[4]
+    kv = [s.kv_bytes for s in trace.steps]
+    assert four.numbers["kv_per_token"] == (kv[-1] - kv[0]) / (len(kv) - 1) and four.numbers["identical"]
+    assert four.numbers["same_answer"] and four.numbers["shared_tokens"] > 200
+    five = lesson.results[5]
+    low, mid, high = five.numbers["contract_prefill_s"]
+    assert 0 < low <= mid <= high and "extrapolation" in five.takeaway and "context window" in five.takeaway
+    six = lesson.results[6]
+    n = six.numbers   # the question waits for what is left of the document's run after it arrived (50 ms in)
+    assert n["short_wait_s"] >= max(0.0, n["long_e2e_s"] - 0.05) - 0.01
+    assert n["short_ttft_seen_s"] == n["short_wait_s"] + n["short_ttft_alone_s"] > 0
+
+
+def test_the_handout_carries_the_same_numbers(lesson, tmp_path):
+    page = write_handout(lesson, tmp_path).read_text()
+    assert page.count("<h2>") == 6 and page.count("plotly.js") >= 1
+    for r in lesson.results.values():
+        assert f"<p class='takeaway'>{html.escape(r.takeaway)}</p>" in page
+        for key, value in r.numbers.items():
+            assert f"<td>{key}</td><td>{html.escape(number_cell(value))}</td>" in page
+    assert "<script>alert" not in page
+
+
+def test_the_handout_cli_runs_headless(tmp_path, capsys):
+    from playground.lesson.__main__ import main
+    assert main(["--out", str(tmp_path), "--model", "tiny", "--backend", "torch"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") >= 7 and (tmp_path / "lesson.html").stat().st_size > 1_000_000   # plotly.js inlined
+
+
+def test_a_stopped_step_is_not_kept(tiny_engine):
+    lesson, cancel = Lesson(tiny_engine), threading.Event()
+    result = lesson.run(4, progress=lambda f, m: f > 0.2 and cancel.set(), cancel=cancel)
+    assert result.cancelled and 4 not in lesson.results
+    with pytest.raises(ValueError, match="steps 1-6"):
+        lesson.run(7)
+
+
+def test_numbers_are_json_ready(lesson):
+    json.dumps({n: r.numbers for n, r in lesson.results.items()})

