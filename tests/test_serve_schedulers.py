@@ -145,3 +145,18 @@ def test_cancelling_concurrent_requests_stops_all_of_them():
     assert time.perf_counter() - started < 2.0 and result.cancelled
     assert {r.stop_reason for r in result.records} == {"cancelled"} and server.in_flight == 0
     assert not [t for t in threading.enumerate() if t.name.startswith("serve-request-")]
+
+
+@pytest.mark.server
+@pytest.mark.integration
+def test_concurrent_requests_to_llama_server_with_its_own_kv_figure(llama_server):
+    """llama.cpp batches the requests itself (2 slots: the other two wait inside the server)."""
+    from playground.remote import RemoteSource
+    source = RemoteSource(llama_server.url)
+    w = Workload.build([Q, RequestClass("sky", "Why is the sky blue?", 24, 1.0)], 4)
+    result = SCHEDULERS["concurrent"].create(source).run(w)
+    check_timelines(result, slack=0.5)
+    assert {r.stop_reason for r in result.records} <= {"eos", "length"}
+    firsts = sorted(r.first_token for r in result.records)
+    assert firsts[1] < min(r.last_token for r in result.records)   # two were decoding at the same time
+    assert result.kv_unit == "tokens" and result.kv_total == 4096 and max(v for _, v in result.kv) > 0

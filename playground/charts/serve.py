@@ -96,8 +96,8 @@ def plot_throughput(result, window: float = 1.0) -> go.Figure:
 
 def plot_kv_in_use(result) -> go.Figure:
     unit = result.kv_unit
-    scale, label = {"bytes": (2**-20, "MiB"), "blocks": (1, "blocks"), "fraction": (100, "% of the server's cache")
-                    }.get(unit, (1, unit or ""))
+    scale, label = {"bytes": (2**-20, "MiB"), "blocks": (1, "blocks"), "fraction": (100, "% of the server's cache"),
+                    "tokens": (1, "tokens held")}.get(unit, (1, unit or ""))
     fig = _figure(_title("KV cache in use", result), "seconds since the workload started", f"KV cache ({label})")
     if unit is None:
         return _empty(fig, f"missing: {result.source} does not give its KV-cache use")

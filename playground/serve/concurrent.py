@@ -9,10 +9,10 @@ StepSource whose runs may be iterated from several threads at once. `max_concurr
 in flight (the rest wait here, and that wait is measured); otherwise `admitted` means "sent", and any
 queueing inside the server is part of the prefill time (the client cannot see it).
 
-KV cache in use over time: the server's own figure when the source offers
-`kv_cache_usage() -> (used, total, unit) | None` (e.g. llama.cpp's `kv_cache_usage_ratio`, vLLM's
-`gpu_cache_usage_perc`), sampled every half second; else the sum of the running requests' measured
-`Step.kv_bytes` when the source measures them; else missing.
+KV cache in use over time: the server's own figure, sampled every half second, when the source offers
+`kv_cache_usage() -> (used, total, unit) | None`, or is a RemoteSource whose server reports one (vLLM:
+the KV pool's share in use; llama.cpp: tokens held in its slots, of their context sizes, from /slots);
+else the sum of the running requests' measured `Step.kv_bytes` when the source measures them; else missing.
 
 Left out: retries; a request that fails ends with stop_reason "error" and the others go on.
 """
@@ -23,6 +23,27 @@ import threading
 from .schedulers import Scheduler, drive, fail, progress_line, start_run
 
 KV_SAMPLE_INTERVAL = 0.5   # seconds between samples of the server's own KV figure
+
+
+def server_kv_usage(source):
+    """A callable giving the server's own KV figure as (used, total, unit), or None when there is none."""
+    usage = getattr(source, "kv_cache_usage", None)
+    if callable(usage):
+        return usage
+    kind, client = getattr(source, "kind", None), getattr(source, "client", None)
+    if client is None or not callable(getattr(kind, "figures", None)):
+        return None
+
+    def read():
+        figures = kind.figures(client)
+        if "kv_pool_used_share" in figures:
+            return figures["kv_pool_used_share"], 1.0, "fraction"
+        slots = figures.get("slots")
+        if not slots:
+            return None
+        held = sum((s.get("prompt_tokens") or 0) + (s.get("decoded") or 0) for s in slots if s.get("processing"))
+        return held, sum(s.get("n_ctx") or 0 for s in slots) or None, "tokens"
+    return read
 
 
 class ConcurrentScheduler(Scheduler):
@@ -36,8 +57,8 @@ class ConcurrentScheduler(Scheduler):
         self.max_concurrency = max_concurrency
 
     def _run(self, result, clock, report):
-        usage = getattr(self.source, "kv_cache_usage", None)
-        if callable(usage):
+        usage = server_kv_usage(self.source)
+        if usage is not None:
             result.kv_note = "the server's own KV-cache figure"
         elif self.source.capabilities.kv_bytes:
             result.kv_unit, result.kv_note = "bytes", "summed measured KV-cache bytes of the running requests"
@@ -102,3 +123,5 @@ class ConcurrentScheduler(Scheduler):
             used, total, unit = figure
             result.kv_unit, result.kv_total = unit, total
             result.kv.append((t, used))
+            if unit == "tokens":
+                result.kv_note = "tokens held in the server's slots (llama.cpp /slots), of their context"
