@@ -14,7 +14,7 @@ from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.serve_job import MachineGate
 from playground.ui.serve_views import OUTPUTS
-from test_ui import SlowBackend, free_port, generate_args, trace_from
+from test_ui import SlowBackend, free_port, generate_args, generated, trace_from
 
 OUT = {name: i for i, name in enumerate(OUTPUTS)}
 LONG = "Summarize the following document. " + "The cat sat on the mat. " * 40
@@ -87,11 +87,11 @@ def test_other_cpu_work_waits_until_the_workload_ends(app_url):
                                 api_name="/serve")
     while not any("running" in str(o[OUT["status"]]) for o in serve.outputs() if o):
         time.sleep(0.05)
-    generated = gen_client.predict(*generate_args(max_new_tokens=4, backend="torch"), api_name="/generate")
+    reply = gen_client.predict(*generate_args(max_new_tokens=4, backend="torch"), api_name="/generate")
     run = json.load(open(next(f for f in serve.result(timeout=300)[OUT["download"]] if str(f).endswith(".json")),
                          encoding="utf-8"))
     workload_end = max(s["wall_ns"] for r in run["requests"] for s in r["trace"]["steps"])
-    first_generated = trace_from(generated[9])["steps"][0]["wall_ns"]
+    first_generated = trace_from(generated(reply)["files"])["steps"][0]["wall_ns"]
     assert first_generated > workload_end   # Generate's first token came after the workload's last
 
 
