@@ -79,6 +79,8 @@ def main(argv: list[str]) -> None:
                 for name in names]
     from .bench_ui import main as ui_rows   # the app's cost to what it measures: rows "ui" and "ui-flat"
     ui_rows(["--backend", "onnx" if "onnx" in names else names[0]] + (["--model", args.model] if args.model else []))
+    if not args.names:   # the serve row: one at a time vs continuous batching (bench_serve.py)
+        _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
     if not peer:
         return
     if "--speed" not in argv:

@@ -3,6 +3,7 @@
     python -m playground.experiments all --out results/
     python -m playground.experiments prefill --out results/ --min-length 16 --max-length 2048 --repeats 5
     python -m playground.experiments cache --out results/ --backend onnx --cache-prompt 256
+    python -m playground.experiments serve --requests 16 --rate 2 --scheduler batching --out results/serve
 
 Writes DIR/<name>.json (the result's to_dict()) and DIR/<name>.html (the chart, plotly.js inlined so
 it opens offline) per experiment, and prints one progress line per update on stderr.
@@ -48,6 +49,10 @@ def options_of(args: argparse.Namespace, name: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:   # a workload of many requests: its own options (playground/serve/cli.py)
+        from ..serve.cli import main as serve_main
+        return serve_main(argv[1:])
     args = parse_args(argv)
     from ..backends import create_backend
     from ..engine import Engine

@@ -29,6 +29,8 @@ from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
 from .live_view import LIVE_CSS, live_head
+from .serve_job import gate_cpu_events
+from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
@@ -84,6 +86,7 @@ def build_demo(engine) -> gr.Blocks:
             compare_tab(registry, c.prompt)
             experiments_tab(registry)
             lesson = lesson_tab(registry)
+            serving = serve_tab(registry)
         wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
@@ -91,4 +94,5 @@ def build_demo(engine) -> gr.Blocks:
         demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
+        gate_cpu_events(demo, CPU_QUEUE, skip=serving)   # a Serve workload runs alone (ui/serve_job.py)
     return demo

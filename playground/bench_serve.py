@@ -1,0 +1,135 @@
+"""The serve row of `make bench`: one at a time on the fastest single-stream backend vs continuous batching.
+
+    python -m playground.bench_serve              # one JSON row (all in this process: the same session)
+    python -m playground.bench_serve --model tiny --requests 4   # what the test suite runs
+
+1. Single stream, every available backend (playground.backends.BACKENDS): one short and one long
+   request of the lesson, alone, after a warm-up (median of 3 rounds, backends round-robin); the mix's service time 0.8·short + 0.2·long gives
+   each backend's one-at-a-time capacity (requests/s). The fastest is the one with the highest.
+2. The pinned workload: 16 requests, 80% short / 20% long, seeded Poisson arrivals at 0.8x that
+   capacity, greedy, EOS honoured, 48 new tokens at most.
+3. The workload one at a time on the fastest backend, then with continuous batching (torch, after one
+   warm-up workload of 2 requests), then both again with every request arriving at once (saturation:
+   what each can serve at most), and one at a time on torch too: batching's gain on its own runtime.
+Figures: output tokens/s, p50/p95 TTFT of the short class, and the two ratios the targets are set on
+(batching >= 2x the throughput; short p95 TTFT <= 1/2). At 0.8x of one-at-a-time's capacity both keep
+up with the arrivals, so their throughput is bounded by the offered load; the saturated run shows
+how much each could serve.
+
+Left out: GPU figures (the same code measures torch on CUDA).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+from .serve import SCHEDULERS, Workload, default_classes
+from .serve.summary import percentile, served, throughput
+
+MIX = {"short": 0.8, "long": 0.2}
+
+
+def load(name: str, model: str | None):
+    from .backends import create_backend
+    from .engine import Engine
+    engine = Engine(create_backend(name, model))
+    engine.warm_up()
+    return engine
+
+
+def single_stream(engines: dict, max_new_tokens: int, rounds: int = 3) -> dict:
+    """Each backend's service time per class alone: median over `rounds`, backends taken round-robin so a burst
+    of load on the shared cores hits them alike."""
+    times = {name: {"short": [], "long": [], "tokens": []} for name in engines}
+    for _ in range(rounds):
+        for name, engine in engines.items():
+            w = Workload.build(default_classes(engine, max_new_tokens, {"short": 1, "long": 1}), 2)
+            for r in SCHEDULERS["one-at-a-time"].create(engine).run(w).records:
+                times[name][r.request.cls].append(r.e2e)
+                times[name]["tokens"].append(r.output_tokens)
+    out = {}
+    for name, t in times.items():
+        short, long = statistics.median(t["short"]), statistics.median(t["long"])
+        service = MIX["short"] * short + MIX["long"] * long
+        out[name] = {"short_s": round(short, 3), "long_s": round(long, 3), "capacity_rps": round(1 / service, 3),
+                     "tok_s": round(sum(t["tokens"]) / (sum(t["short"]) + sum(t["long"])), 1)}
+    return out
+
+
+def figures(result) -> dict:
+    shorts = [r.ttft for r in served(result) if r.request.cls == "short"]
+    tp = throughput(result)
+    return {"output_tps": _round(tp["output_tps"]), "requests_per_s": _round(tp["requests_per_s"]),
+            "short_ttft_p50_s": _round(percentile(shorts, 50)), "short_ttft_p95_s": _round(percentile(shorts, 95)),
+            "completed": tp["completed"], "wall_s": _round(tp["wall_s"])}
+
+
+def _round(v, digits=3):
+    return None if v is None else round(v, digits)
+
+
+def _ratio(a, b):
+    return round(a / b, 2) if a and b else None
+
+
+def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int = 48, seed: int = 0,
+              saturate: bool = True) -> dict:
+    from .backends import available_backends
+    candidates, engines = {}, {}
+    for name in available_backends():
+        try:
+            engines[name] = load(name, model)
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot load is named, the others still run
+            candidates[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    candidates.update(single_stream(engines, max_new_tokens))
+    fastest = max((n for n in candidates if "capacity_rps" in candidates[n]), key=lambda n: candidates[n]["capacity_rps"])
+    rate = round(0.8 * candidates[fastest]["capacity_rps"], 3)
+    torch_engine = engines.get("torch") or load("torch", model)
+    one, batching = SCHEDULERS["one-at-a-time"].create(engines[fastest]), SCHEDULERS["batching"].create(torch_engine)
+    classes = default_classes(engines[fastest], max_new_tokens, MIX)
+    workload = Workload.build(classes, requests, "poisson", rate, seed)
+    row = {"bench": "serve", "requests": requests, "mix": MIX, "max_new_tokens": max_new_tokens, "seed": seed,
+           "single_stream": candidates, "fastest_single_stream": fastest, "rate_rps": rate,
+           "rate_meaning": "0.8 x the fastest backend's one-at-a-time capacity (requests/s)"}
+    batching.run(Workload.build(classes, 2))   # warm-up: the paged model copy and the manager's first passes
+    for key, scheduler in (("one_at_a_time", one), ("batching", batching)):
+        row[key] = figures(scheduler.run(workload))
+    row["throughput_ratio"] = _ratio(row["batching"]["output_tps"], row["one_at_a_time"]["output_tps"])
+    row["short_p95_ttft_ratio"] = _ratio(row["batching"]["short_ttft_p95_s"], row["one_at_a_time"]["short_ttft_p95_s"])
+    row["targets_met"] = {"throughput_2x": (row["throughput_ratio"] or 0) >= 2,
+                          "short_p95_ttft_half": (row["short_p95_ttft_ratio"] or 9) <= 0.5}
+    if saturate:   # every request at once; plus one at a time on torch: the scheduler's gain on the same runtime
+        at_once = Workload.build(classes, requests, "all-at-once", None, seed)
+        same_runtime = SCHEDULERS["one-at-a-time"].create(torch_engine)
+        sat = row["saturated"] = {key: figures(s.run(at_once)) for key, s in (
+            ("one_at_a_time", one), ("batching", batching), ("one_at_a_time_torch", same_runtime))}
+        sat["throughput_ratio"] = _ratio(sat["batching"]["output_tps"], sat["one_at_a_time"]["output_tps"])
+        sat["throughput_ratio_same_runtime"] = _ratio(sat["batching"]["output_tps"],
+                                                      sat["one_at_a_time_torch"]["output_tps"])
+    return row
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m playground.bench_serve")
+    p.add_argument("--row", default=None, help=argparse.SUPPRESS)   # bench.py's row_in_subprocess passes a name
+    p.add_argument("--model", default=None)
+    p.add_argument("--requests", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--no-saturate", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    args = p.parse_args(argv)
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    row = serve_row(args.model, args.requests, args.max_new_tokens, saturate=not args.no_saturate)
+    row["bench_s"] = round(time.perf_counter() - start, 1)
+    row["torch_threads"] = torch.get_num_threads()
+    print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,136 @@
+"""A workload drawn from its records: the Gantt of every request, throughput and KV cache over time.
+
+    fig = plot_gantt(result, now=12.3)   # one row per request: waiting, prefill (its passes), decode, end
+    plot_throughput(result); plot_kv_in_use(result); plot_batches(result)
+
+Every bar and point is a measured timestamp (serve/records.py). While a workload runs, `now` (seconds
+since it started) extends the bars of requests still waiting or running, so the chart grows live.
+A figure the source cannot give (its KV cache, its batches) is labelled missing, never drawn as zero.
+
+Left out: sweeps (charts/serve_sweeps.py).
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..serve.summary import over_time
+from .run import DECODE, FORMULA, PREFILL, _empty, _figure
+
+WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
+ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context": ("diamond", "#16a34a"),
+        "cancelled": ("x", FAILED), "error": ("x", "#7f1d1d")}
+
+
+def _title(text: str, result) -> dict:
+    state = " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)"
+    return {"text": f"{text}{state}<br><sup>{result.scheduler_label} · {result.source}</sup>"}
+
+
+def _row(record) -> str:
+    return f"#{record.request.id} {record.request.cls}"
+
+
+def _segments(result, now: float | None):
+    """{phase: [(row, start, end, hover)]} from the records, open phases cut at `now`."""
+    out = {"waiting": [], "prefill": [], "prefill pass": [], "decode": []}
+    for r in result.records:
+        row, clip = _row(r), (now if now is not None else r.finished)
+        if r.arrival > (clip if clip is not None else r.arrival):
+            continue   # not arrived yet
+        admitted = r.admitted if r.admitted is not None else (clip if r.stop_reason is None else r.finished)
+        if admitted is not None and admitted > r.arrival:
+            out["waiting"].append((row, r.arrival, admitted, "waiting"))
+        if r.admitted is None:
+            continue
+        first = r.first_token if r.first_token is not None else (clip if r.stop_reason is None else r.finished)
+        kind = "prefill" if r.chunks else "prefill pass"   # passes known: draw them over the prefill phase
+        out[kind].append((row, r.admitted, first, f"prefill (TTFT from admission): {(first - r.admitted):.3f} s"))
+        out["prefill pass"] += [(row, a, b, f"prefill pass: {n} prompt tokens, {b - a:.3f} s") for a, b, n in r.chunks]
+        if r.first_token is not None:
+            last = r.last_token if r.stop_reason is not None else max(r.last_token, clip or r.last_token)
+            out["decode"].append((row, r.first_token, last, f"decode: {r.output_tokens} tokens, {last - r.first_token:.3f} s"))
+    return out
+
+
+def plot_gantt(result, now: float | None = None) -> go.Figure:
+    n = len(result.records)
+    fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
+                  height=max(460, 250 + 24 * n))
+    colors = {"waiting": WAITING, "prefill": "#fcd9a8", "prefill pass": PREFILL, "decode": DECODE}
+    names = {"waiting": "waiting (arrived, not admitted)", "prefill": "prefill phase (waiting between its passes)",
+             "prefill pass": "prefill (its forward passes, where known)", "decode": "decode"}
+    for phase, segs in _segments(result, now).items():
+        if segs:
+            fig.add_bar(name=names[phase], orientation="h", y=[s[0] for s in segs], base=[s[1] for s in segs],
+                        x=[max(s[2] - s[1], 1e-4) for s in segs], marker_color=colors[phase],
+                        customdata=[s[3] for s in segs], hovertemplate="%{y}: %{customdata}<extra></extra>")
+    for reason, (symbol, color) in ENDS.items():
+        ends = [r for r in result.records if r.stop_reason == reason and r.finished is not None]
+        if ends:
+            fig.add_scatter(name=f"ended: {reason}", mode="markers", y=[_row(r) for r in ends],
+                            x=[r.last_token if r.last_token is not None else r.finished for r in ends],
+                            marker=dict(symbol=symbol, color=color, size=9),
+                            customdata=[r.error or reason for r in ends],
+                            hovertemplate="%{y}: %{customdata}<extra></extra>")
+    rows = [_row(r) for r in result.records]
+    fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
+                                                     yref="container"),
+                      margin=dict(l=80, r=20, t=70, b=180),
+                      yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
+                                 tickmode="array", tickvals=rows, ticktext=rows))
+    return fig
+
+
+def plot_throughput(result, window: float = 1.0) -> go.Figure:
+    fig = _figure(_title(f"Throughput over time ({window:g} s windows)", result), "seconds since the workload started",
+                  "output tokens/s")
+    series = over_time(result, window)
+    if not series["t"]:
+        return _empty(fig, "no token yet")
+    fig.add_bar(name="output tokens/s", x=series["t"], y=series["output_tps"], marker_color=DECODE, width=window * 0.9)
+    fig.add_scatter(name="requests finished/s", x=series["t"], y=series["requests_per_s"], yaxis="y2",
+                    mode="lines+markers", line=dict(color=PREFILL))
+    fig.update_layout(yaxis2=dict(title="requests/s", overlaying="y", side="right", showgrid=False, rangemode="tozero"))
+    return fig
+
+
+def plot_kv_in_use(result) -> go.Figure:
+    unit = result.kv_unit
+    scale, label = {"bytes": (2**-20, "MiB"), "blocks": (1, "blocks"), "fraction": (100, "% of the server's cache"),
+                    "tokens": (1, "tokens held")}.get(unit, (1, unit or ""))
+    fig = _figure(_title("KV cache in use", result), "seconds since the workload started", f"KV cache ({label})")
+    if unit is None:
+        return _empty(fig, f"missing: {result.source} does not give its KV-cache use")
+    if not result.kv:
+        return _empty(fig, "no sample yet")
+    fig.add_scatter(name=result.kv_note or "in use", x=[t for t, _ in result.kv], y=[v * scale for _, v in result.kv],
+                    mode="lines", line=dict(color=DECODE, width=3, shape="hv"))
+    if result.kv_total:
+        fig.add_scatter(name=f"pool: {result.kv_total * scale:g} {label}", mode="lines", line=dict(color=FORMULA, dash="dash"),
+                        x=[0, max(t for t, _ in result.kv)], y=[result.kv_total * scale] * 2)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def plot_batches(result) -> go.Figure:
+    """What each forward pass carried: prompt tokens (prefill chunks) and decoding requests."""
+    fig = _figure(_title("What each forward pass carried", result), "seconds since the workload started", "tokens")
+    if not result.batches:
+        return _empty(fig, f"missing: {result.scheduler_label} does not report its forward passes")
+    b = list(result.batches)
+    mid = [(s.start + s.end) / 2 for s in b]
+    fig.add_bar(name="prompt tokens (prefill)", x=mid, y=[s.prefill_tokens for s in b], marker_color=PREFILL,
+                customdata=[s.end - s.start for s in b], hovertemplate="%{y} prompt tokens, pass %{customdata:.3f} s<extra></extra>")
+    fig.add_bar(name="decoding requests (1 token each)", x=mid, y=[s.decode_tokens for s in b], marker_color=DECODE,
+                customdata=[s.end - s.start for s in b], hovertemplate="%{y} decodes, pass %{customdata:.3f} s<extra></extra>")
+    fig.update_layout(barmode="stack")
+    return fig
+
+
+def request_rows(result) -> list[list]:
+    """The per-request table: id, class, prompt/output tokens, waiting, TTFT, TPOT, E2E (s), stop reason."""
+    def s(v):
+        return "—" if v is None else round(v, 3)
+    return [[r.request.id, r.request.cls, r.prompt_tokens if r.prompt_tokens is not None else "—", r.output_tokens,
+             s(r.waiting), s(r.ttft), s(r.tpot), s(r.e2e), r.stop_reason or "running"] for r in result.records]
+

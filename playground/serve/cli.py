@@ -1,0 +1,170 @@
+"""`python -m playground.experiments serve …`: a workload (or a sweep) headless, to JSON and an HTML report.
+
+    python -m playground.experiments serve --requests 16 --mix short:0.8,long:0.2 --rate 2 \\
+        --scheduler batching --compare one-at-a-time --backend onnx --out results/serve
+    python -m playground.experiments serve --sweep batch --scheduler batching --out results/sweep
+    python -m playground.experiments serve --sweep rate --rates 0.25,0.5,1 --ttft-slo 2 --tpot-slo 0.2 --out …
+    python -m playground.experiments serve --workload results/serve/workload.json --scheduler … --out …  # replay
+
+Writes DIR/workload.json (replayable), DIR/<scheduler>/requests/<id>.json (one per request: its
+timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/serve.html (standalone
+report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. Progress goes to stderr about once
+a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
+
+Left out: starting a server (the concurrent scheduler takes --url of a running one).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..config import GenerationSettings
+from .registry import SCHEDULERS
+from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
+from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m playground.experiments serve", description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--requests", type=int, default=16, help=f"1-{MAX_REQUESTS}")
+    p.add_argument("--mix", default="short:0.8,long:0.2", help="class:share pairs (classes: short, long)")
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--rate", type=float, default=None, help="requests/s (default: all at once)")
+    p.add_argument("--arrival", choices=ARRIVALS, default=None, help="default: poisson with --rate, else all-at-once")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workload", type=Path, default=None, help="replay a workload.json instead of drawing one")
+    p.add_argument("--scheduler", choices=list(SCHEDULERS), default="batching")
+    p.add_argument("--compare", choices=list(SCHEDULERS), default=None, help="the same workload on a second scheduler")
+    p.add_argument("--backend", default=None, help="the source of one-at-a-time (default: as the app picks)")
+    p.add_argument("--url", default=None, help="an OpenAI-compatible server, for the concurrent scheduler")
+    p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    p.add_argument("--max-batch-tokens", type=int, default=256, help="batching: tokens per forward pass")
+    p.add_argument("--num-blocks", type=int, default=None, help="batching: KV blocks (default: the workload at once)")
+    p.add_argument("--manager-scheduler", choices=("fifo", "prefill_first"), default="fifo")
+    p.add_argument("--max-total-tokens", type=int, default=MAX_WORKLOAD_TOKENS)
+    p.add_argument("--sweep", choices=("batch", "rate"), default=None)
+    p.add_argument("--sizes", default="1,2,4,8,16", help="batch sweep: concurrent requests")
+    p.add_argument("--new-tokens", type=int, default=64, help="batch sweep: tokens each request decodes")
+    p.add_argument("--rates", default="0.25,0.5,1,2", help="rate sweep: requests/s")
+    p.add_argument("--ttft-slo", type=float, default=None, help="seconds")
+    p.add_argument("--tpot-slo", type=float, default=None, help="seconds")
+    return p.parse_args(argv)
+
+
+def make_scheduler(name: str, args, sources: dict):
+    needs = SCHEDULERS[name].needs
+    if needs == "remote":
+        if not args.url:
+            raise SystemExit("the concurrent scheduler needs --url of an OpenAI-compatible server")
+        key = args.url
+        if key not in sources:
+            from ..remote import RemoteSource   # issue 16
+            sources[key] = RemoteSource(args.url)
+    else:
+        key = "torch" if needs == "torch" else args.backend
+        if key not in sources:
+            from ..backends import create_backend
+            from ..engine import Engine
+            sources[key] = Engine(create_backend(key, args.model))
+    options = {}
+    if name == "batching":
+        from .batching import PoolConfig
+        options["pool"] = PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
+                                     scheduler=args.manager_scheduler)
+    return SCHEDULERS[name].create(sources[key], **options)
+
+
+def build_workload(args, source) -> Workload:
+    if args.workload:
+        return Workload.from_dict(json.loads(args.workload.read_text()))
+    arrival = args.arrival or ("poisson" if args.rate else "all-at-once")
+    classes = default_classes(source, args.max_new_tokens, parse_mix(args.mix))
+    return Workload.build(classes, args.requests, arrival, args.rate, args.seed)
+
+
+def in_background(work, cancel: threading.Event):
+    """Run `work()` in a thread; Ctrl-C sets `cancel` and waits for it to stop. Returns (value, interrupted).
+
+    It waits on an Event, not on Thread.join: a join interrupted by KeyboardInterrupt can report the thread
+    as ended while it still runs (CPython 3.11)."""
+    box, done, interrupted = {}, threading.Event(), False
+
+    def body():
+        try:
+            box["value"] = work()
+        finally:
+            done.set()
+    threading.Thread(target=body, daemon=True, name="serve-cli").start()
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except KeyboardInterrupt:
+            print("cancelling every request…", file=sys.stderr, flush=True)
+            cancel.set()
+            interrupted = True
+    return box.get("value"), interrupted
+
+
+def say(prefix: str):
+    last = [0.0]
+
+    def progress(fraction, message):
+        if time.monotonic() - last[0] >= 1.0 or fraction >= 1.0:
+            last[0] = time.monotonic()
+            print(f"[{prefix}] {fraction:4.0%} {message}", file=sys.stderr, flush=True)
+    return progress
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    from .report import html_report
+    sources, cancel = {}, threading.Event()
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [args.scheduler] + ([args.compare] if args.compare and args.compare != args.scheduler else [])
+    schedulers = [make_scheduler(n, args, sources) for n in names]
+    first = schedulers[0].source
+    if args.sweep:
+        from .sweeps import run_batch_sweep, run_rate_sweep
+        sweeps = []
+        for s in schedulers:
+            work = (lambda s=s: run_batch_sweep(s, [int(x) for x in args.sizes.split(",")], args.new_tokens,
+                                                progress=say(s.name), cancel=cancel)) if args.sweep == "batch" else (
+                lambda s=s: run_rate_sweep(s, build_workload(args, first), [float(x) for x in args.rates.split(",")],
+                                           args.ttft_slo, args.tpot_slo, say(s.name), cancel))
+            sweep, stopped = in_background(work, cancel)
+            sweeps.append(sweep)
+            (args.out / f"sweep-{args.sweep}-{s.name}.json").write_text(json.dumps(sweep.to_dict(), indent=1))
+            print(json.dumps({"sweep": args.sweep, "scheduler": s.name, "points": sweep.to_dict()["points"]}))
+            if stopped:
+                break
+        (args.out / "serve.html").write_text(html_report([], sweeps, f"{args.sweep} sweep"), encoding="utf-8")
+        return 130 if cancel.is_set() else 0
+    workload = build_workload(args, first)
+    if first.capabilities.local_tokenizer:
+        check_tokens(workload, lambda p: len(first.prompt_ids(p, GenerationSettings())[1]), args.max_total_tokens)
+    (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
+    results = []
+    for s in schedulers:
+        result, stopped = in_background(lambda s=s: s.run(workload, say(s.name), cancel), cancel)
+        results.append(result)
+        folder = args.out / s.name / "requests"
+        folder.mkdir(parents=True, exist_ok=True)
+        for record in result.records:
+            (folder / f"{record.request.id:03d}.json").write_text(json.dumps(record.to_dict(), ensure_ascii=False))
+        (args.out / f"{s.name}.json").write_text(json.dumps(result.to_dict(with_traces=False), indent=1,
+                                                            ensure_ascii=False))
+        print(json.dumps({"scheduler": s.name, **result.to_dict(with_traces=False)["summary"]}, ensure_ascii=False))
+        if stopped:
+            break
+    (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
+    print(f"-> {args.out}/serve.html", file=sys.stderr)
+    return 130 if cancel.is_set() else 0

@@ -1,0 +1,127 @@
+"""Requests sent concurrently to a source that batches them itself (a server: vLLM, llama.cpp --parallel N).
+
+    scheduler = ConcurrentScheduler(remote_source, max_concurrency=None)   # None: every request at once
+    result = scheduler.run(workload)
+
+One thread per request, started at its arrival time, calls `source.run(prompt, settings)` and iterates
+the Run; the server's own scheduler decides batching, chunking and queueing. So this works with any
+StepSource whose runs may be iterated from several threads at once. `max_concurrency` caps the requests
+in flight (the rest wait here, and that wait is measured); otherwise `admitted` means "sent", and any
+queueing inside the server is part of the prefill time (the client cannot see it).
+
+KV cache in use over time: the server's own figure, sampled every half second, when the source offers
+`kv_cache_usage() -> (used, total, unit) | None`, or is a RemoteSource whose server reports one (vLLM:
+the KV pool's share in use; llama.cpp: tokens held in its slots, of their context sizes, from /slots);
+else the sum of the running requests' measured `Step.kv_bytes` when the source measures them; else missing.
+
+Left out: retries; a request that fails ends with stop_reason "error" and the others go on.
+"""
+from __future__ import annotations
+
+import threading
+
+from .schedulers import Scheduler, drive, fail, progress_line, start_run
+
+KV_SAMPLE_INTERVAL = 0.5   # seconds between samples of the server's own KV figure
+
+
+def server_kv_usage(source):
+    """A callable giving the server's own KV figure as (used, total, unit), or None when there is none."""
+    usage = getattr(source, "kv_cache_usage", None)
+    if callable(usage):
+        return usage
+    kind, client = getattr(source, "kind", None), getattr(source, "client", None)
+    if client is None or not callable(getattr(kind, "figures", None)):
+        return None
+
+    def read():
+        figures = kind.figures(client)
+        if "kv_pool_used_share" in figures:
+            return figures["kv_pool_used_share"], 1.0, "fraction"
+        slots = figures.get("slots")
+        if not slots:
+            return None
+        held = sum((s.get("prompt_tokens") or 0) + (s.get("decoded") or 0) for s in slots if s.get("processing"))
+        return held, sum(s.get("n_ctx") or 0 for s in slots) or None, "tokens"
+    return read
+
+
+class ConcurrentScheduler(Scheduler):
+    name, label = "concurrent", "concurrent requests (the server batches them itself)"
+    admitted_means = "the request was sent (queueing inside the server is part of its prefill time)"
+
+    def __init__(self, source, max_concurrency: int | None = None):
+        super().__init__(source)
+        if max_concurrency is not None and not 1 <= int(max_concurrency) <= 64:
+            raise ValueError(f"max concurrency must be between 1 and 64, got {max_concurrency}")
+        self.max_concurrency = max_concurrency
+
+    def _run(self, result, clock, report):
+        usage = server_kv_usage(self.source)
+        if usage is not None:
+            result.kv_note = "the server's own KV-cache figure"
+        elif self.source.capabilities.kv_bytes:
+            result.kv_unit, result.kv_note = "bytes", "summed measured KV-cache bytes of the running requests"
+        slots = threading.BoundedSemaphore(self.max_concurrency or len(result.records))
+        runs, lock, last_kv = {}, threading.Lock(), {}
+
+        def on_step(record, step):
+            if result.kv_unit == "bytes" and step.kv_bytes is not None:
+                with lock:
+                    last_kv[record.request.id] = step.kv_bytes
+                    result.kv.append((record.admitted + step.time, sum(last_kv.values())))
+
+        def one(record):
+            with slots:
+                if report.cancelled:
+                    return
+                record.admitted = clock.now()
+                try:
+                    run = start_run(self.source, record.request)
+                except Exception as exc:  # noqa: BLE001 - this request fails; the others go on
+                    fail(record, clock, exc)
+                    return
+                record.prompt_tokens = len(run.trace.prompt_ids) if run.trace.prompt_ids else None
+                with lock:
+                    runs[record.request.id] = run
+                drive(record, run, clock, report.event, on_step)
+                with lock:
+                    if last_kv.pop(record.request.id, None) is not None:
+                        result.kv.append((record.finished, sum(last_kv.values())))
+
+        sampled = [-KV_SAMPLE_INTERVAL]
+
+        def tick():
+            if callable(usage) and clock.now() - sampled[0] >= KV_SAMPLE_INTERVAL:
+                sampled[0] = clock.now()
+                self._sample_server(result, usage, sampled[0])
+            report(*progress_line(result))
+
+        threads = []
+        for record in sorted(result.records, key=lambda r: r.arrival):
+            if not clock.wait_until(record.arrival, report.event, tick):
+                break
+            thread = threading.Thread(target=one, args=(record,), daemon=True, name=f"serve-request-{record.request.id}")
+            thread.start()
+            threads.append(thread)
+        while any(t.is_alive() for t in threads):
+            if report.cancelled:
+                with lock:
+                    for run in runs.values():
+                        run.cancel()
+            for t in threads:
+                t.join(0.1)
+            tick()
+
+    @staticmethod
+    def _sample_server(result, usage, t):
+        try:
+            figure = usage()
+        except Exception:  # noqa: BLE001 - a failed metrics call is a missing sample, not a failed workload
+            figure = None
+        if figure is not None:
+            used, total, unit = figure
+            result.kv_unit, result.kv_total = unit, total
+            result.kv.append((t, used))
+            if unit == "tokens":
+                result.kv_note = "tokens held in the server's slots (llama.cpp /slots), of their context"

@@ -1,0 +1,153 @@
+"""What a workload run leaves: one `RequestRecord` per request, the scheduler's batches, KV use over time.
+
+Times are seconds since the workload started (one perf_counter clock for every scheduler). Per request:
+
+    arrival ──waiting──► admitted ──prefill (TTFT from admission)──► first token ──decode──► last token
+    waiting + prefill + decode = E2E (= last token - arrival);  TTFT = first token - arrival
+
+`admitted` is when the scheduler began the request's prefill (a remote source: when it was sent; the
+server's own queue is then inside the prefill time, and `admitted_means` says so). The request's Steps
+live in `trace` (Step.time = seconds since admission), so `trace.metrics()` gives TTFT-from-admission,
+TPOT and ITL with the project's one set of definitions. `chunks` are the prefill pieces a chunked-prefill
+scheduler ran (start, end, prompt tokens); empty where the prefill was one piece not seen from outside.
+
+Left out: summaries across requests (summary.py) and drawing (charts/serve.py).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..trace import Trace
+from .workload import Request, Workload
+
+
+@dataclass
+class RequestRecord:
+    request: Request
+    prompt_tokens: int | None = None     # after the chat template (None: the source has no tokenizer here)
+    admitted: float | None = None        # None: never started (cancelled while waiting)
+    trace: Trace | None = None
+    chunks: list[tuple[float, float, int]] = field(default_factory=list)
+    finished: float | None = None        # when the scheduler saw the request end (last token, cancel, error)
+    stop_reason: str | None = None       # "eos" | "length" | "context" | "cancelled" | "error"
+    error: str | None = None
+
+    @property
+    def steps(self):
+        return self.trace.steps if self.trace is not None else []
+
+    @property
+    def arrival(self) -> float:
+        return self.request.arrival
+
+    @property
+    def first_token(self) -> float | None:
+        steps = self.steps
+        return self.admitted + steps[0].time if steps else None
+
+    @property
+    def last_token(self) -> float | None:
+        steps = self.steps
+        return self.admitted + steps[-1].time if steps else None
+
+    @property
+    def waiting(self) -> float | None:
+        return None if self.admitted is None else self.admitted - self.arrival
+
+    @property
+    def prefill(self) -> float | None:
+        """TTFT from admission."""
+        steps = self.steps
+        return steps[0].time if steps else None
+
+    @property
+    def decode(self) -> float | None:
+        steps = self.steps
+        return steps[-1].time - steps[0].time if steps else None
+
+    @property
+    def ttft(self) -> float | None:
+        first = self.first_token
+        return None if first is None else first - self.arrival
+
+    @property
+    def e2e(self) -> float | None:
+        last = self.last_token
+        return None if last is None else last - self.arrival
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.tokens for s in self.steps)
+
+    @property
+    def tpot(self) -> float | None:
+        return self.trace.metrics().tpot if self.steps else None
+
+    def token_times(self) -> list[tuple[float, int]]:
+        """(time since the workload started, tokens) per Step."""
+        return [(self.admitted + s.time, s.tokens) for s in self.steps]
+
+    def to_dict(self) -> dict:
+        keys = ("arrival", "admitted", "first_token", "last_token", "finished", "waiting", "prefill", "decode",
+                "ttft", "tpot", "e2e", "output_tokens")
+        return {"id": self.request.id, "class": self.request.cls, "request": asdict(self.request),
+                "prompt_tokens": self.prompt_tokens, **{k: getattr(self, k) for k in keys},
+                "prefill_chunks": [{"start": a, "end": b, "tokens": n} for a, b, n in self.chunks],
+                "stop_reason": self.stop_reason, "error": self.error,
+                "trace": self.trace.to_dict() if self.trace is not None else None}
+
+
+@dataclass(frozen=True)
+class BatchStep:
+    """One forward pass of a batching scheduler: which requests it carried and what it cost."""
+    start: float
+    end: float
+    requests: int
+    prefill_tokens: int     # prompt tokens read in this pass (chunks of one or more prefills)
+    decode_tokens: int      # requests that each decoded one token
+    blocks_used: int        # KV blocks allocated after the pass
+
+
+@dataclass
+class WorkloadResult:
+    scheduler: str                   # registry name: "one-at-a-time" | "batching" | "concurrent"
+    scheduler_label: str
+    source: str                      # the step source, described
+    workload: Workload
+    records: list[RequestRecord]
+    admitted_means: str = "the scheduler began the request's prefill"
+    batches: list[BatchStep] = field(default_factory=list)
+    kv: list[tuple[float, float]] = field(default_factory=list)   # (time, KV in use), measured
+    kv_unit: str | None = None       # "blocks" | "bytes" | "fraction"; None: not measured (labelled missing)
+    kv_total: float | None = None    # the pool's size in kv_unit (None: no fixed pool)
+    kv_note: str = ""                # where the KV figure comes from
+    pool: dict | None = None         # the batching manager's block pool, as sized
+    notes: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+    cancelled: bool = False
+    done: bool = False
+    started: float | None = None     # perf_counter() at the start (a live view's "now"; not exported)
+
+    def now(self) -> float | None:
+        """Seconds since the workload started (its end once done); None before it starts."""
+        return self.elapsed if self.done else None if self.started is None else time.perf_counter() - self.started
+
+    def to_dict(self, with_traces: bool = True) -> dict:
+        from .summary import summarize
+        records = [r.to_dict() for r in self.records]
+        if not with_traces:
+            for r in records:
+                r.pop("trace")
+        return {"scheduler": self.scheduler, "scheduler_label": self.scheduler_label, "source": self.source,
+                "admitted_means": self.admitted_means, "workload": self.workload.to_dict(),
+                "summary": summarize(self), "batches": [asdict(b) for b in self.batches],
+                "kv": {"unit": self.kv_unit, "total": self.kv_total, "note": self.kv_note,
+                       "samples": [list(p) for p in self.kv]},
+                "pool": self.pool, "notes": self.notes, "elapsed": self.elapsed, "cancelled": self.cancelled,
+                "requests": records}
+
+
+def new_result(scheduler, source: str, workload: Workload) -> WorkloadResult:
+    return WorkloadResult(scheduler.name, scheduler.label, source, workload,
+                          [RequestRecord(r) for r in workload.requests])

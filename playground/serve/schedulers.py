@@ -1,0 +1,148 @@
+"""Schedulers: the shared harness, and one at a time (first come, first served). The registry: registry.py.
+
+    scheduler = OneAtATime(source)                              # any StepSource (a local Engine, a server)
+    result = scheduler.prepare(workload)                        # the live record (a UI draws it while it grows)
+    scheduler.run(workload, progress, cancel, result)           # returns it, every request ended
+
+Every scheduler releases each request at its arrival time on one perf_counter clock, stamps when it
+admits it, and keeps the Steps its source made (records.py). Cancel (a threading.Event) stops the
+running request(s) within one step; requests not yet started end as "cancelled".
+
+Left out: preemption and priorities; the batching manager's own scheduler decides those for batching.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from ..config import GenerationSettings
+from ..experiments.common import Progress, ProgressFn
+from .records import RequestRecord, WorkloadResult, new_result
+from .workload import Request, Workload
+
+
+class Clock:
+    """Seconds since the workload started; `wait_until` sleeps until then, or returns False once cancelled."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+
+    def now(self) -> float:
+        return time.perf_counter() - self.start
+
+    def since(self, t_abs: float) -> float:
+        return t_abs - self.start
+
+    def wait_until(self, t: float, cancel: threading.Event | None, tick: Callable[[], None] | None = None) -> bool:
+        while (left := t - self.now()) > 0:
+            if cancel is None:
+                time.sleep(min(left, 0.25))
+            elif cancel.wait(min(left, 0.25)):
+                return False
+            if tick is not None:
+                tick()
+        return not (cancel is not None and cancel.is_set())
+
+
+def settings_for(request: Request) -> GenerationSettings:
+    """Greedy, the class's token budget, one top candidate (the cheapest step every source can take)."""
+    return GenerationSettings(max_new_tokens=request.max_new_tokens, top_candidates=1).validate()
+
+
+def start_run(source, request: Request):
+    """A Run of `request` on `source`: its chat prompt, or exact ids with EOS ignored (the sweeps)."""
+    settings = settings_for(request)
+    if request.ignore_eos and source.capabilities.exact_ids and source.capabilities.local_tokenizer:
+        _, ids = source.prompt_ids(request.prompt, settings)
+        return source.run_ids(ids, settings, ignore_eos=True)
+    return source.run(request.prompt, settings)
+
+
+def drive(record: RequestRecord, run, clock: Clock, cancel: threading.Event | None, on_step=None) -> None:
+    """Iterate `run` to its end (cancelling it once `cancel` is set); the record keeps its trace and end."""
+    record.trace = run.trace
+    try:
+        for step in run:
+            if cancel is not None and cancel.is_set():
+                run.cancel()
+            if on_step is not None:
+                on_step(record, step)
+    except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
+        pass
+    record.finished = clock.now()
+    record.stop_reason, record.error = run.trace.stop_reason or "cancelled", run.trace.error
+
+
+def fail(record: RequestRecord, clock: Clock, exc: Exception) -> None:
+    record.finished, record.stop_reason = clock.now(), "error"
+    record.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+
+
+def progress_line(result: WorkloadResult) -> tuple[float, str]:
+    recs = result.records
+    done = sum(r.stop_reason is not None for r in recs)
+    running = sum(r.admitted is not None and r.stop_reason is None for r in recs)
+    tokens = sum(r.output_tokens for r in recs)
+    return done / len(recs), f"{done}/{len(recs)} finished · {running} running · {len(recs) - done - running} waiting · " \
+                      f"{tokens} tokens"
+
+
+class Scheduler:
+    name, label = "", ""
+    admitted_means = "the scheduler began the request's prefill"
+
+    def __init__(self, source):
+        self.source = source
+
+    def prepare(self, workload: Workload) -> WorkloadResult:
+        result = new_result(self, self.source.info.describe(), workload)
+        result.admitted_means = self.admitted_means
+        return result
+
+    def run(self, workload: Workload, progress: ProgressFn | None = None, cancel: threading.Event | None = None,
+            result: WorkloadResult | None = None) -> WorkloadResult:
+        result = result or self.prepare(workload)
+        report, clock = Progress(progress, cancel), Clock()
+        result.started = clock.start
+        try:
+            self._run(result, clock, report)
+        finally:
+            for record in result.records:
+                if record.stop_reason is None:
+                    record.stop_reason = "cancelled"
+                    record.finished = record.finished if record.finished is not None else clock.now()
+            result.elapsed, result.cancelled, result.done = clock.now(), report.cancelled, True
+            report(1.0, "cancelled" if report.cancelled else "done")
+        return result
+
+    def _run(self, result: WorkloadResult, clock: Clock, report: Progress) -> None:
+        raise NotImplementedError
+
+
+class OneAtATime(Scheduler):
+    """First come first served: the next request starts when the last one ends (what Generate does, queued)."""
+    name, label = "one-at-a-time", "one at a time (first come, first served)"
+
+    def _run(self, result, clock, report):
+        if self.source.capabilities.kv_bytes:
+            result.kv_unit, result.kv_note = "bytes", "measured KV-cache bytes of the running request"
+        for record in sorted(result.records, key=lambda r: r.arrival):
+            if not clock.wait_until(record.arrival, report.event):
+                return
+            record.admitted = clock.now()
+            try:
+                run = start_run(self.source, record.request)
+            except Exception as exc:  # noqa: BLE001 - a bad request ends in error; the others still run
+                fail(record, clock, exc)
+                continue
+            record.prompt_tokens = len(run.trace.prompt_ids)
+            drive(record, run, clock, report.event, lambda rec, step: self._step(result, rec, step, report))
+            if result.kv_unit:
+                result.kv.append((record.finished, 0))   # its cache is released with the request
+
+    @staticmethod
+    def _step(result, record, step, report):
+        if step.kv_bytes is not None and result.kv_unit:
+            result.kv.append((record.admitted + step.time, step.kv_bytes))
+        report(*progress_line(result))

@@ -1,0 +1,146 @@
+"""A workload's numbers: p50/p95 per class, throughput, goodput under an SLO, and the lesson in one sentence.
+
+    summarize(result)                    # {"classes": {...}, "throughput": {...}, "lesson": "…"}
+    goodput(result, ttft=1.0, tpot=0.2)  # requests/s that met both (vLLM's `bench serve --goodput`)
+    over_time(result, window=1.0)        # output tok/s and finished req/s per window, for the chart
+
+Throughput = output tokens / the workload's wall time (from its start to its last token). Percentiles
+are numpy's (linear interpolation) over the requests that produced a token. The lesson sentence names
+the class with the longest prompts "long" and the shortest "short", and measures how long the long
+ones' prefill (for one at a time: their whole service, which holds the engine) overlapped each short
+request's wait for its first token.
+
+>>> percentile([1.0, 2.0, 3.0, 4.0], 50), percentile([], 95)
+(2.5, None)
+
+Left out: confidence intervals (a workload is one sample; replay it to see the spread).
+"""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+METRICS = ("waiting", "ttft", "tpot", "e2e")
+
+
+def percentile(values, q: float) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.percentile(values, q)) if values else None
+
+
+def served(result):
+    return [r for r in result.records if r.steps]
+
+
+def class_stats(result) -> dict[str, dict]:
+    out = {}
+    for cls in result.workload.classes():
+        recs = [r for r in served(result) if r.request.cls == cls]
+        row = {"requests": sum(r.request.cls == cls for r in result.records), "served": len(recs),
+               "prompt_tokens": percentile([r.prompt_tokens for r in recs], 50),
+               "output_tokens": sum(r.output_tokens for r in recs)}
+        for m in METRICS:
+            values = [getattr(r, m) for r in recs]
+            row[f"{m}_p50"], row[f"{m}_p95"] = percentile(values, 50), percentile(values, 95)
+        out[cls] = row
+    return out
+
+
+def throughput(result) -> dict:
+    recs = served(result)
+    end = max((r.last_token for r in recs), default=None)
+    tokens = sum(r.output_tokens for r in recs)
+    done = sum(r.stop_reason in ("eos", "length", "context") for r in result.records)
+    return {"output_tokens": tokens, "wall_s": end, "completed": done,
+            "output_tps": tokens / end if end else None, "requests_per_s": done / end if end else None}
+
+
+def goodput(result, ttft: float | None = None, tpot: float | None = None) -> dict:
+    """Requests/s that finished and met every SLO given (seconds; None: not checked)."""
+    ok = [r for r in served(result) if r.stop_reason in ("eos", "length", "context")
+          and (ttft is None or r.ttft <= ttft) and (tpot is None or r.tpot is None or r.tpot <= tpot)]
+    wall = throughput(result)["wall_s"]
+    return {"ttft_slo_s": ttft, "tpot_slo_s": tpot, "met": len(ok), "of": len(result.records),
+            "goodput_rps": len(ok) / wall if wall else None}
+
+
+def over_time(result, window: float = 1.0) -> dict:
+    """Output tokens/s and finished requests/s per `window` seconds (measured token times, bucketed)."""
+    times = [(t, n) for r in served(result) for t, n in r.token_times()]
+    ends = [r.last_token for r in served(result) if r.stop_reason in ("eos", "length", "context")]
+    if not times:
+        return {"t": [], "output_tps": [], "requests_per_s": []}
+    buckets = int(max(t for t, _ in times) // window) + 1
+    tokens, finished = np.zeros(buckets), np.zeros(buckets)
+    for t, n in times:
+        tokens[int(t // window)] += n
+    for t in ends:
+        finished[min(int(t // window), buckets - 1)] += 1
+    return {"t": [(i + 0.5) * window for i in range(buckets)], "output_tps": (tokens / window).tolist(),
+            "requests_per_s": (finished / window).tolist()}
+
+
+def short_and_long(result) -> tuple[str, str] | None:
+    sizes = {}
+    for r in result.records:
+        sizes.setdefault(r.request.cls, []).append(r.prompt_tokens or len(r.request.prompt) / 4)
+    if len(sizes) < 2:
+        return None
+    ordered = sorted(sizes, key=lambda c: statistics.mean(sizes[c]))
+    return ordered[0], ordered[-1]
+
+
+def _blocking(record, whole_service: bool) -> list[tuple[float, float]]:
+    """When a long request held up others: its prefill (chunks where known), or its whole service."""
+    if record.admitted is None or not record.steps:
+        return []
+    if whole_service:
+        return [(record.admitted, record.last_token)]
+    return [(a, b) for a, b, _ in record.chunks] or [(record.admitted, record.first_token)]
+
+
+def _overlap(span, intervals) -> float:
+    a, b = span
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in intervals)
+
+
+def lesson(result) -> str:
+    pair, recs = short_and_long(result), served(result)
+    if not recs:
+        return f"On {result.scheduler_label}: no request produced a token" + (" (cancelled)." if result.cancelled else ".")
+    tp = throughput(result)
+    tail = f"{tp['output_tokens']} output tokens in {tp['wall_s']:.1f} s ({tp['output_tps']:.1f} tok/s)"
+    shorts = [r for r in recs if pair and r.request.cls == pair[0]]
+    if not shorts:
+        ttft = [r.ttft for r in recs]
+        return (f"On {result.scheduler_label}: TTFT p50 {percentile(ttft, 50):.2f} s, p95 {percentile(ttft, 95):.2f} s "
+                f"over {len(recs)} requests; {tail}.")
+    short, long = pair
+    whole = result.scheduler == "one-at-a-time"
+    intervals = [iv for r in recs if r.request.cls == long for iv in _blocking(r, whole)]
+    delays = [d for d in (_overlap((r.arrival, r.first_token), intervals) for r in shorts) if d > 0]
+    ttft = [r.ttft for r in shorts]
+    what = "service (prefill and decode, one at a time)" if whole else "prefill"
+    head = (f"the {long} requests' {what} delayed {len(delays)} of {len(shorts)} {short} requests' first token by a "
+            f"median of {statistics.median(delays):.2f} s" if delays
+            else f"no {short} request's first token waited for a {long} request's {what}")
+    return (f"On {result.scheduler_label}: {head}; {short} TTFT p50 {percentile(ttft, 50):.2f} s, "
+            f"p95 {percentile(ttft, 95):.2f} s; {tail}.")
+
+
+def compare(a, b) -> str:
+    """One sentence on the same workload under two schedulers (b against a)."""
+    ta, tb = throughput(a)["output_tps"], throughput(b)["output_tps"]
+    pair = short_and_long(a)
+    cls = pair[0] if pair else None
+    p95 = [percentile([r.ttft for r in served(x) if cls is None or r.request.cls == cls], 95) for x in (a, b)]
+    if not (ta and tb) or None in p95:
+        return "Too little was measured to compare the two runs."
+    who = f"the {cls} requests'" if cls else "the"
+    return (f"{b.scheduler_label} served the same {len(b.records)} requests at {tb / ta:.2f}× the output tokens/s "
+            f"of {a.scheduler_label} ({tb:.1f} vs {ta:.1f}); {who} p95 TTFT was {p95[1]:.2f} s against {p95[0]:.2f} s.")
+
+
+def summarize(result) -> dict:
+    return {"classes": class_stats(result), "throughput": throughput(result), "lesson": lesson(result)}

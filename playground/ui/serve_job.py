@@ -1,0 +1,136 @@
+"""What the Serve tab keeps: the machine gate (a workload runs alone) and one session's workload job.
+
+    with GATE.shared(): …                   # any other CPU work (Generate, Compare, Experiments)
+    if GATE.acquire_alone(timeout=60): …    # a workload: waits for the others to end, then runs alone
+    gate_cpu_events(demo)                   # wraps every handler of the "generate" CPU queue in GATE.shared()
+
+On 2 shared cores a workload's figures mean nothing if a Generate run shares the CPU, so a workload
+takes the machine alone: it waits (up to a minute, saying so) for CPU work in progress to end, and
+CPU work started meanwhile waits in its handler until the workload ends. One workload at a time in the
+process, one per session.
+
+Left out: layout and handlers (serve_tab.py).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+from contextlib import contextmanager
+
+from ..session import ABANDONED_AFTER, ExportFolder
+
+
+class MachineGate:
+    """A readers-writer gate: many CPU runs share the machine; a workload holds it alone (and goes first)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self.sharing, self.alone, self.wanting = 0, False, 0
+
+    def enter_shared(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: not self.alone and not self.wanting)
+            self.sharing += 1
+
+    def leave_shared(self) -> None:
+        with self._cond:
+            self.sharing -= 1
+            self._cond.notify_all()
+
+    @contextmanager
+    def shared(self):
+        self.enter_shared()
+        try:
+            yield
+        finally:
+            self.leave_shared()
+
+    def acquire_alone(self, timeout: float) -> bool:
+        with self._cond:
+            if self.alone:
+                return False
+            self.wanting += 1
+            try:
+                ok = self._cond.wait_for(lambda: not self.alone and self.sharing == 0, timeout)
+                if ok:
+                    self.alone = True
+                return ok
+            finally:
+                self.wanting -= 1
+                self._cond.notify_all()
+
+    def release_alone(self) -> None:
+        with self._cond:
+            self.alone = False
+            self._cond.notify_all()
+
+
+GATE = MachineGate()
+
+
+def _shared(fn):
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            with GATE.shared():
+                yield from fn(*args, **kwargs)
+        return generator
+
+    @functools.wraps(fn)
+    def function(*args, **kwargs):
+        with GATE.shared():
+            return fn(*args, **kwargs)
+    return function
+
+
+def gate_cpu_events(demo, queue: str, skip=()) -> int:
+    """Run every handler of concurrency group `queue` (except `skip`) inside GATE.shared(); returns how many."""
+    wrapped = 0
+    for block_fn in demo.fns.values():
+        fn = block_fn.fn
+        if (block_fn.concurrency_id == queue and fn is not None and fn not in skip
+                and not inspect.iscoroutinefunction(fn) and not inspect.isasyncgenfunction(fn)):
+            block_fn.fn = _shared(fn)
+            wrapped += 1
+    return wrapped
+
+
+class ServeJob:
+    """One session's workload (or sweep): its cancel Event, worker thread, results and exported files."""
+
+    def __init__(self):
+        self.cancel, self.thread, self.error = threading.Event(), None, None
+        self.results, self.sweeps, self.message, self.asked = [], [], "", time.monotonic()
+        self.exports = ExportFolder("serve-")
+
+    def __deepcopy__(self, memo):   # gr.State copies its initial value per session
+        return ServeJob()
+
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def start(self, work) -> None:
+        """Run `work(job)` in a thread holding the machine alone (the caller acquired GATE)."""
+        self.cancel, self.error, self.results, self.sweeps = threading.Event(), None, [], []
+        self.asked = time.monotonic()
+
+        def body():
+            try:
+                work(self)
+            except Exception as exc:   # noqa: BLE001 - shown on screen; the app keeps serving
+                self.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            finally:
+                GATE.release_alone()
+        self.thread = threading.Thread(target=body, daemon=True, name="serve-workload")
+        self.thread.start()
+
+    def report(self, fraction: float, message: str) -> None:
+        self.message = message
+        if time.monotonic() - self.asked > ABANDONED_AFTER:
+            self.cancel.set()   # the page stopped asking: its handler was dropped
+
+    def close(self) -> None:
+        self.cancel.set()
+        self.exports.remove()

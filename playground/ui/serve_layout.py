@@ -1,0 +1,110 @@
+"""The Serve tab's components: workload editor, two scheduler pickers, the batching pool, outputs, sweeps.
+
+    out, inputs, sweep_inputs, buttons = layout(registry)   # inside a gr.Blocks
+
+`inputs` and `sweep_inputs` are in the order serve_tab.py's handlers take them; `out` names every
+output (serve_views.OUTPUTS). Left out: handlers (serve_tab.py).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ..serve import MAX_REQUESTS, SCHEDULERS
+from ..serve.workload import ARRIVALS
+from .common import FRANCE, SUMMARIZE, backend_dropdown, caption, long_document
+from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
+
+NONE = "(none)"
+ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate, Compare, Experiments) waits until it "
+         "ends, since on 2 shared cores any other run would change every figure. One workload at a time; "
+         f"at most {MAX_REQUESTS} requests and 60,000 tokens (prompts + new tokens) per workload.")
+INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
+         "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "
+         "(reading its prompt, in passes where the scheduler chunks it), **decode** (one token per step), and how it "
+         "ended. Run the same workload on a second scheduler to see what batching changes.")
+
+
+def _schedulers(extra=()):
+    return [*extra, *((spec.label, name) for name, spec in SCHEDULERS.items())]
+
+
+def _columns(out):
+    with gr.Row():
+        for side, name in (("a", "A"), ("b", "B")):
+            with gr.Column():
+                setattr(out, f"gantt_{side}", gr.Plot(label=f"{name}: every request", elem_id=f"serve-gantt-{side}"))
+                setattr(out, f"classes_{side}", gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
+                                                             label=f"{name}: p50/p95 per class"))
+                setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
+                setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
+    with gr.Accordion("Every request: waiting, TTFT, TPOT, E2E", open=False):
+        with gr.Row():
+            out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A")
+            out.requests_b = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="B")
+
+
+def _sweeps(registry, out):
+    with gr.Accordion("Sweeps: batch size (concurrent decodes) and arrival rate (latency vs throughput)", open=False):
+        caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored): each request slows, the total "
+                "rises. Rate: the lesson's mix at each rate (Poisson), with goodput under your SLO.")
+        with gr.Row():
+            kind = gr.Radio([("batch size", "batch"), ("arrival rate", "rate")], value="batch", label="Sweep")
+            sched = gr.Dropdown(_schedulers(), value="batching", label="Scheduler")
+            src = backend_dropdown(registry, "Source (one at a time, concurrent)")
+        with gr.Row():
+            sizes = gr.Textbox("1,2,4,8,16", label="Batch sizes")
+            new = gr.Slider(4, 256, 64, step=4, label="Tokens each request decodes")
+            rates = gr.Textbox("0.25,0.5,1,2", label="Rates (requests/s)")
+            n = gr.Slider(2, MAX_REQUESTS, 8, step=1, label="Requests per rate")
+            ttft = gr.Number(2.0, label="SLO: TTFT ≤ (s)")
+            tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
+        run = gr.Button("Run sweep", elem_id="serve-sweep-run")
+        out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
+    return [kind, sched, src, sizes, new, rates, n, ttft, tpot], run
+
+
+def layout(registry):
+    out = SimpleNamespace()
+    with gr.Tab("Serve"):
+        gr.Markdown(INTRO)
+        caption(ALONE)
+        with gr.Row():
+            n = gr.Slider(1, MAX_REQUESTS, 16, step=1, label="Requests", elem_id="serve-requests")
+            arrival = gr.Radio(list(ARRIVALS), value="poisson", label="Arrivals", elem_id="serve-arrival")
+            rate = gr.Number(1.0, label="Rate (requests/s, fixed or Poisson)", elem_id="serve-rate")
+            seed = gr.Number(0, precision=0, label="Seed (order and arrivals)", elem_id="serve-seed")
+        with gr.Accordion("Request classes: prompt, max new tokens, share of the mix", open=False):
+            with gr.Row():
+                with gr.Column():
+                    short = [gr.Textbox(FRANCE, label="Short: prompt", lines=2, elem_id="serve-short-prompt"),
+                             gr.Slider(1, 256, 48, step=1, label="Short: max new tokens"),
+                             gr.Slider(0, 1, 0.8, step=0.05, label="Short: share")]
+                with gr.Column():
+                    long = [gr.Textbox(SUMMARIZE + long_document(), label="Long: prompt (cut to the context window)",
+                                       lines=4, max_lines=8, elem_id="serve-long-prompt"),
+                            gr.Slider(1, 256, 48, step=1, label="Long: max new tokens"),
+                            gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")]
+        with gr.Row():
+            sa = gr.Dropdown(_schedulers(), value="one-at-a-time", label="Scheduler A", elem_id="serve-scheduler-a")
+            src_a = backend_dropdown(registry, "Source of A (batching always runs on torch)", elem_id="serve-source-a")
+            sb = gr.Dropdown(_schedulers([(NONE, NONE)]), value="batching", label="Scheduler B (the same workload)",
+                             elem_id="serve-scheduler-b")
+            src_b = backend_dropdown(registry, "Source of B", elem_id="serve-source-b")
+        with gr.Accordion("Continuous batching: the manager's KV block pool", open=False):
+            with gr.Row():
+                mbt = gr.Slider(16, 1024, 256, step=16, label="Max tokens per forward pass (longer prompts: chunked)")
+                blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
+                mgr = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
+        with gr.Row():
+            run = gr.Button("Run", variant="primary", elem_id="serve-run")
+            stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")
+        out.status = gr.Markdown(elem_classes="status", elem_id="serve-status")
+        out.lesson = gr.Markdown(elem_id="serve-lesson")
+        out.pool = gr.Markdown(elem_id="serve-pool")
+        _columns(out)
+        out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
+        sweep_inputs, sweep = _sweeps(registry, out)
+    inputs = [n, arrival, rate, seed, *short, *long, sa, src_a, sb, src_b, mbt, blocks, mgr]
+    return out, inputs, sweep_inputs, SimpleNamespace(run=run, stop=stop, sweep=sweep)

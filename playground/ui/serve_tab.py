@@ -1,0 +1,173 @@
+"""The Serve tab: many different requests share one engine, live, per request, on two schedulers side by side.
+
+Edit the workload (how many requests, the two classes' prompts, budgets and shares, how they arrive),
+pick scheduler A (and B for the same workload replayed), Run: the workload runs in a worker thread
+holding the machine alone (serve_job.py) while the handler redraws the Gantt charts, tables and the
+lesson sentences about once a second (serve_views.py). Stop cancels every request within one step.
+Sweeps (batch size, arrival rate with an SLO) run from the accordion below with the same gate.
+API names: /serve, /serve_stop, /serve_sweep.
+
+Left out: more than two classes in the editor (the CLI replays any workload.json).
+"""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
+from ..serve.batching import PoolConfig
+from ..serve.sweeps import run_batch_sweep, run_rate_sweep
+from ..config import GenerationSettings
+from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, engine_or_message, loading_line,
+                     long_document, warn)
+from .serve_job import GATE, ServeJob
+from .serve_layout import NONE, layout
+from .serve_views import OUTPUTS, sweep_view, view
+
+
+def make_scheduler(registry, name: str, source_name: str, pool: PoolConfig):
+    """(scheduler, None) or (None, a message saying why not)."""
+    if name not in SCHEDULERS:
+        return None, f"scheduler must be one of {', '.join(SCHEDULERS)}; got {name!r}"
+    spec = SCHEDULERS[name]
+    if spec.needs == "torch" and "torch" not in registry.names:
+        return None, "continuous batching runs on the torch backend, which this app does not offer"
+    source = engine_or_message(registry, "torch" if spec.needs == "torch" else source_name)
+    if isinstance(source, str):
+        return None, source
+    if spec.needs == "remote" and source.info.origin != "remote":
+        return None, f"{spec.label} needs a remote server as its source; {source.info.name} runs in this process"
+    try:
+        return spec.create(source, **({"pool": pool} if name == "batching" else {})), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def build_workload(scheduler, n, arrival, rate, seed, sp, st, ss, lp, lt, ls) -> Workload:
+    source = scheduler.source
+    classes = [RequestClass("short", sp, int(st), float(ss)),
+               RequestClass("long", fit_to_window(source, lp or "", int(lt))[0], int(lt), float(ls))]
+    workload = Workload.build(classes, int(n), arrival, float(rate) if arrival != "all-at-once" else None, int(seed))
+    if source.capabilities.local_tokenizer:
+        check_tokens(workload, lambda p: len(source.prompt_ids(p, GenerationSettings())[1]))
+    return workload
+
+
+def acquire(job):
+    """Wait (up to a minute, saying so) for the machine; yields status lines; sets job.message to 'ok' on success."""
+    start = time.monotonic()
+    while time.monotonic() - start < 60:
+        if GATE.acquire_alone(timeout=1.0):
+            job.message = "ok"
+            return
+        yield f"⏳ waiting for the machine: other runs are in progress ({time.monotonic() - start:.0f} s)"
+    job.message = "the machine stayed busy for a minute (another workload or other runs); try again"
+
+
+def make_handlers(registry, out: SimpleNamespace):
+    def prepare(job, names):
+        if job.running():
+            yield {out.status: warn("a workload is already running in this session: Stop it first")}
+            return
+        for name in names:
+            for line in registry.loading(name):
+                yield {out.status: loading_line(line)}
+
+    def serve(n, arrival, rate, seed, sp, st, ss, lp, lt, ls, sa, src_a, sb, src_b, mbt, blocks, mgr, job: ServeJob):
+        pool = PoolConfig(num_blocks=int(blocks) or None, max_batch_tokens=int(mbt), scheduler=mgr)
+        names = [("torch" if SCHEDULERS.get(s) and SCHEDULERS[s].needs == "torch" else src) for s, src in
+                 ((sa, src_a), (sb, src_b)) if s != NONE]
+        yield from prepare(job, names)
+        if job.running():
+            return
+        made = [make_scheduler(registry, s, src, pool) for s, src in ((sa, src_a), (sb, src_b)) if s != NONE]
+        if any(msg for _, msg in made):
+            yield {out.status: warn(next(msg for _, msg in made if msg))}
+            return
+        schedulers = [s for s, _ in made]
+        try:
+            workload = build_workload(schedulers[0], n, arrival, rate, seed, sp, st, ss, lp, lt, ls)
+        except (ValueError, TypeError) as exc:
+            yield {out.status: warn(str(exc))}
+            return
+        for line in acquire(job):
+            yield {out.status: line}
+        if job.message != "ok":
+            yield {out.status: warn(job.message)}
+            return
+
+        def work(job):
+            job.results = [s.prepare(workload) for s in schedulers]
+            for s, result in zip(schedulers, job.results):
+                s.run(workload, job.report, job.cancel, result)
+        yield from follow(job, work, lambda final, k: view(job, out, charts=k % 3 == 0, final=final))
+
+    def follow(job, work, draw):
+        job.start(work)
+        k = 0
+        try:
+            while job.running():
+                job.asked = time.monotonic()
+                yield draw(False, k)
+                job.thread.join(1.0)
+                k += 1
+        finally:   # the handler was closed (Stop, tab gone): the workload stops too
+            if job.running():
+                job.cancel.set()
+        yield draw(True, k)
+
+    def stop(job: ServeJob):
+        if job.thread is None:
+            return {out.status: warn("no workload has run in this session")}
+        job.cancel.set()
+        job.thread.join(timeout=15)
+        return view(job, out, final=True) if not job.running() else {out.status: "still stopping…"}
+
+    def sweep(kind, sched, src, sizes, new_tokens, rates, n, ttft, tpot, job: ServeJob):
+        name = "torch" if SCHEDULERS.get(sched) and SCHEDULERS[sched].needs == "torch" else src
+        yield from prepare(job, [name])
+        if job.running():
+            return
+        scheduler, msg = make_scheduler(registry, sched, src, PoolConfig())
+        try:
+            if msg:
+                raise ValueError(msg)
+            sizes = [int(x) for x in str(sizes).split(",") if x.strip()]
+            if not sizes or not all(1 <= x <= MAX_REQUESTS for x in sizes):
+                raise ValueError(f"batch sizes must be whole numbers between 1 and {MAX_REQUESTS}, e.g. 1,2,4,8,16")
+            rates = [float(x) for x in str(rates).split(",") if x.strip()]
+            base = build_workload(scheduler, n, "poisson", 1.0, 0, FRANCE, 48, 0.8, SUMMARIZE + long_document(), 48, 0.2)
+        except ValueError as exc:
+            yield {out.status: warn(str(exc))}
+            return
+        for line in acquire(job):
+            yield {out.status: line}
+        if job.message != "ok":
+            yield {out.status: warn(job.message)}
+            return
+        slo = (float(ttft) if ttft else None, float(tpot) if tpot else None)
+
+        def work(job):
+            if kind == "batch":
+                run_batch_sweep(scheduler, sizes, int(new_tokens), progress=job.report, cancel=job.cancel, live=job.sweeps)
+            else:
+                run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
+        yield from follow(job, work, lambda final, k: sweep_view(job, out, final))
+    return serve, stop, sweep
+
+
+def serve_tab(registry) -> list:
+    """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate)."""
+    out, inputs, sweep_inputs, buttons = layout(registry)
+    job = gr.State(ServeJob(), delete_callback=ServeJob.close)
+    serve, stop, sweep = make_handlers(registry, out)
+    outputs = [getattr(out, name) for name in OUTPUTS]
+    # in the CPU queue, like Generate; the machine gate (not the queue) makes a workload run alone
+    run = buttons.run.click(serve, [*inputs, job], outputs, api_name="serve", concurrency_limit=GENERATE_CONCURRENCY,
+                            concurrency_id=CPU_QUEUE)
+    swept = buttons.sweep.click(sweep, [*sweep_inputs, job], outputs, api_name="serve_sweep",
+                                concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
+    buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
+    return [serve, sweep]

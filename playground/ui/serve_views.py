@@ -1,0 +1,104 @@
+"""The Serve tab's outputs from a job: status, lesson sentences, two columns of charts and tables.
+
+    view(job, out, charts=True, final=False)   # {component: value} for every output that changed
+
+Cheap while running: the Gantt charts, status and lesson update every second; throughput and KV charts
+every third update; files are written once, at the end.
+Left out: layout (serve_tab.py) and the job itself (serve_job.py).
+"""
+from __future__ import annotations
+
+import html
+import json
+
+import gradio as gr
+
+from ..charts.serve import plot_gantt, plot_kv_in_use, plot_throughput, request_rows
+from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
+from ..serve import compare, lesson
+from ..serve.report import html_report
+from ..serve.summary import class_stats
+from ..serve.schedulers import progress_line
+from .common import error_html
+
+CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 (s)", "TPOT p95 (s)", "E2E p50 (s)",
+                 "E2E p95 (s)", "waiting p50 (s)"]
+REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "TPOT (s)", "E2E (s)",
+                   "end"]
+OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
+           "kv_a", "kv_b", "requests_a", "requests_b", "pool", "download", "sweep_plot")
+
+
+def _s(v):
+    return "—" if v is None else round(v, 3)
+
+
+def class_rows(result) -> list[list]:
+    return [[cls, f"{row['served']}/{row['requests']}", *(_s(row[k]) for k in (
+        "ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95", "e2e_p50", "e2e_p95", "waiting_p50"))]
+        for cls, row in class_stats(result).items()]
+
+
+def pool_markdown(results) -> str:
+    lines = []
+    for r in results:
+        p = r.pool
+        if p:
+            lines.append(f"**KV block pool** ({html.escape(r.scheduler_label)}): {p['num_blocks']} blocks × "
+                         f"{p['block_size']} tokens = {p['num_blocks'] * p['bytes_per_block'] / 2**20:.1f} MiB, sized "
+                         f"for this workload; ≤ {p['max_batch_tokens']} tokens per forward pass (longer prompts are "
+                         f"prefilled in chunks); scheduler {p['scheduler']}. Left alone the manager would reserve "
+                         f"{p['left_alone_num_blocks']} blocks ({p['left_alone_bytes'] / 2**30:.2f} GiB).")
+        else:
+            lines.append(f"KV cache ({html.escape(r.scheduler_label)}): {html.escape(r.kv_note or 'missing: the source does not give it')}.")
+    return "\n\n".join(lines)
+
+
+def status_text(job) -> str:
+    if job.error:
+        return error_html(job.error)
+    parts = []
+    for r in job.results:
+        state = "cancelled" if r.cancelled else "done" if r.done else "running" if r.started else "waiting for the run before"
+        parts.append(f"**{html.escape(r.scheduler_label)}**: {state} · {html.escape(progress_line(r)[1])}")
+    return "<br>".join(parts) or html.escape(job.message)
+
+
+def lesson_text(job) -> str:
+    started = [r for r in job.results if r.started]
+    lines = [f"- {html.escape(lesson(r))}" for r in started]
+    if len(job.results) == 2 and all(r.done and not r.cancelled for r in job.results):
+        lines.append(f"- **{html.escape(compare(*job.results))}**")
+    return "\n".join(lines)
+
+
+def view(job, out, charts: bool = True, final: bool = False) -> dict:
+    updates = {out.status: status_text(job), out.lesson: lesson_text(job)}
+    for side, result in zip("ab", job.results + [None, None]):
+        if result is None:
+            continue
+        updates[getattr(out, f"gantt_{side}")] = plot_gantt(result, result.now())
+        updates[getattr(out, f"classes_{side}")] = gr.update(value=class_rows(result), headers=CLASS_HEADERS)
+        updates[getattr(out, f"requests_{side}")] = gr.update(value=request_rows(result), headers=REQUEST_HEADERS)
+        if charts or final:
+            updates[getattr(out, f"throughput_{side}")] = plot_throughput(result)
+            updates[getattr(out, f"kv_{side}")] = plot_kv_in_use(result)
+    if job.results:
+        updates[out.pool] = pool_markdown(job.results)
+    if final and job.results:
+        files = {f"serve-{r.scheduler}.json": json.dumps(r.to_dict(), ensure_ascii=False) for r in job.results}
+        files["serve-report.html"] = html_report(job.results)
+        updates[out.download] = job.exports.write(files)
+    return updates
+
+
+def sweep_view(job, out, final: bool = False) -> dict:
+    updates = {out.status: error_html(job.error) if job.error else f"⏳ {html.escape(job.message)}"}
+    if job.sweeps:
+        sweep = job.sweeps[-1]
+        updates[out.sweep_plot] = plot_batch_sweep(sweep) if sweep.kind == "batch" else plot_rate_sweep(sweep)
+        if final:
+            updates[out.status] = "cancelled: partial sweep" if sweep.cancelled else f"sweep done in {sweep.elapsed:.0f} s"
+            updates[out.download] = job.exports.write({f"sweep-{sweep.kind}.json": json.dumps(sweep.to_dict()),
+                                                       "sweep-report.html": html_report([], [sweep], "Sweep")})
+    return updates

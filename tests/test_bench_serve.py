@@ -1,0 +1,26 @@
+"""The serve bench row on the tiny model: the fastest backend is chosen from the measured capacities, the
+workload arrives at 0.8x that capacity, and both schedulers' figures and the target ratios are reported."""
+from __future__ import annotations
+
+import pytest
+
+from playground.bench_serve import serve_row
+
+
+@pytest.fixture(scope="module")
+def row():
+    return serve_row("tiny", requests=4, max_new_tokens=6)
+
+
+def test_the_fastest_single_stream_backend_is_chosen_by_measured_capacity(row):
+    measured = {n: c["capacity_rps"] for n, c in row["single_stream"].items() if "capacity_rps" in c}
+    assert "torch" in measured and row["fastest_single_stream"] == max(measured, key=measured.get)
+    assert row["rate_rps"] == pytest.approx(0.8 * measured[row["fastest_single_stream"]], abs=1e-3)
+
+
+def test_both_schedulers_serve_every_request_and_the_ratios_follow(row):
+    for key in ("one_at_a_time", "batching"):
+        assert row[key]["completed"] == 4 and row[key]["output_tps"] > 0
+        assert row["saturated"][key]["completed"] == 4
+    assert row["throughput_ratio"] == round(row["batching"]["output_tps"] / row["one_at_a_time"]["output_tps"], 2)
+    assert row["targets_met"]["throughput_2x"] == (row["throughput_ratio"] >= 2)

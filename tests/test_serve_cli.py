@@ -1,0 +1,67 @@
+"""Headless serving (tiny model): `python -m playground.experiments serve` writes a replayable workload, JSON
+per request and a standalone report; sweeps give one point per size or rate; Ctrl-C cancels every request."""
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from playground.experiments.cli import main
+from playground.serve import SCHEDULERS, RequestClass, Workload
+from playground.serve.cli import in_background
+from playground.serve.sweeps import run_batch_sweep, run_rate_sweep
+
+
+def test_serve_writes_json_per_request_and_a_report_and_replays(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["serve", "--model", "tiny", "--requests", "5", "--mix", "short:0.6,long:0.4", "--rate", "20",
+            "--max-new-tokens", "4", "--scheduler", "batching", "--compare", "one-at-a-time", "--backend", "torch",
+            "--out", str(out)]
+    assert main(args) == 0
+    workload = json.loads((out / "workload.json").read_text())
+    assert len(workload["requests"]) == 5 and workload["arrival"] == "poisson"
+    for name in ("batching", "one-at-a-time"):
+        files = sorted((out / name / "requests").glob("*.json"))
+        records = [json.loads(f.read_text()) for f in files]
+        assert [r["id"] for r in records] == list(range(5))
+        assert all(r["stop_reason"] in ("eos", "length") and r["trace"]["steps"] for r in records)
+        assert json.loads((out / f"{name}.json").read_text())["summary"]["lesson"].startswith("On ")
+    html = (out / "serve.html").read_text()
+    assert "<script" in html and "× the output tokens/s" in html   # plotly inlined; the comparing sentence
+    assert '"scheduler": "one-at-a-time"' in capsys.readouterr().out
+    replay = tmp_path / "replay"
+    assert main(["serve", "--model", "tiny", "--workload", str(out / "workload.json"), "--scheduler", "batching",
+                 "--out", str(replay)]) == 0
+    assert json.loads((replay / "workload.json").read_text()) == workload
+
+
+def test_interrupting_the_cli_cancels_every_request(tiny_engine):
+    cancel, scheduler = threading.Event(), SCHEDULERS["one-at-a-time"].create(tiny_engine)
+    w = Workload.build([RequestClass("q", "What is the capital of France?", 400, 1.0)], 3, ignore_eos=True)
+
+    def work():
+        threading.Timer(0.3, _interrupt).start()
+        return scheduler.run(w, cancel=cancel)
+    result, interrupted = in_background(work, cancel)
+    assert interrupted and cancel.is_set() and {r.stop_reason for r in result.records} == {"cancelled"}
+
+
+def _interrupt():
+    import _thread
+    _thread.interrupt_main()   # what Ctrl-C does: KeyboardInterrupt in the main thread
+
+
+def test_batch_sweep_gives_a_point_per_size(tiny_engine):
+    sweep = run_batch_sweep(SCHEDULERS["batching"].create(tiny_engine), sizes=(1, 2, 4), new_tokens=6)
+    assert [p.concurrency for p in sweep.points] == [1, 2, 4]
+    assert all(p.output_tokens == 6 * p.concurrency and p.total_tps and p.per_request_tps for p in sweep.points)
+
+
+def test_rate_sweep_gives_a_point_per_rate_with_goodput(tiny_engine):
+    w = Workload.build([RequestClass("q", "What is the capital of France?", 4, 1.0)], 4)
+    sweep = run_rate_sweep(SCHEDULERS["one-at-a-time"].create(tiny_engine), w, [20, 5], ttft_slo=10.0, tpot_slo=10.0)
+    assert [p.rate for p in sweep.points] == [5.0, 20.0]
+    assert all(p.met == p.of == 4 and p.goodput_rps == pytest.approx(p.requests_per_s) for p in sweep.points)
+    with pytest.raises(ValueError, match="rates"):
+        run_rate_sweep(SCHEDULERS["one-at-a-time"].create(tiny_engine), w, [])

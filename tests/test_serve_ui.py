@@ -1,0 +1,108 @@
+"""The Serve tab driven through gradio_client (tiny model): two schedulers side by side with exports, clear
+messages for bad input, Stop, one workload per session, and other CPU work waiting while a workload runs."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from gradio_client import Client
+
+from playground.engine import Engine
+from playground.registry import SourceRegistry
+from playground.ui import build_demo
+from playground.ui.serve_job import MachineGate
+from playground.ui.serve_views import OUTPUTS
+from test_ui import SlowBackend, free_port, generate_args, generated, trace_from
+
+OUT = {name: i for i, name in enumerate(OUTPUTS)}
+LONG = "Summarize the following document. " + "The cat sat on the mat. " * 40
+
+
+def serve_args(n=4, arrival="all-at-once", rate=1.0, a="one-at-a-time", src_a="torch", b="batching", src_b="torch",
+               short_tokens=6, long_tokens=6):
+    return (n, arrival, rate, 0, "What is the capital of France?", short_tokens, 0.5, LONG, long_tokens, 0.5,
+            a, src_a, b, src_b, 256, 0, "fifo")
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_backend, tiny_engine):
+    slow = Engine(SlowBackend(tiny_backend, pause=0.03))
+    registry = SourceRegistry(lambda name, progress: {"torch": tiny_engine, "slow": slow}[name], ["torch", "slow"],
+                              default="torch")
+    demo = build_demo(registry)
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                    quiet=True)
+    yield url
+    demo.close()
+
+
+def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
+    job = Client(app_url, verbose=False).submit(*serve_args(), api_name="/serve")
+    final = job.result(timeout=300)
+    assert final[OUT["status"]].count("done") == 2
+    lesson = final[OUT["lesson"]]
+    assert "On one at a time" in lesson and "On continuous batching" in lesson and "× the output tokens/s" in lesson
+    assert "blocks" in final[OUT["pool"]]
+    files = final[OUT["download"]]
+    runs = [json.load(open(f, encoding="utf-8")) for f in files if str(f).endswith(".json")]
+    assert sorted(r["scheduler"] for r in runs) == ["batching", "one-at-a-time"]
+    assert runs[0]["workload"] == runs[1]["workload"]   # replayed, not redrawn
+    assert all(req["stop_reason"] in ("eos", "length") for r in runs for req in r["requests"])
+    assert any(str(f).endswith(".html") for f in files)
+
+
+@pytest.mark.parametrize("args, message", [
+    (serve_args(arrival="poisson", rate=0), "rate must be"),
+    (serve_args(b="concurrent"), "needs a remote server"),
+    (serve_args()[:6] + (0.0, LONG, 6, 0.0) + serve_args()[10:], "add up to 0"),
+    (serve_args()[:4] + ("  ",) + serve_args()[5:], "prompt is empty"),
+])
+def test_bad_input_gets_a_clear_message(app_url, args, message):
+    final = Client(app_url, verbose=False).predict(*args, api_name="/serve")
+    assert message in final[OUT["status"]]
+
+
+def test_stop_cancels_every_request_and_one_workload_runs_per_session(app_url):
+    client = Client(app_url, verbose=False)
+    job = client.submit(*serve_args(n=6, src_a="slow", b="(none)", short_tokens=200, long_tokens=200),
+                        api_name="/serve")
+    deadline = time.monotonic() + 60
+    while not any("running" in str(o[OUT["status"]]) for o in job.outputs() if o):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    second = client.predict(*serve_args(), api_name="/serve")
+    assert "already running in this session" in second[OUT["status"]]
+    stopped = client.predict(api_name="/serve_stop")
+    run = json.load(open(next(f for f in stopped[OUT["download"]] if str(f).endswith(".json")), encoding="utf-8"))
+    ends = [r["stop_reason"] for r in run["requests"]]
+    assert run["cancelled"] and "cancelled" in ends and all(ends)
+    assert all(r["output_tokens"] < 200 for r in run["requests"])
+
+
+def test_other_cpu_work_waits_until_the_workload_ends(app_url):
+    serve_client, gen_client = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    serve = serve_client.submit(*serve_args(n=3, src_a="slow", b="(none)", short_tokens=40, long_tokens=40),
+                                api_name="/serve")
+    while not any("running" in str(o[OUT["status"]]) for o in serve.outputs() if o):
+        time.sleep(0.05)
+    reply = gen_client.predict(*generate_args(max_new_tokens=4, backend="torch"), api_name="/generate")
+    run = json.load(open(next(f for f in serve.result(timeout=300)[OUT["download"]] if str(f).endswith(".json")),
+                         encoding="utf-8"))
+    workload_end = max(s["wall_ns"] for r in run["requests"] for s in r["trace"]["steps"])
+    first_generated = trace_from(generated(reply)["files"])["steps"][0]["wall_ns"]
+    assert first_generated > workload_end   # Generate's first token came after the workload's last
+
+
+def test_the_gate_lets_a_workload_run_alone():
+    gate = MachineGate()
+    gate.enter_shared()
+    assert not gate.acquire_alone(timeout=0.1)   # a run in progress: the workload waits
+    gate.leave_shared()
+    assert gate.acquire_alone(timeout=0.1)
+    entered = threading.Event()
+    threading.Thread(target=lambda: (gate.enter_shared(), entered.set()), daemon=True).start()
+    assert not entered.wait(0.2)                 # other work waits while the workload runs
+    gate.release_alone()
+    assert entered.wait(2)
