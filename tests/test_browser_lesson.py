@@ -37,7 +37,7 @@ def test_every_tab_has_one_button(app):
     """Regression: a gr.State left between two tabs made Gradio draw the next tab's button twice."""
     page, _ = app
     ids = page.eval_on_selector_all("[role=tablist] [role=tab]", "els => els.map(e => e.dataset.tabId)")
-    assert ids == ["generate", "tokens", "compare", "experiments", "lesson"]
+    assert ids == ["generate", "tokens", "compare", "experiments", "lesson", "serve"]
 
 
 def test_walk_all_six_steps_forward_and_back(app):

@@ -43,7 +43,10 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     six = lesson.results[6]
     n = six.numbers   # the question waits for what is left of the document's run after it arrived (50 ms in)
     assert n["short_wait_s"] >= max(0.0, n["long_e2e_s"] - 0.05) - 0.01
-    assert n["short_ttft_seen_s"] == n["short_wait_s"] + n["short_ttft_alone_s"] > 0
+    assert n["short_ttft_seen_s"] == pytest.approx(n["short_wait_s"] + n["short_ttft_alone_s"]) and n["short_ttft_seen_s"] > 0
+    seen = n["short_ttft_seen_all_s"]
+    assert len(seen) == 3 and seen[0] == n["short_ttft_seen_s"] and min(seen) > 0
+    assert "gantt" in six.figures and "one at a time" in six.html   # the Serve tab's chart and lesson sentence
 
 
 def test_the_handout_carries_the_same_numbers(lesson, tmp_path):

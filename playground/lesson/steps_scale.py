@@ -7,13 +7,13 @@ Left out: layout (ui/lesson_tab.py).
 """
 from __future__ import annotations
 
-import time
+import html
 
 from ..charts import plot_cache_comparison, plot_kv_cache, plot_short_vs_long
 from ..config import GenerationSettings
 from ..engine import common_prefix
 from ..experiments import EXPERIMENTS
-from ..experiments.common import exact_length_ids, follow, long_document
+from ..experiments.common import exact_length_ids, long_document
 from ..experiments.short_long import SHORT_QUESTION, long_prompt
 from ..run_view import format_bytes
 from . import StepResult
@@ -127,28 +127,34 @@ def _calibration_points(source, report) -> list[tuple[int, float]]:
 
 # --- 6: no two requests are the same
 
+MIXED_NEW_TOKENS = 16
+QUESTIONS_AFTER = (0.05, 0.10, 0.15)   # seconds after the document: three short questions arrive just behind it
+
+
 def step_mixed(lesson, report) -> StepResult:
-    """A long request, then a short one that arrived just after it, through one engine one at a time (FCFS):
-    the short question waits for the whole document."""
+    """A long document, then three short questions arriving just behind it, through one engine one at a
+    time (the Serve tab's harness, first come first served): each question waits for the whole document."""
+    from ..charts.serve import plot_gantt
+    from ..serve import OneAtATime, Request, Workload, lesson as serve_lesson
+
     source = lesson.source
-    settings = GenerationSettings(max_new_tokens=16)
-    document, _ = long_prompt(source.tokenizer, source.info.context_window, 16, long_document())
-    start = time.perf_counter()
-    arrival_short = 0.05   # seconds after the document's request
-    long = follow(source.run(document, settings), report, lambda s: report(0.5 * (s.index + 1) / 16, "the document"))
-    finished = time.perf_counter() - start
-    if finished < arrival_short:   # the document was done before the question came: nothing to wait for
-        time.sleep(arrival_short - finished)
-    waited = max(0.0, finished - arrival_short)
-    short = follow(source.run(SHORT_QUESTION, settings), report,
-                   lambda s: report(0.5 + 0.5 * (s.index + 1) / 16, "the short question"))
+    document, _ = long_prompt(source.tokenizer, source.info.context_window, MIXED_NEW_TOKENS, long_document())
+    workload = Workload((Request(0, "long", document, MIXED_NEW_TOKENS, 0.0),
+                         *(Request(i + 1, "short", SHORT_QUESTION, MIXED_NEW_TOKENS, t)
+                           for i, t in enumerate(QUESTIONS_AFTER))), arrival="fixed")
+    result = OneAtATime(source).run(workload, report, report.event)
     if report.cancelled:
         return StepResult(6, "No two requests are the same", "cancelled")
-    own, lm = short.metrics().ttft, long.metrics()
-    numbers = {"long_prompt_tokens": lm.prompt_tokens, "long_e2e_s": lm.e2e, "short_wait_s": waited,
-               "short_ttft_alone_s": own, "short_ttft_seen_s": waited + own}
-    takeaway = (f"The short question arrived {arrival_short * 1e3:.0f} ms after a {lm.prompt_tokens}-token document "
-                f"and waited {waited:.2f} s for it: its first token came {waited + own:.2f} s after it was sent, "
-                f"against {_ms(own)} on its own — {(waited + own) / own:.0f}× later. Serving engines batch "
-                f"requests (continuous batching) so one long request does not hold up the rest.")
-    return StepResult(6, "No two requests are the same", takeaway, numbers)
+    long, shorts = result.records[0], result.records[1:]
+    first = shorts[0]
+    numbers = {"long_prompt_tokens": long.prompt_tokens, "long_e2e_s": long.e2e,
+               "short_wait_s": first.waiting, "short_ttft_alone_s": first.prefill, "short_ttft_seen_s": first.ttft,
+               "short_ttft_seen_all_s": [r.ttft for r in shorts]}
+    own = first.prefill
+    takeaway = (f"The first short question arrived {first.arrival * 1e3:.0f} ms after a {long.prompt_tokens}-token "
+                f"document and waited {first.waiting:.2f} s for it: its first token came {first.ttft:.2f} s after it "
+                f"was sent, against {_ms(own)} on its own — {first.ttft / own:.0f}× later. Serving engines batch "
+                f"requests (continuous batching: the Serve tab) so one long request does not hold up the rest.")
+    figure = plot_gantt(result)
+    return StepResult(6, "No two requests are the same", takeaway, numbers, figures={"gantt": figure},
+                      html=f"<p>{html.escape(serve_lesson(result))}</p>")

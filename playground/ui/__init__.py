@@ -87,12 +87,12 @@ def build_demo(engine) -> gr.Blocks:
             experiments_tab(registry)
             lesson = lesson_tab(registry)
             serving = serve_tab(registry)
-        wire_generate(c, registry, session)
+        generate = wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
         demo.load(open_lesson_tab, None, tabs, api_name=False, queue=False)
         demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
-        gate_cpu_events(demo, CPU_QUEUE, skip=serving)   # a Serve workload runs alone (ui/serve_job.py)
+        gate_cpu_events(demo, CPU_QUEUE, skip=[*serving, generate])   # CPU slots; a Serve workload alone
     return demo

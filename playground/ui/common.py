@@ -19,7 +19,8 @@ from ..experiments.short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M
                                       SUMMARIZE_INSTRUCTION)
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-GENERATE_CONCURRENCY = 2   # runs at once: 2 CPU cores; more only slows every run (one more queues)
+CPU_SLOTS = 2              # local runs at once: 2 CPU cores; more only slows every run (serve_job.GATE holds the rest)
+GENERATE_CONCURRENCY = 8   # events of the CPU queue in flight: a run on a remote server streams without a CPU slot
 CPU_QUEUE = "generate"     # the concurrency_id shared by everything that measures the CPU (see __init__)
 # The lesson's two requests, the same as the short-vs-long experiment's
 FRANCE, SUMMARIZE = SHORT_QUESTION, SUMMARIZE_INSTRUCTION

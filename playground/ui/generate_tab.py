@@ -9,7 +9,8 @@ repeated one) and get their final values at the end: status, answer text, metric
 line of the stream carries the four full figures of charts/run.py, which the page then shows.
 Each browser session keeps its own `Session` (session.py) in gr.State, so two tabs never mix runs;
 Stop cancels the Gradio event and the run, keeping the partial trace. The first use of a backend loads
-it in a worker thread while the status line says what it is doing.
+it in a worker thread while the status line says what it is doing. A local run takes one of the
+machine's CPU slots (serve_job.GATE, saying so while it waits); a run on a remote server takes none.
 API names: /generate and /stop (outputs named by OUTPUTS), /top_k, /metrics.
 
 Left out: authentication and per-user quotas; the queue's concurrency limit is the only guard.
@@ -29,6 +30,7 @@ from ..run_view import metrics_html, status_line
 from ..session import Session
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
                      SUMMARIZE, backend_dropdown, caption, engine_or_message, loading_line, long_document, warn)
+from .serve_job import GATE
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live.js fills it while the run streams
@@ -62,6 +64,18 @@ def make_handlers(registry, c):
         if isinstance(engine, str):
             yield {c.status: warn(engine)}
             return
+        local = engine.info.origin != "remote"   # a server computes elsewhere: no CPU slot here
+        while local and not GATE.enter_shared(timeout=1.0):
+            yield {c.status: f"Waiting for a CPU slot: the machine's {GATE.slots} are busy (or a Serve workload "
+                             "runs alone)…"}
+        try:
+            yield from stream(engine, prompt, temperature, top_k, top_p, seed, max_new_tokens, chat,
+                              (price_in, price_out), session)
+        finally:
+            if local:
+                GATE.leave_shared()
+
+    def stream(engine, prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, prices, session: Session):
         try:
             settings = coerce_settings(temperature=temperature, top_k=top_k, top_p=top_p, seed=parse_seed(seed),
                                        max_new_tokens=max_new_tokens, chat=bool(chat))
@@ -79,7 +93,7 @@ def make_handlers(registry, c):
         finally:   # the handler was closed (event cancelled, tab gone): stop the run too
             if not run.trace.finished:
                 run.cancel()   # this handler's own run (the session may have started another since)
-        yield final(session, (price_in, price_out))
+        yield final(session, prices)
 
     def stop(price_in, price_out, session: Session):
         if session.run is None:
@@ -162,7 +176,8 @@ def generate_tab(registry) -> SimpleNamespace:
     return c
 
 
-def wire_generate(c: SimpleNamespace, registry, session) -> None:
+def wire_generate(c: SimpleNamespace, registry, session):
+    """Wire the tab's events; returns the generate handler (it takes its CPU slot itself, see make_handlers)."""
     generate, stop, top_k, metrics = make_handlers(registry, c)
     inputs = [c.prompt, c.temperature, c.top_k, c.top_p, c.seed, c.max_new_tokens, c.chat, c.price_in,
               c.price_out, c.backend, session]
@@ -175,3 +190,4 @@ def wire_generate(c: SimpleNamespace, registry, session) -> None:
     c.topk_button.click(top_k, [c.topk_step, session], c.topk_figure, api_name="top_k", concurrency_limit=None)
     gr.on([c.price_in.change, c.price_out.change], metrics, [c.price_in, c.price_out, session], c.metrics,
           api_name="metrics", concurrency_limit=None)
+    return generate

@@ -4,10 +4,12 @@
     if GATE.acquire_alone(timeout=60): …    # a workload: waits for the others to end, then runs alone
     gate_cpu_events(demo)                   # wraps every handler of the "generate" CPU queue in GATE.shared()
 
-On 2 shared cores a workload's figures mean nothing if a Generate run shares the CPU, so a workload
-takes the machine alone: it waits (up to a minute, saying so) for CPU work in progress to end, and
-CPU work started meanwhile waits in its handler until the workload ends. One workload at a time in the
-process, one per session.
+The gate is also the CPU limit: at most CPU_SLOTS local runs share the machine (2 cores); Gradio lets
+more events of the queue in (GENERATE_CONCURRENCY), so a Generate run on a remote server, which takes no
+slot, never waits behind local ones. On 2 shared cores a workload's figures mean nothing if a Generate
+run shares the CPU, so a workload takes the machine alone: it waits (up to a minute, saying so) for CPU
+work in progress to end, and CPU work started meanwhile waits in its handler until the workload ends.
+One workload at a time in the process, one per session.
 
 Left out: layout and handlers (serve_tab.py).
 """
@@ -20,19 +22,24 @@ import time
 from contextlib import contextmanager
 
 from ..session import ABANDONED_AFTER, ExportFolder
+from .common import CPU_SLOTS
 
 
 class MachineGate:
-    """A readers-writer gate: many CPU runs share the machine; a workload holds it alone (and goes first)."""
+    """A readers-writer gate: up to `slots` CPU runs share the machine; a workload holds it alone (and goes first)."""
 
-    def __init__(self):
+    def __init__(self, slots: int = CPU_SLOTS):
         self._cond = threading.Condition()
-        self.sharing, self.alone, self.wanting = 0, False, 0
+        self.slots, self.sharing, self.alone, self.wanting = slots, 0, False, 0
 
-    def enter_shared(self) -> None:
+    def enter_shared(self, timeout: float | None = None) -> bool:
+        """Take a CPU slot (waiting up to `timeout` seconds; None: as long as it takes); True when taken."""
         with self._cond:
-            self._cond.wait_for(lambda: not self.alone and not self.wanting)
+            if not self._cond.wait_for(lambda: not self.alone and not self.wanting and self.sharing < self.slots,
+                                       timeout):
+                return False
             self.sharing += 1
+            return True
 
     def leave_shared(self) -> None:
         with self._cond:

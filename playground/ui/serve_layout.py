@@ -67,7 +67,7 @@ def _sweeps(registry, out):
 
 def layout(registry):
     out = SimpleNamespace()
-    with gr.Tab("Serve"):
+    with gr.Tab("Serve", id="serve"):
         gr.Markdown(INTRO)
         caption(ALONE)
         with gr.Row():

@@ -1,0 +1,61 @@
+"""CPU slots: local runs share the machine's cores two at a time; a run on a remote server takes no slot."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+from gradio_client import Client
+
+from playground.registry import SourceRegistry
+from playground.ui import build_demo
+from playground.ui.serve_job import GATE, MachineGate
+from tests.test_ui import free_port, generate_args, generated
+
+
+class ServerLike:
+    """The tiny engine described as a remote source (what the handler reads to decide on a CPU slot)."""
+
+    def __init__(self, engine):
+        self._engine = engine
+        self.info = dataclasses.replace(engine.info, origin="remote")
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_engine):
+    registry = SourceRegistry(lambda name, progress: tiny_engine if name == "torch" else ServerLike(tiny_engine),
+                              ["torch", "server"], default="torch")
+    demo = build_demo(registry)
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(),
+                                    server_name="127.0.0.1", quiet=True)
+    yield url
+    demo.close()
+
+
+def test_a_third_local_run_waits_for_a_slot():
+    gate = MachineGate(slots=2)
+    assert gate.enter_shared(timeout=0.1) and gate.enter_shared(timeout=0.1)
+    assert not gate.enter_shared(timeout=0.1)   # both cores busy
+    gate.leave_shared()
+    assert gate.enter_shared(timeout=0.1)
+
+
+def test_a_server_run_streams_while_every_cpu_slot_is_taken(app_url):
+    client = Client(app_url, verbose=False)
+    for _ in range(GATE.slots):
+        assert GATE.enter_shared(timeout=5)   # two local runs hold the machine
+    try:
+        local = client.submit(*generate_args(max_new_tokens=4, backend="torch"), api_name="/generate")
+        remote = client.submit(*generate_args(max_new_tokens=4, backend="server"),
+                               api_name="/generate").result(timeout=30)
+        assert "finished" in generated(remote)["status"]       # no slot needed: it ran
+        time.sleep(1.5)
+        assert not local.done()                                 # the local one waits for a core …
+        assert any("Waiting for a CPU slot" in str(update) for update in local.outputs())   # … and says so
+    finally:
+        for _ in range(GATE.slots):
+            GATE.leave_shared()
+    assert "finished" in generated(local.result(timeout=60))["status"]   # and runs once one is free
