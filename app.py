@@ -2,7 +2,7 @@
 [--endpoint URL]... [--api-key-env NAME]`.
 
 The module-level `demo` loads nothing at import: each backend's engine is created on first use and
-cached (playground/engines.py), so `import app` is fast and a Space starts serving its page while the
+cached (playground/registry.py), so `import app` is fast and a Space starts serving its page while the
 model loads, even when the default backend then fails to load (the UI names it and offers the others).
 Settings come from the command line, else PLAYGROUND_MODEL / PLAYGROUND_BACKEND / PLAYGROUND_DEVICE /
 PLAYGROUND_DTYPE, else the defaults (bundled SmolLM2; ONNX on CPU, torch on CUDA).

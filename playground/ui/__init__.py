@@ -1,4 +1,4 @@
-"""The Gradio app: Generate, Tokens, Compare and Experiments tabs over one engine per backend.
+"""The Gradio app: Generate, Tokens, Compare, Experiments, Lesson and Serve tabs over one source per name.
 
     demo = build_demo(Engine(create_backend("torch", "tiny")))   # one fixed engine (tests)
     demo = build_demo(SourceRegistry.for_model(None))            # every backend, each loaded on first use
@@ -8,11 +8,12 @@ This package and app.py are the only modules that import gradio. Nothing loads a
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
 generate_tab.py (+ live_view.py, live.js: drawn in the browser), tokens_tab.py, compare_tab.py,
-experiments_tab.py; engines live in playground/engines.py.
+experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate);
+sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
-/cancel_experiment.
+/cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.
 
-Left out: authentication and per-user quotas; the queue's concurrency limit is the only guard.
+Left out: authentication and per-user quotas; the queue's limits and the CPU gate are the only guards.
 """
 from __future__ import annotations
 
