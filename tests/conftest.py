@@ -65,3 +65,33 @@ def llama_server():
     server = LlamaServer(threads=2, parallel=2, ctx=4096).start()
     yield server
     server.stop()
+
+
+# --- the app in-process, and in Chromium (module scope: each test module gets its own)
+
+@pytest.fixture(scope="module")
+def app_url(tiny_backend, tiny_engine):
+    """The app over tests.helpers.tiny_registry on 127.0.0.1 (test_concurrency and test_serve_ui build their own)."""
+    from playground.ui import build_demo
+    from tests.helpers import free_port, tiny_registry
+    demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(),
+                                    server_name="127.0.0.1", quiet=True)
+    yield url
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser_app(tiny_engine):
+    """(page, url): a Chromium page on the app over the tiny engine, once the model has loaded."""
+    from playground.ui import build_demo
+    from scripts.screenshot import launch, open_page
+    from tests.helpers import require_browser
+    sync_api = require_browser()
+    demo = build_demo(tiny_engine)
+    url = launch(demo)
+    with sync_api.sync_playwright() as p:
+        browser, page = open_page(p, url)
+        yield page, url
+        browser.close()
+    demo.close()

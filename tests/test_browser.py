@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import statistics
 import time
 
@@ -19,33 +18,16 @@ from playground.engine import Engine
 from playground.live import FIELDS, read_stream, shown
 from playground.trace import Candidate, Step
 from playground.ui import build_demo
-from scripts.screenshot import CHROMIUM, generate, launch, open_page, set_max_new_tokens
+from scripts.screenshot import generate, launch, set_max_new_tokens
+from tests.fakes import CountingBackend, RecordingEngine, SlowBackend
+from tests.helpers import calls_settle, wait_for
 
 pytestmark = [pytest.mark.browser]
 
 
-def require_browser():
-    """Fail (never skip) with one line saying what to install: `make test` installs both itself."""
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (or apt-get install chromium, or set "
-                    "PLAYGROUND_CHROMIUM)", pytrace=False)
-    try:
-        from playwright import sync_api
-    except ImportError:
-        pytest.fail("playwright is missing: run `make install-dev`", pytrace=False)
-    return sync_api
-
-
 @pytest.fixture(scope="module")
-def page(tiny_engine):
-    sync_api = require_browser()
-    demo = build_demo(tiny_engine)
-    url = launch(demo)
-    with sync_api.sync_playwright() as p:
-        browser, page = open_page(p, url)
-        yield page
-        browser.close()
-    demo.close()
+def page(browser_app):
+    return browser_app[0]
 
 
 def chip_count(page) -> int:
@@ -112,9 +94,6 @@ def test_experiments_tab_runs_a_prefill_sweep_and_draws_it(page):
 def test_closing_the_tab_mid_stream_stops_the_run(page, tiny_backend):
     """A person closes the browser tab while tokens stream: the run ends "cancelled" within moments and
     no more forward passes happen (the worker is free for the next person)."""
-    from tests.test_cancellation import CountingBackend, RecordingEngine, calls_settle
-    from tests.test_ui import wait_for
-
     slow = CountingBackend(tiny_backend)
     engine = RecordingEngine(slow)
     demo = build_demo(engine)
@@ -166,8 +145,6 @@ def run_to_the_end(tab, max_new_tokens: int, timeout_s: float = 120):
 
 
 def test_chips_and_all_four_charts_grow_while_the_run_streams(page, tiny_backend):
-    from tests.test_ui import SlowBackend
-
     with app_page(page, Engine(SlowBackend(tiny_backend, pause=0.03))) as tab:
         tab.evaluate(RECORDER)
         _, steps, end = run_to_the_end(tab, 60)

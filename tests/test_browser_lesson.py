@@ -4,25 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from playground.ui import build_demo
-from scripts.screenshot import launch, open_page
-from tests.test_browser import require_browser
 
 pytestmark = [pytest.mark.browser]
 TITLES = ["It works in tokens", "One token at a time", "Prefill, then decode", "The KV cache",
           "Cost and latency scale with tokens", "No two requests are the same"]
-
-
-@pytest.fixture(scope="module")
-def app(tiny_engine):
-    sync_api = require_browser()
-    demo = build_demo(tiny_engine)
-    url = launch(demo)
-    with sync_api.sync_playwright() as p:
-        browser, page = open_page(p, url)
-        yield page, url
-        browser.close()
-    demo.close()
 
 
 def wait_for_step(page, n: int, timeout_s: float = 120) -> str:
@@ -33,15 +18,15 @@ def wait_for_step(page, n: int, timeout_s: float = 120) -> str:
     return page.locator("#lesson-takeaway").inner_text()
 
 
-def test_every_tab_has_one_button(app):
+def test_every_tab_has_one_button(browser_app):
     """Regression: a gr.State left between two tabs made Gradio draw the next tab's button twice."""
-    page, _ = app
+    page, _ = browser_app
     ids = page.eval_on_selector_all("[role=tablist] [role=tab]", "els => els.map(e => e.dataset.tabId)")
     assert ids == ["generate", "tokens", "compare", "experiments", "lesson", "serve"]
 
 
-def test_walk_all_six_steps_forward_and_back(app):
-    page, _ = app
+def test_walk_all_six_steps_forward_and_back(browser_app):
+    page, _ = browser_app
     page.locator("[role=tablist] [data-tab-id=lesson]").click()
     takeaways = {}
     for n in range(1, 7):   # step 1 waits on the page for Run; Next moves on and runs each step the first time
@@ -62,8 +47,8 @@ def test_walk_all_six_steps_forward_and_back(app):
     page.wait_for_function("document.body.classList.contains('lesson-large')", timeout=10_000)
 
 
-def test_a_deep_link_opens_a_step(app):
-    page, url = app
+def test_a_deep_link_opens_a_step(browser_app):
+    page, url = browser_app
     tab = page.context.browser.new_page()
     tab.goto(f"{url}?lesson=3")
     assert "TTFT" in wait_for_step(tab, 3)

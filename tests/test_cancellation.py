@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from gradio_client import Client
@@ -10,35 +9,8 @@ from gradio_client import Client
 from playground.engine import Engine
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
-from tests.test_ui import generated, SlowBackend, experiment_args, free_port, generate_args, wait_for
-
-
-class CountingBackend(SlowBackend):
-    """SlowBackend that counts forward passes, so a test can see compute stop."""
-
-    def __init__(self, backend, pause=0.03):
-        super().__init__(backend, pause)
-        self.calls = 0
-
-    def prefill(self, ids):
-        self.calls += 1
-        return super().prefill(ids)
-
-    def decode(self, token, state):
-        self.calls += 1
-        return super().decode(token, state)
-
-
-class RecordingEngine(Engine):
-    """An Engine that keeps every Run it starts, so a test can read their traces."""
-
-    def __init__(self, backend):
-        super().__init__(backend)
-        self.runs = []
-
-    def run(self, prompt, settings=None):
-        self.runs.append(super().run(prompt, settings))
-        return self.runs[-1]
+from tests.fakes import CountingBackend, RecordingEngine, SlowBackend
+from tests.helpers import calls_settle, experiment_args, free_port, generate_args, generated, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +22,6 @@ def app(tiny_backend, tiny_engine):
                                     quiet=True)
     yield url, slow, engines["slow"]
     demo.close()
-
-
-def calls_settle(backend, window=0.5) -> int:
-    """Forward passes made during `window` seconds, once the count has stopped moving (or not)."""
-    before = backend.calls
-    time.sleep(window)
-    return backend.calls - before
 
 
 def test_cancelled_generations_stop_and_the_next_request_runs(app):
@@ -93,8 +58,6 @@ def test_an_experiment_nobody_asks_about_cancels_itself(tiny_backend, monkeypatc
     """Regression: an experiment whose handler was dropped without being closed ran to its end."""
 
     import sys
-
-    from tests.test_ui import SlowBackend
 
     tab = sys.modules["playground.ui.experiments_tab"]   # the package re-exports a function of that name
 

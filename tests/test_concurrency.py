@@ -8,7 +8,7 @@ from gradio_client import Client
 
 from playground.config import GenerationSettings
 from playground.ui import build_demo
-from tests.test_ui import free_port, generate_args, generated
+from tests.helpers import free_port, generate_args, generated
 
 CLIENTS, REQUESTS, TOKENS = 8, 3, 16
 

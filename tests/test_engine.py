@@ -7,6 +7,7 @@ import torch
 from playground.config import GenerationSettings
 from playground.engine import Engine
 from playground.sampling import Detokenizer
+from tests.fakes import SlowBackend
 
 GREEDY8 = GenerationSettings(max_new_tokens=8)
 
@@ -163,7 +164,6 @@ def test_background_run_keeps_step_timing_free_of_a_slow_consumer(tiny_backend):
     import time as _time
 
     from playground.session import BackgroundRun
-    from tests.test_ui import SlowBackend
 
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))   # ~5 ms a step
     background = BackgroundRun(engine.run("slow page", GenerationSettings(max_new_tokens=20)))
@@ -200,7 +200,6 @@ def test_whole_number_temperature_and_top_p_are_accepted(tiny_engine):
 def test_background_run_stops_when_its_consumer_is_gone(tiny_backend):
     """Regression: a handler dropped by Gradio without being closed left its run generating to the end."""
     from playground.session import BackgroundRun
-    from tests.test_ui import SlowBackend
 
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))
     background = BackgroundRun(engine.run("gone", GenerationSettings(max_new_tokens=2000)), lease=0.2)

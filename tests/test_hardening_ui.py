@@ -7,7 +7,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.test_ui import generated, app_url, generate_args, tiny_registry, trace_from  # noqa: F401 (fixtures)
+from tests.helpers import generate_args, generated, tiny_registry, trace_from
 
 RUNS_CLEANLY = [
     "<script>alert('x')</script><img src=x onerror=alert(1)>", "\x00\x01\x07 NUL and bell \x1b[31m red",
@@ -17,7 +17,7 @@ RUNS_CLEANLY = [
 
 
 @pytest.mark.parametrize("prompt", RUNS_CLEANLY)
-def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):  # noqa: F811
+def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):
     client = Client(app_url, verbose=False)
     out = client.predict(*generate_args(prompt, max_new_tokens=4), api_name="/generate")
     assert "finished" in generated(out)["status"]
@@ -30,7 +30,7 @@ def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):  # noqa: F811
     ("word " * 200_000, "characters; the limit is"),        # 1 MB of text
     ("", "prompt is empty"), ("\n\t  \n", "prompt is empty"),
 ])
-def test_refused_prompts_get_a_message_and_the_next_request_works(app_url, prompt, message):  # noqa: F811
+def test_refused_prompts_get_a_message_and_the_next_request_works(app_url, prompt, message):
     client = Client(app_url, verbose=False)
     out = client.predict(*generate_args(prompt), api_name="/generate")
     assert message in generated(out)["status"]
@@ -44,7 +44,7 @@ def test_refused_prompts_get_a_message_and_the_next_request_works(app_url, promp
     ({"seed": "1e400"}, "seed must be a whole number"), ({"seed": "NaN"}, "seed must be a whole number"),
     ({"price_in": -5}, "finished"),
 ])
-def test_settings_beyond_their_bounds_never_take_the_app_down(app_url, changes, answer):  # noqa: F811
+def test_settings_beyond_their_bounds_never_take_the_app_down(app_url, changes, answer):
     client = Client(app_url, verbose=False)
     args = generate_args(**{"max_new_tokens": 3, **changes})
     if answer.endswith(("minimum", "maximum", "compliant")):   # refused by gradio (or by JSON, for inf)

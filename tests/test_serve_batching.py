@@ -22,7 +22,8 @@ from playground.models import LoadedModel, ModelSource
 from playground.serve import Request, RequestClass, Workload, default_classes
 from playground.serve.batching import BatchingScheduler, PoolConfig
 from playground.tiny import build_tiny_model
-from test_serve_schedulers import check_timelines
+from tests.fakes import FakeServer
+from tests.helpers import check_timelines
 
 PROMPTS = ["What is the capital of France?", "Why is the sky blue?", "Name three fruits, please."]
 
@@ -131,7 +132,6 @@ def test_the_paged_copy_shares_the_weights_and_leaves_the_engines_model_alone(va
 
 
 def test_batching_needs_the_torch_backend(tiny_engine):
-    from test_serve_schedulers import FakeServer
     with pytest.raises(ValueError, match="torch"):
         BatchingScheduler(FakeServer())
     with pytest.raises(ValueError, match="fifo or prefill_first"):

@@ -9,23 +9,10 @@ import pytest
 
 from playground.serve import SCHEDULERS, Request, RequestClass, Workload
 from playground.serve.concurrent import ConcurrentScheduler
-from playground.source import Capabilities, Run, SourceInfo
-from playground.trace import Step, Trace
+from tests.fakes import FakeServer
+from tests.helpers import check_timelines
 
 Q = RequestClass("short", "What is the capital of France?", 6, 1.0)
-
-
-def check_timelines(result, slack: float = 0.05):
-    """arrival <= admitted <= first token <= last token <= finished; the phases add up to E2E; every request ended."""
-    for r in result.records:
-        assert r.stop_reason is not None, r
-        if not r.steps:
-            continue
-        assert r.arrival <= r.admitted + 1e-9 <= r.first_token + 1e-9 <= r.last_token + 1e-9 <= r.finished + 1e-9
-        assert r.waiting + r.prefill + r.decode == pytest.approx(r.e2e)
-        assert r.finished - r.arrival - r.e2e < slack   # E2E against the scheduler's own end stamp
-        times = [s.time for s in r.steps]
-        assert times == sorted(times)
 
 
 # --- one at a time
@@ -64,49 +51,6 @@ def test_cancelling_one_at_a_time_stops_the_running_request_within_a_step(tiny_e
 
 
 # --- concurrent requests over a fake server
-
-class FakeServer:
-    """A step source whose runs are thread-safe: each sleeps `delay` per token; counts runs in flight."""
-    info = SourceInfo("fake server", "m", "remote", "remote", "", None, None, origin="remote")
-    capabilities = Capabilities(kv_bytes=False, top_k=False, local_tokenizer=False, no_cache=False, exact_ids=False)
-    tokenizer = None
-
-    def __init__(self, tokens=5, delay=0.04, refuse=(), cut=()):
-        self.tokens, self.delay, self.refuse, self.cut = tokens, delay, refuse, cut
-        self.in_flight = self.most = 0
-        self.lock = threading.Lock()
-
-    def kv_cache_usage(self):
-        return self.in_flight / 8, 1.0, "fraction"
-
-    def run(self, prompt, settings=None):
-        if prompt in self.refuse:
-            raise ValueError("the server said 400: bad request")
-        t0 = time.perf_counter()
-        trace = Trace(prompt, prompt, [], settings, "fake server", "remote", "", "m", None)
-
-        def produce(run):
-            with self.lock:
-                self.in_flight += 1
-                self.most = max(self.most, self.in_flight)
-            try:
-                for i in range(self.tokens):
-                    if run.cancelled:
-                        trace.stop_reason = "cancelled"
-                        return
-                    time.sleep(self.delay)
-                    if prompt in self.cut and i == 2:
-                        raise ConnectionError("stream cut")
-                    t = time.perf_counter() - t0
-                    step = Step(i, None, "x", False, "decode" if i else "prefill", t, t, None, None, None, None, None)
-                    trace.steps.append(step)
-                    yield step
-                trace.stop_reason = "length"
-            finally:
-                with self.lock:
-                    self.in_flight -= 1
-        return Run(trace, produce, t0)
-
 
 def test_concurrent_requests_are_in_flight_together():
     server = FakeServer()

@@ -14,7 +14,8 @@ from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.serve_job import MachineGate
 from playground.ui.serve_views import OUTPUTS
-from test_ui import SlowBackend, free_port, generate_args, generated, trace_from
+from tests.fakes import SlowBackend
+from tests.helpers import free_port, generate_args, generated, trace_from
 
 OUT = {name: i for i, name in enumerate(OUTPUTS)}
 LONG = "Summarize the following document. " + "The cat sat on the mat. " * 40

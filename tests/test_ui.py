@@ -3,129 +3,16 @@ from __future__ import annotations
 
 import csv
 import json
-import socket
 import time
 
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from playground.engine import Engine
 from playground.live import read_stream
-from playground.registry import SourceRegistry
-from playground.models import ModelLoadError
 from playground.ui import build_demo
-from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
-
-FRANCE = "What is the capital of France?"
-DEFAULTS = dict(temperature=0, top_k=0, top_p=1, seed="", max_new_tokens=16, chat=True,
-                price_in=0.15, price_out=0.6, backend="torch")
-
-
-def generated(result) -> dict:
-    """/generate's and /stop's outputs by name (GENERATE_OUTPUTS: stream, status, text, metrics, files)."""
-    return named(result, GENERATE_OUTPUTS)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class SlowBackend:
-    """The tiny backend with a pause in every prefill and decode, so a run lasts long enough to cancel."""
-
-    def __init__(self, backend, pause=0.02):
-        self._backend, self._pause = backend, pause
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
-
-    def prefill(self, ids):
-        time.sleep(self._pause)
-        return self._backend.prefill(ids)
-
-    def decode(self, token, state):
-        time.sleep(self._pause)
-        return self._backend.decode(token, state)
-
-
-class SwervingBackend(SlowBackend):
-    """The tiny backend, except that its decode call number `at` (1 = the second output token) is pushed
-    to token `token`: a second source whose answer departs from the first at a known place."""
-
-    def __init__(self, backend, at: int, token: int):
-        super().__init__(backend, pause=0.0)
-        self.at, self.token, self.calls = at, token, 0
-
-    def prefill(self, ids):
-        self.calls = 0
-        return self._backend.prefill(ids)
-
-    def decode(self, token, state):
-        self.calls += 1
-        logits, state = self._backend.decode(token, state)
-        if self.calls == self.at:
-            logits = logits.clone()
-            logits[self.token] = logits.max() + 100.0
-        return logits, state
-
-
-SWERVE_AT = 3   # the "copy" source's answer departs from torch's at this output token
-
-
-def swerving_engine(tiny_backend, tiny_engine) -> Engine:
-    """A source that agrees with the tiny engine up to output token SWERVE_AT, then picks another token."""
-    from playground.config import GenerationSettings
-    settings = GenerationSettings(max_new_tokens=SWERVE_AT + 1, chat=True)
-    original = tiny_engine.generate(FRANCE, settings).output_ids[SWERVE_AT]
-    return Engine(SwervingBackend(tiny_backend, SWERVE_AT, (original + 1) % len(tiny_backend.tokenizer)))
-
-
-def tiny_registry(tiny_backend, tiny_engine) -> SourceRegistry:
-    """torch: the tiny engine; onnx: fails to load; copy: the tiny model departing from torch's answer at
-    output token SWERVE_AT; late: loads slowly with progress messages; slow: the tiny model with a pause
-    per step."""
-    def factory(name, progress):
-        if name == "onnx":
-            raise ModelLoadError("ONNX export impossible here (test)")
-        if name == "late":
-            for i in range(3):
-                progress(i / 3, f"exporting part {i + 1} of 3 (test)")
-                time.sleep(0.5)
-        if name == "copy":
-            return swerving_engine(tiny_backend, tiny_engine)
-        return {"torch": tiny_engine, "slow": Engine(SlowBackend(tiny_backend))}.get(name) or Engine(tiny_backend)
-    return SourceRegistry(factory, ["torch", "onnx", "copy", "late", "slow"], default="torch")
-
-
-@pytest.fixture(scope="module")
-def app_url(tiny_backend, tiny_engine):
-    demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
-    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(),
-                                    server_name="127.0.0.1", quiet=True)
-    yield url
-    demo.close()
-
-
-def generate_args(prompt=FRANCE, **changes):
-    a = {**DEFAULTS, **changes}
-    return (prompt, a["temperature"], a["top_k"], a["top_p"], a["seed"], a["max_new_tokens"], a["chat"],
-            a["price_in"], a["price_out"], a["backend"])
-
-
-def trace_from(files) -> dict:
-    path = next(f for f in files if str(f).endswith(".json"))
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+from tests.helpers import (FRANCE, SWERVE_AT, experiment_args, generate_args, generated, named, tiny_registry,
+                           trace_from, wait_for)
 
 
 # --- streaming
@@ -275,23 +162,6 @@ def test_compare_names_a_failed_backend(app_url):
 
 
 # --- experiments
-
-EXPERIMENT = {"prefill": dict(max_length=64, points=3, repeats=1), "cache": dict(prompt_tokens=16, new_tokens=4),
-              "depth": dict(prompt_tokens=16, new_tokens=4), "short-long": dict(max_new_tokens=4)}
-
-
-def experiment_args(name, backend="torch", **changes):
-    """/experiment's inputs: name, backend, then every registered parameter (the named one's changed)."""
-    from playground.ui.experiments_tab import SLIDERS
-    mine = {**EXPERIMENT.get(name, {}), **changes}
-    return (name, backend, *[mine.get(p.name, p.default) if spec.name == name else p.default for spec, p in SLIDERS])
-
-
-def named(result, outputs) -> dict:
-    """An endpoint's outputs by name (gradio_client returns them in the order the app lists them)."""
-    assert len(result) == len(outputs)
-    return dict(zip(outputs, result))
-
 
 def test_experiment_prefill_sweep_gives_a_chart_summary_and_json(app_url):
     from playground.ui.experiments_tab import OUTPUTS

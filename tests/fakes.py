@@ -1,0 +1,123 @@
+"""Stand-ins the tests build runs on: backends that pause, count or swerve around the tiny model, an Engine
+that keeps its runs, and FakeServer, a thread-safe step source (not the HTTP fake_openai_server.FakeServer).
+
+Left out: fixtures (tests/conftest.py) and assertion or app helpers (tests/helpers.py).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from playground.engine import Engine
+from playground.source import Capabilities, Run, SourceInfo
+from playground.trace import Step, Trace
+
+
+class SlowBackend:
+    """The tiny backend with a pause in every prefill and decode, so a run lasts long enough to cancel."""
+
+    def __init__(self, backend, pause=0.02):
+        self._backend, self._pause = backend, pause
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def prefill(self, ids):
+        time.sleep(self._pause)
+        return self._backend.prefill(ids)
+
+    def decode(self, token, state):
+        time.sleep(self._pause)
+        return self._backend.decode(token, state)
+
+
+class SwervingBackend(SlowBackend):
+    """The tiny backend, except that its decode call number `at` (1 = the second output token) is pushed
+    to token `token`: a second source whose answer departs from the first at a known place."""
+
+    def __init__(self, backend, at: int, token: int):
+        super().__init__(backend, pause=0.0)
+        self.at, self.token, self.calls = at, token, 0
+
+    def prefill(self, ids):
+        self.calls = 0
+        return self._backend.prefill(ids)
+
+    def decode(self, token, state):
+        self.calls += 1
+        logits, state = self._backend.decode(token, state)
+        if self.calls == self.at:
+            logits = logits.clone()
+            logits[self.token] = logits.max() + 100.0
+        return logits, state
+
+
+class CountingBackend(SlowBackend):
+    """SlowBackend that counts forward passes, so a test can see compute stop."""
+
+    def __init__(self, backend, pause=0.03):
+        super().__init__(backend, pause)
+        self.calls = 0
+
+    def prefill(self, ids):
+        self.calls += 1
+        return super().prefill(ids)
+
+    def decode(self, token, state):
+        self.calls += 1
+        return super().decode(token, state)
+
+
+class RecordingEngine(Engine):
+    """An Engine that keeps every Run it starts, so a test can read their traces."""
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        self.runs = []
+
+    def run(self, prompt, settings=None):
+        self.runs.append(super().run(prompt, settings))
+        return self.runs[-1]
+
+
+class FakeServer:
+    """A step source whose runs are thread-safe: each sleeps `delay` per token; counts runs in flight."""
+    info = SourceInfo("fake server", "m", "remote", "remote", "", None, None, origin="remote")
+    capabilities = Capabilities(kv_bytes=False, top_k=False, local_tokenizer=False, no_cache=False, exact_ids=False)
+    tokenizer = None
+
+    def __init__(self, tokens=5, delay=0.04, refuse=(), cut=()):
+        self.tokens, self.delay, self.refuse, self.cut = tokens, delay, refuse, cut
+        self.in_flight = self.most = 0
+        self.lock = threading.Lock()
+
+    def kv_cache_usage(self):
+        return self.in_flight / 8, 1.0, "fraction"
+
+    def run(self, prompt, settings=None):
+        if prompt in self.refuse:
+            raise ValueError("the server said 400: bad request")
+        t0 = time.perf_counter()
+        trace = Trace(prompt, prompt, [], settings, "fake server", "remote", "", "m", None)
+
+        def produce(run):
+            with self.lock:
+                self.in_flight += 1
+                self.most = max(self.most, self.in_flight)
+            try:
+                for i in range(self.tokens):
+                    if run.cancelled:
+                        trace.stop_reason = "cancelled"
+                        return
+                    time.sleep(self.delay)
+                    if prompt in self.cut and i == 2:
+                        raise ConnectionError("stream cut")
+                    t = time.perf_counter() - t0
+                    step = Step(i, None, "x", False, "decode" if i else "prefill", t, t, None, None, None, None, None)
+                    trace.steps.append(step)
+                    yield step
+                trace.stop_reason = "length"
+            finally:
+                with self.lock:
+                    self.in_flight -= 1
+        return Run(trace, produce, t0)

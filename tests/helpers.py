@@ -1,0 +1,138 @@
+"""Helpers the test modules share (fixtures live in tests/conftest.py, fake backends in tests/fakes.py):
+
+- the app's endpoints: FRANCE, DEFAULTS, generate_args, generated, named, trace_from, EXPERIMENT,
+  experiment_args, free_port, wait_for;
+- tiny_registry (torch, onnx that fails, copy that swerves at SWERVE_AT, late, slow) and swerving_engine;
+- calls_settle (forward passes still being made), check_timelines (a serve result's stamps are consistent);
+- require_browser (Chromium and playwright, or a one-line failure).
+
+Left out: anything that starts or stops an app (the fixtures do that).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from playground.engine import Engine
+from playground.models import ModelLoadError
+from playground.registry import SourceRegistry
+from scripts.screenshot import CHROMIUM
+from tests.fakes import SlowBackend, SwervingBackend
+
+FRANCE = "What is the capital of France?"
+DEFAULTS = dict(temperature=0, top_k=0, top_p=1, seed="", max_new_tokens=16, chat=True,
+                price_in=0.15, price_out=0.6, backend="torch")
+SWERVE_AT = 3   # the "copy" source's answer departs from torch's at this output token
+EXPERIMENT = {"prefill": dict(max_length=64, points=3, repeats=1), "cache": dict(prompt_tokens=16, new_tokens=4),
+              "depth": dict(prompt_tokens=16, new_tokens=4), "short-long": dict(max_new_tokens=4)}
+
+
+# --- the app's endpoints
+
+def named(result, outputs) -> dict:
+    """An endpoint's outputs by name (gradio_client returns them in the order the app lists them)."""
+    assert len(result) == len(outputs)
+    return dict(zip(outputs, result))
+
+
+def generated(result) -> dict:
+    """/generate's and /stop's outputs by name (GENERATE_OUTPUTS: stream, status, text, metrics, files)."""
+    from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
+    return named(result, GENERATE_OUTPUTS)
+
+
+def generate_args(prompt=FRANCE, **changes):
+    a = {**DEFAULTS, **changes}
+    return (prompt, a["temperature"], a["top_k"], a["top_p"], a["seed"], a["max_new_tokens"], a["chat"],
+            a["price_in"], a["price_out"], a["backend"])
+
+
+def experiment_args(name, backend="torch", **changes):
+    """/experiment's inputs: name, backend, then every registered parameter (the named one's changed)."""
+    from playground.ui.experiments_tab import SLIDERS
+    mine = {**EXPERIMENT.get(name, {}), **changes}
+    return (name, backend, *[mine.get(p.name, p.default) if spec.name == name else p.default for spec, p in SLIDERS])
+
+
+def trace_from(files) -> dict:
+    path = next(f for f in files if str(f).endswith(".json"))
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+# --- sources for the app
+
+def swerving_engine(tiny_backend, tiny_engine) -> Engine:
+    """A source that agrees with the tiny engine up to output token SWERVE_AT, then picks another token."""
+    from playground.config import GenerationSettings
+    settings = GenerationSettings(max_new_tokens=SWERVE_AT + 1, chat=True)
+    original = tiny_engine.generate(FRANCE, settings).output_ids[SWERVE_AT]
+    return Engine(SwervingBackend(tiny_backend, SWERVE_AT, (original + 1) % len(tiny_backend.tokenizer)))
+
+
+def tiny_registry(tiny_backend, tiny_engine) -> SourceRegistry:
+    """torch: the tiny engine; onnx: fails to load; copy: the tiny model departing from torch's answer at
+    output token SWERVE_AT; late: loads slowly with progress messages; slow: the tiny model with a pause
+    per step."""
+    def factory(name, progress):
+        if name == "onnx":
+            raise ModelLoadError("ONNX export impossible here (test)")
+        if name == "late":
+            for i in range(3):
+                progress(i / 3, f"exporting part {i + 1} of 3 (test)")
+                time.sleep(0.5)
+        if name == "copy":
+            return swerving_engine(tiny_backend, tiny_engine)
+        return {"torch": tiny_engine, "slow": Engine(SlowBackend(tiny_backend))}.get(name) or Engine(tiny_backend)
+    return SourceRegistry(factory, ["torch", "onnx", "copy", "late", "slow"], default="torch")
+
+
+# --- checks
+
+def calls_settle(backend, window=0.5) -> int:
+    """Forward passes made during `window` seconds, once the count has stopped moving (or not)."""
+    before = backend.calls
+    time.sleep(window)
+    return backend.calls - before
+
+
+def check_timelines(result, slack: float = 0.05):
+    """arrival <= admitted <= first token <= last token <= finished; the phases add up to E2E; every request ended."""
+    for r in result.records:
+        assert r.stop_reason is not None, r
+        if not r.steps:
+            continue
+        assert r.arrival <= r.admitted + 1e-9 <= r.first_token + 1e-9 <= r.last_token + 1e-9 <= r.finished + 1e-9
+        assert r.waiting + r.prefill + r.decode == pytest.approx(r.e2e)
+        assert r.finished - r.arrival - r.e2e < slack   # E2E against the scheduler's own end stamp
+        times = [s.time for s in r.steps]
+        assert times == sorted(times)
+
+
+def require_browser():
+    """Fail (never skip) with one line saying what to install: `make test` installs both itself."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (or apt-get install chromium, or set "
+                    "PLAYGROUND_CHROMIUM)", pytrace=False)
+    try:
+        from playwright import sync_api
+    except ImportError:
+        pytest.fail("playwright is missing: run `make install-dev`", pytrace=False)
+    return sync_api
