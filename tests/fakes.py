@@ -1,5 +1,5 @@
 """Stand-ins the tests build runs on: backends that pause, count or swerve around the tiny model, an Engine
-that keeps its runs, and FakeServer, a thread-safe step source (not the HTTP fake_openai_server.FakeServer).
+that keeps its runs, and ThreadSafeFakeSource, a step source whose runs may be iterated from several threads.
 
 Left out: fixtures (tests/conftest.py) and assertion or app helpers (tests/helpers.py).
 """
@@ -80,7 +80,7 @@ class RecordingEngine(Engine):
         return self.runs[-1]
 
 
-class FakeServer:
+class ThreadSafeFakeSource:
     """A step source whose runs are thread-safe: each sleeps `delay` per token; counts runs in flight."""
     info = SourceInfo("fake server", "m", "remote", "remote", "", None, None, origin="remote")
     capabilities = Capabilities(kv_bytes=False, top_k=False, local_tokenizer=False, no_cache=False, exact_ids=False)

@@ -10,7 +10,7 @@ from gradio_client import Client
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.serve_job import GATE, MachineGate
-from tests.test_ui import free_port, generate_args, generated
+from tests.helpers import free_port, generate_args, generated
 
 
 class ServerLike:

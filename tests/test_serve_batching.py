@@ -22,7 +22,7 @@ from playground.models import LoadedModel, ModelSource
 from playground.serve import Request, RequestClass, Workload, default_classes
 from playground.serve.batching import BatchingScheduler, PoolConfig
 from playground.tiny import build_tiny_model
-from tests.fakes import FakeServer
+from tests.fakes import ThreadSafeFakeSource
 from tests.helpers import check_timelines
 
 PROMPTS = ["What is the capital of France?", "Why is the sky blue?", "Name three fruits, please."]
@@ -133,7 +133,7 @@ def test_the_paged_copy_shares_the_weights_and_leaves_the_engines_model_alone(va
 
 def test_batching_needs_the_torch_backend(tiny_engine):
     with pytest.raises(ValueError, match="torch"):
-        BatchingScheduler(FakeServer())
+        BatchingScheduler(ThreadSafeFakeSource())
     with pytest.raises(ValueError, match="fifo or prefill_first"):
         BatchingScheduler(tiny_engine, PoolConfig(scheduler="lifo"))
 

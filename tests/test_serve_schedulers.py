@@ -9,7 +9,7 @@ import pytest
 
 from playground.serve import SCHEDULERS, Request, RequestClass, Workload
 from playground.serve.concurrent import ConcurrentScheduler
-from tests.fakes import FakeServer
+from tests.fakes import ThreadSafeFakeSource
 from tests.helpers import check_timelines
 
 Q = RequestClass("short", "What is the capital of France?", 6, 1.0)
@@ -53,7 +53,7 @@ def test_cancelling_one_at_a_time_stops_the_running_request_within_a_step(tiny_e
 # --- concurrent requests over a fake server
 
 def test_concurrent_requests_are_in_flight_together():
-    server = FakeServer()
+    server = ThreadSafeFakeSource()
     result = SCHEDULERS["concurrent"].create(server).run(Workload.build([Q], 6))
     check_timelines(result)
     assert server.most == 6 and [r.stop_reason for r in result.records] == ["length"] * 6
@@ -61,7 +61,7 @@ def test_concurrent_requests_are_in_flight_together():
 
 
 def test_max_concurrency_caps_requests_in_flight_and_the_rest_wait():
-    server = FakeServer()
+    server = ThreadSafeFakeSource()
     result = ConcurrentScheduler(server, max_concurrency=2).run(Workload.build([Q], 6))
     check_timelines(result)
     assert server.most == 2
@@ -69,7 +69,7 @@ def test_max_concurrency_caps_requests_in_flight_and_the_rest_wait():
 
 
 def test_a_refused_request_and_a_cut_stream_end_in_error_while_the_others_finish():
-    server = FakeServer(refuse=("bad",), cut=("cut",))
+    server = ThreadSafeFakeSource(refuse=("bad",), cut=("cut",))
     classes = [Q, RequestClass("bad", "bad", 4, 1.0), RequestClass("cut", "cut", 4, 1.0)]
     result = ConcurrentScheduler(server).run(Workload.build(classes, 3))
     ends = {r.request.cls: (r.stop_reason, r.error) for r in result.records}
@@ -80,7 +80,7 @@ def test_a_refused_request_and_a_cut_stream_end_in_error_while_the_others_finish
 
 
 def test_cancelling_concurrent_requests_stops_all_of_them():
-    server = FakeServer(tokens=200, delay=0.02)
+    server = ThreadSafeFakeSource(tokens=200, delay=0.02)
     cancel, scheduler = threading.Event(), ConcurrentScheduler(server)
     w = Workload.build([Q], 4, "fixed", 10.0)
     threading.Timer(0.5, cancel.set).start()
