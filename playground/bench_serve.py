@@ -11,6 +11,10 @@
 3. The workload one at a time on the fastest backend, then with continuous batching (torch, after one
    warm-up workload of 2 requests), then both again with every request arriving at once (saturation:
    what each can serve at most), and one at a time on torch too: batching's gain on its own runtime.
+4. A real serving engine on the same file (when `make llama` installed it): llama.cpp's `llama-server
+   --parallel 4` on the bundled GGUF, the same workload one request at a time and then every request
+   sent as it arrives (its own continuous batching), at the same rate and saturated; ratios within the
+   server (its answers are not the local backends', see server_rows).
 Figures: output tokens/s, p50/p95 TTFT of the short class, and the two ratios the targets are set on
 (batching >= 2x the throughput; short p95 TTFT <= 1/2). At 0.8x of one-at-a-time's capacity both keep
 up with the arrivals, so their throughput is bounded by the offered load; the saturated run shows
@@ -61,7 +65,7 @@ def single_stream(engines: dict, max_new_tokens: int, rounds: int = 3) -> dict:
 def figures(result) -> dict:
     shorts = [r.ttft for r in served(result) if r.request.cls == "short"]
     tp = throughput(result)
-    return {"output_tps": _round(tp["output_tps"]), "requests_per_s": _round(tp["requests_per_s"]),
+    return {"output_tps": _round(tp["output_tps"]), "output_tokens": tp["output_tokens"], "requests_per_s": _round(tp["requests_per_s"]),
             "short_ttft_p50_s": _round(percentile(shorts, 50)), "short_ttft_p95_s": _round(percentile(shorts, 95)),
             "completed": tp["completed"], "wall_s": _round(tp["wall_s"])}
 
@@ -108,7 +112,43 @@ def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int 
         sat["throughput_ratio"] = _ratio(sat["batching"]["output_tps"], sat["one_at_a_time"]["output_tps"])
         sat["throughput_ratio_same_runtime"] = _ratio(sat["batching"]["output_tps"],
                                                       sat["one_at_a_time_torch"]["output_tps"])
+    row["llama_server"] = (server_rows(workload, Workload.build(classes, requests, "all-at-once", None, seed)
+                                       if saturate else None) if model is None
+                           else {"skipped": "llama-server runs the bundled GGUF only"})
     return row
+
+
+SERVER_PARALLEL = 4   # llama-server slots: requests it decodes together
+
+
+def server_rows(workload, at_once, parallel: int = SERVER_PARALLEL) -> dict:
+    """The workload on llama.cpp's own server: one at a time, then concurrent (the server batches them).
+
+    Ratios within the server only: its greedy answers are not the local backends' (llama.cpp quantizes
+    activations to 8 bits; on the short question it departs at the first token and runs to the budget),
+    so its output tokens differ from theirs (`output_tokens`)."""
+    from .llamacpp import LlamaCppMissing
+    from .remote import RemoteSource
+    from .remote.llama_server import LlamaServer
+    try:
+        with LlamaServer(threads=2, parallel=parallel, ctx=parallel * 2048) as server:
+            source = RemoteSource(server.url, figure_interval=0)
+            SCHEDULERS["one-at-a-time"].create(source).run(Workload.build(default_classes(None, 8), 2))   # warm-up
+            out = {"parallel": parallel, "slot_context": 2048}
+            runs = [("one_at_a_time", "one-at-a-time", workload), ("concurrent", "concurrent", workload)]
+            if at_once is not None:
+                runs += [("saturated_one_at_a_time", "one-at-a-time", at_once),
+                         ("saturated_concurrent", "concurrent", at_once)]
+            for key, scheduler, w in runs:
+                out[key] = figures(SCHEDULERS[scheduler].create(source).run(w))
+    except (LlamaCppMissing, FileNotFoundError, RuntimeError, OSError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    out["throughput_ratio"] = _ratio(out["concurrent"]["output_tps"], out["one_at_a_time"]["output_tps"])
+    out["short_p95_ttft_ratio"] = _ratio(out["concurrent"]["short_ttft_p95_s"], out["one_at_a_time"]["short_ttft_p95_s"])
+    if at_once is not None:
+        out["saturated_throughput_ratio"] = _ratio(out["saturated_concurrent"]["output_tps"],
+                                                   out["saturated_one_at_a_time"]["output_tps"])
+    return out
 
 
 def main(argv: list[str]) -> None:

@@ -24,3 +24,19 @@ def test_both_schedulers_serve_every_request_and_the_ratios_follow(row):
         assert row["saturated"][key]["completed"] == 4
     assert row["throughput_ratio"] == round(row["batching"]["output_tps"] / row["one_at_a_time"]["output_tps"], 2)
     assert row["targets_met"]["throughput_2x"] == (row["throughput_ratio"] >= 2)
+
+
+def test_the_tiny_row_does_not_start_a_server_for_another_model(row):
+    assert "skipped" in row["llama_server"]
+
+
+@pytest.mark.server
+def test_llama_server_serves_the_workload_one_at_a_time_and_concurrently():
+    from playground.bench_serve import server_rows
+    from playground.serve import Workload, default_classes
+    workload = Workload.build(default_classes(None, 6, {"short": 1.0, "long": 0.0}), 3)
+    out = server_rows(workload, None, parallel=2)
+    assert "error" not in out, out
+    for key in ("one_at_a_time", "concurrent"):   # (batched arithmetic may end an answer elsewhere: counts only)
+        assert out[key]["completed"] == 3 and 3 <= out[key]["output_tokens"] <= 3 * 6
+    assert out["throughput_ratio"] == round(out["concurrent"]["output_tps"] / out["one_at_a_time"]["output_tps"], 2)
