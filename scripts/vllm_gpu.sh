@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# vLLM on a GPU with the playground's model, then the remote test suite and the bench's remote row against it.
+# vLLM on a GPU with the playground's model, then the remote test suite, the bench's remote row and the serve
+# workload (concurrent against one at a time) against it.
 # NOT RUN YET: written where no GPU was available; run it on a CUDA machine and put its figures in the README.
 #
 #   VLLM=/opt/vllm/bin/vllm scripts/vllm_gpu.sh      # vLLM in its own environment (it pins its own torch)
@@ -30,4 +31,7 @@ curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM not healthy 
 URL="http://127.0.0.1:$PORT/v1"
 PLAYGROUND_TEST_ENDPOINT="$URL" "$PY" -m pytest -q -p no:cacheprovider tests/test_remote_server.py
 "$PY" -m playground.bench_remote "$URL"       # client TTFT and decode tok/s (vLLM gives no per-request timings)
+# the serve row's workload on vLLM: every request sent as it arrives (vLLM batches them) against one at a time
+"$PY" -m playground.experiments serve --url "$URL" --requests 16 --mix short:0.8,long:0.2 --rate 2 --seed 0 \
+  --scheduler concurrent --compare one-at-a-time --out results/vllm-serve
 echo "vLLM log: $LOG"

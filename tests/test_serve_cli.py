@@ -65,3 +65,14 @@ def test_rate_sweep_gives_a_point_per_rate_with_goodput(tiny_engine):
     assert all(p.met == p.of == 4 and p.goodput_rps == pytest.approx(p.requests_per_s) for p in sweep.points)
     with pytest.raises(ValueError, match="rates"):
         run_rate_sweep(SCHEDULERS["one-at-a-time"].create(tiny_engine), w, [])
+
+
+@pytest.mark.server
+@pytest.mark.integration
+def test_a_server_serves_the_workload_concurrently_and_one_at_a_time(llama_server, tmp_path):
+    out = tmp_path / "server"
+    assert main(["serve", "--url", llama_server.url, "--requests", "3", "--mix", "short:1", "--max-new-tokens", "4",
+                 "--scheduler", "concurrent", "--compare", "one-at-a-time", "--out", str(out)]) == 0
+    for name in ("concurrent", "one-at-a-time"):
+        result = json.loads((out / f"{name}.json").read_text())
+        assert "llama.cpp" in result["source"] and result["summary"]["classes"]["short"]["served"] == 3

@@ -5,6 +5,8 @@
     python -m playground.experiments serve --sweep batch --scheduler batching --out results/sweep
     python -m playground.experiments serve --sweep rate --rates 0.25,0.5,1 --ttft-slo 2 --tpot-slo 0.2 --out …
     python -m playground.experiments serve --workload results/serve/workload.json --scheduler … --out …  # replay
+    python -m playground.experiments serve --url http://127.0.0.1:8080/v1 --scheduler concurrent \
+        --compare one-at-a-time --out …      # a server: concurrent against one at a time, on the server
 
 Writes DIR/workload.json (replayable), DIR/<scheduler>/requests/<id>.json (one per request: its
 timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/serve.html (standalone
@@ -40,7 +42,8 @@ def parse_args(argv):
     p.add_argument("--workload", type=Path, default=None, help="replay a workload.json instead of drawing one")
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default="batching")
     p.add_argument("--compare", choices=list(SCHEDULERS), default=None, help="the same workload on a second scheduler")
-    p.add_argument("--backend", default=None, help="the source of one-at-a-time (default: as the app picks)")
+    p.add_argument("--backend", default=None, help="the source of one-at-a-time (default: the --url server if "
+                                                   "given, else as the app picks)")
     p.add_argument("--url", default=None, help="an OpenAI-compatible server, for the concurrent scheduler")
     p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
@@ -59,7 +62,7 @@ def parse_args(argv):
 
 def make_scheduler(name: str, args, sources: dict):
     needs = SCHEDULERS[name].needs
-    if needs == "remote":
+    if needs == "remote" or (needs == "any" and args.url and not args.backend):   # one at a time on the server too
         if not args.url:
             raise SystemExit("the concurrent scheduler needs --url of an OpenAI-compatible server")
         key = args.url
