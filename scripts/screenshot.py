@@ -1,6 +1,7 @@
 """Save assets/screenshot.png: the app with the real default model, after one run, in Debian's Chromium.
 
-    python scripts/screenshot.py [--out assets/screenshot.png] [--prompt TEXT]
+    python scripts/screenshot.py [--out assets/screenshot.png]
+    python scripts/screenshot.py --tab serve --out assets/serve.png   # the Serve tab after its default workload
 
 The helpers here (launch the demo in-process, drive a page through a run) are shared with
 tests/test_browser.py. Left out: any browser but Debian's Chromium or the one PLAYGROUND_CHROMIUM names (no playwright download).
@@ -57,9 +58,19 @@ def generate(page, preset: str = "Preset: What is the capital", timeout_s: float
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=30_000)
 
 
+def serve(page, timeout_s: float = 900) -> None:
+    """Open the Serve tab, run its default workload (one at a time, then batching) and wait for both."""
+    page.get_by_role("tab", name="Serve").click()
+    page.locator("#serve-run").click()
+    page.wait_for_function("(document.querySelector('#serve-status').innerText.match(/: done/g) || []).length >= 2",
+                           timeout=timeout_s * 1000)
+    page.wait_for_timeout(2000)   # the last redraw of the charts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
+    parser.add_argument("--tab", choices=("generate", "serve"), default="generate")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -69,7 +80,7 @@ def main() -> None:
     try:
         with sync_playwright() as p:
             browser, page = open_page(p, url, load_timeout_s=600)
-            generate(page, timeout_s=600)
+            generate(page, timeout_s=600) if args.tab == "generate" else serve(page)
             page.screenshot(path=str(args.out), full_page=True)
             browser.close()
     finally:
