@@ -176,3 +176,15 @@ def test_onnx_continues_from_a_cached_prefix_like_a_full_prefill(tiny_dir, tmp_p
     for prompt in ("First question?", "Second one?"):
         cached = engine.run(prompt, settings, prefix=prefix).wait()
         assert cached.output_ids == engine.generate(prompt, settings).output_ids and cached.cached_tokens > 5
+
+
+def test_threads_follow_the_cpus_this_process_may_use(monkeypatch):
+    # pinned to one CPU (taskset, a container's cpuset), two ONNX Runtime threads would fight over it
+    import os
+
+    from playground.backends.onnx_backend import physical_cores
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert physical_cores() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(256)), raising=False)
+    import psutil
+    assert physical_cores() == (psutil.cpu_count(logical=False) or os.cpu_count())

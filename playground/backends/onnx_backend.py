@@ -30,11 +30,14 @@ ELEMENT_BYTES = {"tensor(float)": 4, "tensor(float16)": 2, "tensor(bfloat16)": 2
 
 
 def physical_cores() -> int:
+    """Physical cores, but never more than the CPUs this process may run on (taskset, a container's cpuset)."""
     try:
         import psutil
-        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+        cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
     except ImportError:
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    return max(1, min(cores, allowed))
 
 
 def session_options() -> ort.SessionOptions:
