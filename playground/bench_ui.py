@@ -2,6 +2,7 @@
 
     python -m playground.bench_ui                      # onnx, "Explain the KV cache in one paragraph.", 128 tokens
     python -m playground.bench_ui --browser            # + one run watched by Chromium on this machine
+    python -m playground.bench_ui --browser --pin      # the model on CPU 0, Chromium on CPU 1 (a browser elsewhere)
     python -m playground.bench_ui --model tiny --backend torch --tokens 16 --repeats 1   # what the tests run
 
 Row "ui": app.py in a subprocess (bench_wire.AppProcess), driven by gradio_client, against a headless
@@ -17,7 +18,8 @@ alone: the server's CPU seconds per second (sampled every 50 ms) beside the head
 client fetched and every other response.)
 With --browser, one more app run is watched by Chromium (on the same cores as the model): when each
 chip entered the DOM against its step's wall-clock stamp (p50/p95), how often the charts were redrawn,
-and that run's decode tok/s. Row "ui-flat": the app over a PacedEngine (bench_wire: steps at a fixed
+and that run's decode tok/s. With --pin the bench and the app run on CPU 0 and Chromium on CPU 1: a
+browser on another machine, emulated on 2 cores (both sides of the ratio then have one core). Row "ui-flat": the app over a PacedEngine (bench_wire: steps at a fixed
 pace, no model, so the server's CPU is all the UI's) for 2048 steps: server CPU and bytes per update in
 the first and the last quarter of the run.
 
@@ -26,6 +28,7 @@ Figures, not tests: they depend on the machine and its load.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import threading
@@ -129,13 +132,31 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
     row["decode_ratio_ui_vs_headless"] = round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
     if watched:
         watched["decode_ratio_vs_headless"] = round(watched["decode_tps"] / row["headless_decode_tps"], 3)
-        row["with_chromium_on_the_same_machine"] = watched
+        row["with_chromium_on_its_own_cpu" if os.environ.get(PINNED) else "with_chromium_on_the_same_machine"] = watched
     return row
+
+
+PINNED = "PLAYGROUND_BENCH_PINNED"
+
+
+def pin_cpus() -> None:
+    """This process (and the app it starts) on CPU 0; Chromium, through a taskset wrapper, on CPU 1."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"):
+        raise SystemExit("--pin needs 2 CPUs and taskset (util-linux)")
+    chromium = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    cpus = sorted(os.sched_getaffinity(0))
+    wrapper = Path(tempfile.mkdtemp(prefix="pg-chromium-")) / "chromium"
+    wrapper.write_text(f'#!/bin/sh\nexec taskset -c {cpus[1]} "{chromium}" "$@"\n')
+    wrapper.chmod(0o755)
+    os.environ["PLAYGROUND_CHROMIUM"], os.environ[PINNED] = str(wrapper), "1"
+    os.sched_setaffinity(0, {cpus[0]})
 
 
 def browser_run(app: AppProcess, tokens: int) -> dict:
     """One run in a Chromium page on the app: chip-in-DOM delays against each step's stamp, chart redraws."""
-    import os
     import shutil
 
     from playwright.sync_api import sync_playwright
@@ -228,7 +249,10 @@ def main(argv: list[str]) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--browser", action="store_true", help="one more run watched by Chromium on this machine")
     p.add_argument("--flat-steps", type=int, default=FLAT_STEPS, help="the ui-flat row's run length (0: skip it)")
+    p.add_argument("--pin", action="store_true", help="the model on one CPU, Chromium on another (with --browser)")
     args = p.parse_args(argv)
+    if args.pin:
+        pin_cpus()
     print(json.dumps(ui_row(args.backend, args.model, args.tokens, args.repeats, args.browser)), flush=True)
     if args.flat_steps:
         print(json.dumps(flat_row(args.flat_steps)), flush=True)

@@ -46,3 +46,18 @@ def test_the_flat_row_reads_the_work_per_update_early_and_late_in_a_run():
     assert row["steps"] == 300 and row["sse_events"] >= 10
     early, late = row["bytes_per_update_first_quarter"], row["bytes_per_update_last_quarter"]
     assert early and late and late < 2 * early   # O(new steps) per update, not O(run)
+
+
+def test_pin_puts_the_bench_on_one_cpu_and_chromium_on_another():
+    import os
+
+    import pytest
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("pinning needs 2 CPUs")
+    code = ("import os; from playground.bench_ui import pin_cpus; pin_cpus(); "
+            "print(sorted(os.sched_getaffinity(0))); print(open(os.environ['PLAYGROUND_CHROMIUM']).read())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PLAYGROUND_CHROMIUM": "/usr/bin/chromium"}).stdout
+    cpus = sorted(os.sched_getaffinity(0))
+    assert out.startswith(f"[{cpus[0]}]\n")
+    assert f'exec taskset -c {cpus[1]} "/usr/bin/chromium" "$@"' in out
