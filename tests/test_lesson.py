@@ -76,3 +76,19 @@ def test_a_stopped_step_is_not_kept(tiny_engine):
 
 def test_numbers_are_json_ready(lesson):
     json.dumps({n: r.numbers for n, r in lesson.results.items()})
+
+
+def test_step_six_names_a_request_that_failed(tiny_engine):
+    class Failing:   # the tiny engine, except that the long document is refused (as a server might)
+        def __init__(self, engine):
+            self._engine = engine
+
+        def __getattr__(self, name):
+            return getattr(self._engine, name)
+
+        def run(self, prompt, settings):
+            if len(prompt) > 500:
+                raise ValueError("the server refused the document (test)")
+            return self._engine.run(prompt, settings)
+    result = Lesson(Failing(tiny_engine)).run(6)
+    assert "Request 0 (long) produced no token" in result.takeaway and "refused the document" in result.takeaway

@@ -145,6 +145,11 @@ def step_mixed(lesson, report) -> StepResult:
     result = OneAtATime(source).run(workload, report, report.event)
     if report.cancelled:
         return StepResult(6, "No two requests are the same", "cancelled")
+    silent = next((r for r in result.records if not r.steps), None)
+    if silent is not None:   # e.g. a server that failed: say so rather than compare nothing
+        return StepResult(6, "No two requests are the same", f"Request {silent.request.id} ({silent.request.cls}) "
+                          f"produced no token ({silent.error or silent.stop_reason}): nothing to compare.",
+                          notes=[serve_lesson(result)])
     long, shorts = result.records[0], result.records[1:]
     first = shorts[0]
     numbers = {"long_prompt_tokens": long.prompt_tokens, "long_e2e_s": long.e2e,

@@ -13,7 +13,7 @@ it in a worker thread while the status line says what it is doing. A local run t
 machine's CPU slots (serve_job.GATE, saying so while it waits); a run on a remote server takes none.
 API names: /generate and /stop (outputs named by OUTPUTS), /top_k, /metrics.
 
-Left out: authentication and per-user quotas; the queue's concurrency limit is the only guard.
+Left out: authentication and per-user quotas; the queue's limits and the CPU gate are the only guards.
 """
 from __future__ import annotations
 
