@@ -19,7 +19,7 @@ import os
 from playground.config import AppConfig
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints, endpoint_urls
-from playground.ui import GENERATE_CONCURRENCY, build_demo
+from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo
 
 
 def make_demo(model: str | None = None, backend: str | None = None, endpoints: list[str] | None = None,
@@ -49,4 +49,4 @@ if __name__ == "__main__":
     if args.model or args.backend or args.endpoint or args.api_key_env:
         demo = make_demo(args.model, args.backend, args.endpoint, args.api_key_env)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
-    demo.launch(server_name=host, server_port=args.port)
+    demo.launch(server_name=host, server_port=args.port, app_kwargs=app_kwargs())

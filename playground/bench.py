@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 import sys
 
 from .bench_backends import DEFAULT_BACKENDS, row_in_subprocess
@@ -77,8 +78,9 @@ def main(argv: list[str]) -> None:
             for name in names]   # each in its own process
     prefills = [_say(json.loads(row_in_subprocess("playground.bench", "--prefill", name, args.model)))
                 for name in names]
-    from .bench_ui import main as ui_rows   # the app's cost to what it measures: rows "ui" and "ui-flat"
-    ui_rows(["--backend", "onnx" if "onnx" in names else names[0]] + (["--model", args.model] if args.model else []))
+    from .bench_ui import browser_flags   # the app's cost to what it measures: rows "ui" and "ui-flat"
+    subprocess.run([sys.executable, "-m", "playground.bench_ui", "--backend", "onnx" if "onnx" in names else names[0],
+                    *(["--model", args.model] if args.model else []), *browser_flags()])   # --pin: its own process
     if not args.names:   # the serve row: one at a time vs continuous batching (bench_serve.py)
         _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
     if not peer:

@@ -155,6 +155,17 @@ def pin_cpus() -> None:
     os.sched_setaffinity(0, {cpus[0]})
 
 
+def browser_flags() -> list[str]:
+    """What `make bench` adds: a run watched by Chromium, pinned to its own CPU where the machine allows."""
+    import importlib.util
+    import shutil
+    chromium = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(chromium) or importlib.util.find_spec("playwright") is None:
+        return []
+    two = hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2 and shutil.which("taskset")
+    return ["--browser", "--pin"] if two else ["--browser"]
+
+
 def browser_run(app: AppProcess, tokens: int) -> dict:
     """One run in a Chromium page on the app: chip-in-DOM delays against each step's stamp, chart redraws."""
     import shutil
@@ -187,6 +198,8 @@ def browser_run(app: AppProcess, tokens: int) -> dict:
             "chip_in_dom_p50_ms": round(statistics.median(delays)), "chip_in_dom_p95_ms": round(_p95(delays)),
             "chart_refreshes_per_s": round(len(during) / ((last - first) / 1e3), 2) if last > first else None,
             "chart_cycle_main_thread_ms_p50": round(statistics.median(stats["drawMs"])) if stats["drawMs"] else None,
+            "chart_cycle_wall_ms_p50": round(statistics.median(stats["cycleWallMs"])) if stats["cycleWallMs"] else None,
+            "steps_by_live_channel": stats["channelSteps"],
             "server_cpu_s_per_token": round((cpu1 - cpu0) / len(steps), 5), "wire_bytes": bytes1 - bytes0}
 
 

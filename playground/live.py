@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+import weakref
 from types import SimpleNamespace  # noqa: F401 - used by the doctest
 
 from .tokens import visible
@@ -65,40 +66,88 @@ def _line(value) -> str:
 
 
 class StepStream:
-    """The stream of one run; `add` and `finish` return the whole text so far (thread-safe, idempotent)."""
+    """The stream of one run; `add` and `finish` return the whole text so far (thread-safe, idempotent).
+
+    Listeners (`listen`) are called after every change, from the thread that made it; `since(seq)` is the
+    text from step `seq`'s line on, so a reader that has steps 0..seq-1 can resume. An open stream can be
+    found by its run id (`StepStream.find`) as long as something holds it (the session does).
+    """
+
+    _open: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def __init__(self, trace, run_id: str | None = None):
         shape = trace.kv_shape
-        self.trace, self.run_id = trace, run_id or uuid.uuid4().hex[:12]
+        self.trace, self.run_id = trace, run_id or uuid.uuid4().hex   # 122 random bits: not guessable
         self.head = {"run": self.run_id, "prompt_tokens": len(trace.prompt_ids), "backend": trace.backend,
                      "greedy": bool(trace.settings.greedy),
                      "kv": None if shape is None else [shape.layers, shape.kv_heads, shape.head_dim,
                                                        shape.bytes_per_element],
                      "fields": list(FIELDS)}
         self.text, self.packed, self.ended = _line(self.head), 0, False
+        self._line_ends = [len(self.text)]   # where step k's line starts: _line_ends[k]
         self._lock = threading.Lock()
+        self._listeners: set = set()
+        StepStream._open[self.run_id] = self
+
+    @classmethod
+    def find(cls, run_id: str) -> "StepStream | None":
+        return cls._open.get(run_id)
+
+    def listen(self, callback) -> None:
+        with self._lock:
+            self._listeners.add(callback)
+
+    def unlisten(self, callback) -> None:
+        with self._lock:
+            self._listeners.discard(callback)
+
+    @property
+    def watched(self) -> bool:
+        return bool(self._listeners)
+
+    @property
+    def readers(self) -> int:
+        return len(self._listeners)
+
+    def _changed(self) -> None:
+        for callback in list(self._listeners):
+            callback()
 
     def add(self, steps) -> str:
         """Append the Steps not yet in the stream (by sequence number) and return the whole text."""
         with self._lock:
             new = [s for s in steps if s.index >= self.packed]
             if new and not self.ended:
-                self.text += "".join(_line(step_record(s)) for s in new)
+                for s in new:
+                    self.text += _line(step_record(s))
+                    self._line_ends.append(len(self.text))
                 self.packed = new[-1].index + 1
-            return self.text
+            text = self.text
+        if new:
+            self._changed()
+        return text
+
+    def since(self, seq: int) -> tuple[str, int, bool]:
+        """(the lines from step `seq` on, the end line included once written; the next step's number; ended)."""
+        with self._lock:
+            return self.text[self._line_ends[max(0, min(seq, self.packed))]:], self.packed, self.ended
 
     def finish(self, figures: dict | None = None) -> str:
         """Append every step left, then the end line (once): stop reason, step count, figures' JSON."""
         self.add(self.trace.steps)
         with self._lock:
-            if not self.ended:
+            ended_now = not self.ended
+            if ended_now:
                 figures = {name: json.loads(fig.to_json()) for name, fig in (figures or {}).items()}
                 templates = [f["layout"].pop("template", None) for f in figures.values()]   # the same, sent once
                 end = {"end": self.trace.stop_reason, "steps": self.packed, "error": self.trace.error,
                        "figures": figures, "template": templates[0] if templates else None}
                 self.text += json.dumps(end, ensure_ascii=False, separators=(",", ":")) + "\n"
                 self.ended = True
-            return self.text
+            text = self.text
+        if ended_now:
+            self._changed()
+        return text
 
 
 def read_stream(text: str) -> tuple[dict, list[dict], dict | None]:

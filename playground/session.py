@@ -26,9 +26,11 @@ from .trace import Step
 # A page that asks for no tokens for this long has gone (its handler was dropped without being closed):
 # its run stops. A live page asks every few hundred milliseconds, even while drawing charts.
 ABANDONED_AFTER = 5.0
-# Updates a page gets while a run streams: at most one per 50 ms (a chip is then on screen within about
-# 100 ms of its step), and none while no step is new. Each carries only the steps made since the last.
+# Updates a page gets while a run streams: at most one per 50 ms, and none while no step is new. Each
+# carries only the steps made since the last. A page that reads the stream itself as each step is made
+# (the live channel, ui/live_channel.py) needs them only as a backup: one a second.
 UPDATE_INTERVAL = 0.05
+WATCHED_INTERVAL = 1.0
 
 
 class Session:
@@ -43,9 +45,11 @@ class Session:
     def start(self, run, interval: float = UPDATE_INTERVAL) -> None:
         """Supersede any earlier run of this session (cancelling it) and start the new one."""
         self.stop()
-        background = BackgroundRun(run, lease=ABANDONED_AFTER, interval=interval)
+        stream = StepStream(run.trace)   # each step goes in as it is made (a live channel's reader sees it at once)
+        background = BackgroundRun(run, lease=ABANDONED_AFTER, on_step=lambda step: stream.add((step,)),
+                                   interval=lambda: WATCHED_INTERVAL if stream.watched else interval)
         # one assignment: a second handler of this session (two jobs at once) never sees a half-started run
-        self.run, self.stream, self.background, self.steps = run, StepStream(run.trace), background, iter(background)
+        self.run, self.stream, self.background, self.steps = run, stream, background, iter(background)
 
     def finish_stream(self) -> str:
         """The stream with every step and its end line, carrying the four figures (built once per run)."""
@@ -80,14 +84,16 @@ class BackgroundRun:
     tokens measures the model, not the UI. `cancel()` stops it within one step, like `Run.cancel()`.
     With `lease` (seconds), a consumer that stops asking for that long without ending the iteration
     (a handler abandoned by a closed page, never closed) is taken as gone: the run cancels itself.
-    With `interval` (seconds), batches come at most that often: the steps made meanwhile are coalesced.
+    With `interval` (seconds, or a function giving them), batches come at most that often: the steps made
+    meanwhile are coalesced. `on_step(step)` is called in the run's thread as each Step is made.
 
         for batch in BackgroundRun(engine.run(prompt, settings)):   # [Step, ...], at least one each
             draw(batch)
     """
 
-    def __init__(self, run, lease: float | None = None, interval: float = 0.0):
-        self.run, self._steps, self.lease, self.interval = run, queue.SimpleQueue(), lease, interval
+    def __init__(self, run, lease: float | None = None, interval=0.0, on_step=None):
+        self.run, self._steps, self.lease, self.on_step = run, queue.SimpleQueue(), lease, on_step
+        self.interval = interval if callable(interval) else (lambda: interval)
         self._asked, self._waiting = time.monotonic(), False   # when the consumer last asked; asking now?
         self.thread = threading.Thread(target=self._work, daemon=True, name="run-steps")
         self.thread.start()
@@ -95,6 +101,8 @@ class BackgroundRun:
     def _work(self) -> None:
         try:
             for step in self.run:
+                if self.on_step is not None:
+                    self.on_step(step)
                 self._steps.put(step)
                 if self.lease and not self._waiting and time.monotonic() - self._asked > self.lease:
                     self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
@@ -109,8 +117,9 @@ class BackgroundRun:
             self._waiting = True
             batch = [self._steps.get()]
             self._waiting, self._asked = False, time.monotonic()
-            if batch[0] is not None and self._asked - last < self.interval:
-                time.sleep(self.interval - (self._asked - last))   # coalesce: take what comes meanwhile too
+            interval = self.interval()
+            if batch[0] is not None and self._asked - last < interval:
+                time.sleep(interval - (self._asked - last))   # coalesce: take what comes meanwhile too
             last = time.monotonic()
             while not self._steps.empty():
                 batch.append(self._steps.get())

@@ -22,12 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def launch(demo) -> str:
-    """Serve `demo` on a free 127.0.0.1 port without blocking; returns its URL."""
+    """Serve `demo` (with the live channel's route) on a free 127.0.0.1 port without blocking; returns its URL."""
+    from playground.ui import app_kwargs
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=port, server_name="127.0.0.1",
-                                    quiet=True)
+                                    quiet=True, app_kwargs=app_kwargs())
     return url
 
 

@@ -29,6 +29,11 @@ def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
     assert rows and not [r for r in rows if "error" in r], rows
     assert {"engine_decode_tps", "prefill_s"} <= {k for r in rows for k in r}
     assert {"ui", "ui-flat"} <= {r.get("row") for r in rows}   # the app's cost: bench_ui.py
+    from playground.bench_ui import browser_flags
+    if "--browser" in browser_flags():   # and a run watched by Chromium: chips timed, charts counted
+        ui = next(r for r in rows if r.get("row") == "ui")
+        watched = ui.get("with_chromium_on_its_own_cpu") or ui["with_chromium_on_the_same_machine"]
+        assert watched["chip_in_dom_p95_ms"] >= 0 and watched["steps_by_live_channel"] > 0
 
 
 def test_the_ui_row_drives_the_app_against_a_headless_run_of_the_same_tokens():

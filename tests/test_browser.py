@@ -148,9 +148,10 @@ def test_chips_and_all_four_charts_grow_while_the_run_streams(page, tiny_backend
     with app_page(page, Engine(SlowBackend(tiny_backend, pause=0.03))) as tab:
         tab.evaluate(RECORDER)
         _, steps, end = run_to_the_end(tab, 60)
-        record = tab.evaluate("window.pgRecord")
+        record, stats = tab.evaluate("window.pgRecord"), tab.evaluate("window.pgLive.stats")
     n = len(steps)
     assert n == end["steps"] and n >= 20 and sorted(map(int, record["chips"])) == list(range(n))
+    assert stats["channelSteps"] >= n / 2   # most steps came by the live channel, ahead of Gradio's updates
     running = [s for s in record["samples"] if s["running"]]
     for key, final in (("chips", n), ("timeline", n - 1), ("latency", n - 1), ("kv", n)):
         during = {s[key] for s in running if 0 < s[key] < final}
@@ -161,6 +162,17 @@ def test_chips_and_all_four_charts_grow_while_the_run_streams(page, tiny_backend
     assert sum(record["chips"][str(s["seq"])] < last_step_ms for s in steps) >= n / 2   # on screen during the run
     print(f"chip in DOM after its step: median {statistics.median(delays):.0f} ms, "
           f"p95 {sorted(delays)[int(0.95 * (n - 1))]:.0f} ms")
+
+
+def test_a_page_whose_live_channel_is_blocked_still_gets_every_step(page, tiny_backend):
+    """A proxy that refuses the live channel: Gradio's own updates carry every step, in order."""
+    with app_page(page, Engine(SlowBackend(tiny_backend, pause=0.02))) as tab:
+        tab.route("**/playground/live/**", lambda route: route.abort())
+        _, steps, end = run_to_the_end(tab, 30)
+        stats = tab.evaluate("window.pgLive.stats")
+        chips = tab.locator("#pg-chips .tok")
+        assert stats["channelSteps"] == 0 and stats["gaps"] == 0 and len(steps) == end["steps"]
+        assert chips.count() == len(steps) and chips.all_text_contents() == [s["shown"] for s in steps]
 
 
 HOSTILE = ["<script>window.pwned=1</script>", "\"'><img src=x onerror=\"window.pwned=1\">", "<svg onload=window.pwned=1>",

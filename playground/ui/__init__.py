@@ -2,7 +2,7 @@
 
     demo = build_demo(Engine(create_backend("torch", "tiny")))   # one fixed engine (tests)
     demo = build_demo(SourceRegistry.for_model(None))            # every backend, each loaded on first use
-    demo.launch()
+    demo.launch(app_kwargs=app_kwargs())                          # + the live channel's route
 
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
@@ -29,12 +29,13 @@ from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
+from .live_channel import app_kwargs
 from .live_view import LIVE_CSS, live_head
 from .serve_job import gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 
-__all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "build_demo"]
+__all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "app_kwargs", "build_demo"]
 
 
 def source_line(source) -> str:

@@ -84,9 +84,10 @@ def make_handlers(registry, c):
             yield {c.status: warn(str(exc))}
             return
         session.start(run)
+        batches = session.steps   # this run's: a second handler of the session may start another meanwhile
         try:
             yield live(session, [])   # the head: the page clears the last run's view at once
-            for batch in session.steps:   # the Steps made since the last update (the run has its own thread)
+            for batch in batches:   # the Steps made since the last update (the run has its own thread)
                 if run.trace.finished:
                     break                 # the last steps go out with the final update, never after Stop's
                 yield live(session, batch)

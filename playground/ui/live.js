@@ -1,21 +1,28 @@
 /* live.js: the Generate page's live view, drawn in the browser from the run's step stream.
 
 The server sends the run as lines of JSON (playground/live.py): a head, one array per step (numbered),
-an end line with the final figures. Gradio delivers the stream's text to apply() through a
-JavaScript-only .change; it only grows during a run, so each call reads the lines after the last one
-read: O(new steps). Chips, the answer text, the token count, the metrics panel and the four charts
-(timeline, latency per step, KV cache, top-k) are drawn here; chips at every update, charts at most
-every CHART_MS. A missing sequence number is said on the page and the stream is read again from
-its start. Token text is set with textContent and escaped for Plotly (which reads <b>, <a>, <br>).
-Every figure a source does not give (null) is labelled missing, never drawn as zero.
+an end line with the final figures. They come two ways. Gradio delivers the stream's text to apply()
+through a JavaScript-only .change; it only grows during a run, so each call reads the lines after the
+last one read: O(new steps). When the head arrives, the page also opens the live channel (an
+EventSource on ui/live_channel.py), which sends each step as the run makes it: Gradio's path adds about
+100 ms (its handler coalesces, its SSE loop polls, its frontend fires .change in an animation frame)
+and, while the channel reads, comes once a second as a backup. A step is drawn once, from whichever
+path brings it first, in sequence order; a page whose channel is refused still gets every step.
+Chips, the answer text, the token count, the metrics panel and the four charts (timeline, latency per
+step, KV cache, top-k) are drawn here: chips at every update, charts at most every CHART_MS and with
+at most four fifths of the main thread, one chart per task (so a chip never waits for a whole cycle).
+A missing sequence number is said on the page and the stream is read again from its start. Token text
+is set with textContent and escaped for Plotly (which reads <b>, <a>, <br>). Every figure a source
+does not give (null) is labelled missing, never drawn as zero.
 Left out: anything the server can tell better (the final figures come from charts/run.py). */
 (function () {
   "use strict";
-  const PREFILL = "#d97706", DECODE = "#2563eb", DECODE_ALT = "#60a5fa", FORMULA = "#6b7280", PALETTE = 6, CHART_MS = 250;
+  const PREFILL = "#d97706", DECODE = "#2563eb", DECODE_ALT = "#60a5fa", FORMULA = "#6b7280", PALETTE = 6, CHART_MS = 200;
   const CONFIG = {displaylogo: false, responsive: true};   // hover, zoom, PNG export (the modebar)
   const CHARTS = ["timeline", "latency", "kv", "topk"];
   const GAP = new Error("gap");
-  const stats = {applied: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0, resyncs: 0};
+  const stats = {applied: 0, channelEvents: 0, channelSteps: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0,
+                 resyncs: 0, chartMs: {}, cycleWallMs: [], drawErrors: 0};
   let run = null;   // the run on screen
 
   const $ = (id) => document.getElementById(id);
@@ -128,10 +135,11 @@ Left out: anything the server can tell better (the final figures come from chart
 
   function start(head, headLine) {
     if (run && run.timer > 0) clearTimeout(run.timer);
+    if (run) closeChannel(run);
     const F = Object.fromEntries(head.fields.map((name, i) => [name, i]));
     run = {head, headLine, F, offset: headLine.length + 1, text: "", steps: [], next: 0, tokens: 0, answer: "",
            end: null, drawn: {}, timer: null, lastDraw: 0, follow: true, selected: 0, topkShown: null,
-           finalShown: false, logAxis: false, cycles: 0, busy: 0};
+           finalShown: false, logAxis: false, cycles: 0, busy: 0, channel: null};
     const box = $("pg-chips");
     if (box) {
       box.replaceChildren();
@@ -152,6 +160,42 @@ Left out: anything the server can tell better (the final figures come from chart
     }
     const step = $("pg-step");
     if (step) { step.max = "0"; step.value = "0"; }
+    openChannel(run);
+  }
+
+  // --- the live channel (ui/live_channel.py): the run's steps as they are made, beside Gradio's updates
+
+  function openChannel(r) {
+    if (typeof EventSource === "undefined" || !/^[0-9a-f]{16,64}$/.test(String(r.head.run))) return;
+    const root = (window.gradio_config && window.gradio_config.root) || window.location.href;
+    let url;
+    try { url = new URL(`playground/live/${r.head.run}`, root.endsWith("/") ? root : `${root}/`); } catch (e) { return; }
+    const source = new EventSource(url);
+    r.channel = source;
+    source.onmessage = (e) => fromChannel(r, e.data);
+    source.onerror = () => { if (source.readyState === EventSource.CLOSED && r.channel === source) r.channel = null; };
+  }
+
+  function closeChannel(r) {
+    if (r.channel) { r.channel.close(); r.channel = null; }
+  }
+
+  function fromChannel(r, data) {   // lines in order; a step out of order is left to Gradio's updates
+    if (run !== r) { closeChannel(r); return; }
+    const began = performance.now(), fresh = document.createDocumentFragment();
+    stats.channelEvents++;
+    for (const line of data.split("\n")) {
+      if (!line) continue;
+      const rec = JSON.parse(line);
+      if (Array.isArray(rec)) {
+        if (rec[r.F.seq] === r.next) { addStep(rec, fresh); stats.channelSteps++; }
+      } else if (rec && "end" in rec) {
+        r.end = rec;
+      }
+    }
+    addChips(fresh);
+    updated();
+    keep(stats.applyMs, performance.now() - began);
   }
 
   function notice(text) {
@@ -161,12 +205,23 @@ Left out: anything the server can tell better (the final figures come from chart
 
   const answerBox = () => document.querySelector("#answer textarea");
 
+  // The chips box follows the newest chip unless the reader scrolled up. Reading its scroll position
+  // right after a change would lay out the page at once, at every update; it is read in the next frame,
+  // when the page is laid out anyway, once per frame.
+  let follow = true, scrollQueued = false;
+  document.addEventListener("scroll", (event) => {
+    const box = event.target;
+    if (box && box.id === "pg-chips") follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 40;
+  }, {capture: true, passive: true});
+
   function addChips(fresh) {
     const box = $("pg-chips");
     if (!box || !fresh.childNodes.length) return;
-    const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 40;
     box.insertBefore(fresh, box.querySelector(".cursor"));
-    if (atBottom) box.scrollTop = box.scrollHeight;
+    if (follow && !scrollQueued) {
+      scrollQueued = true;
+      requestAnimationFrame(() => { scrollQueued = false; box.scrollTop = box.scrollHeight; });
+    }
   }
 
   function updated() {
@@ -175,6 +230,7 @@ Left out: anything the server can tell better (the final figures come from chart
     const answer = answerBox();
     if (answer && answer.value !== run.answer) answer.value = run.answer;
     if (run.end) {
+      closeChannel(run);
       const cursor = document.querySelector("#pg-chips .cursor");
       if (cursor) cursor.remove();
       if (run.end.steps > run.next) notice(`The run ended with ${run.end.steps} steps; ${run.end.steps - run.next} never reached this page.`);
@@ -186,9 +242,9 @@ Left out: anything the server can tell better (the final figures come from chart
 
   function schedule() {
     if (!run || run.timer) return;
-    // at most every CHART_MS, and at most half the main thread (a long run's charts cost more to redraw;
+    // at most every CHART_MS, and at most 4/5 of the main thread (a long run's charts cost more to redraw;
     // a run's first cycle, which creates the charts, does not count)
-    const every = Math.max(CHART_MS, 2 * (run.busy || 0));
+    const every = Math.max(CHART_MS, 1.25 * (run.busy || 0));
     run.timer = setTimeout(flush, Math.max(0, run.lastDraw + every - Date.now()));
   }
 
@@ -206,12 +262,15 @@ Left out: anything the server can tell better (the final figures come from chart
     const next = (i) => {
       if (run !== r) return;   // a new run started meanwhile
       const began = performance.now();
-      draws[i]();
-      busy += performance.now() - began;
+      try { draws[i](); } catch (e) { stats.drawErrors++; console.error("live chart", i, e); }   // the others go on
+      const took = performance.now() - began;
+      busy += took;
+      keep(stats.chartMs[i] = stats.chartMs[i] || [], took);
       if (i + 1 < draws.length) { setTimeout(() => next(i + 1), 0); return; }
       stats.draws++;
       keep(stats.drawTimes, Date.now());
       keep(stats.drawMs, busy);   // the main thread's time on this cycle's charts
+      keep(stats.cycleWallMs, Date.now() - r.lastDraw);   // from its first chart to its last, paints between included
       if (r.cycles++) r.busy = busy;
       r.timer = null;
       if (r.end && !r.finalShown) showFinal(r);
@@ -221,9 +280,10 @@ Left out: anything the server can tell better (the final figures come from chart
   }
 
   function layout(title, xaxis, yaxis, height = 320) {   // as charts/run.py _figure (plotly_white)
-    const axis = (text) => ({title: {text}, gridcolor: "#EBF0F8", zerolinecolor: "#EBF0F8", automargin: true});
+    // fixed margins: automargin measures the tick labels and may redraw the chart a second time
+    const axis = (text) => ({title: {text}, gridcolor: "#EBF0F8", zerolinecolor: "#EBF0F8"});
     return {title: {text: title}, xaxis: axis(xaxis), yaxis: axis(yaxis), height, font: {size: 16},
-            paper_bgcolor: "white", plot_bgcolor: "white", margin: {l: 60, r: 20, t: 50, b: 50},
+            paper_bgcolor: "white", plot_bgcolor: "white", margin: {l: 80, r: 20, t: 50, b: 60},
             legend: {orientation: "h", y: 1.02, x: 1, xanchor: "right", yanchor: "bottom"}};
   }
 
@@ -319,18 +379,25 @@ Left out: anything the server can tell better (the final figures come from chart
       if (r.kvFormula) {
         data.push({type: "scatter", name: `formula (estimate): 2×${shape[0]}×${shape[1]}×${shape[2]}×seq_len×${shape[3]}`,
                    mode: "lines", line: {color: FORMULA, dash: "dash", width: 2}, x: known.map((s) => s[F.seq]),
-                   y: known.map((s) => formula(s[F.seq_len])), hovertemplate: "formula: %{y:.3f} MiB<extra></extra>"});
+                   y: known.map((s) => formula(s[F.seq_len])), customdata: known.map((s) => s[F.seq_len]),
+                   hovertemplate: "formula: %{y:.3f} MiB<extra></extra>"});
       }
       plot("kv", data, lay);
-    } else {
+    } else {   // one extendTraces (one redraw) for both traces
+      const update = {x: [], y: [], customdata: []}, traces = [];
       if (r.kvMeasured && measured.length) {
-        extend("kv", {x: [measured.map((s) => s[F.seq])], y: [measured.map((s) => s[F.kv_bytes] / 2 ** 20)],
-                      customdata: [measured.map((s) => s[F.seq_len])]}, [0]);
+        update.x.push(measured.map((s) => s[F.seq]));
+        update.y.push(measured.map((s) => s[F.kv_bytes] / 2 ** 20));
+        update.customdata.push(measured.map((s) => s[F.seq_len]));
+        traces.push(0);
       }
       if (r.kvFormula && known.length) {
-        extend("kv", {x: [known.map((s) => s[F.seq])], y: [known.map((s) => formula(s[F.seq_len]))]},
-               [r.kvMeasured ? 1 : 0]);
+        update.x.push(known.map((s) => s[F.seq]));
+        update.y.push(known.map((s) => formula(s[F.seq_len])));
+        update.customdata.push(known.map((s) => s[F.seq_len]));
+        traces.push(r.kvMeasured ? 1 : 0);
       }
+      if (traces.length) extend("kv", update, traces);
     }
     r.drawn.kv = r.steps.length;
   }
@@ -363,6 +430,7 @@ Left out: anything the server can tell better (the final figures come from chart
                  hovertemplate: "%{y}: sampling p=%{x:.4f}<extra></extra>"});
     }
     lay.xaxis.range = [0, 1];
+    lay.yaxis.automargin = true;   // token labels of any length
     lay.barmode = "group";
     lay.showlegend = true;
     plot("topk", data, lay);

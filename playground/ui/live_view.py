@@ -27,8 +27,9 @@ CHIPS_HTML = ('<div class="tok-view out-chips" id="pg-chips"><p class="tok-note"
               '</div><p class="pg-notice" id="pg-notice" role="status"></p>')
 LIVE_CSS = """
 .pg-hidden { display: none !important; }
-.pg-chart { min-height: 320px; contain: layout paint; } #pg-timeline { min-height: 220px; }
-#pg-chips { contain: content; }
+.pg-chart { height: 320px; contain: strict; } #pg-timeline { height: 220px; }
+#pg-chips { height: 15em; overflow-y: auto; resize: vertical; contain: strict; }
+/* a fixed box (scrolling with the newest chip): a growing answer never moves, re-lays out or repaints the charts */
 .pg-chart-empty { display: flex; align-items: center; justify-content: center; color: #374151; font-size: 1.1rem;
   border: 1px dashed #d1d5db; border-radius: 8px; }
 .pg-notice { color: #b91c1c; font-weight: 700; margin: .2em 0; } .pg-notice:empty { display: none; }
