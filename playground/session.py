@@ -42,22 +42,27 @@ class Session:
     def trace(self):
         return self.run.trace if self.run else None
 
-    def start(self, run, interval: float = UPDATE_INTERVAL) -> None:
-        """Supersede any earlier run of this session (cancelling it) and start the new one."""
+    def start(self, run, interval: float = UPDATE_INTERVAL) -> tuple[StepStream, Iterator[list[Step]]]:
+        """Supersede any earlier run of this session (cancelling it) and start the new one; returns its stream
+        and its batches (a handler keeps those: another handler of this session may start a run meanwhile)."""
         self.stop()
         stream = StepStream(run.trace)   # each step goes in as it is made (a live channel's reader sees it at once)
         background = BackgroundRun(run, lease=ABANDONED_AFTER, on_step=lambda step: stream.add((step,)),
                                    interval=lambda: WATCHED_INTERVAL if stream.watched else interval)
+        steps = iter(background)
         # one assignment: a second handler of this session (two jobs at once) never sees a half-started run
-        self.run, self.stream, self.background, self.steps = run, stream, background, iter(background)
+        self.run, self.stream, self.background, self.steps = run, stream, background, steps
+        return stream, steps
 
-    def finish_stream(self) -> str:
-        """The stream with every step and its end line, carrying the four figures (built once per run)."""
-        trace = self.trace
-        if self.stream.ended:
-            return self.stream.text
-        return self.stream.finish({"timeline": plot_timeline(trace), "latency": plot_step_latency(trace),
-                                   "kv": plot_kv_cache(trace), "topk": plot_top_k(trace)})
+    def finish_stream(self, stream: StepStream | None = None) -> str:
+        """A run's stream (the latest by default) with every step and its end line, carrying the four figures
+        (built once per run)."""
+        stream = stream or self.stream
+        if stream.ended:
+            return stream.text
+        trace = stream.trace
+        return stream.finish({"timeline": plot_timeline(trace), "latency": plot_step_latency(trace),
+                              "kv": plot_kv_cache(trace), "topk": plot_top_k(trace)})
 
     def stop(self, grace: float = 2.0) -> None:
         """Cancel the run and wait (up to `grace` seconds) for its current step to end."""

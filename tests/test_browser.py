@@ -50,8 +50,13 @@ def test_stop_ends_a_long_run_and_keeps_its_tokens(page):
     page.wait_for_function("(/generating… (\\d+)/.exec(document.querySelector('#status').innerText) || [0, 0])[1] >= 5",
                            timeout=60_000)   # this run's status, not the last run's chips
     page.locator("#stop").click()
-    page.wait_for_function("document.querySelector('#status').innerText.includes('stopped by you')",
-                           timeout=30_000)
+    try:
+        page.wait_for_function("document.querySelector('#status').innerText.includes('stopped by you')",
+                               timeout=30_000)
+    except Exception:
+        print("STATUS:", page.locator("#status").inner_text(), "STATE:",
+              page.evaluate("JSON.stringify({next: window.pgLive.state().next, end: !!window.pgLive.state().end})"))
+        raise
     kept = chip_count(page)
     time.sleep(1.0)
     assert 5 <= kept < 2000 and chip_count(page) == kept   # nothing arrives after Stop

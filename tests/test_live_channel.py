@@ -135,3 +135,31 @@ def test_the_run_thread_fills_the_stream_and_gradio_updates_slow_down_while_a_ch
     assert session.background.interval() == WATCHED_INTERVAL > UPDATE_INTERVAL
     assert sum(len(batch) for batch in session.steps) == 8   # Gradio's updates still carry every step
     session.close()
+
+
+def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backend):
+    """A client that submits twice in one session: the second run supersedes the first, and the first
+    handler must not take the second run's batches (it did: both iterated session.steps, and Gradio
+    raised "generator already executing" when they met, and the first one's final update ended the second
+    run's stream)."""
+    from types import SimpleNamespace
+
+    from playground.engine import Engine
+    from playground.registry import SourceRegistry
+    from playground.ui.generate_tab import make_handlers
+    from tests.fakes import SlowBackend
+    engine = Engine(SlowBackend(tiny_backend, pause=0.01))
+    registry = SourceRegistry(lambda name, progress: engine, ["slow"], default="slow")
+    c = SimpleNamespace(stream="stream", status="status", text="text", metrics="metrics", files="files")
+    generate = make_handlers(registry, c)[0]
+    session = Session()
+    args = ("Hello", 0.0, 0, 1.0, "", 20, False, 0.15, 0.6, "slow", session)
+    first, second = generate(*args), generate(*args)
+    assert "stream" in next(first) and "stream" in next(second)   # each yielded its head: run 2 superseded run 1
+    ended_first = list(first)[-1]   # the first handler to the end: its own (cancelled) run only
+    assert read_stream(ended_first["stream"])[2]["end"] == "cancelled" and "files" not in ended_first
+    updates = [u for u in second if "stream" in u]
+    live_steps = [len(read_stream(u["stream"])[1]) for u in updates[:-1]]
+    assert live_steps and max(live_steps) > 0   # the second handler still streamed its run's steps
+    assert read_stream(updates[-1]["stream"])[2]["steps"] == 20 and session.trace.stop_reason == "length"
+    session.close()

@@ -47,14 +47,18 @@ def parse_seed(seed) -> int | None:
 
 def make_handlers(registry, c):
     """generate, stop, top_k, metrics; `c` names the output components (OUTPUTS), the keys of every update."""
-    def live(session: Session, batch) -> dict:   # constant but the stream: Gradio's diff sends only new lines
-        return {c.stream: session.stream.add(batch), c.status: RUNNING_STATUS, c.text: "",
-                c.metrics: LIVE_METRICS, c.files: None}
+    def live(stream, batch) -> dict:   # constant but the stream: Gradio's diff sends only new lines
+        return {c.stream: stream.add(batch), c.status: RUNNING_STATUS, c.text: "", c.metrics: LIVE_METRICS,
+                c.files: None}
 
-    def final(session: Session, prices) -> dict:
-        trace = session.trace
-        return {c.stream: session.finish_stream(), c.status: status_line(trace), c.text: trace.text,
-                c.metrics: metrics_html(trace, *prices), c.files: session.export()}
+    def final(session: Session, prices, stream=None) -> dict:   # `stream`: a handler's own run (default: the latest)
+        stream = stream or session.stream
+        trace = stream.trace
+        update = {c.stream: session.finish_stream(stream), c.status: status_line(trace), c.text: trace.text,
+                  c.metrics: metrics_html(trace, *prices)}
+        if stream is session.stream:   # a run superseded by a later one of this session leaves the files to it
+            update[c.files] = session.export()
+        return update
 
     def generate(prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, price_in, price_out, backend,
                  session: Session):
@@ -83,18 +87,17 @@ def make_handlers(registry, c):
         except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server refused or failed
             yield {c.status: warn(str(exc))}
             return
-        session.start(run)
-        batches = session.steps   # this run's: a second handler of the session may start another meanwhile
+        own, batches = session.start(run)   # this run's: another handler of the session may start one meanwhile
         try:
-            yield live(session, [])   # the head: the page clears the last run's view at once
+            yield live(own, [])   # the head: the page clears the last run's view at once
             for batch in batches:   # the Steps made since the last update (the run has its own thread)
                 if run.trace.finished:
                     break                 # the last steps go out with the final update, never after Stop's
-                yield live(session, batch)
+                yield live(own, batch)
         finally:   # the handler was closed (event cancelled, tab gone): stop the run too
             if not run.trace.finished:
                 run.cancel()   # this handler's own run (the session may have started another since)
-        yield final(session, prices)
+        yield final(session, prices, own)
 
     def stop(price_in, price_out, session: Session):
         if session.run is None:

@@ -227,8 +227,6 @@ Left out: anything the server can tell better (the final figures come from chart
   function updated() {
     const count = $("pg-count");
     if (count) count.textContent = String(run.next);
-    const answer = answerBox();
-    if (answer && answer.value !== run.answer) answer.value = run.answer;
     if (run.end) {
       closeChannel(run);
       const cursor = document.querySelector("#pg-chips .cursor");
@@ -266,7 +264,10 @@ Left out: anything the server can tell better (the final figures come from chart
       const took = performance.now() - began;
       busy += took;
       keep(stats.chartMs[i] = stats.chartMs[i] || [], took);
-      if (i + 1 < draws.length) { setTimeout(() => next(i + 1), 0); return; }
+      if (i + 1 < draws.length) {   // the metrics panel (a few text nodes) goes with the last chart
+        if (i + 2 === draws.length) next(i + 1); else setTimeout(() => next(i + 1), 0);
+        return;
+      }
       stats.draws++;
       keep(stats.drawTimes, Date.now());
       keep(stats.drawMs, busy);   // the main thread's time on this cycle's charts
@@ -436,7 +437,13 @@ Left out: anything the server can tell better (the final figures come from chart
     plot("topk", data, lay);
   }
 
+  function showAnswer(r) {   // the plain-text answer: rewritten whole, so at the charts' pace, not per step
+    const answer = answerBox();
+    if (answer && answer.value !== r.answer) answer.value = r.answer;
+  }
+
   function drawMetrics(r) {   // as run_view.metrics_html, from the steps so far
+    showAnswer(r);
     const panel = $("pg-live-metrics");
     if (!panel) return;
     const F = r.F, first = r.steps[0], last = r.steps[r.steps.length - 1];
@@ -460,6 +467,7 @@ Left out: anything the server can tell better (the final figures come from chart
 
   function showFinal(r) {   // the server's own figures (charts/run.py), built once at the end, interactive
     r.finalShown = true;
+    showAnswer(r);
     r.topkShown = null;
     const figures = r.end.figures || {};
     for (const name of CHARTS) {

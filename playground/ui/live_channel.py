@@ -32,6 +32,7 @@ from ..live import StepStream
 PATH = "/playground/live/{run_id}"
 KEEPALIVE_S = 15.0   # a comment line this often while no step comes, so proxies keep the connection
 MAX_READERS = 4      # per run: a page needs one (two while EventSource reconnects)
+MIN_GAP_S = 0.02     # at most 50 events a second: a fast model's steps are coalesced, a page is never flooded
 
 
 def event(text: str, next_seq: int) -> str:
@@ -58,6 +59,7 @@ async def _events(stream: StepStream, seq: int, request: Request):
                 seq = packed
             if ended:
                 return
+            await asyncio.sleep(MIN_GAP_S)
             try:
                 await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
             except asyncio.TimeoutError:
