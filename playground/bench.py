@@ -80,7 +80,7 @@ def main(argv: list[str]) -> None:
                 for name in names]
     from .bench_ui import browser_flags   # the app's cost to what it measures: rows "ui" and "ui-flat"
     subprocess.run([sys.executable, "-m", "playground.bench_ui", "--backend", "onnx" if "onnx" in names else names[0],
-                    *(["--model", args.model] if args.model else []), *browser_flags()])   # --pin: its own process
+                    *(["--model", args.model] if args.model else []), *browser_flags()], check=True)   # --pin: its own process
     if not args.names:   # the serve row: one at a time vs continuous batching (bench_serve.py)
         _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
     if not peer:

@@ -139,14 +139,25 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
 PINNED = "PLAYGROUND_BENCH_PINNED"
 
 
+def chromium_path() -> str:
+    """The Chromium the browser runs use: PLAYGROUND_CHROMIUM (--pin's wrapper), else Debian's."""
+    import shutil
+    return os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def can_pin() -> bool:
+    """2 CPUs this process may use, and taskset to put Chromium on the other."""
+    import shutil
+    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2 and bool(shutil.which("taskset"))
+
+
 def pin_cpus() -> None:
     """This process (and the app it starts) on CPU 0; Chromium, through a taskset wrapper, on CPU 1."""
-    import shutil
     import tempfile
     from pathlib import Path
-    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"):
+    if not can_pin():
         raise SystemExit("--pin needs 2 CPUs and taskset (util-linux)")
-    chromium = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    chromium = chromium_path()
     cpus = sorted(os.sched_getaffinity(0))
     wrapper = Path(tempfile.mkdtemp(prefix="pg-chromium-")) / "chromium"
     wrapper.write_text(f'#!/bin/sh\nexec taskset -c {cpus[1]} "{chromium}" "$@"\n')
@@ -158,20 +169,15 @@ def pin_cpus() -> None:
 def browser_flags() -> list[str]:
     """What `make bench` adds: a run watched by Chromium, pinned to its own CPU where the machine allows."""
     import importlib.util
-    import shutil
-    chromium = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(chromium) or importlib.util.find_spec("playwright") is None:
+    if not os.path.exists(chromium_path()) or importlib.util.find_spec("playwright") is None:
         return []
-    two = hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2 and shutil.which("taskset")
-    return ["--browser", "--pin"] if two else ["--browser"]
+    return ["--browser", "--pin"] if can_pin() else ["--browser"]
 
 
 def browser_run(app: AppProcess, tokens: int) -> dict:
     """One run in a Chromium page on the app: chip-in-DOM delays against each step's stamp, chart redraws."""
-    import shutil
-
     from playwright.sync_api import sync_playwright
-    chromium = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    chromium = chromium_path()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})

@@ -116,11 +116,13 @@ class StepStream:
     def add(self, steps) -> str:
         """Append the Steps not yet in the stream (by sequence number) and return the whole text."""
         with self._lock:
-            new = [s for s in steps if s.index >= self.packed]
-            if new and not self.ended:
-                for s in new:
-                    self.text += _line(step_record(s))
-                    self._line_ends.append(len(self.text))
+            new = [s for s in steps if s.index >= self.packed] if not self.ended else []
+            if new:
+                lines, end = [_line(step_record(s)) for s in new], len(self.text)
+                for line in lines:
+                    end += len(line)
+                    self._line_ends.append(end)
+                self.text += "".join(lines)
                 self.packed = new[-1].index + 1
             text = self.text
         if new:

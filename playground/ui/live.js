@@ -22,8 +22,9 @@ Left out: anything the server can tell better (the final figures come from chart
   const CHARTS = ["timeline", "latency", "kv", "topk"];
   const GAP = new Error("gap");
   const stats = {applied: 0, channelEvents: 0, channelSteps: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0,
-                 resyncs: 0, chartMs: {}, cycleWallMs: [], drawErrors: 0};
+                 resyncs: 0, cycleWallMs: [], drawErrors: 0};
   let run = null;   // the run on screen
+  let follow = true, scrollQueued = false;   // the chips box follows the newest chip (addChips)
 
   const $ = (id) => document.getElementById(id);
   // Plotly reads <b>, <a href>, <br> in text as markup and decodes &amp; &lt; &gt; (not &quot;): quotes stay
@@ -81,16 +82,30 @@ Left out: anything the server can tell better (the final figures come from chart
 
   function read(text) {
     const end = text.lastIndexOf("\n") + 1;   // whole lines only
-    const lines = text.slice(run.offset, end).split("\n");
     const fresh = document.createDocumentFragment();
+    takeLines(text.slice(run.offset, end).split("\n"), fresh, false);
+    run.offset = end;
+    addChips(fresh);
+  }
+
+  // Stream lines into the run (steps as chips in `fresh`, the end line). With `inOrder`, a step that is
+  // not the next one is skipped (Gradio's updates fill a gap); else it is a gap (addStep throws GAP).
+  // Returns the number of steps taken.
+  function takeLines(lines, fresh, inOrder) {
+    let taken = 0;
     for (const line of lines) {
       if (!line) continue;
       const rec = JSON.parse(line);
-      if (Array.isArray(rec)) addStep(rec, fresh);
-      else if (rec && "end" in rec) run.end = rec;
+      if (Array.isArray(rec)) {
+        if (inOrder && rec[run.F.seq] !== run.next) continue;
+        const before = run.next;
+        addStep(rec, fresh);
+        taken += run.next > before;
+      } else if (rec && "end" in rec) {
+        run.end = rec;
+      }
     }
-    run.offset = end;
-    addChips(fresh);
+    return taken;
   }
 
   function resync(text) {   // the whole stream again, from the line after the head
@@ -141,6 +156,7 @@ Left out: anything the server can tell better (the final figures come from chart
            end: null, drawn: {}, timer: null, lastDraw: 0, follow: true, selected: 0, topkShown: null,
            finalShown: false, logAxis: false, cycles: 0, busy: 0, channel: null};
     const box = $("pg-chips");
+    follow = true;   // a new answer starts at the top, followed as it grows
     if (box) {
       box.replaceChildren();
       const cursor = document.createElement("span");
@@ -184,15 +200,7 @@ Left out: anything the server can tell better (the final figures come from chart
     if (run !== r) { closeChannel(r); return; }
     const began = performance.now(), fresh = document.createDocumentFragment();
     stats.channelEvents++;
-    for (const line of data.split("\n")) {
-      if (!line) continue;
-      const rec = JSON.parse(line);
-      if (Array.isArray(rec)) {
-        if (rec[r.F.seq] === r.next) { addStep(rec, fresh); stats.channelSteps++; }
-      } else if (rec && "end" in rec) {
-        r.end = rec;
-      }
-    }
+    stats.channelSteps += takeLines(data.split("\n"), fresh, true);
     addChips(fresh);
     updated();
     keep(stats.applyMs, performance.now() - began);
@@ -208,7 +216,6 @@ Left out: anything the server can tell better (the final figures come from chart
   // The chips box follows the newest chip unless the reader scrolled up. Reading its scroll position
   // right after a change would lay out the page at once, at every update; it is read in the next frame,
   // when the page is laid out anyway, once per frame.
-  let follow = true, scrollQueued = false;
   document.addEventListener("scroll", (event) => {
     const box = event.target;
     if (box && box.id === "pg-chips") follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 40;
@@ -261,9 +268,7 @@ Left out: anything the server can tell better (the final figures come from chart
       if (run !== r) return;   // a new run started meanwhile
       const began = performance.now();
       try { draws[i](); } catch (e) { stats.drawErrors++; console.error("live chart", i, e); }   // the others go on
-      const took = performance.now() - began;
-      busy += took;
-      keep(stats.chartMs[i] = stats.chartMs[i] || [], took);
+      busy += performance.now() - began;
       if (i + 1 < draws.length) {   // the metrics panel (a few text nodes) goes with the last chart
         if (i + 2 === draws.length) next(i + 1); else setTimeout(() => next(i + 1), 0);
         return;
