@@ -44,23 +44,31 @@ def test_generate_shows_chips_metrics_and_every_chart(page, tmp_path):
     page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
 
 
-def test_stop_ends_a_long_run_and_keeps_its_tokens(page):
-    set_max_new_tokens(page, 2000)   # tiny runs ~100 tok/s: far longer than the few seconds Stop needs
-    page.locator("#generate").click()
-    page.wait_for_function("(/generating… (\\d+)/.exec(document.querySelector('#status').innerText) || [0, 0])[1] >= 5",
-                           timeout=60_000)   # this run's status, not the last run's chips
-    page.locator("#stop").click()
-    try:
-        page.wait_for_function("document.querySelector('#status').innerText.includes('stopped by you')",
-                               timeout=30_000)
-    except Exception:
-        print("STATUS:", page.locator("#status").inner_text(), "STATE:",
-              page.evaluate("JSON.stringify({next: window.pgLive.state().next, end: !!window.pgLive.state().end})"))
-        raise
-    kept = chip_count(page)
-    time.sleep(1.0)
-    assert 5 <= kept < 2000 and chip_count(page) == kept   # nothing arrives after Stop
-    assert page.locator("a[download], .file-preview").count() >= 1   # the partial trace is downloadable
+def test_stop_ends_a_long_run_and_keeps_its_tokens(page, tiny_backend):
+    """Stop mid-run: the run ends "stopped by you", keeps its tokens and its trace, and compute stops.
+
+    The backend is paced (30 ms a step): the tiny model alone fills its 512-token window in about two
+    seconds, which let the run end by itself before Stop landed (a CI failure, "context window full")."""
+    slow = CountingBackend(tiny_backend)
+    engine = RecordingEngine(slow)
+    with app_page(page, engine) as tab:
+        set_max_new_tokens(tab, 2000)   # 30 ms a step: the window's ~490 tokens take ~15 s
+        tab.locator("#generate").click()
+        tab.wait_for_function("(/generating… (\\d+)/.exec(document.querySelector('#status').innerText)"
+                              " || [0, 0])[1] >= 5", timeout=60_000)   # this run's status, not the last run's
+        tab.locator("#stop").click()
+        try:
+            tab.wait_for_function("document.querySelector('#status').innerText.includes('stopped by you')",
+                                  timeout=30_000)
+        except Exception:
+            print("STATUS:", tab.locator("#status").inner_text(), "STATE:",
+                  tab.evaluate("JSON.stringify({next: window.pgLive.state().next, end: !!window.pgLive.state().end})"))
+            raise
+        kept = chip_count(tab)
+        assert engine.runs[-1].trace.stop_reason == "cancelled" and calls_settle(slow) == 0
+        time.sleep(1.0)
+        assert 5 <= kept < 480 and chip_count(tab) == kept   # nothing arrives after Stop
+        assert tab.locator("a[download], .file-preview").count() >= 1   # the partial trace is downloadable
 
 
 def test_tokens_tab_shows_the_prompt_in_both_tokenizers(page):
