@@ -205,6 +205,7 @@ def browser_run(app: AppProcess, tokens: int) -> dict:
             "chart_refreshes_per_s": round(len(during) / ((last - first) / 1e3), 2) if last > first else None,
             "chart_cycle_main_thread_ms_p50": round(statistics.median(stats["drawMs"])) if stats["drawMs"] else None,
             "chart_cycle_wall_ms_p50": round(statistics.median(stats["cycleWallMs"])) if stats["cycleWallMs"] else None,
+            "chart_ms_p50": {name: round(statistics.median(ms), 1) for name, ms in stats["chartMs"].items() if ms},
             "steps_by_live_channel": stats["channelSteps"],
             "server_cpu_s_per_token": round((cpu1 - cpu0) / len(steps), 5), "wire_bytes": bytes1 - bytes0}
 

@@ -71,6 +71,15 @@ def test_stop_ends_a_long_run_and_keeps_its_tokens(page, tiny_backend):
         assert tab.locator("a[download], .file-preview").count() >= 1   # the partial trace is downloadable
 
 
+def test_no_caption_is_clipped(page):
+    """Each chart's caption shows its first line whole (a negative margin on the text inside the caption's
+    block moved it up, and the block clipped it)."""
+    clipped = page.evaluate("""[...document.querySelectorAll('.block.caption')].filter((block) => {
+        const text = block.querySelector('.prose');
+        return !text || text.getBoundingClientRect().top < block.getBoundingClientRect().top - 0.5; }).length""")
+    assert page.locator(".block.caption").count() >= 4 and clipped == 0
+
+
 def test_tokens_tab_shows_the_prompt_in_both_tokenizers(page):
     page.get_by_role("tab", name="Tokens").click()
     page.wait_for_selector(".tok-title", timeout=30_000)
@@ -162,6 +171,9 @@ def test_chips_and_all_four_charts_grow_while_the_run_streams(page, tiny_backend
         tab.evaluate(RECORDER)
         _, steps, end = run_to_the_end(tab, 60)
         record, stats = tab.evaluate("window.pgRecord"), tab.evaluate("window.pgLive.stats")
+        interactive = tab.evaluate("['timeline', 'latency', 'kv', 'topk'].filter((n) => "
+                                   "document.querySelector(`#pg-${n} .nsewdrag`)).length")
+    assert interactive == 4   # pictures while streaming; hover, zoom and the modebar once the run is over
     n = len(steps)
     assert n == end["steps"] and n >= 20 and sorted(map(int, record["chips"])) == list(range(n))
     assert stats["channelSteps"] >= n / 2   # most steps came by the live channel, ahead of Gradio's updates
@@ -212,6 +224,11 @@ class HostileEngine(Engine):
         trace.stop_reason = "length"
 
 
+LABELS_INSIDE = """(() => { const box = document.querySelector('#pg-topk').getBoundingClientRect();
+  const labels = [...document.querySelectorAll('#pg-topk .ytick text')];
+  return labels.filter((t) => t.getBoundingClientRect().left >= box.left - 1).length; })()"""
+
+
 def test_hostile_token_text_stays_text_in_chips_charts_and_answer(page, tiny_backend):
     with app_page(page, HostileEngine(tiny_backend)) as tab:
         _, steps, _ = run_to_the_end(tab, len(HOSTILE))
@@ -227,6 +244,8 @@ def test_hostile_token_text_stays_text_in_chips_charts_and_answer(page, tiny_bac
             tab.locator("#pg-step").fill(str(index))
             title = tab.locator("#pg-topk .gtitle").text_content()
             assert title.startswith(f"Top-k at step {index}: chose") and shown(HOSTILE[index]) in title
+            assert tab.evaluate(LABELS_INSIDE) == 3   # a fixed margin, measured for the labels: none cut off
+            assert tab.locator("#pg-topk .nsewdrag").count() == 1   # the run is over: interactive
         assert tab.locator("#answer textarea").input_value() == "".join(HOSTILE)
 
 

@@ -26,8 +26,8 @@ FONT = dict(size=16)
 def _figure(title: str, xaxis: str, yaxis: str, height: int = 320) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, font=FONT,
-                      template="plotly_white", margin=dict(l=60, r=20, t=50, b=50),
-                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+                      template="plotly_white", margin=dict(l=60, r=20, t=80, b=50),   # the legend below the title
+                      legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"))
     return fig
 
 

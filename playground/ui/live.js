@@ -17,12 +17,15 @@ does not give (null) is labelled missing, never drawn as zero.
 Left out: anything the server can tell better (the final figures come from charts/run.py). */
 (function () {
   "use strict";
-  const PREFILL = "#d97706", DECODE = "#2563eb", DECODE_ALT = "#60a5fa", FORMULA = "#6b7280", PALETTE = 6, CHART_MS = 200;
+  const PREFILL = "#d97706", DECODE = "#2563eb", DECODE_ALT = "#60a5fa", FORMULA = "#6b7280", PALETTE = 6, CHART_MS = 160;
   const CONFIG = {displaylogo: false, responsive: true};   // hover, zoom, PNG export (the modebar)
+  // while a run streams, pictures: no hover layer, drag layer or modebar to rebuild at every redraw (about a
+  // quarter of a chart's cost); the final figures, and the top-k chart once the run is over, are interactive
+  const STREAMING = {...CONFIG, staticPlot: true};
   const CHARTS = ["timeline", "latency", "kv", "topk"];
   const GAP = new Error("gap");
   const stats = {applied: 0, channelEvents: 0, channelSteps: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0,
-                 resyncs: 0, cycleWallMs: [], drawErrors: 0};
+                 resyncs: 0, cycleWallMs: [], drawErrors: 0, chartMs: {timeline: [], latency: [], kv: [], topk: []}};
   let run = null;   // the run on screen
   let follow = true, scrollQueued = false;   // the chips box follows the newest chip (addChips)
 
@@ -269,6 +272,7 @@ Left out: anything the server can tell better (the final figures come from chart
       const began = performance.now();
       try { draws[i](); } catch (e) { stats.drawErrors++; console.error("live chart", i, e); }   // the others go on
       busy += performance.now() - began;
+      if (i < CHARTS.length) keep(stats.chartMs[CHARTS[i]], performance.now() - began);   // what each chart costs
       if (i + 1 < draws.length) {   // the metrics panel (a few text nodes) goes with the last chart
         if (i + 2 === draws.length) next(i + 1); else setTimeout(() => next(i + 1), 0);
         return;
@@ -287,10 +291,12 @@ Left out: anything the server can tell better (the final figures come from chart
 
   function layout(title, xaxis, yaxis, height = 320) {   // as charts/run.py _figure (plotly_white)
     // fixed margins: automargin measures the tick labels and may redraw the chart a second time
-    const axis = (text) => ({title: {text}, gridcolor: "#EBF0F8", zerolinecolor: "#EBF0F8"});
-    return {title: {text: title}, xaxis: axis(xaxis), yaxis: axis(yaxis), height, font: {size: 16},
-            paper_bgcolor: "white", plot_bgcolor: "white", margin: {l: 80, r: 20, t: 50, b: 60},
-            legend: {orientation: "h", y: 1.02, x: 1, xanchor: "right", yanchor: "bottom"}};
+    // and tick labels neither checked for overflow nor auto-angled: both measure every label in the page
+    const axis = (text) => ({title: {text}, gridcolor: "#EBF0F8", zerolinecolor: "#EBF0F8", ticklabeloverflow: "allow",
+                             tickangle: 0});
+    return {title: {text: title, x: 0.05}, xaxis: axis(xaxis), yaxis: axis(yaxis), height, font: {size: 16},
+            paper_bgcolor: "white", plot_bgcolor: "white", margin: {l: 80, r: 20, t: 80, b: 60},   // the legend below the title
+            legend: {orientation: "h", y: 1.0, x: 1, xanchor: "right", yanchor: "bottom"}};
   }
 
   function missing(lay, text) {
@@ -300,11 +306,17 @@ Left out: anything the server can tell better (the final figures come from chart
 
   const label = (s) => esc(s);   // the visible text, escaped: Plotly reads markup in labels
 
-  function plot(name, data, lay) {
+  let measure = null;
+  function textWidth(text) {   // px of a tick label (Plotly's font at size 16), without a layout of the page
+    if (!measure) { measure = document.createElement("canvas").getContext("2d"); measure.font = '16px "Open Sans", verdana, arial, sans-serif'; }
+    return Math.ceil(measure.measureText(text).width);
+  }
+
+  function plot(name, data, lay, streaming = true) {
     const div = $(`pg-${name}`);
     if (!div) return;
     if (div.classList.contains("pg-chart-empty")) { div.classList.remove("pg-chart-empty"); div.textContent = ""; }
-    window.Plotly.react(div, data, lay, CONFIG);
+    window.Plotly.react(div, data, lay, streaming ? STREAMING : CONFIG);
   }
 
   function extend(name, update, traces) {
@@ -419,27 +431,32 @@ Left out: anything the server can tell better (the final figures come from chart
     const chosen = r.steps[index], top = chosen[F.top];
     if (!top) {
       plot("topk", [], missing(layout(`Top-k at step ${index}`, "probability", ""),
-                               `missing: ${r.head.backend} does not give top-k probabilities`));
+                               `missing: ${r.head.backend} does not give top-k probabilities`), !r.finalShown);
       return;
     }
     const p = chosen[F.prob] == null ? "" : ` (model p=${chosen[F.prob].toFixed(3)})`;
     const lay = layout(`Top-k at step ${index}: chose “${label(chosen[F.shown])}”${p}`, "probability", "");
     const cands = top.slice().reverse();   // best at the top of a horizontal bar chart
-    const labels = cands.map((c) => `${label(c[1])}  (id ${c[0]})`);
+    // a long token is cut on its axis label (the id keeps labels apart) and shown whole on hover
+    const short = (t) => ([...t].length > 24 ? `${[...t].slice(0, 23).join("")}…` : t);
+    const texts = cands.map((c) => `${short(c[1])}  (id ${c[0]})`), labels = texts.map(label);
     const data = [{type: "bar", name: "model (softmax at T=1)", orientation: "h", x: cands.map((c) => c[2]), y: labels,
                    marker: {color: cands.map((c) => (c[0] === chosen[F.token_id] ? PREFILL : DECODE))},
                    text: cands.map((c) => c[2].toFixed(3)), textposition: "auto",
-                   hovertemplate: "%{y}: model p=%{x:.4f}<extra></extra>"}];
+                   customdata: cands.map((c) => `${label(c[1])}  (id ${c[0]})`),
+                   hovertemplate: "%{customdata}: model p=%{x:.4f}<extra></extra>"}];
     if (!r.head.greedy && cands.some((c) => c[3] != null)) {
       data.push({type: "bar", name: "sampled with (after temperature, top-k, top-p)", orientation: "h", y: labels,
                  x: cands.map((c) => c[3] || 0), marker: {color: FORMULA}, opacity: 0.6,
-                 hovertemplate: "%{y}: sampling p=%{x:.4f}<extra></extra>"});
+                 customdata: cands.map((c) => `${label(c[1])}  (id ${c[0]})`),
+                 hovertemplate: "%{customdata}: sampling p=%{x:.4f}<extra></extra>"});
     }
     lay.xaxis.range = [0, 1];
-    lay.yaxis.automargin = true;   // token labels of any length
+    // the labels' room measured on a canvas: automargin would measure them in the page and draw twice
+    lay.margin.l = Math.min(Math.max(...texts.map(textWidth)) + 24, 360);
     lay.barmode = "group";
     lay.showlegend = true;
-    plot("topk", data, lay);
+    plot("topk", data, lay, !r.finalShown);
   }
 
   function showAnswer(r) {   // the plain-text answer: rewritten whole, so at the charts' pace, not per step
@@ -477,7 +494,7 @@ Left out: anything the server can tell better (the final figures come from chart
     const figures = r.end.figures || {};
     for (const name of CHARTS) {
       const fig = figures[name];
-      if (fig) plot(name, fig.data || [], {...(fig.layout || {}), template: r.end.template});
+      if (fig) plot(name, fig.data || [], {...(fig.layout || {}), template: r.end.template}, false);
     }
     if (figures.topk) r.topkShown = r.steps.length - 1;
     if (r.follow && r.steps.length) drawTopK(r, r.steps.length - 1);
