@@ -18,8 +18,10 @@ alone: the server's CPU seconds per second (sampled every 50 ms) beside the head
 client fetched and every other response.)
 With --browser, one more app run is watched by Chromium (on the same cores as the model): when each
 chip entered the DOM against its step's wall-clock stamp (p50/p95), how often the charts were redrawn,
-and that run's decode tok/s. With --pin the bench and the app run on CPU 0 and Chromium on CPU 1: a
-browser on another machine, emulated on 2 cores (both sides of the ratio then have one core). Row "ui-flat": the app over a PacedEngine (bench_wire: steps at a fixed
+and that run's decode tok/s. With --pin the app and the headless runs are on CPU 0, Chromium on CPU 1:
+a browser on another machine, emulated on 2 cores (both sides of the ratio then have one core); while
+the app serves a request, this process's threads (gradio_client, the counting proxy, Playwright) move
+to CPU 1 too, as a client elsewhere would be (the headless run has no client to pay for). Row "ui-flat": the app over a PacedEngine (bench_wire: steps at a fixed
 pace, no model, so the server's CPU is all the UI's) for 2048 steps: server CPU and bytes per update in
 the first and the last quarter of the run.
 
@@ -27,6 +29,7 @@ Figures, not tests: they depend on the machine and its load.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -106,12 +109,15 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
     with AppProcess(["app.py", "--backend", backend] + (["--model", model] if model else [])) as app:
         client = Client(app.url, verbose=False)
         engine.generate(PROMPT, settings.with_(max_new_tokens=4))   # warm-up, both sides (the app loads its model)
-        app_run(app, client, backend, 4)
+        with client_side():
+            app_run(app, client, backend, 4)
         headless, ui = [], []
         for _ in range(repeats):   # alternating, so a burst of load on the shared cores hits both sides alike
             headless.append(engine.generate(PROMPT, settings))
-            ui.append(app_run(app, client, backend, tokens))
-        watched = browser_run(app, tokens) if browser else None
+            with client_side():
+                ui.append(app_run(app, client, backend, tokens))
+        with client_side():
+            watched = browser_run(app, tokens) if browser else None
     n = [len(h.steps) for h in headless] + [len(u["trace"]["steps"]) for u in ui]
     model_cpu = _median(sum(s.cpu or 0.0 for s in h.steps) / len(h.steps) for h in headless)
     server_cpu = _median(u["server_cpu"] / len(u["trace"]["steps"]) for u in ui)
@@ -163,7 +169,31 @@ def pin_cpus() -> None:
     wrapper.write_text(f'#!/bin/sh\nexec taskset -c {cpus[1]} "{chromium}" "$@"\n')
     wrapper.chmod(0o755)
     os.environ["PLAYGROUND_CHROMIUM"], os.environ[PINNED] = str(wrapper), "1"
-    os.sched_setaffinity(0, {cpus[0]})
+    PINNED_CPUS[:] = cpus[:2]
+    _move_threads({cpus[0]})
+
+
+PINNED_CPUS: list[int] = []   # [the model's CPU, the client's] once pin_cpus has run
+
+
+def _move_threads(cpus: set[int]) -> None:
+    """Every thread of this process onto `cpus` (a thread started later inherits its creator's CPUs)."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):   # a thread that has just ended
+            os.sched_setaffinity(int(tid), cpus)
+
+
+@contextlib.contextmanager
+def client_side():
+    """With --pin: this process's threads on the client's CPU while the app serves a request, then back."""
+    if not PINNED_CPUS:
+        yield
+        return
+    _move_threads({PINNED_CPUS[1]})
+    try:
+        yield
+    finally:
+        _move_threads({PINNED_CPUS[0]})
 
 
 def browser_flags() -> list[str]:

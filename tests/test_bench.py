@@ -66,3 +66,31 @@ def test_pin_puts_the_bench_on_one_cpu_and_chromium_on_another():
     cpus = sorted(os.sched_getaffinity(0))
     assert out.startswith(f"[{cpus[0]}]\n")
     assert f'exec taskset -c {cpus[1]} "/usr/bin/chromium" "$@"' in out
+
+
+def test_the_client_side_of_a_pinned_bench_runs_on_the_other_cpu():
+    """While the app serves a request, every thread of the bench (gradio_client, the counting proxy, one
+    started meanwhile) is on the client's CPU; afterwards all are back on the model's CPU."""
+    import os
+
+    import pytest
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("pinning needs 2 CPUs")
+    code = """if True:
+        import os, threading
+        from playground.bench_ui import client_side, pin_cpus
+        def cpus_of_all():
+            return sorted({tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir('/proc/self/task')})
+        idle = threading.Event()
+        threading.Thread(target=idle.wait, daemon=True).start()   # a thread from before
+        pin_cpus()
+        print(cpus_of_all())
+        with client_side():
+            threading.Thread(target=idle.wait, daemon=True).start()   # a thread started while serving
+            print(cpus_of_all())
+        print(cpus_of_all())
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PLAYGROUND_CHROMIUM": "/usr/bin/chromium"}).stdout.splitlines()
+    model, client = sorted(os.sched_getaffinity(0))[:2]
+    assert out == [f"[({model},)]", f"[({client},)]", f"[({model},)]"]
