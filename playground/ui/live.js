@@ -10,7 +10,9 @@ and, while the channel reads, comes once a second as a backup. A step is drawn o
 path brings it first, in sequence order; a page whose channel is refused still gets every step.
 Chips, the answer text, the token count, the metrics panel and the four charts (timeline, latency per
 step, KV cache, top-k) are drawn here: chips at every update, charts at most every CHART_MS and with
-at most four fifths of the main thread, one chart per task (so a chip never waits for a whole cycle).
+at most four fifths of the main thread, one chart per task (so a chip never waits for a whole cycle);
+while the run streams the charts are pictures (Plotly's staticPlot) with fixed margins, and the end
+line's figures replace them, interactive.
 A missing sequence number is said on the page and the stream is read again from its start. Token text
 is set with textContent and escaped for Plotly (which reads <b>, <a>, <br>). Every figure a source
 does not give (null) is labelled missing, never drawn as zero.
@@ -440,16 +442,15 @@ Left out: anything the server can tell better (the final figures come from chart
     // a long token is cut on its axis label (the id keeps labels apart) and shown whole on hover
     const short = (t) => ([...t].length > 24 ? `${[...t].slice(0, 23).join("")}…` : t);
     const texts = cands.map((c) => `${short(c[1])}  (id ${c[0]})`), labels = texts.map(label);
+    const whole = cands.map((c) => `${label(c[1])}  (id ${c[0]})`);
     const data = [{type: "bar", name: "model (softmax at T=1)", orientation: "h", x: cands.map((c) => c[2]), y: labels,
                    marker: {color: cands.map((c) => (c[0] === chosen[F.token_id] ? PREFILL : DECODE))},
                    text: cands.map((c) => c[2].toFixed(3)), textposition: "auto",
-                   customdata: cands.map((c) => `${label(c[1])}  (id ${c[0]})`),
-                   hovertemplate: "%{customdata}: model p=%{x:.4f}<extra></extra>"}];
+                   customdata: whole, hovertemplate: "%{customdata}: model p=%{x:.4f}<extra></extra>"}];
     if (!r.head.greedy && cands.some((c) => c[3] != null)) {
       data.push({type: "bar", name: "sampled with (after temperature, top-k, top-p)", orientation: "h", y: labels,
                  x: cands.map((c) => c[3] || 0), marker: {color: FORMULA}, opacity: 0.6,
-                 customdata: cands.map((c) => `${label(c[1])}  (id ${c[0]})`),
-                 hovertemplate: "%{customdata}: sampling p=%{x:.4f}<extra></extra>"});
+                 customdata: whole, hovertemplate: "%{customdata}: sampling p=%{x:.4f}<extra></extra>"});
     }
     lay.xaxis.range = [0, 1];
     // the labels' room measured on a canvas: automargin would measure them in the page and draw twice
