@@ -96,7 +96,7 @@ def app_run(app: AppProcess, client, backend: str, tokens: int) -> dict:
             if len(decode) > 2 and decode[-1][0] > decode[0][0] else None}
 
 
-def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NEW_TOKENS, repeats: int = 3,
+def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NEW_TOKENS, repeats: int = 5,
            browser: bool = False) -> dict:
     from gradio_client import Client
 
@@ -296,7 +296,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--backend", default="onnx")
     p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
     p.add_argument("--tokens", type=int, default=MAX_NEW_TOKENS)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--browser", action="store_true", help="one more run watched by Chromium on this machine")
     p.add_argument("--flat-steps", type=int, default=FLAT_STEPS, help="the ui-flat row's run length (0: skip it)")
     p.add_argument("--pin", action="store_true", help="the model on one CPU, Chromium on another (with --browser)")
