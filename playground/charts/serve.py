@@ -26,6 +26,13 @@ def _title(text: str, result) -> dict:
     return {"text": f"{text}{state}<br><sup>{result.scheduler_label} · {result.source}</sup>"}
 
 
+def _legend_below(fig: go.Figure) -> go.Figure:
+    """The legend under the x axis: above the plot it ran into the title's second line."""
+    fig.update_layout(height=380, margin=dict(b=130),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.32, yanchor="top"))
+    return fig
+
+
 def _row(record) -> str:
     return f"#{record.request.id} {record.request.cls}"
 
@@ -91,7 +98,7 @@ def plot_throughput(result, window: float = 1.0) -> go.Figure:
     fig.add_scatter(name="requests finished/s", x=series["t"], y=series["requests_per_s"], yaxis="y2",
                     mode="lines+markers", line=dict(color=PREFILL))
     fig.update_layout(yaxis2=dict(title="requests/s", overlaying="y", side="right", showgrid=False, rangemode="tozero"))
-    return fig
+    return _legend_below(fig)
 
 
 def plot_kv_in_use(result) -> go.Figure:
@@ -109,7 +116,7 @@ def plot_kv_in_use(result) -> go.Figure:
         fig.add_scatter(name=f"pool: {result.kv_total * scale:g} {label}", mode="lines", line=dict(color=FORMULA, dash="dash"),
                         x=[0, max(t for t, _ in result.kv)], y=[result.kv_total * scale] * 2)
     fig.update_yaxes(rangemode="tozero")
-    return fig
+    return _legend_below(fig)
 
 
 def plot_batches(result) -> go.Figure:
