@@ -138,11 +138,8 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
     row["decode_ratio_ui_vs_headless"] = round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
     if watched:
         watched["decode_ratio_vs_headless"] = round(watched["decode_tps"] / row["headless_decode_tps"], 3)
-        row["with_chromium_on_its_own_cpu" if os.environ.get(PINNED) else "with_chromium_on_the_same_machine"] = watched
+        row["with_chromium_on_its_own_cpu" if PINNED_CPUS else "with_chromium_on_the_same_machine"] = watched
     return row
-
-
-PINNED = "PLAYGROUND_BENCH_PINNED"
 
 
 def chromium_path() -> str:
@@ -168,7 +165,7 @@ def pin_cpus() -> None:
     wrapper = Path(tempfile.mkdtemp(prefix="pg-chromium-")) / "chromium"
     wrapper.write_text(f'#!/bin/sh\nexec taskset -c {cpus[1]} "{chromium}" "$@"\n')
     wrapper.chmod(0o755)
-    os.environ["PLAYGROUND_CHROMIUM"], os.environ[PINNED] = str(wrapper), "1"
+    os.environ["PLAYGROUND_CHROMIUM"] = str(wrapper)
     PINNED_CPUS[:] = cpus[:2]
     _move_threads({cpus[0]})
 

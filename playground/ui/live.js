@@ -273,8 +273,9 @@ Left out: anything the server can tell better (the final figures come from chart
       if (run !== r) return;   // a new run started meanwhile
       const began = performance.now();
       try { draws[i](); } catch (e) { stats.drawErrors++; console.error("live chart", i, e); }   // the others go on
-      busy += performance.now() - began;
-      if (i < CHARTS.length) keep(stats.chartMs[CHARTS[i]], performance.now() - began);   // what each chart costs
+      const took = performance.now() - began;
+      busy += took;
+      if (i < CHARTS.length) keep(stats.chartMs[CHARTS[i]], took);   // what each chart costs
       if (i + 1 < draws.length) {   // the metrics panel (a few text nodes) goes with the last chart
         if (i + 2 === draws.length) next(i + 1); else setTimeout(() => next(i + 1), 0);
         return;
@@ -314,11 +315,11 @@ Left out: anything the server can tell better (the final figures come from chart
     return Math.ceil(measure.measureText(text).width);
   }
 
-  function plot(name, data, lay, streaming = true) {
+  function plot(r, name, data, lay) {   // a picture while `r` streams, interactive once its final figures are shown
     const div = $(`pg-${name}`);
     if (!div) return;
     if (div.classList.contains("pg-chart-empty")) { div.classList.remove("pg-chart-empty"); div.textContent = ""; }
-    window.Plotly.react(div, data, lay, streaming ? STREAMING : CONFIG);
+    window.Plotly.react(div, data, lay, r.finalShown ? CONFIG : STREAMING);
   }
 
   function extend(name, update, traces) {
@@ -348,7 +349,7 @@ Left out: anything the server can tell better (the final figures come from chart
       const decodeTrace = (part, color, name, show) => ({type: "scatter", mode: "lines", name, showlegend: show,
         legendgroup: "decode", line: {color, width: 44}, ...part,
         hovertemplate: "step %{customdata[0]} %{customdata[1]}: %{customdata[2]:.1f} ms<extra></extra>"});
-      plot("timeline", [
+      plot(r, "timeline", [
         {type: "bar", name: "prefill (TTFT)", orientation: "h", y: ["request"], base: [0], x: [first[F.time] * 1e3],
          marker: {color: PREFILL}, hovertemplate: "prefill + first token: %{x:.1f} ms<extra></extra>"},
         decodeTrace(parts[0], DECODE, "decode", true), decodeTrace(parts[1], DECODE_ALT, "decode", false)], lay);
@@ -367,7 +368,7 @@ Left out: anything the server can tell better (the final figures come from chart
     if (!from) {
       const lay = layout("Latency per step", "output token (step)", "latency (ms)");
       if (log) lay.yaxis.type = "log";
-      plot("latency", [
+      plot(r, "latency", [
         {type: "bar", name: "prefill (TTFT)", x: [0], y: [r.steps[0][F.latency] * 1e3], marker: {color: PREFILL},
          hovertemplate: "TTFT %{y:.1f} ms<extra></extra>"},
         {type: "scatter", mode: "lines", name: "decode (ITL)", ...cols, line: {color: DECODE, width: 2, shape: "hvh"},
@@ -402,7 +403,7 @@ Left out: anything the server can tell better (the final figures come from chart
                    y: known.map((s) => formula(s[F.seq_len])), customdata: known.map((s) => s[F.seq_len]),
                    hovertemplate: "formula: %{y:.3f} MiB<extra></extra>"});
       }
-      plot("kv", data, lay);
+      plot(r, "kv", data, lay);
     } else {   // one extendTraces (one redraw) for both traces
       const update = {x: [], y: [], customdata: []}, traces = [];
       if (r.kvMeasured && measured.length) {
@@ -432,8 +433,8 @@ Left out: anything the server can tell better (the final figures come from chart
     r.topkShown = index;
     const chosen = r.steps[index], top = chosen[F.top];
     if (!top) {
-      plot("topk", [], missing(layout(`Top-k at step ${index}`, "probability", ""),
-                               `missing: ${r.head.backend} does not give top-k probabilities`), !r.finalShown);
+      plot(r, "topk", [], missing(layout(`Top-k at step ${index}`, "probability", ""),
+                               `missing: ${r.head.backend} does not give top-k probabilities`));
       return;
     }
     const p = chosen[F.prob] == null ? "" : ` (model p=${chosen[F.prob].toFixed(3)})`;
@@ -457,7 +458,7 @@ Left out: anything the server can tell better (the final figures come from chart
     lay.margin.l = Math.min(Math.max(...texts.map(textWidth)) + 24, 360);
     lay.barmode = "group";
     lay.showlegend = true;
-    plot("topk", data, lay, !r.finalShown);
+    plot(r, "topk", data, lay);
   }
 
   function showAnswer(r) {   // the plain-text answer: rewritten whole, so at the charts' pace, not per step
@@ -495,7 +496,7 @@ Left out: anything the server can tell better (the final figures come from chart
     const figures = r.end.figures || {};
     for (const name of CHARTS) {
       const fig = figures[name];
-      if (fig) plot(name, fig.data || [], {...(fig.layout || {}), template: r.end.template}, false);
+      if (fig) plot(r, name, fig.data || [], {...(fig.layout || {}), template: r.end.template});
     }
     if (figures.topk) r.topkShown = r.steps.length - 1;
     if (r.follow && r.steps.length) drawTopK(r, r.steps.length - 1);
