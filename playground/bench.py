@@ -1,14 +1,16 @@
 """`make bench` (`python -m playground.bench`): speed figures and ratios, as JSON lines.
 
 In order, each backend measured in its own process on the bundled model:
-  - llama.cpp's own `llama-bench` on the same GGUF (bench_peer.py), and the machine's fp32 matmul peak;
+  - llama.cpp's own `llama-bench` on the same GGUF (bench_peer.py), the machine's fp32 matmul peak, and
+    the kernel floor (onnx-gguf4's MatMulNBits alone, per decode token);
   - one row per backend (every registry entry): the engine's TTFT and decode tok/s against plain
     `generate()` on the same runtime, and their ratio (`decode_ratio_engine_vs_generate` >= 0.97 means
     instrumentation costs under 3%), peak RSS, and for the ONNX variants their greedy agreement with fp32;
   - a 1024-token prefill per backend;
   - fidelity per backend (bench_fidelity.py): teacher-forced top-1 agreement with fp32, mean KL, perplexity;
   - llama-bench again, and a summary: every decode and prefill as a multiple of llama.cpp's (the mean
-    of its two runs, which bracket ours) and prefill as a share of the matmul peak;
+    of its two runs, which bracket ours), prefill as a share of the matmul peak, and the ceilings the
+    floors set on those ratios;
   - the rows "ui" and "ui-flat" (bench_ui.py): the app against a headless run, and its work per update;
   - last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the
     same model.
@@ -30,6 +32,7 @@ import sys
 from .bench_backends import DEFAULT_BACKENDS, row_in_subprocess
 from .bench_fidelity import fidelity_rows
 from .bench_peer import (
+    kernel_floor_row,
     llama_bench_row,
     matmul_peak_row,
     mean_llama_row,
@@ -74,6 +77,7 @@ def main(argv: list[str]) -> None:
     names = args.names or DEFAULT_BACKENDS
     peer = args.model is None   # llama.cpp and fidelity on the bundled model only
     llama_runs = [_say(llama_bench_row()), _say(matmul_peak_row())] if peer else []
+    floor = _say(kernel_floor_row()) if peer else None
     rows = [_say(json.loads(row_in_subprocess("playground.bench_backends", "--one", name, args.model)))
             for name in names]   # each in its own process
     prefills = [_say(json.loads(row_in_subprocess("playground.bench", "--prefill", name, args.model)))
@@ -88,7 +92,8 @@ def main(argv: list[str]) -> None:
     if "--speed" not in argv:
         fidelity_rows(names)   # prints its rows
     llama_runs.append(_say(llama_bench_row()))
-    _say(ratios_row(mean_llama_row(llama_runs[0], llama_runs[2]), llama_runs[1], rows, prefills, model_config()))
+    _say(ratios_row(mean_llama_row(llama_runs[0], llama_runs[2]), llama_runs[1], rows, prefills, model_config(),
+                         floor))
     if not args.names:   # the client against llama.cpp's own server (bench_remote.py)
         from .bench_remote import remote_row
         _say(remote_row())

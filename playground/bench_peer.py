@@ -3,7 +3,9 @@
     llama_bench_row()     # {"backend": "llama.cpp", "decode_tps": .., "prompt_s": .., "prefill_s": .., ...}
     matmul_peak_row()     # {"matmul_peak_gflops": .., "threads": 2, ...}
     mean_llama_row(a, b)  # llama.cpp's figures averaged over a run before and a run after ours
-    ratios_row(rows)      # every backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's
+    kernel_floor_row()    # onnx-gguf4's 4-bit MatMulNBits alone: ms per decode token (a floor under its decode)
+    ratios_row(rows)      # every backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's,
+                          # and the ceilings the floors put on them
 
 `llama-bench -t <physical cores> -p 46,1024 -n 64 -o json` times a 46-token prompt (the chat prompt's
 length), a 1024-token prefill and 64 generated tokens, each the mean of `repeats` runs after its own
@@ -11,6 +13,13 @@ warm-up. Its decode is timed from an empty context, ours after the 46-token prom
 for this model). The matmul peak is ONNX Runtime's own fp32 MatMul (MLAS, the kernels the fp32 graph
 and dequantizing 4-bit prefill run on) on a 1024x2048x2048 product with the same thread count: core
 counts and clocks in a VM cannot be trusted, a measured peak can.
+
+The floors say how far a graph on ONNX Runtime's kernels could go at best on this machine (bounds, not
+measurements of a backend): the kernel floor is every `MatMulNBits` of onnx-gguf4's decode graph run
+alone, each on its own [1, rows, K] input, nothing else in the graph: at 1 row llama.cpp's own arithmetic
+(int8 activations, one pass), at 2 rows the default's (hi + lo rows). llama.cpp's whole token (attention,
+norms, sampling included) against that time is the highest decode ratio those kernels allow. Likewise a
+prefill cannot beat its work at the fp32 matmul peak.
 
 Left out: llama.cpp's greedy tokens (llama-server would give them; not run here).
 """
@@ -119,6 +128,76 @@ def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n:
             "matmul_median_gflops": round(flops / statistics.median(times) / 1e9, 1)}
 
 
+FLOOR_ROWS = {"one_pass_int8": 1, "hi_lo_int8x2": 2}   # activation rows per token: llama.cpp's arithmetic, the default's
+
+
+def kernels_only(model, rows: int):
+    """The MatMulNBits nodes of an ONNX model alone, each reading its own input [1, rows, K] (an onnx.ModelProto)."""
+    from onnx import TensorProto, helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    nodes, weights, inputs, outputs = [], [], [], []
+    for i, node in enumerate(n for n in model.graph.node if n.op_type == "MatMulNBits"):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        x, y = f"x{i}", f"y{i}"
+        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, rows, attrs["K"]]))
+        outputs.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, rows, attrs["N"]]))
+        weights += [inits[name] for name in node.input[1:] if name in inits]
+        nodes.append(helper.make_node("MatMulNBits", [x, *node.input[1:]], [y], name=node.name, domain=node.domain,
+                                      **attrs))
+    if not nodes:
+        raise ValueError("the graph has no MatMulNBits node")
+    graph = helper.make_graph(nodes, "kernels-only", inputs, outputs, weights)
+    return helper.make_model(graph, opset_imports=list(model.opset_import))
+
+
+def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
+    """ms per decode token of onnx-gguf4's MatMulNBits alone (see the module doc), per FLOOR_ROWS entry."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from .backends.onnx_backend import session_options
+    from .backends.onnx_cache import MODEL_FILE
+
+    row = {"yardstick": "onnx-gguf4's MatMulNBits alone, one decode token (a floor, not a backend)"}
+    try:
+        folder = folder or _gguf4_folder()
+        model = onnx.load(str(Path(folder) / MODEL_FILE))   # external weights loaded too
+    except (OSError, ValueError, RuntimeError) as exc:
+        return {**row, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    rng = np.random.default_rng(0)
+    for key, rows in FLOOR_ROWS.items():
+        kernels = kernels_only(model, rows)
+        session = ort.InferenceSession(kernels.SerializeToString(), session_options(),
+                                       providers=["CPUExecutionProvider"])
+        feed = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim], dtype=np.float32)
+                for i in kernels.graph.input}
+        for _ in range(3):
+            session.run(None, feed)
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            session.run(None, feed)
+            times.append(time.perf_counter() - t)
+        row[f"{key}_ms"] = round(statistics.median(times) * 1e3, 3)
+        row["nodes"] = len(kernels.graph.node)
+    return row
+
+
+def _gguf4_folder() -> Path:
+    """onnx-gguf4's cached graphs for the bundled model (built if missing)."""
+    from .backends.onnx_export import exported_dir
+    from .backends.onnx_gguf import gguf4_dir
+    from .backends.onnx_source import export_source
+    from .models import resolve_model_spec
+
+    source = resolve_model_spec(None)
+    if source.kind != "gguf":
+        raise ValueError(f"the default model {source.name!r} is not a GGUF")
+    return gguf4_dir(exported_dir(export_source(None)[0]), source.location)
+
+
 def prefill_gflop(config: dict, tokens: int = PREFILL_TOKENS) -> float:
     """The work of a causal prefill (estimate): 2 x tokens x layer weights + attention, LM head on one row.
 
@@ -134,11 +213,13 @@ def prefill_gflop(config: dict, tokens: int = PREFILL_TOKENS) -> float:
     return (2 * tokens * per_layer * layers + attention * layers + 2 * h * config["vocab_size"]) / 1e9
 
 
-def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dict], config: dict | None) -> dict:
-    """Each backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's (>1 = faster), and prefill
-    as a share of the matmul peak."""
+def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dict], config: dict | None,
+               floor: dict | None = None) -> dict:
+    """Each backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's (>1 = faster), prefill
+    as a share of the matmul peak, and the ceilings the floors put on those ratios (`ceilings`)."""
     row = {"summary": "ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)",
            "llama_decode_tps": llama.get("decode_tps"), "llama_prefill_s": llama.get("prefill_s")}
+    row["ceilings"] = ceilings(llama, peak, config, floor or {})
     prefill_s = {p["backend"]: p.get("prefill_s") for p in prefills}
     for b in backends:
         name, tps = b.get("backend"), b.get("engine_decode_tps")
@@ -151,6 +232,29 @@ def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dic
                 round(gflops, 1), round(100 * gflops / peak["matmul_peak_gflops"], 1))
         row[name] = entry
     return row
+
+
+def ceilings(llama: dict, peak: dict, config: dict | None, floor: dict) -> dict:
+    """Bounds from the floors (estimates, labelled so): the highest decode ratio to llama.cpp a graph on
+    ONNX Runtime's 4-bit kernels could reach if nothing but those kernels took time; the highest prefill
+    ratio and the lowest 46-token TTFT at 100% of the fp32 matmul peak.
+
+    >>> ceilings({"decode_tps": 125.0, "prefill_s": 4.0}, {"matmul_peak_gflops": 200.0}, None,
+    ...          {"one_pass_int8_ms": 6.4, "hi_lo_int8x2_ms": 8.0})
+    {'decode_x_max_one_pass_int8': 1.25, 'decode_x_max_hi_lo_int8x2': 1.0}
+    """
+    out = {}
+    token_ms = 1e3 / llama["decode_tps"] if llama.get("decode_tps") else None
+    for key in FLOOR_ROWS:
+        if token_ms and floor.get(f"{key}_ms"):
+            out[f"decode_x_max_{key}"] = round(token_ms / floor[f"{key}_ms"], 3)
+    gflops = peak.get("matmul_peak_gflops")
+    if config and gflops:
+        at_peak = prefill_gflop(config) / gflops
+        out["prefill_s_at_peak"] = round(at_peak, 3)
+        out["prefill_x_max"] = _ratio(llama.get("prefill_s"), at_peak)
+        out["ttft_ms_at_peak"] = round(1e3 * prefill_gflop(config, PROMPT_TOKENS) / gflops, 1)
+    return out
 
 
 def _ratio(a, b) -> float | None:

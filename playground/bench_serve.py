@@ -17,8 +17,10 @@
    server (its answers are not the local backends', see server_rows).
 Figures: output tokens/s, p50/p95 TTFT of the short class, and the two ratios the targets are set on
 (batching >= 2x the throughput; short p95 TTFT <= 1/2). At 0.8x of one-at-a-time's capacity both keep
-up with the arrivals, so their throughput is bounded by the offered load; the saturated run shows
-how much each could serve.
+up with the arrivals, so their throughput is bounded by the offered load: `throughput_ratio_ceiling`
+(an upper bound, not a measurement) is the most any scheduler could reach over one at a time on this
+workload, since none finishes before the last request arrives. The saturated run shows how much each
+could serve.
 
 Left out: GPU figures (the same code measures torch on CUDA).
 """
@@ -70,6 +72,20 @@ def figures(result) -> dict:
             "completed": tp["completed"], "wall_s": _round(tp["wall_s"])}
 
 
+def throughput_ratio_ceiling(workload, baseline: dict) -> float | None:
+    """Upper bound on any scheduler's throughput over `baseline` (a `figures` dict) on `workload`, for the same
+    output tokens: nothing can finish before the last arrival, so no wall is shorter than it. None when
+    every request arrives at once (no bound from arrivals).
+
+    >>> from playground.serve.workload import Request, Workload
+    >>> w = Workload(tuple(Request(i, "short", "q", 8, t) for i, t in enumerate([0.0, 3.0, 10.0])), "fixed", 0.3)
+    >>> throughput_ratio_ceiling(w, {"wall_s": 11.0})   # one at a time ended 1 s after the last arrival
+    1.1
+    """
+    last = max((r.arrival for r in workload.requests), default=0.0)
+    return round(baseline["wall_s"] / last, 2) if last > 0 and baseline.get("wall_s") else None
+
+
 def _round(v, digits=3):
     return None if v is None else round(v, digits)
 
@@ -102,6 +118,7 @@ def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int 
         row[key] = figures(scheduler.run(workload))
     row["throughput_ratio"] = _ratio(row["batching"]["output_tps"], row["one_at_a_time"]["output_tps"])
     row["short_p95_ttft_ratio"] = _ratio(row["batching"]["short_ttft_p95_s"], row["one_at_a_time"]["short_ttft_p95_s"])
+    row["throughput_ratio_ceiling"] = throughput_ratio_ceiling(workload, row["one_at_a_time"])
     row["targets_met"] = {"throughput_2x": (row["throughput_ratio"] or 0) >= 2,
                           "short_p95_ttft_half": (row["short_p95_ttft_ratio"] or 9) <= 0.5}
     if saturate:   # every request at once; plus one at a time on torch: the scheduler's gain on the same runtime
@@ -145,6 +162,7 @@ def server_rows(workload, at_once, parallel: int = SERVER_PARALLEL) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     out["throughput_ratio"] = _ratio(out["concurrent"]["output_tps"], out["one_at_a_time"]["output_tps"])
     out["short_p95_ttft_ratio"] = _ratio(out["concurrent"]["short_ttft_p95_s"], out["one_at_a_time"]["short_ttft_p95_s"])
+    out["throughput_ratio_ceiling"] = throughput_ratio_ceiling(workload, out["one_at_a_time"])
     if at_once is not None:
         out["saturated_throughput_ratio"] = _ratio(out["saturated_concurrent"]["output_tps"],
                                                    out["saturated_one_at_a_time"]["output_tps"])

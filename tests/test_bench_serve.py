@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground.bench_serve import serve_row
+from playground.bench_serve import serve_row, throughput_ratio_ceiling
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,20 @@ def test_both_schedulers_serve_every_request_and_the_ratios_follow(row):
     assert row["targets_met"]["throughput_2x"] == (row["throughput_ratio"] >= 2)
 
 
+def test_the_throughput_ceiling_is_one_at_a_times_wall_over_the_last_arrival(row):
+    from playground.serve import Workload, default_classes
+    from playground.serve.workload import Request
+    ceiling = row["throughput_ratio_ceiling"]
+    assert ceiling is not None and ceiling >= 1   # one at a time cannot end before the last arrival either
+    # the batching run, whatever it served, stayed under it (same tokens; its wall >= the last arrival)
+    tokens = row["batching"]["output_tokens"] / row["one_at_a_time"]["output_tokens"]
+    assert row["throughput_ratio"] <= ceiling * tokens + 0.02
+    at_once = Workload.build(default_classes(None, 6, {"short": 1.0, "long": 0.0}), 3)
+    assert throughput_ratio_ceiling(at_once, {"wall_s": 5.0}) is None   # no arrivals to wait for: no bound
+    late = Workload((Request(0, "short", "q", 6, 0.0), Request(1, "short", "q", 6, 4.0)), "fixed", 0.5)
+    assert throughput_ratio_ceiling(late, {"wall_s": 6.0}) == 1.5
+
+
 def test_the_tiny_row_does_not_start_a_server_for_another_model(row):
     assert "skipped" in row["llama_server"]
 
@@ -40,3 +54,4 @@ def test_llama_server_serves_the_workload_one_at_a_time_and_concurrently():
     for key in ("one_at_a_time", "concurrent"):   # (batched arithmetic may end an answer elsewhere: counts only)
         assert out[key]["completed"] == 3 and 3 <= out[key]["output_tokens"] <= 3 * 6
     assert out["throughput_ratio"] == round(out["concurrent"]["output_tps"] / out["one_at_a_time"]["output_tps"], 2)
+    assert out["throughput_ratio_ceiling"] is None   # every request at once: no arrival bound

@@ -103,8 +103,8 @@ def test_int4_is_cached_beside_fp32(tiny_dir, tmp_path, count_exports):
 
 def test_backends_are_selectable_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
-    assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4", "onnx-gguf4", "onnx-gguf4-int8",
-                                    "onnx-gguf4-fp32"]
+    assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4", "onnx-gguf4", "onnx-gguf4-int8x2",
+                                    "onnx-gguf4-int8", "onnx-gguf4-fp32"]
     assert default_backend_name("cpu", "tiny") == "onnx" and default_backend_name("cuda") == "torch"
     assert default_backend_name("cpu") == ("onnx-gguf4" if bundled_gguf_path() else "onnx")   # the bundled GGUF
     backend = create_backend("onnx-int8", "tiny", device="cpu")

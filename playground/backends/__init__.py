@@ -1,5 +1,5 @@
 """Runtimes the engine can drive, one registry entry each: torch (CPU/CUDA), onnx, onnx-int8, onnx-int4, and
-onnx-gguf4 (the GGUF's own blocks) with its two comparison variants.
+onnx-gguf4 (the GGUF's own blocks) with its three comparison variants.
 
     BACKENDS["onnx-int8"].runtime, BACKENDS["onnx-int8"].variant   # "onnx", "int8"
     available_backends()             # the names whose runtime is installed, in registry order
@@ -8,8 +8,8 @@ onnx-gguf4 (the GGUF's own blocks) with its two comparison variants.
 To add a backend: one `BackendSpec` in `BACKENDS` below plus its own module. The CLI, the UI's
 dropdowns, the bench and the experiments all read this registry.
 
->>> [spec.name for spec in BACKENDS.values()]
-['torch', 'onnx', 'onnx-int8', 'onnx-int4', 'onnx-gguf4', 'onnx-gguf4-int8', 'onnx-gguf4-fp32']
+>>> [spec.name for spec in BACKENDS.values()][4:]   # after torch, onnx, onnx-int8, onnx-int4
+['onnx-gguf4', 'onnx-gguf4-int8x2', 'onnx-gguf4-int8', 'onnx-gguf4-fp32']
 >>> BACKENDS["onnx-int4"].label
 'ONNX Runtime, 4-bit weights (re-quantized)'
 """
@@ -67,8 +67,10 @@ BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in (
                 "onnxruntime"),
     BackendSpec("onnx-int4", "onnx", "int4", "ONNX Runtime, 4-bit weights (re-quantized)", _onnx("int4"),
                 "onnxruntime"),
-    BackendSpec("onnx-gguf4", "onnx", "gguf4", "ONNX Runtime on the GGUF's own 4-bit blocks (fp32-exact choices)",
+    BackendSpec("onnx-gguf4", "onnx", "gguf4", "ONNX Runtime on the GGUF's own 4-bit blocks (99% of fp32's choices)",
                 _onnx_gguf(""), "onnxruntime"),
+    BackendSpec("onnx-gguf4-int8x2", "onnx", "gguf4-int8x2", "GGUF blocks, int8x2 activations throughout (fp32's choices)",
+                _onnx_gguf("int8x2"), "onnxruntime"),
     BackendSpec("onnx-gguf4-int8", "onnx", "gguf4-int8", "GGUF blocks, int8 activations (llama.cpp's arithmetic)",
                 _onnx_gguf("int8"), "onnxruntime"),
     BackendSpec("onnx-gguf4-fp32", "onnx", "gguf4-fp32", "GGUF blocks, fp32 activations throughout (slow decode)",
@@ -83,7 +85,7 @@ def default_device() -> str:
 
 def default_backend_name(device: str | None = None, model: str | None = None) -> str:
     """torch on CUDA when a GPU is present; on CPU, ONNX Runtime (when installed): onnx-gguf4 for a GGUF model
-    (the bundled one by default: its own 4-bit blocks, with fp32's next-token choices measured in `make bench`,
+    (the bundled one by default: its own 4-bit blocks, fp32's next token at >= 99% of positions in `make bench`,
     see README), else onnx (fp32)."""
     if (device or default_device()).startswith("cuda"):
         return "torch"
