@@ -92,8 +92,8 @@ def main(argv: list[str]) -> None:
     if "--speed" not in argv:
         fidelity_rows(names)   # prints its rows
     llama_runs.append(_say(llama_bench_row()))
-    _say(ratios_row(mean_llama_row(llama_runs[0], llama_runs[2]), llama_runs[1], rows, prefills, model_config(),
-                         floor))
+    llama = mean_llama_row(llama_runs[0], llama_runs[2])
+    _say(ratios_row(llama, llama_runs[1], rows, prefills, model_config(), floor))
     if not args.names:   # the client against llama.cpp's own server (bench_remote.py)
         from .bench_remote import remote_row
         _say(remote_row())

@@ -16,10 +16,10 @@ counts and clocks in a VM cannot be trusted, a measured peak can.
 
 The floors say how far a graph on ONNX Runtime's kernels could go at best on this machine (bounds, not
 measurements of a backend): the kernel floor is every `MatMulNBits` of onnx-gguf4's decode graph run
-alone, each on its own [1, rows, K] input, nothing else in the graph: at 1 row llama.cpp's own arithmetic
-(int8 activations, one pass), at 2 rows the default's (hi + lo rows). llama.cpp's whole token (attention,
-norms, sampling included) against that time is the highest decode ratio those kernels allow. Likewise a
-prefill cannot beat its work at the fp32 matmul peak.
+alone, each on its own [1, rows, K] input, nothing else in the graph: at 1 row llama.cpp's own
+arithmetic (int8 activations, one pass), at 2 rows int8x2's (hi + lo rows: the default's MLP and head).
+llama.cpp's whole token (attention, norms, sampling included) against that time is the highest decode
+ratio those kernels allow. Likewise a prefill cannot beat its work at the fp32 matmul peak.
 
 Left out: llama.cpp's greedy tokens (llama-server would give them; not run here).
 """
@@ -128,7 +128,7 @@ def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n:
             "matmul_median_gflops": round(flops / statistics.median(times) / 1e9, 1)}
 
 
-FLOOR_ROWS = {"one_pass_int8": 1, "hi_lo_int8x2": 2}   # activation rows per token: llama.cpp's arithmetic, the default's
+FLOOR_ROWS = {"one_pass_int8": 1, "hi_lo_int8x2": 2}   # activation rows per token: llama.cpp's arithmetic, int8x2's
 
 
 def kernels_only(model, rows: int):
