@@ -115,17 +115,23 @@ def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n:
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
                                    .SerializeToString(), options, providers=["CPUExecutionProvider"])
-    x = rng.standard_normal((m, k), dtype=np.float32)
-    session.run(None, {"x": x})
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        session.run(None, {"x": x})
-        times.append(time.perf_counter() - t)
+    times = _run_times(session, {"x": rng.standard_normal((m, k), dtype=np.float32)}, repeats, warm_up=1)
     flops = 2 * m * k * n
     return {"yardstick": "fp32 matmul peak (onnxruntime MatMul)", "shape": [m, k, n], "threads": threads,
             "matmul_peak_gflops": round(flops / min(times) / 1e9, 1),
             "matmul_median_gflops": round(flops / statistics.median(times) / 1e9, 1)}
+
+
+def _run_times(session, feed: dict, repeats: int, warm_up: int) -> list[float]:
+    """Seconds of each of `repeats` runs of an ONNX Runtime session on `feed`, after `warm_up` untimed runs."""
+    for _ in range(warm_up):
+        session.run(None, feed)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        session.run(None, feed)
+        times.append(time.perf_counter() - t)
+    return times
 
 
 FLOOR_ROWS = {"one_pass_int8": 1, "hi_lo_int8x2": 2}   # activation rows per token: llama.cpp's arithmetic, int8x2's
@@ -159,10 +165,11 @@ def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
 
     from .backends.onnx_backend import session_options
     from .backends.onnx_cache import MODEL_FILE
+    from .backends.onnx_gguf_backend import gguf4_graphs
 
     row = {"yardstick": "onnx-gguf4's MatMulNBits alone, one decode token (a floor, not a backend)"}
     try:
-        folder = folder or _gguf4_folder()
+        folder = folder or gguf4_graphs()[0]   # the default plan's graphs, built if missing
         model = onnx.load(str(Path(folder) / MODEL_FILE))   # external weights loaded too
     except (OSError, ValueError, RuntimeError) as exc:
         return {**row, "error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -173,29 +180,9 @@ def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
                                        providers=["CPUExecutionProvider"])
         feed = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim], dtype=np.float32)
                 for i in kernels.graph.input}
-        for _ in range(3):
-            session.run(None, feed)
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            session.run(None, feed)
-            times.append(time.perf_counter() - t)
-        row[f"{key}_ms"] = round(statistics.median(times) * 1e3, 3)
-        row["nodes"] = len(kernels.graph.node)
+        row[f"{key}_ms"] = round(statistics.median(_run_times(session, feed, repeats, warm_up=3)) * 1e3, 3)
+    row["nodes"] = len(kernels.graph.node)
     return row
-
-
-def _gguf4_folder() -> Path:
-    """onnx-gguf4's cached graphs for the bundled model (built if missing)."""
-    from .backends.onnx_export import exported_dir
-    from .backends.onnx_gguf import gguf4_dir
-    from .backends.onnx_source import export_source
-    from .models import resolve_model_spec
-
-    source = resolve_model_spec(None)
-    if source.kind != "gguf":
-        raise ValueError(f"the default model {source.name!r} is not a GGUF")
-    return gguf4_dir(exported_dir(export_source(None)[0]), source.location)
 
 
 def prefill_gflop(config: dict, tokens: int = PREFILL_TOKENS) -> float:

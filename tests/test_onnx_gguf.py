@@ -264,6 +264,11 @@ def test_int8x2_greedy_tokens_equal_fp32_and_kv_bytes_are_measured():
         assert [s.kv_bytes for s in trace.steps] == [trace.kv_shape.formula_bytes(s.seq_len) for s in trace.steps]
     assert (exact.name, exact.dtype) == ("onnx-gguf4-int8x2", "q4_1")
     assert exact.generate_reference(trace.prompt_ids, 8) == trace.output_ids[:8]   # the bare loop agrees
+    ids = trace.prompt_ids + trace.output_ids[:9]   # decoding past a prefill: the numbers of reading it all at once
+    logits, state = exact.prefill(ids[:-9])
+    for token in ids[-9:-1]:
+        logits, state = exact.decode(token, state)
+    assert float((logits - exact.prefill(ids[:-1])[0]).abs().max()) < 0.05
 
 
 @pytest.mark.integration

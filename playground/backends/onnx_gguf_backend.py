@@ -33,6 +33,22 @@ FIRST_CAPACITY = 256   # positions allocated at prefill beyond the prompt (round
 GROW = 2               # capacity factor when the cache fills up
 
 
+def gguf4_graphs(spec: str | None = None, variant: str = "", progress=None, cache_dir: Path | None = None,
+                 rebuild: bool = False) -> tuple[Path, str]:
+    """(folder of the rewritten graphs, model name) for model `spec`: exported and rewritten once, then cached.
+    ValueError when the model is not a GGUF file."""
+    from ..models import resolve_model_spec
+    from .onnx_export import exported_dir
+    from .onnx_source import export_source
+
+    source = resolve_model_spec(spec)
+    if source.kind != "gguf":
+        raise ValueError(f"onnx-gguf4 runs a GGUF file's own blocks; model {source.name!r} is a {source.kind}")
+    hf_dir, model_name = export_source(spec, cache_dir)
+    fp32 = exported_dir(hf_dir, cache_dir=cache_dir, progress=progress)
+    return gguf4_dir(fp32, source.location, variant, progress, rebuild=rebuild), model_name
+
+
 class KVBuffer:
     """The cache after a step: one numpy buffer (and its OrtValue view) per past input, and its length."""
     __slots__ = ("arrays", "bindings", "length", "position_bytes", "spent", "values")
@@ -73,21 +89,12 @@ class OnnxGgufBackend(OnnxBackend):
     def load(cls, spec: str | None = None, variant: str = "", progress=None,
              cache_dir: Path | None = None) -> OnnxGgufBackend:
         """Export (once), rewrite with the GGUF's blocks (once) and open; a cache that fails to load is rebuilt."""
-        from ..models import resolve_model_spec
-        from .onnx_export import exported_dir
-        from .onnx_source import export_source
-
-        source = resolve_model_spec(spec)
-        if source.kind != "gguf":
-            raise ValueError(f"onnx-gguf4 runs a GGUF file's own blocks; model {source.name!r} is a {source.kind}")
-        hf_dir, model_name = export_source(spec, cache_dir)
-        fp32 = exported_dir(hf_dir, cache_dir=cache_dir, progress=progress)
-        folder = gguf4_dir(fp32, source.location, variant, progress)
+        folder, model_name = gguf4_graphs(spec, variant, progress, cache_dir)
         try:
             return cls(folder, model_name, variant)
         except Exception as exc:  # noqa: BLE001 - a garbled cached graph: rebuild it once
             log.warning("cached graph in %s failed to load (%s: %s); rebuilding", folder, type(exc).__name__, exc)
-            return cls(gguf4_dir(fp32, source.location, variant, progress, rebuild=True), model_name, variant)
+            return cls(gguf4_graphs(spec, variant, progress, cache_dir, rebuild=True)[0], model_name, variant)
 
     # --- the step loop, writing into the shared buffers
 
