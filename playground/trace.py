@@ -62,6 +62,8 @@ class Step:
     wall_ns: int = 0            # time.time_ns() when the token was available (comparable with a browser's Date.now())
     tokens: int = 1             # output tokens this step carries (a server's event may carry several)
     cpu: float | None = None    # CPU seconds this process spent on the step (local sources)
+    rows: int | None = None     # rows of the forward pass that made the token (a batch: one per request)
+    graph: str | None = None    # which graph ran that pass (continuous batching: "decode graph" | "prefill graph")
 
 
 @dataclass
@@ -117,6 +119,9 @@ class Trace:
         "time": "seconds from the request start (t0) until the token was available",
         "wall_ns": "time.time_ns() when the token was available",
         "tokens": "output tokens the step carries (a server's streamed event may carry several)",
+        "rows": "rows of the forward pass that made the token (continuous batching: one per request in it); "
+                "null: not reported",
+        "graph": "which graph ran that forward pass (continuous batching); null: not reported",
         "replay": "what a replay must match: backend, dtype, threads, CPU features, library versions; with seed",
         "server": "a remote source only: what the server itself reported (usage, timings, metrics, slots), "
                   "each labelled by origin; the step times are measured at the client on each event's arrival",

@@ -27,6 +27,12 @@ def tiny_engine(tiny_backend):
 
 
 @pytest.fixture(scope="session")
+def tiny_onnx_engine():
+    """The tiny model on ONNX Runtime fp32 (exported once, cached): what continuous batching runs on."""
+    return Engine(create_backend("onnx", "tiny"))
+
+
+@pytest.fixture(scope="session")
 def smol_backend():
     """The bundled SmolLM2-135M-Instruct on torch fp32 CPU (converted once, cached on disk)."""
     return create_backend("torch", None, device="cpu", dtype="float32")

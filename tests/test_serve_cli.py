@@ -16,7 +16,7 @@ from playground.serve.sweeps import run_batch_sweep, run_rate_sweep
 def test_serve_writes_json_per_request_and_a_report_and_replays(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["serve", "--model", "tiny", "--requests", "5", "--mix", "short:0.6,long:0.4", "--rate", "20",
-            "--max-new-tokens", "4", "--scheduler", "batching", "--compare", "one-at-a-time", "--backend", "torch",
+            "--max-new-tokens", "4", "--scheduler", "batching", "--compare", "one-at-a-time", "--backend", "onnx",
             "--out", str(out)]
     assert main(args) == 0
     workload = json.loads((out / "workload.json").read_text())
@@ -52,8 +52,8 @@ def _interrupt():
     _thread.interrupt_main()   # what Ctrl-C does: KeyboardInterrupt in the main thread
 
 
-def test_batch_sweep_gives_a_point_per_size(tiny_engine):
-    sweep = run_batch_sweep(SCHEDULERS["batching"].create(tiny_engine), sizes=(1, 2, 4), new_tokens=6)
+def test_batch_sweep_gives_a_point_per_size(tiny_onnx_engine):
+    sweep = run_batch_sweep(SCHEDULERS["batching"].create(tiny_onnx_engine), sizes=(1, 2, 4), new_tokens=6)
     assert [p.concurrency for p in sweep.points] == [1, 2, 4]
     assert all(p.output_tokens == 6 * p.concurrency and p.total_tps and p.per_request_tps for p in sweep.points)
 

@@ -21,17 +21,17 @@ OUT = {name: i for i, name in enumerate(OUTPUTS)}
 LONG = "Summarize the following document. " + "The cat sat on the mat. " * 40
 
 
-def serve_args(n=4, arrival="all-at-once", rate=1.0, a="one-at-a-time", src_a="torch", b="batching", src_b="torch",
-               short_tokens=6, long_tokens=6):
+def serve_args(n=4, arrival="all-at-once", rate=1.0, a="one-at-a-time", src_a="onnx", b="batching", src_b="onnx",
+               short_tokens=6, long_tokens=6, slots=8):
     return (n, arrival, rate, 0, "What is the capital of France?", short_tokens, 0.5, LONG, long_tokens, 0.5,
-            a, src_a, b, src_b, 256, 0, "fifo")
+            a, src_a, b, src_b, slots, 128, 256, 0, "fifo")
 
 
 @pytest.fixture(scope="module")
-def app_url(tiny_backend, tiny_engine):
+def app_url(tiny_backend, tiny_engine, tiny_onnx_engine):
     slow = Engine(SlowBackend(tiny_backend, pause=0.03))
-    registry = SourceRegistry(lambda name, progress: {"torch": tiny_engine, "slow": slow}[name], ["torch", "slow"],
-                              default="torch")
+    sources = {"onnx": tiny_onnx_engine, "torch": tiny_engine, "slow": slow}
+    registry = SourceRegistry(lambda name, progress: sources[name], list(sources), default="onnx")
     demo = build_demo(registry)
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
                                     quiet=True)
@@ -40,18 +40,24 @@ def app_url(tiny_backend, tiny_engine):
 
 
 def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
-    job = Client(app_url, verbose=False).submit(*serve_args(), api_name="/serve")
+    client = Client(app_url, verbose=False)
+    job = client.submit(*serve_args(), api_name="/serve")
     final = job.result(timeout=300)
     assert final[OUT["status"]].count("done") == 2
     lesson = final[OUT["lesson"]]
     assert "On one at a time" in lesson and "On continuous batching" in lesson and "× the output tokens/s" in lesson
-    assert "blocks" in final[OUT["pool"]]
+    assert "KV slots" in final[OUT["pool"]]
+    assert "Goodput" in final[OUT["goodput"]] and "requests met it" in final[OUT["goodput"]]
     files = final[OUT["download"]]
     runs = [json.load(open(f, encoding="utf-8")) for f in files if str(f).endswith(".json")]
     assert sorted(r["scheduler"] for r in runs) == ["batching", "one-at-a-time"]
     assert runs[0]["workload"] == runs[1]["workload"]   # replayed, not redrawn
     assert all(req["stop_reason"] in ("eos", "length") for r in runs for req in r["requests"])
     assert any(str(f).endswith(".html") for f in files)
+    # the SLO moved after the run: goodput recomputed from the stored records, nothing runs again
+    assert client.predict(1e-6, 0, api_name="/serve_goodput").count("0 of 4 requests met it") == 2
+    assert client.predict(1000, 0, api_name="/serve_goodput").count("4 of 4 requests met it") == 2
+    assert "no limit set" in client.predict(0, 0, api_name="/serve_goodput")
 
 
 @pytest.mark.parametrize("args, message", [

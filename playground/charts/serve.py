@@ -2,6 +2,7 @@
 
     fig = plot_gantt(result, now=12.3)   # one row per request: waiting, prefill (its passes), decode, end
     plot_throughput(result); plot_kv_in_use(result); plot_batches(result)
+    plot_kv_map(result)                  # the KV pool's slots over time, coloured by the request holding each
 
 Every bar and point is a measured timestamp (serve/records.py). While a workload runs, `now` (seconds
 since it started) extends the bars of requests still waiting or running, so the chart grows live.
@@ -12,6 +13,7 @@ Left out: sweeps (charts/serve_sweeps.py).
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from ..serve.summary import over_time
 from .run import DECODE, FORMULA, PREFILL, _empty, _figure
@@ -117,6 +119,54 @@ def plot_kv_in_use(result) -> go.Figure:
                         x=[0, max(t for t, _ in result.kv)], y=[result.kv_total * scale] * 2)
     fig.update_yaxes(rangemode="tozero")
     return _legend_below(fig)
+
+
+def _tenures(result) -> list[tuple[int, int, list[tuple[float, int]]]]:
+    """(slot, request id, [(time, positions held)]) for each unbroken stretch a request held a slot."""
+    open_, done = {}, []
+    for k, (t, held) in enumerate(result.slot_map):
+        for slot, rid, length in held:
+            run = open_.get((slot, rid))
+            if run is None or run[0] != k - 1:   # a new stretch (first seen, or back after a gap)
+                run = open_[(slot, rid)] = [k, (slot, rid, [])]
+                done.append(run[1])
+            run[0] = k
+            run[1][2].append((t, length))
+    return done
+
+
+def plot_kv_map(result, max_points: int = 300) -> go.Figure:
+    """The KV pool as slots over time: a band per slot, filled by the request holding it, as high as the
+    share of the slot's positions it holds (allocation at admission, growth with each token, release)."""
+    fig = _figure(_title("KV memory map: who holds which slot", result), "seconds since the workload started",
+                  "KV slot", height=380)
+    pool = result.pool or {}
+    if pool.get("kind") != "slots":
+        what = "its paged blocks are counted, not mapped" if result.pool else "it gives no per-slot KV record"
+        return _empty(fig, f"missing: {result.scheduler_label}: {what}")
+    if not result.slot_map:
+        return _empty(fig, "no iteration yet")
+    capacity, classes = pool["capacity"], {r.request.id: r.request.cls for r in result.records}
+    palette = qualitative.Plotly + qualitative.D3
+    for slot, rid, samples in _tenures(result):
+        samples = samples[::max(1, len(samples) // max_points)] + ([samples[-1]] if len(samples) > max_points else [])
+        xs, ys = [], []
+        for (t, n), nxt in zip(samples, samples[1:] + [None]):
+            top = slot - 0.45 + 0.9 * n / capacity
+            xs += [t, nxt[0] if nxt else t]
+            ys += [top, top]
+        x0, x1 = samples[0][0], samples[-1][0]
+        fig.add_scatter(x=[x0, *xs, x1, x0], y=[slot - 0.45, *ys, slot - 0.45, slot - 0.45], fill="toself",
+                        mode="lines", line=dict(width=1, color=palette[rid % len(palette)]), hoveron="fills",
+                        name=f"#{rid} {classes.get(rid, '')}", showlegend=False,
+                        text=f"slot {slot}: request #{rid} ({classes.get(rid, '')}), up to {max(n for _, n in samples)}"
+                             f" of {capacity} positions", hoverinfo="text")
+    fig.update_layout(yaxis=dict(range=[pool["slots"] - 0.5, -0.5], tickmode="linear", dtick=1),
+                      margin=dict(l=60, r=20, t=80, b=50))
+    fig.add_annotation(text=f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB; "
+                            "band height = positions held", showarrow=False, xref="paper", yref="paper", x=0, y=1.0,
+                       xanchor="left", yanchor="bottom", font=dict(size=12))
+    return fig
 
 
 def plot_batches(result) -> go.Figure:

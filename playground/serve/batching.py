@@ -47,13 +47,14 @@ class PoolConfig:
 
 
 class BatchingScheduler(Scheduler):
-    name, label = "batching", "continuous batching (transformers' manager, paged KV cache)"
+    name, label = "batching-torch", "continuous batching (transformers' manager, paged KV; torch)"
 
     def __init__(self, source, pool: PoolConfig | None = None):
         super().__init__(source)
         backend = getattr(source, "backend", None)
         if getattr(backend, "model", None) is None or backend.name != "torch":
-            raise ValueError("continuous batching runs on the local torch backend; pick torch as its source")
+            raise ValueError("transformers' continuous-batching manager runs on the local torch backend; pick torch "
+                             "as its source (on ONNX Runtime, the scheduler 'batching' batches)")
         self.backend, self.pool = backend, pool or PoolConfig()
         if self.pool.scheduler not in ("fifo", "prefill_first"):
             raise ValueError(f"the manager's scheduler must be fifo or prefill_first, got {self.pool.scheduler!r}")

@@ -47,8 +47,11 @@ def parse_args(argv):
     p.add_argument("--url", default=None, help="an OpenAI-compatible server, for the concurrent scheduler")
     p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    p.add_argument("--max-batch-tokens", type=int, default=256, help="batching: tokens per forward pass")
-    p.add_argument("--num-blocks", type=int, default=None, help="batching: KV blocks (default: the workload at once)")
+    p.add_argument("--slots", type=int, default=8, help="batching: KV slots (requests held at once)")
+    p.add_argument("--prefill-chunk", type=int, default=128, help="batching: prompt tokens read per iteration")
+    p.add_argument("--max-batch-tokens", type=int, default=256, help="batching-torch: tokens per forward pass")
+    p.add_argument("--num-blocks", type=int, default=None,
+                   help="batching-torch: KV blocks (default: the workload at once)")
     p.add_argument("--manager-scheduler", choices=("fifo", "prefill_first"), default="fifo")
     p.add_argument("--max-total-tokens", type=int, default=MAX_WORKLOAD_TOKENS)
     p.add_argument("--sweep", choices=("batch", "rate"), default=None)
@@ -75,12 +78,16 @@ def make_scheduler(name: str, args, sources: dict):
             from ..backends import create_backend
             from ..engine import Engine
             sources[key] = Engine(create_backend(key, args.model))
-    options = {}
-    if name == "batching":
-        from .batching import PoolConfig
-        options["pool"] = PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
-                                     scheduler=args.manager_scheduler)
-    return SCHEDULERS[name].create(sources[key], **options)
+    return SCHEDULERS[name].create(sources[key], **batching_options(args))
+
+
+def batching_options(args) -> dict:
+    """The batching schedulers' options (each create takes the ones it uses)."""
+    from .batching import PoolConfig
+    from .continuous import BatchConfig
+    return {"batch": BatchConfig(args.slots, args.prefill_chunk),
+            "pool": PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
+                               scheduler=args.manager_scheduler)}
 
 
 def build_workload(args, source) -> Workload:

@@ -122,7 +122,9 @@ class WorkloadResult:
     kv_unit: str | None = None       # "blocks" | "bytes" | "fraction"; None: not measured (labelled missing)
     kv_total: float | None = None    # the pool's size in kv_unit (None: no fixed pool)
     kv_note: str = ""                # where the KV figure comes from
-    pool: dict | None = None         # the batching manager's block pool, as sized
+    pool: dict | None = None         # the batching scheduler's KV pool (blocks or slots), as sized
+    slot_map: list[tuple[float, tuple[tuple[int, int, int], ...]]] = field(default_factory=list)
+    # after each iteration of continuous batching on ONNX Runtime: (time, ((slot, request id, positions), ...))
     notes: list[str] = field(default_factory=list)
     elapsed: float = 0.0
     cancelled: bool = False
@@ -144,7 +146,8 @@ class WorkloadResult:
                 "summary": summarize(self), "batches": [asdict(b) for b in self.batches],
                 "kv": {"unit": self.kv_unit, "total": self.kv_total, "note": self.kv_note,
                        "samples": [list(p) for p in self.kv]},
-                "pool": self.pool, "notes": self.notes, "elapsed": self.elapsed, "cancelled": self.cancelled,
+                "pool": self.pool, "slot_map": [[t, [list(h) for h in held]] for t, held in self.slot_map],
+                "notes": self.notes, "elapsed": self.elapsed, "cancelled": self.cancelled,
                 "requests": records}
 
 

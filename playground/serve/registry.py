@@ -1,15 +1,19 @@
 """The schedulers, one registry entry each (the CLI and the Serve tab read it).
 
-    scheduler = SCHEDULERS["batching"].create(torch_engine, pool=PoolConfig(max_batch_tokens=128))
+    scheduler = SCHEDULERS["batching"].create(onnx_engine, batch=BatchConfig(slots=8, prefill_chunk=128))
+    SCHEDULERS["batching-torch"].create(torch_engine, pool=PoolConfig(max_batch_tokens=128))
     SCHEDULERS["concurrent"].needs    # "remote": a source whose runs may be iterated from several threads
 
-| name          | what it is                                              | source it needs                |
-| one-at-a-time | first come first served, one request at a time          | any StepSource                 |
-| batching      | transformers' continuous-batching manager (batching.py) | the local torch backend        |
-| concurrent    | every request sent at once; the server batches them     | a source whose runs are thread-safe (remote/) |
+| name           | what it is                                                  | source it needs                |
+| one-at-a-time  | first come first served, one request at a time              | any StepSource                 |
+| batching       | ours: KV slots, chunked prefill, batched decode (continuous.py) | a local ONNX backend (onnx-gguf4, onnx) |
+| batching-torch | transformers' continuous-batching manager (batching.py)     | the local torch backend (a GPU) |
+| concurrent     | every request sent at once; the server batches them         | a source whose runs are thread-safe (remote/) |
+
+Each create takes the source and the options of every batching scheduler (`batch`, `pool`), using its own.
 
 >>> list(SCHEDULERS)
-['one-at-a-time', 'batching', 'concurrent']
+['one-at-a-time', 'batching', 'batching-torch', 'concurrent']
 
 To add one: a Scheduler subclass (schedulers.py) and one SchedulerSpec below.
 """
@@ -25,22 +29,30 @@ from .schedulers import OneAtATime, Scheduler
 class SchedulerSpec:
     name: str
     label: str
-    needs: str                      # "any" | "torch" (the local torch backend) | "remote" (requests in parallel)
+    needs: str                      # "any" | "onnx" (a local ONNX backend) | "torch" (the local torch backend)
+    #                                 | "remote" (requests in parallel)
     create: Callable[..., Scheduler]
 
 
-def _batching(source, **options):
+def _batching(source, batch=None, **_):
+    from .continuous import ContinuousBatching
+    return ContinuousBatching(source, batch)
+
+
+def _batching_torch(source, pool=None, **_):
     from .batching import BatchingScheduler
-    return BatchingScheduler(source, **options)
+    return BatchingScheduler(source, pool)
 
 
-def _concurrent(source, **options):
+def _concurrent(source, **_):
     from .concurrent import ConcurrentScheduler
-    return ConcurrentScheduler(source, **options)
+    return ConcurrentScheduler(source)
 
 
 SCHEDULERS: dict[str, SchedulerSpec] = {spec.name: spec for spec in (
-    SchedulerSpec(OneAtATime.name, OneAtATime.label, "any", lambda source, **options: OneAtATime(source)),
-    SchedulerSpec("batching", "continuous batching (transformers' manager, paged KV cache)", "torch", _batching),
+    SchedulerSpec(OneAtATime.name, OneAtATime.label, "any", lambda source, **_: OneAtATime(source)),
+    SchedulerSpec("batching", "continuous batching (ours: KV slots, chunked prefill; ONNX Runtime)", "onnx", _batching),
+    SchedulerSpec("batching-torch", "continuous batching (transformers' manager, paged KV; torch)", "torch",
+                  _batching_torch),
     SchedulerSpec("concurrent", "concurrent requests (the server batches them itself)", "remote", _concurrent),
 )}

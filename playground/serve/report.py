@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 
-from .summary import class_stats, compare, lesson, throughput
+from .summary import class_stats, compare, lesson, pool_text, throughput
 
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}"
@@ -36,13 +36,8 @@ def class_table(result) -> str:
 
 
 def pool_line(result) -> str:
-    p = result.pool
-    if not p:
-        return ""
-    return (f"<p>KV block pool (sized here): {p['num_blocks']} blocks × {p['block_size']} tokens = "
-            f"{p['num_blocks'] * p['bytes_per_block'] / 2**20:.1f} MiB; at most {p['max_batch_tokens']} tokens per "
-            f"forward pass; scheduler {html.escape(p['scheduler'])}. Left alone, the manager would have taken "
-            f"{p['left_alone_num_blocks']} blocks ({p['left_alone_bytes'] / 2**30:.2f} GiB).</p>")
+    text = pool_text(result)
+    return f"<p>{html.escape(text)}</p>" if text else ""
 
 
 def run_section(result, figures, include_js: list[bool]) -> str:
@@ -62,7 +57,7 @@ def run_section(result, figures, include_js: list[bool]) -> str:
 
 
 def html_report(results, sweeps=(), title: str = "Serving a workload") -> str:
-    from ..charts.serve import plot_batches, plot_gantt, plot_kv_in_use, plot_throughput
+    from ..charts.serve import plot_batches, plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput
     from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
     js = [False]
     body = [f"<h1>{html.escape(title)}</h1>"]
@@ -70,7 +65,7 @@ def html_report(results, sweeps=(), title: str = "Serving a workload") -> str:
         body.append(f"<p class='lesson'>{html.escape(compare(*results))}</p>")
     for result in results:
         body.append(run_section(result, [plot_gantt(result), plot_throughput(result), plot_kv_in_use(result),
-                                         plot_batches(result)], js))
+                                         plot_kv_map(result), plot_batches(result)], js))
     for sweep in sweeps:
         fig = plot_batch_sweep(sweep) if sweep.kind == "batch" else plot_rate_sweep(sweep)
         body.append(f"<h2>{'Batch-size' if sweep.kind == 'batch' else 'Rate'} sweep</h2>")

@@ -130,7 +130,9 @@ def lesson(result) -> str:
 
 
 def compare(a, b) -> str:
-    """One sentence on the same workload under two schedulers (b against a)."""
+    """One sentence on the same workload under two schedulers, A and B (B against A), in their measured numbers.
+
+    It says so when the two ran on different sources: then two runtimes differ, not only two schedulers."""
     ta, tb = throughput(a)["output_tps"], throughput(b)["output_tps"]
     pair = short_and_long(a)
     cls = pair[0] if pair else None
@@ -138,8 +140,32 @@ def compare(a, b) -> str:
     if not (ta and tb) or None in p95:
         return "Too little was measured to compare the two runs."
     who = f"the {cls} requests'" if cls else "the"
-    return (f"{b.scheduler_label} served the same {len(b.records)} requests at {tb / ta:.2f}× the output tokens/s "
-            f"of {a.scheduler_label} ({tb:.1f} vs {ta:.1f}); {who} p95 TTFT was {p95[1]:.2f} s against {p95[0]:.2f} s.")
+    sooner = (f"{p95[0] / p95[1]:.1f}× sooner" if p95[1] < p95[0] else f"{p95[1] / p95[0]:.1f}× later") \
+        if p95[1] > 0 else "at once"
+    head = (f"B ({b.scheduler_label}) served the same {len(b.records)} requests at {tb / ta:.2f}× the output "
+            f"tokens/s of A ({a.scheduler_label}): {tb:.1f} against {ta:.1f}; {who} p95 TTFT was {p95[1]:.2f} s "
+            f"against {p95[0]:.2f} s ({sooner}).")
+    if a.source != b.source:
+        head += (f" A ran on {a.source} and B on {b.source}: this compares two runtimes as well as two "
+                 "schedulers.")
+    return head
+
+
+def pool_text(result) -> str | None:
+    """The batching scheduler's KV pool in one sentence, as it was sized; None when it has none."""
+    p = result.pool
+    if not p:
+        return None
+    if p.get("kind") == "slots":
+        fewer = (f" (fewer than the {p['asked_slots']} asked: at most {p['max_bytes'] / 2**30:g} GiB of KV)"
+                 if p["slots"] < p["asked_slots"] else "")
+        return (f"KV slots: {p['slots']}{fewer} × {p['capacity']} positions (the longest request) = "
+                f"{p['bytes'] / 2**20:.0f} MiB; at most {p['prefill_chunk']} prompt tokens read per iteration; "
+                f"{p['moves']} cache copies kept the decoding rows packed.")
+    return (f"KV block pool (sized here): {p['num_blocks']} blocks × {p['block_size']} tokens = "
+            f"{p['num_blocks'] * p['bytes_per_block'] / 2**20:.1f} MiB; at most {p['max_batch_tokens']} tokens per "
+            f"forward pass (longer prompts are prefilled in chunks); scheduler {p['scheduler']}. Left alone, the "
+            f"manager would have taken {p['left_alone_num_blocks']} blocks ({p['left_alone_bytes'] / 2**30:.2f} GiB).")
 
 
 def summarize(result) -> dict:

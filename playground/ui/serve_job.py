@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from ..session import ABANDONED_AFTER, ExportFolder
 from .common import CPU_SLOTS
 
+DEFAULT_SLO = (2.0, 0.25)   # TTFT ≤ 2 s, TPOT ≤ 0.25 s: the Serve tab's goodput until the user moves them
+
 
 class MachineGate:
     """A readers-writer gate: up to `slots` CPU runs share the machine; a workload holds it alone (and goes first)."""
@@ -111,6 +113,7 @@ class ServeJob:
         self.cancel, self.thread, self.error = threading.Event(), None, None
         self.results, self.sweeps, self.message, self.asked = [], [], "", time.monotonic()
         self.exports = ExportFolder("serve-")
+        self.slo: tuple[float | None, float | None] = DEFAULT_SLO   # (TTFT, TPOT) seconds the goodput is judged by
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session
         return ServeJob()

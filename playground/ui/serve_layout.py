@@ -13,6 +13,7 @@ import gradio as gr
 
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.workload import ARRIVALS
+from .serve_job import DEFAULT_SLO
 from .common import FRANCE, SUMMARIZE, backend_dropdown, caption, long_document
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
@@ -20,6 +21,10 @@ NONE = "(none)"
 ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate, Compare, Experiments) waits until it "
          "ends, since on 2 shared cores any other run would change every figure. One workload at a time; "
          f"at most {MAX_REQUESTS} requests and 60,000 tokens (prompts + new tokens) per workload.")
+SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of positions in one buffer per layer, as "
+         "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
+         "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
+         "waits; the memory map below each Gantt shows who holds which slot, growing with each token.")
 INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
          "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "
          "(reading its prompt, in passes where the scheduler chunks it), **decode** (one token per step), and how it "
@@ -39,6 +44,7 @@ def _columns(out):
                                                              label=f"{name}: p50/p95 per class"))
                 setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
                 setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
+                setattr(out, f"kv_map_{side}", gr.Plot(label=f"{name}: KV memory map", elem_id=f"serve-kv-map-{side}"))
     with gr.Accordion("Every request: waiting, TTFT, TPOT, E2E", open=False):
         with gr.Row():
             out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A")
@@ -88,11 +94,17 @@ def layout(registry):
                             gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")]
         with gr.Row():
             sa = gr.Dropdown(_schedulers(), value="one-at-a-time", label="Scheduler A", elem_id="serve-scheduler-a")
-            src_a = backend_dropdown(registry, "Source of A (batching always runs on torch)", elem_id="serve-source-a")
+            src_a = backend_dropdown(registry, "Source of A", elem_id="serve-source-a")
             sb = gr.Dropdown(_schedulers([(NONE, NONE)]), value="batching", label="Scheduler B (the same workload)",
                              elem_id="serve-scheduler-b")
             src_b = backend_dropdown(registry, "Source of B", elem_id="serve-source-b")
-        with gr.Accordion("Continuous batching: the manager's KV block pool", open=False):
+        with gr.Accordion("Continuous batching: KV slots and prefill chunks", open=False):
+            caption(SLOTS)
+            with gr.Row():
+                slots = gr.Slider(1, 32, 8, step=1, label="KV slots (requests held at once)", elem_id="serve-slots")
+                chunk = gr.Slider(16, 1024, 128, step=16, label="Prompt tokens read per iteration (chunked prefill)",
+                                  elem_id="serve-chunk")
+            caption("transformers' manager (scheduler batching-torch, on the torch backend): its paged KV block pool")
             with gr.Row():
                 mbt = gr.Slider(16, 1024, 256, step=16, label="Max tokens per forward pass (longer prompts: chunked)")
                 blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
@@ -103,8 +115,12 @@ def layout(registry):
         out.status = gr.Markdown(elem_classes="status", elem_id="serve-status")
         out.lesson = gr.Markdown(elem_id="serve-lesson")
         out.pool = gr.Markdown(elem_id="serve-pool")
+        with gr.Row(equal_height=True):
+            slo_ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-slo-ttft", minimum=0)
+            slo_tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-slo-tpot", minimum=0)
+            out.goodput = gr.Markdown(elem_id="serve-goodput")
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
         sweep_inputs, sweep = _sweeps(registry, out)
-    inputs = [n, arrival, rate, seed, *short, *long, sa, src_a, sb, src_b, mbt, blocks, mgr]
-    return out, inputs, sweep_inputs, SimpleNamespace(run=run, stop=stop, sweep=sweep)
+    inputs = [n, arrival, rate, seed, *short, *long, sa, src_a, sb, src_b, slots, chunk, mbt, blocks, mgr]
+    return out, inputs, sweep_inputs, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot])

@@ -18,31 +18,38 @@ import gradio as gr
 
 from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
 from ..serve.batching import PoolConfig
+from ..serve.continuous import BatchConfig
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
 from ..config import GenerationSettings
 from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, engine_or_message, loading_line,
                      long_document, warn)
 from .serve_job import GATE, ServeJob
 from .serve_layout import NONE, layout
-from .serve_views import OUTPUTS, sweep_view, view
+from .serve_views import OUTPUTS, goodput_markdown, sweep_view, view
 
 
-def make_scheduler(registry, name: str, source_name: str, pool: PoolConfig):
-    """(scheduler, None) or (None, a message saying why not)."""
+def make_scheduler(registry, name: str, source_name: str, options: dict):
+    """(scheduler, None) or (None, a message saying why not). `options`: the batching schedulers' (batch, pool)."""
     if name not in SCHEDULERS:
         return None, f"scheduler must be one of {', '.join(SCHEDULERS)}; got {name!r}"
     spec = SCHEDULERS[name]
     if spec.needs == "torch" and "torch" not in registry.names:
-        return None, "continuous batching runs on the torch backend, which this app does not offer"
-    source = engine_or_message(registry, "torch" if spec.needs == "torch" else source_name)
+        return None, f"{spec.label} runs on the torch backend, which this app does not offer"
+    source = engine_or_message(registry, source_for(name, source_name))
     if isinstance(source, str):
         return None, source
     if spec.needs == "remote" and source.info.origin != "remote":
         return None, f"{spec.label} needs a remote server as its source; {source.info.name} runs in this process"
     try:
-        return spec.create(source, **({"pool": pool} if name == "batching" else {})), None
+        return spec.create(source, **options), None
     except ValueError as exc:
         return None, str(exc)
+
+
+def source_for(scheduler: str, source_name: str) -> str:
+    """The source a scheduler runs on: the one picked, except transformers' manager, which runs on torch."""
+    spec = SCHEDULERS.get(scheduler)
+    return "torch" if spec is not None and spec.needs == "torch" else source_name
 
 
 def build_workload(scheduler, n, arrival, rate, seed, sp, st, ss, lp, lt, ls) -> Workload:
@@ -75,14 +82,19 @@ def make_handlers(registry, out: SimpleNamespace):
             for line in registry.loading(name):
                 yield {out.status: loading_line(line)}
 
-    def serve(n, arrival, rate, seed, sp, st, ss, lp, lt, ls, sa, src_a, sb, src_b, mbt, blocks, mgr, job: ServeJob):
-        pool = PoolConfig(num_blocks=int(blocks) or None, max_batch_tokens=int(mbt), scheduler=mgr)
-        names = [("torch" if SCHEDULERS.get(s) and SCHEDULERS[s].needs == "torch" else src) for s, src in
-                 ((sa, src_a), (sb, src_b)) if s != NONE]
+    def serve(n, arrival, rate, seed, sp, st, ss, lp, lt, ls, sa, src_a, sb, src_b, slots, chunk, mbt, blocks, mgr,
+              job: ServeJob):
+        try:
+            options = {"batch": BatchConfig(int(slots), int(chunk)).validate(),
+                       "pool": PoolConfig(num_blocks=int(blocks) or None, max_batch_tokens=int(mbt), scheduler=mgr)}
+        except (ValueError, TypeError) as exc:
+            yield {out.status: warn(str(exc))}
+            return
+        names = [source_for(s, src) for s, src in ((sa, src_a), (sb, src_b)) if s != NONE]
         yield from prepare(job, names)
         if job.running():
             return
-        made = [make_scheduler(registry, s, src, pool) for s, src in ((sa, src_a), (sb, src_b)) if s != NONE]
+        made = [make_scheduler(registry, s, src, options) for s, src in ((sa, src_a), (sb, src_b)) if s != NONE]
         if any(msg for _, msg in made):
             yield {out.status: warn(next(msg for _, msg in made if msg))}
             return
@@ -126,11 +138,10 @@ def make_handlers(registry, out: SimpleNamespace):
         return view(job, out, final=True) if not job.running() else {out.status: "still stopping…"}
 
     def sweep(kind, sched, src, sizes, new_tokens, rates, n, ttft, tpot, job: ServeJob):
-        name = "torch" if SCHEDULERS.get(sched) and SCHEDULERS[sched].needs == "torch" else src
-        yield from prepare(job, [name])
+        yield from prepare(job, [source_for(sched, src)])
         if job.running():
             return
-        scheduler, msg = make_scheduler(registry, sched, src, PoolConfig())
+        scheduler, msg = make_scheduler(registry, sched, src, {"batch": BatchConfig(), "pool": PoolConfig()})
         try:
             if msg:
                 raise ValueError(msg)
@@ -155,14 +166,24 @@ def make_handlers(registry, out: SimpleNamespace):
             else:
                 run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
         yield from follow(job, work, lambda final, k: sweep_view(job, out, final))
-    return serve, stop, sweep
+    def rejudge(ttft, tpot, job: ServeJob):
+        """Goodput under a new SLO, from the stored records of the last run (nothing runs again)."""
+        try:
+            limits = tuple(None if v in (None, "") or float(v) == 0 else float(v) for v in (ttft, tpot))
+            if any(v is not None and not 0 < v < 1e6 for v in limits):
+                raise ValueError("an SLO is a number of seconds above 0 (0 or empty: no limit)")
+        except (TypeError, ValueError) as exc:
+            return warn(str(exc))
+        job.slo = limits
+        return goodput_markdown([r for r in job.results if r.done], *limits)
+    return serve, stop, sweep, rejudge
 
 
 def serve_tab(registry) -> list:
     """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate)."""
     out, inputs, sweep_inputs, buttons = layout(registry)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
-    serve, stop, sweep = make_handlers(registry, out)
+    serve, stop, sweep, rejudge = make_handlers(registry, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
     # in the CPU queue, like Generate; the machine gate (not the queue) makes a workload run alone
     run = buttons.run.click(serve, [*inputs, job], outputs, api_name="serve", concurrency_limit=GENERATE_CONCURRENCY,
@@ -170,4 +191,6 @@ def serve_tab(registry) -> list:
     swept = buttons.sweep.click(sweep, [*sweep_inputs, job], outputs, api_name="serve_sweep",
                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
+    for box in buttons.slo:   # cheap: no model call, so outside the CPU queue
+        box.change(rejudge, [*buttons.slo, job], out.goodput, api_name="serve_goodput", concurrency_limit=None)
     return [serve, sweep]

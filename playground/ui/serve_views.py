@@ -13,11 +13,11 @@ import json
 
 import gradio as gr
 
-from ..charts.serve import plot_gantt, plot_kv_in_use, plot_throughput, request_rows
+from ..charts.serve import plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows
 from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
 from ..serve import compare, lesson
 from ..serve.report import html_report
-from ..serve.summary import class_stats
+from ..serve.summary import class_stats, goodput, pool_text
 from ..serve.schedulers import progress_line
 from .common import error_html
 
@@ -26,7 +26,8 @@ CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 
 REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "TPOT (s)", "E2E (s)",
                    "end"]
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
-           "kv_a", "kv_b", "requests_a", "requests_b", "pool", "download", "sweep_plot")
+           "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
+           "sweep_plot")
 
 
 def _s(v):
@@ -40,18 +41,22 @@ def class_rows(result) -> list[list]:
 
 
 def pool_markdown(results) -> str:
-    lines = []
-    for r in results:
-        p = r.pool
-        if p:
-            lines.append(f"**KV block pool** ({html.escape(r.scheduler_label)}): {p['num_blocks']} blocks × "
-                         f"{p['block_size']} tokens = {p['num_blocks'] * p['bytes_per_block'] / 2**20:.1f} MiB, sized "
-                         f"for this workload; ≤ {p['max_batch_tokens']} tokens per forward pass (longer prompts are "
-                         f"prefilled in chunks); scheduler {p['scheduler']}. Left alone the manager would reserve "
-                         f"{p['left_alone_num_blocks']} blocks ({p['left_alone_bytes'] / 2**30:.2f} GiB).")
-        else:
-            lines.append(f"KV cache ({html.escape(r.scheduler_label)}): {html.escape(r.kv_note or 'missing: the source does not give it')}.")
-    return "\n\n".join(lines)
+    return "\n\n".join(f"**{html.escape(r.scheduler_label)}**: " + html.escape(
+        pool_text(r) or f"KV cache: {r.kv_note or 'missing: the source does not give it'}.") for r in results)
+
+
+def goodput_markdown(results, ttft: float | None, tpot: float | None) -> str:
+    """Goodput under the SLO, per run, recomputed from the stored records (nothing runs again)."""
+    if not results:
+        return "Run a workload first: goodput is computed from its requests' measured TTFT and TPOT."
+    slo = " and ".join(x for x in (f"TTFT ≤ {ttft:g} s" if ttft else "", f"TPOT ≤ {tpot:g} s" if tpot else "") if x)
+    lines = [f"**Goodput** (requests that finished within the SLO — {slo or 'no limit set'} — per second of the run):"]
+    for side, r in zip("AB", results):
+        g = goodput(r, ttft, tpot)
+        rate = "—" if g["goodput_rps"] is None else f"{g['goodput_rps']:.2f} requests/s"
+        lines.append(f"- {side} ({html.escape(r.scheduler_label)}): {g['met']} of {g['of']} requests met it "
+                     f"({g['met'] / max(g['of'], 1):.0%}); goodput {rate}")
+    return "\n".join(lines)
 
 
 def status_text(job) -> str:
@@ -83,8 +88,11 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
         if charts or final:
             updates[getattr(out, f"throughput_{side}")] = plot_throughput(result)
             updates[getattr(out, f"kv_{side}")] = plot_kv_in_use(result)
+            updates[getattr(out, f"kv_map_{side}")] = plot_kv_map(result)
     if job.results:
         updates[out.pool] = pool_markdown(job.results)
+    if final and job.results:
+        updates[out.goodput] = goodput_markdown(job.results, *job.slo)
     if final and job.results:
         files = {f"serve-{r.scheduler}.json": json.dumps(r.to_dict(), ensure_ascii=False) for r in job.results}
         files["serve-report.html"] = html_report(job.results)

@@ -1,0 +1,309 @@
+"""Continuous batching on ONNX Runtime: the scheduler of the Serve lesson, ours, one loop written to be read.
+
+    batcher = Batcher(onnx_engine, BatchConfig(slots=8, prefill_chunk=128), capacity=1024)
+    seq = batcher.add(prompt_ids, settings)          # waits for a KV slot
+    while batcher.busy():
+        it = batcher.step()                          # one iteration: admit, decode, prefill, free
+    seq.trace                                        # its Steps, as a request run alone has them
+    ContinuousBatching(onnx_engine).run(workload)    # the Serve tab's scheduler (a workload's arrivals)
+
+One iteration (anchors: nano-vLLM's scheduler, llama.cpp server's slots, Sarathi's chunked prefill):
+  1. admit   -- waiting requests, first come first served, each take a free KV slot; none free: they wait
+  2. decode  -- one call of the decode graph: every decoding request is one row, each at its own length
+  3. prefill -- prompts are read in chunks, at most `prefill_chunk` prompt tokens per iteration, the request
+                with the fewest prompt tokens left first: a question is not stuck behind a document, and a
+                document's prefill holds the decoding requests up for one chunk at a time, not its whole prompt
+  4. free    -- a request that ended (EOS, its token budget, the context window, cancel) leaves at once; its
+                slot is free for the next iteration
+
+Each Step is stamped when its token is sampled, says how many rows its forward pass carried and which
+graph ran it, and its KV bytes are its slot's positions in use (KVSlots: measured from the buffers'
+shapes and element type). Sampling is per request (its own settings and seed, the Engine's Sampler), so
+a greedy request gives the tokens it gives alone: the decode graph's rows are bit-identical to one row.
+
+Left out: preemption (a request keeps its slot to its end), priorities, prefix caching, and the torch
+backend (transformers' manager batches there: batching.py).
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..backends.onnx_batch import (DECODE_GRAPH, PREFILL_GRAPH, KVSlots, check_batchable, decode_rows, position_bytes,
+                                   prefill_chunk)
+from ..config import GenerationSettings
+from ..sampling import Detokenizer, Sampler
+from ..trace import Candidate, Step, Trace
+from .records import BatchStep
+from .schedulers import Scheduler, fail, progress_line, settings_for
+from .slots import SlotTable
+
+MAX_POOL_BYTES = 2 * 2**30   # the slots are fewer when slots x capacity would take more memory than this
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    slots: int = 8               # KV slots: requests held at once (decoding or prefilling)
+    prefill_chunk: int = 128     # prompt tokens read per iteration (a longer prompt is read in chunks)
+
+    def validate(self) -> "BatchConfig":
+        if not 1 <= self.slots <= 64 or not 1 <= self.prefill_chunk <= 4096:
+            raise ValueError(f"KV slots must be 1-64 and the prefill chunk 1-4096 tokens; got {self.slots} and "
+                             f"{self.prefill_chunk}")
+        return self
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request inside the batcher: its prompt, sampler, cache length and Trace."""
+    id: object
+    ids: list[int]                 # the prompt's token ids
+    settings: GenerationSettings
+    trace: Trace
+    sampler: Sampler
+    detok: Detokenizer
+    eos: frozenset
+    read: int = 0                  # prompt tokens read into its slot so far
+    length: int = 0                # positions its slot's cache holds
+    last: int | None = None        # its latest token: the next decode step's input
+    admitted: float | None = None  # perf_counter() when it took a slot (its trace's t0)
+    t_prev: float = 0.0
+    cancelled: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.trace.stop_reason is not None
+
+
+@dataclass
+class Iteration:
+    """What one loop iteration did (perf_counter times): what the scheduler records and draws."""
+    start: float
+    end: float = 0.0
+    admitted: list[Sequence] = field(default_factory=list)
+    decoded: int = 0                                   # rows of the batched decode step
+    chunks: list[tuple[Sequence, float, float, int]] = field(default_factory=list)   # (seq, start, end, tokens)
+    steps: list[tuple[Sequence, Step]] = field(default_factory=list)
+    finished: list[Sequence] = field(default_factory=list)
+
+
+class Batcher:
+    """The loop's state: requests waiting, the slot table (who is prefilling, who decoding), the KV pool."""
+
+    def __init__(self, engine, config: BatchConfig | None = None, capacity: int | None = None,
+                 clock=time.perf_counter):
+        self.engine, self.backend, self.clock = engine, engine.backend, clock
+        check_batchable(self.backend)
+        self.config = (config or BatchConfig()).validate()
+        window = int(self.backend.context_window)
+        self.capacity = min(int(capacity or window), window)
+        self.kv = KVSlots(self.backend, self.config.slots, self.capacity)
+        self.table = SlotTable(self.kv)
+        self.waiting: list[Sequence] = []
+        self.lock = threading.Lock()   # add and cancel may come from other threads than step's
+
+    # --- requests in and out
+
+    def add(self, ids: list[int], settings: GenerationSettings, request_id=None, prompt: str = "", text: str = "",
+            ignore_eos: bool = False) -> Sequence:
+        """Queue a request (its prompt's token ids); ValueError when it cannot fit a slot."""
+        settings = settings.validate()
+        if not ids or len(ids) >= self.capacity:
+            raise ValueError(f"prompt is {len(ids)} tokens; a KV slot holds {self.capacity} positions "
+                             "(leave room for at least one new token)")
+        b = self.backend
+        trace = Trace(prompt, text, list(ids), settings, f"{b.name} · continuous batching", b.device, b.dtype,
+                      b.model_name, b.kv_shape, ignore_eos=ignore_eos, replay=self.engine.replay)
+        sampler = Sampler(settings)
+        trace.seed = sampler.seed
+        seq = Sequence(request_id, list(ids), settings, trace, sampler, Detokenizer(b.tokenizer, ids),
+                       frozenset() if ignore_eos else b.eos_token_ids)
+        with self.lock:
+            self.waiting.append(seq)
+        return seq
+
+    def cancel(self, seq: Sequence) -> None:
+        """End `seq` at the next iteration (waiting or running)."""
+        seq.cancelled = True
+
+    def cancel_all(self) -> None:
+        with self.lock:
+            for seq in self.waiting + self.table.decoding + self.table.prefilling:
+                seq.cancelled = True
+
+    def busy(self) -> bool:
+        return bool(self.waiting or self.table.decoding or self.table.prefilling)
+
+    def holders(self) -> list[tuple[int, Sequence]]:
+        return self.table.holders()
+
+    # --- one iteration
+
+    def step(self) -> Iteration:
+        it = Iteration(self.clock())
+        self._drop_cancelled(it)
+        self._admit(it)
+        if self.table.decoding:
+            self._decode(it)
+        self._prefill(it)
+        it.end = self.clock()
+        return it
+
+    def _drop_cancelled(self, it: Iteration) -> None:
+        with self.lock:
+            for seq in [s for s in self.waiting if s.cancelled]:
+                self.waiting.remove(seq)
+                seq.trace.stop_reason = "cancelled"
+                it.finished.append(seq)
+        for seq in [s for s in self.table.decoding + self.table.prefilling if s.cancelled]:
+            self._finish(seq, "cancelled", it)
+
+    def _admit(self, it: Iteration) -> None:
+        with self.lock:
+            while self.waiting and self.table.free():
+                seq = self.waiting.pop(0)
+                seq.admitted = seq.t_prev = self.clock()
+                self.table.add(seq)
+                it.admitted.append(seq)
+
+    def _decode(self, it: Iteration) -> None:
+        rows = list(self.table.decoding)   # slot r holds rows[r]
+        logits = decode_rows(self.backend, self.kv, [s.last for s in rows], [s.length for s in rows])
+        it.decoded = len(rows)
+        for seq in rows:   # every cache grew by one position before any request leaves (and moves another)
+            seq.length += 1
+        for seq, row in zip(rows, logits):
+            self._emit(seq, row, len(rows), DECODE_GRAPH, it)
+
+    def _prefill(self, it: Iteration) -> None:
+        budget = self.config.prefill_chunk
+        for seq in sorted(self.table.prefilling, key=lambda s: len(s.ids) - s.read):
+            if budget <= 0:
+                break
+            chunk = seq.ids[seq.read:seq.read + budget]
+            start = self.clock()
+            logits = prefill_chunk(self.backend, self.kv, self.table.slot(seq), chunk, seq.length)
+            seq.read += len(chunk)
+            seq.length += len(chunk)
+            budget -= len(chunk)
+            it.chunks.append((seq, start, self.clock(), len(chunk)))
+            if seq.read == len(seq.ids):   # the prompt is read: its first token, then it decodes with the others
+                self.table.start_decoding(seq)
+                self._emit(seq, logits, 1, PREFILL_GRAPH, it)
+
+    def _emit(self, seq: Sequence, logits, rows: int, graph: str, it: Iteration) -> None:
+        """Sample `seq`'s next token from its logits row, record the Step, and end it if a stop is reached."""
+        ids = seq.ids + [s.token_id for s in seq.trace.steps]
+        pick = seq.sampler.choose(ids, torch.from_numpy(logits), seq.settings.top_candidates)
+        t, wall_ns = self.clock(), time.time_ns()
+        steps = seq.trace.steps
+        step = Step(index=len(steps), token_id=pick.token, text=seq.detok.add(pick.token),
+                    special=pick.token in seq.detok.special_ids, phase="decode" if steps else "prefill",
+                    time=t - seq.admitted, latency=t - seq.t_prev, prob=pick.prob, sample_prob=pick.sample_prob,
+                    top=tuple(Candidate(i, seq.detok.token_text(i), p, q) for i, p, q in pick.top),
+                    seq_len=seq.length, kv_bytes=seq.length * self.kv.position_bytes, wall_ns=wall_ns,
+                    rows=rows, graph=graph)
+        seq.t_prev, seq.last = t, pick.token
+        steps.append(step)
+        it.steps.append((seq, step))
+        if pick.token in seq.eos:
+            self._finish(seq, "eos", it)
+        elif len(steps) >= seq.settings.max_new_tokens:
+            self._finish(seq, "length", it)
+        elif seq.length + 1 >= self.capacity or len(seq.ids) + len(steps) >= self.backend.context_window:
+            self._finish(seq, "context", it)
+
+    def _finish(self, seq: Sequence, reason: str, it: Iteration) -> None:
+        seq.trace.stop_reason = reason
+        self.table.remove(seq)
+        it.finished.append(seq)
+
+
+def pool_capacity(lengths: list[int], window: int, step: int = 64) -> int:
+    """Positions per slot for requests of these total lengths (prompt + new tokens): the longest, rounded up.
+
+    >>> pool_capacity([40 + 48, 845 + 48], 2048)
+    896
+    """
+    return min(window, max(step, math.ceil(max(lengths, default=1) / step) * step))
+
+
+class ContinuousBatching(Scheduler):
+    """The Serve tab's scheduler on an ONNX engine: a workload's requests join the Batcher as they arrive."""
+    name, label = "batching", "continuous batching (ours: KV slots, chunked prefill; ONNX Runtime)"
+
+    def __init__(self, source, config: BatchConfig | None = None):
+        super().__init__(source)
+        backend = getattr(source, "backend", None)
+        if backend is None:
+            raise ValueError("continuous batching runs a local ONNX backend; pick onnx-gguf4 or onnx as its source")
+        check_batchable(backend)
+        self.config = (config or BatchConfig()).validate()
+
+    def _run(self, result, clock, report):
+        engine, backend = self.source, self.source.backend
+        prompts = {}
+        for record in result.records:
+            try:
+                prompts[record.request.id] = request_ids(engine, record.request)
+            except ValueError as exc:
+                fail(record, clock, exc)
+                record.finished = record.arrival
+        lengths = [len(ids) + r.request.max_new_tokens for r in result.records if r.request.id in prompts
+                   for _, ids in [prompts[r.request.id]]]
+        capacity = pool_capacity(lengths, int(backend.context_window))
+        slots = max(1, min(self.config.slots, MAX_POOL_BYTES // (capacity * position_bytes(backend))))
+        batcher = Batcher(engine, BatchConfig(slots, self.config.prefill_chunk), capacity)
+        kv = batcher.kv
+        result.kv_unit, result.kv_total = "bytes", kv.nbytes
+        result.kv_note = f"KV positions in use, of {kv.slots} slots × {kv.capacity} positions"
+        result.pool = {"kind": "slots", "slots": kv.slots, "capacity": kv.capacity, "bytes": kv.nbytes,
+                       "position_bytes": kv.position_bytes, "prefill_chunk": batcher.config.prefill_chunk,
+                       "asked_slots": self.config.slots, "max_bytes": MAX_POOL_BYTES, "moves": 0}
+        records = {}
+        pending = sorted((r for r in result.records if r.request.id in prompts), key=lambda r: r.arrival)
+        try:
+            while not report.cancelled and (pending or batcher.busy()):
+                while pending and pending[0].arrival <= clock.now():
+                    record = pending.pop(0)
+                    text, ids = prompts[record.request.id]
+                    record.prompt_tokens = len(ids)
+                    seq = batcher.add(ids, settings_for(record.request), record.request.id, record.request.prompt,
+                                      text, record.request.ignore_eos)
+                    records[id(seq)] = record
+                if not batcher.busy():
+                    clock.wait_until(pending[0].arrival, report.event)
+                    continue
+                self._record(batcher.step(), batcher, records, result, clock)
+                report(*progress_line(result))
+        finally:
+            if batcher.busy():
+                batcher.cancel_all()
+                self._record(batcher.step(), batcher, records, result, clock)
+            result.pool["moves"] = batcher.table.moves
+
+    @staticmethod
+    def _record(it: Iteration, batcher: Batcher, records: dict, result, clock) -> None:
+        for seq in it.admitted:
+            record = records[id(seq)]
+            record.admitted, record.trace = clock.since(seq.admitted), seq.trace
+        for seq, start, end, n in it.chunks:
+            records[id(seq)].chunks.append((clock.since(start), clock.since(end), n))
+        for seq in it.finished:
+            record = records[id(seq)]
+            record.stop_reason, record.finished = seq.trace.stop_reason, clock.since(it.end)
+        end = clock.since(it.end)
+        held = batcher.holders()
+        result.batches.append(BatchStep(clock.since(it.start), end, it.decoded + len(it.chunks),
+                                        sum(n for *_, n in it.chunks), it.decoded, len(held)))
+        result.kv.append((end, sum(s.length for _, s in held) * batcher.kv.position_bytes))
+        result.slot_map.append((end, tuple((slot, records[id(s)].request.id, s.length) for slot, s in held)))
+
+
+def request_ids(engine, request) -> tuple[str, list[int]]:
+    """(text, ids) the model reads for a workload request: its chat prompt, as one at a time reads it."""
+    return engine.prompt_ids(request.prompt, settings_for(request))
