@@ -1,5 +1,5 @@
 """Entry point (and the Hugging Face Space's): `python app.py [--model SPEC] [--backend NAME] [--port N]
-[--endpoint URL]... [--api-key-env NAME]`.
+[--endpoint URL]... [--api-key-env NAME] [--llama-server [--llama-parallel N]]`.
 
 The module-level `demo` loads nothing at import: each backend's engine is created on first use and
 cached (playground/registry.py), so `import app` is fast and a Space starts serving its page while the
@@ -9,33 +9,43 @@ PLAYGROUND_DTYPE, else the defaults (bundled SmolLM2; ONNX on CPU, torch on CUDA
 Servers to watch (OpenAI-compatible: llama.cpp, vLLM, Ollama, …) come from --endpoint (repeatable) and
 PLAYGROUND_ENDPOINTS (comma-separated); a key, if they need one, from the environment variable that
 --api-key-env (or PLAYGROUND_API_KEY_ENV) names. They join the backend dropdowns; a page visitor cannot add one.
+--llama-server (or PLAYGROUND_LLAMA_SERVER=1) adds llama.cpp's own server on the bundled GGUF, started on
+first use with --llama-parallel slots (default 4) and stopped when the app exits (remote/llama_server.py).
 Host is 127.0.0.1, or 0.0.0.0 when running on a Space (SPACE_ID is set).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 
 from playground.config import AppConfig
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints, endpoint_urls
+from playground.remote.llama_server import add_llama_server
 from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo
 
 
-def make_demo(model: str | None = None, backend: str | None = None, endpoints: list[str] | None = None,
-              api_key_env: str | None = None):
+def make_registry(model: str | None = None, backend: str | None = None, endpoints: list[str] | None = None,
+                  api_key_env: str | None = None, llama_server: bool = False,
+                  llama_parallel: int | None = None) -> SourceRegistry:
     config = AppConfig.from_env(model=model, backend=backend)
     registry = SourceRegistry.for_model(config.model, config.backend, device=config.device, dtype=config.dtype)
     add_endpoints(registry, endpoint_urls(endpoints, os.environ.get("PLAYGROUND_ENDPOINTS")),
                   api_key_env or os.environ.get("PLAYGROUND_API_KEY_ENV"))
-    demo = build_demo(registry)
+    if llama_server or os.environ.get("PLAYGROUND_LLAMA_SERVER") == "1":
+        add_llama_server(registry, parallel=4 if llama_parallel is None else llama_parallel)
+    return registry
+
+
+def make_demo(*args, **kwargs):
+    """The page over make_registry(*args, **kwargs)."""
+    demo = build_demo(make_registry(*args, **kwargs))
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY, max_size=64)
     return demo
 
 
-demo = make_demo()
-
-if __name__ == "__main__":
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="LLM Serving Playground")
     parser.add_argument("--model", help="model spec: a hub id, a local folder, a .gguf file, or 'tiny'")
     parser.add_argument("--backend", help="torch | onnx | onnx-int8 | onnx-int4 | onnx-gguf4 (default: torch on CUDA; "
@@ -45,8 +55,22 @@ if __name__ == "__main__":
                         help="an OpenAI-compatible server to watch, e.g. http://127.0.0.1:8080/v1 (repeatable)")
     parser.add_argument("--api-key-env", metavar="NAME",
                         help="the environment variable holding the endpoints' API key (the key itself is never shown)")
-    args = parser.parse_args()
-    if args.model or args.backend or args.endpoint or args.api_key_env:
-        demo = make_demo(args.model, args.backend, args.endpoint, args.api_key_env)
+    parser.add_argument("--llama-server", action="store_true",
+                        help="offer llama.cpp's llama-server on the bundled model (needs `make llama`), started on "
+                             "first use on 127.0.0.1 and stopped when the app exits")
+    parser.add_argument("--llama-parallel", type=int, metavar="N",
+                        help="llama-server's slots: the requests it batches at once (default 4)")
+    return parser.parse_args(argv)
+
+
+demo = make_demo()
+
+if __name__ == "__main__":
+    args = parse_args()
+    if any([args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
+            args.llama_parallel is not None]):
+        demo = make_demo(args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
+                         args.llama_parallel)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
+    signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
     demo.launch(server_name=host, server_port=args.port, app_kwargs=app_kwargs())

@@ -5,6 +5,7 @@
     for message in registry.loading("onnx"): print(message)   # or watch the load from another thread
     registry.add("llama.cpp @ 127.0.0.1:8080", factory, label="…")   # any other source (remote/)
     registry.choices()                                   # [(label, name)] for the dropdowns
+    registry.on_close(server.stop); registry.close()     # e.g. stop a server process a source started
 
 Loading is thread-safe: each name has its own lock, so two sessions asking for the same backend at
 once load it once (the second waits), while another backend may load beside it. A load that fails
@@ -12,7 +13,8 @@ once load it once (the second waits), while another backend may load beside it. 
 `get` raises BackendUnavailable at once afterwards, and `error(name)` says why, so a UI can offer the
 others. The latest progress message of a load in flight is kept, so any waiter can show it.
 
-Left out: gradio (playground/ui/ shows all this), unloading sources, and retrying a failed load.
+Left out: gradio (playground/ui/ shows all this), unloading sources (close() runs the on_close hooks
+only), and retrying a failed load.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class SourceRegistry:
         self.errors: dict[str, str] = {}
         self.progress: dict[str, str] = {}
         self._locks = {name: threading.Lock() for name in self.names}
+        self._on_close: list[Callable[[], None]] = []
 
     def add(self, name: str, factory: Factory, label: str | None = None) -> None:
         """Offer one more source (e.g. a server given on the command line), loaded on first use."""
@@ -55,6 +58,15 @@ class SourceRegistry:
         self.names.append(name)
         if label:
             self.labels[name] = label
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Run `hook` on close() (e.g. stop a server process a source started)."""
+        self._on_close.append(hook)
+
+    def close(self) -> None:
+        """Run the on_close hooks, latest first, each once."""
+        while self._on_close:
+            self._on_close.pop()()
 
     def choices(self) -> list[tuple[str, str]]:
         """(what a dropdown shows, the name it returns), in registry order."""

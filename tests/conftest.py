@@ -58,16 +58,9 @@ def fake_server():
 def llama_server():
     """llama.cpp's llama-server on the bundled GGUF: 127.0.0.1, a free port, 2 threads, 2 parallel slots,
     --metrics --slots -c 4096. Missing binary: a failure naming `make llama` under CI, else a skip."""
-    import os
-
-    from playground.llamacpp import LlamaCppMissing, llama_binary
     from playground.remote.llama_server import LlamaServer
-    try:
-        llama_binary("llama-server")
-    except LlamaCppMissing as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"{exc} (CI must run `make llama` before the server tests; `make test` does)")
-        pytest.skip(str(exc))
+    from tests.helpers import require_llama
+    require_llama()
     server = LlamaServer(threads=2, parallel=2, ctx=4096).start()
     yield server
     server.stop()

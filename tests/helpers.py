@@ -4,7 +4,8 @@
   experiment_args, free_port, wait_for;
 - tiny_registry (torch, onnx that fails, copy that swerves at SWERVE_AT, late, slow) and swerving_engine;
 - calls_settle (forward passes still being made), check_timelines (a serve result's stamps are consistent);
-- require_browser (Chromium and playwright, or a one-line failure).
+- require_browser (Chromium and playwright, or a one-line failure);
+- require_llama (llama.cpp's llama-server: a failure naming `make llama` under CI, else a skip).
 
 Left out: anything that starts or stops an app (the fixtures do that).
 """
@@ -136,3 +137,14 @@ def require_browser():
     except ImportError:
         pytest.fail("playwright is missing: run `make install-dev`", pytrace=False)
     return sync_api
+
+
+def require_llama() -> None:
+    """Fail under CI (`make test` runs `make llama` first), skip elsewhere, when llama-server is missing."""
+    from playground.llamacpp import LlamaCppMissing, llama_binary
+    try:
+        llama_binary("llama-server")
+    except LlamaCppMissing as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (CI must run `make llama` before the server tests; `make test` does)")
+        pytest.skip(str(exc))

@@ -1,16 +1,21 @@
-"""Start llama.cpp's own llama-server on the bundled GGUF, on 127.0.0.1 and a free port (tests, bench).
+"""Start llama.cpp's own llama-server on the bundled GGUF, on 127.0.0.1 and a free port (tests, bench, app).
 
     with LlamaServer(parallel=2) as server:        # waits for /health; stops the process on exit
         source = RemoteSource(server.url)          # "http://127.0.0.1:PORT/v1"
+    started = add_llama_server(registry, parallel=4)   # app.py --llama-server: a source started on first use
 
 The command is llama.cpp's usual one: `llama-server -m MODEL --host 127.0.0.1 --port PORT -t 2 --parallel 2
 --metrics --slots -c 4096` (each of the two slots then holds 2048 tokens). The binary comes from
 `make llama` (playground/llamacpp.py); its output goes to a log file whose tail is quoted when it fails.
+The app's server is started by the registry's first `get` (so the page comes up at once), gets 2048
+tokens per slot, and is stopped by `registry.close()` or at interpreter exit, whichever comes first; a
+missing binary is that source's load error, naming `make llama`.
 
-Left out: GPU offload flags, and serving on anything but loopback.
+Left out: GPU offload flags, serving on anything but loopback, and restarting a server that died.
 """
 from __future__ import annotations
 
+import atexit
 import socket
 import subprocess
 import tempfile
@@ -20,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from ..llamacpp import llama_binary, llama_env
+from .source import RemoteSource
 
 
 def free_port() -> int:
@@ -82,6 +88,49 @@ class LlamaServer:
     def __enter__(self) -> "LlamaServer":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def close(self) -> None:
+        """Stop it and remove its log."""
         self.stop()
         self.log.unlink(missing_ok=True)
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+APP_SOURCE = "llama.cpp (started by the app)"
+APP_LABEL = f"{APP_SOURCE} · llama-server on the bundled GGUF, 127.0.0.1 (started on first use)"
+
+
+class StartedServer:
+    """llama-server as one of the app's sources: `load` is its registry factory, `close` stops it."""
+
+    def __init__(self, parallel: int = 4, threads: int = 2):
+        if parallel < 1:
+            raise ValueError(f"llama-server needs at least one slot, got --llama-parallel {parallel}")
+        self.parallel, self.threads = parallel, threads
+        self.server: LlamaServer | None = None
+
+    def load(self, name: str, progress) -> RemoteSource:
+        llama_binary("llama-server")   # LlamaCppMissing names `make llama`, before anything starts
+        self.server = LlamaServer(threads=self.threads, parallel=self.parallel, ctx=self.parallel * 2048)
+        atexit.register(self.close)
+        progress(0.3, f"starting llama-server on 127.0.0.1:{self.server.port} ({self.parallel} slots)")
+        try:
+            self.server.start()
+            progress(0.8, "asking llama-server which model it serves")
+            return RemoteSource(self.server.url)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def add_llama_server(registry, parallel: int = 4, threads: int = 2) -> StartedServer:
+    """Offer llama-server (`parallel` slots: the requests it batches at once) as a source started on first use."""
+    started = StartedServer(parallel, threads)
+    registry.add(APP_SOURCE, started.load, label=APP_LABEL)
+    registry.on_close(started.close)
+    return started
