@@ -38,6 +38,19 @@ def format_bytes(n: int) -> str:
             return f"{n:.1f} {unit}"
 
 
+def format_seconds(seconds: float) -> str:
+    """A duration in the unit a person reads: ms under a second, s under two minutes, then minutes.
+
+    >>> format_seconds(0.0424), format_seconds(2.381), format_seconds(1100)
+    ('42 ms', '2.4 s', 'about 18 min')
+    """
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"about {seconds / 60:.0f} min"
+
+
 # --- chips
 
 def chip_title(step) -> str:

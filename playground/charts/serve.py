@@ -142,8 +142,8 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
                   "KV slot", height=380)
     pool = result.pool or {}
     if pool.get("kind") != "slots":
-        what = "its paged blocks are counted, not mapped" if result.pool else "it gives no per-slot KV record"
-        return _empty(fig, f"missing: {result.scheduler_label}: {what}")
+        what = "its paged blocks are counted, not mapped" if result.pool else "no pool of KV slots here"
+        return _empty(fig, f"missing: {what}")
     if not result.slot_map:
         return _empty(fig, "no iteration yet")
     capacity, classes = pool["capacity"], {r.request.id: r.request.cls for r in result.records}

@@ -15,7 +15,7 @@ from ..engine import common_prefix
 from ..experiments import EXPERIMENTS
 from ..experiments.common import exact_length_ids, long_document
 from ..experiments.short_long import SHORT_QUESTION, long_prompt
-from ..run_view import format_bytes
+from ..run_view import format_bytes, format_seconds
 from . import StepResult
 from .cost_model import calibrate
 from .steps_run import _ms, answer_run
@@ -132,34 +132,52 @@ QUESTIONS_AFTER = (0.05, 0.10, 0.15)   # seconds after the document: three short
 
 
 def step_mixed(lesson, report) -> StepResult:
-    """A long document, then three short questions arriving just behind it, through one engine one at a
-    time (the Serve tab's harness, first come first served): each question waits for the whole document."""
+    """A long document, then three short questions arriving just behind it, through one engine: one at a time
+    (the Serve tab's harness, first come first served: each question waits for the whole document), then the
+    same four requests with continuous batching on the same engine (the questions join the batch at once)."""
     from ..charts.serve import plot_gantt
-    from ..serve import OneAtATime, Request, Workload, lesson as serve_lesson
+    from ..serve import SCHEDULERS, OneAtATime, Request, Workload, lesson as serve_lesson
+    from ..serve.registry import batching_for
 
     source = lesson.source
     document, _ = long_prompt(source.tokenizer, source.info.context_window, MIXED_NEW_TOKENS, long_document())
     workload = Workload((Request(0, "long", document, MIXED_NEW_TOKENS, 0.0),
                          *(Request(i + 1, "short", SHORT_QUESTION, MIXED_NEW_TOKENS, t)
                            for i, t in enumerate(QUESTIONS_AFTER))), arrival="fixed")
-    result = OneAtATime(source).run(workload, report, report.event)
-    if report.cancelled:
-        return StepResult(6, "No two requests are the same", "cancelled")
-    silent = next((r for r in result.records if not r.steps), None)
+    cure = batching_for(source)
+    schedulers = [OneAtATime(source)] + ([SCHEDULERS[cure].create(source)] if cure else [])
+    results = []
+    for k, scheduler in enumerate(schedulers):
+        results.append(scheduler.run(workload, report, report.event))
+        if report.cancelled:
+            return StepResult(6, "No two requests are the same", "cancelled")
+    silent = next(((res, r) for res in results for r in res.records if not r.steps), None)
     if silent is not None:   # e.g. a server that failed: say so rather than compare nothing
-        return StepResult(6, "No two requests are the same", f"Request {silent.request.id} ({silent.request.cls}) "
-                          f"produced no token ({silent.error or silent.stop_reason}): nothing to compare.",
-                          notes=[serve_lesson(result)])
+        res, r = silent
+        return StepResult(6, "No two requests are the same", f"Request {r.request.id} ({r.request.cls}) produced no "
+                          f"token on {res.scheduler_label} ({r.error or r.stop_reason}): nothing to compare.",
+                          notes=[serve_lesson(x) for x in results])
+    result = results[0]
     long, shorts = result.records[0], result.records[1:]
     first = shorts[0]
     numbers = {"long_prompt_tokens": long.prompt_tokens, "long_e2e_s": long.e2e,
                "short_wait_s": first.waiting, "short_ttft_alone_s": first.prefill, "short_ttft_seen_s": first.ttft,
                "short_ttft_seen_all_s": [r.ttft for r in shorts]}
     own = first.prefill
-    takeaway = (f"The first short question arrived {first.arrival * 1e3:.0f} ms after a {long.prompt_tokens}-token "
-                f"document and waited {first.waiting:.2f} s for it: its first token came {first.ttft:.2f} s after it "
-                f"was sent, against {_ms(own)} on its own — {first.ttft / own:.0f}× later. Serving engines batch "
-                f"requests (continuous batching: the Serve tab) so one long request does not hold up the rest.")
-    figure = plot_gantt(result)
-    return StepResult(6, "No two requests are the same", takeaway, numbers, figures={"gantt": figure},
-                      html=f"<p>{html.escape(serve_lesson(result))}</p>")
+    takeaway = (f"One at a time, the first question waited {format_seconds(first.waiting)} behind a {long.prompt_tokens}-token "
+                f"document: its first token came after {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
+                f"{format_seconds(own)} alone.")
+    figures = {"gantt": plot_gantt(result)}
+    notes = []
+    if len(results) == 2:
+        batched = results[1].records[1:]
+        worst = max(r.ttft for r in batched)
+        numbers["batched_scheduler"] = results[1].scheduler
+        numbers["short_ttft_batched_all_s"] = [r.ttft for r in batched]
+        takeaway += (f" With continuous batching on the same engine the questions joined the running batch: "
+                     f"every first token within {format_seconds(worst)}, {max(r.ttft for r in shorts) / worst:.1f}× sooner.")
+        figures["gantt_batched"] = plot_gantt(results[1])
+    else:
+        notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")
+    return StepResult(6, "No two requests are the same", takeaway, numbers, figures=figures, notes=notes,
+                      html="".join(f"<p>{html.escape(serve_lesson(x))}</p>" for x in results))

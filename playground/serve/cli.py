@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..config import GenerationSettings
 from .registry import SCHEDULERS
+from .slots import BatchConfig
 from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
 from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
 
@@ -47,8 +48,9 @@ def parse_args(argv):
     p.add_argument("--url", default=None, help="an OpenAI-compatible server, for the concurrent scheduler")
     p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    p.add_argument("--slots", type=int, default=8, help="batching: KV slots (requests held at once)")
-    p.add_argument("--prefill-chunk", type=int, default=128, help="batching: prompt tokens read per iteration")
+    p.add_argument("--slots", type=int, default=BatchConfig.slots, help="batching: KV slots (requests held at once)")
+    p.add_argument("--prefill-chunk", type=int, default=BatchConfig.prefill_chunk,
+                   help="batching: prompt tokens read per iteration")
     p.add_argument("--max-batch-tokens", type=int, default=256, help="batching-torch: tokens per forward pass")
     p.add_argument("--num-blocks", type=int, default=None,
                    help="batching-torch: KV blocks (default: the workload at once)")
@@ -84,7 +86,6 @@ def make_scheduler(name: str, args, sources: dict):
 def batching_options(args) -> dict:
     """The batching schedulers' options (each create takes the ones it uses)."""
     from .batching import PoolConfig
-    from .continuous import BatchConfig
     return {"batch": BatchConfig(args.slots, args.prefill_chunk),
             "pool": PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
                                scheduler=args.manager_scheduler)}

@@ -1,6 +1,6 @@
 """Continuous batching on ONNX Runtime: the scheduler of the Serve lesson, ours, one loop written to be read.
 
-    batcher = Batcher(onnx_engine, BatchConfig(slots=8, prefill_chunk=128), capacity=1024)
+    batcher = Batcher(onnx_engine, BatchConfig(slots=16, prefill_chunk=128), capacity=1024)
     seq = batcher.add(prompt_ids, settings)          # waits for a KV slot
     while batcher.busy():
         it = batcher.step()                          # one iteration: admit, decode, prefill, free
@@ -40,21 +40,9 @@ from ..sampling import Detokenizer, Sampler
 from ..trace import Candidate, Step, Trace
 from .records import BatchStep
 from .schedulers import Scheduler, fail, progress_line, settings_for
-from .slots import SlotTable
+from .slots import BatchConfig, SlotTable
 
 MAX_POOL_BYTES = 2 * 2**30   # the slots are fewer when slots x capacity would take more memory than this
-
-
-@dataclass(frozen=True)
-class BatchConfig:
-    slots: int = 8               # KV slots: requests held at once (decoding or prefilling)
-    prefill_chunk: int = 128     # prompt tokens read per iteration (a longer prompt is read in chunks)
-
-    def validate(self) -> "BatchConfig":
-        if not 1 <= self.slots <= 64 or not 1 <= self.prefill_chunk <= 4096:
-            raise ValueError(f"KV slots must be 1-64 and the prefill chunk 1-4096 tokens; got {self.slots} and "
-                             f"{self.prefill_chunk}")
-        return self
 
 
 @dataclass(eq=False)

@@ -56,3 +56,19 @@ SCHEDULERS: dict[str, SchedulerSpec] = {spec.name: spec for spec in (
                   _batching_torch),
     SchedulerSpec("concurrent", "concurrent requests (the server batches them itself)", "remote", _concurrent),
 )}
+
+
+def batching_for(source) -> str | None:
+    """The scheduler that batches requests on `source`: ours on an ONNX engine, transformers' manager on torch,
+    the server's own for a remote source; None when none does (e.g. an ONNX graph without fused attention)."""
+    if source.info.origin == "remote":
+        return "concurrent"
+    backend = getattr(source, "backend", None)
+    if getattr(backend, "name", None) == "torch":
+        return "batching-torch"
+    from ..backends.onnx_batch import check_batchable
+    try:
+        check_batchable(backend)
+    except ValueError:
+        return None
+    return "batching"

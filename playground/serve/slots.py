@@ -5,6 +5,7 @@
     table.start_decoding(seq) # its prompt is read: it joins the decoding group
     table.remove(seq)         # it ended: its slot is free at once
     table.holders()           # [(slot, seq)]: what the KV memory map draws
+    BatchConfig(slots=16, prefill_chunk=128)   # the pool's size in requests, the prompt tokens read per iteration
 
 A batched decode step reads the decoding requests' rows as one view, kv[0:d] (onnx_batch.py), so the
 table keeps two packed groups: decoding requests in slots 0..d-1, prefilling ones in d..d+p-1. When a
@@ -26,6 +27,20 @@ prompt is read trades places with the first prefilling request (a swap), then jo
 Left out: the memory itself (backends/onnx_batch.py) and preemption (a request keeps its slot to its end).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    slots: int = 16              # KV slots: requests held at once (decoding or prefilling)
+    prefill_chunk: int = 128     # prompt tokens read per iteration (a longer prompt is read in chunks)
+
+    def validate(self) -> "BatchConfig":
+        if not 1 <= self.slots <= 64 or not 1 <= self.prefill_chunk <= 4096:
+            raise ValueError(f"KV slots must be 1-64 and the prefill chunk 1-4096 tokens; got {self.slots} and "
+                             f"{self.prefill_chunk}")
+        return self
 
 
 class SlotTable:

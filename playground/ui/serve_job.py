@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from ..session import ABANDONED_AFTER, ExportFolder
 from .common import CPU_SLOTS
 
-DEFAULT_SLO = (2.0, 0.25)   # TTFT ≤ 2 s, TPOT ≤ 0.25 s: the Serve tab's goodput until the user moves them
+DEFAULT_SLO = (2.0, 0.5)   # TTFT ≤ 2 s, TPOT ≤ 0.5 s: the Serve tab's goodput until the user moves them
 
 
 class MachineGate:

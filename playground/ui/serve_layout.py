@@ -12,12 +12,18 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..serve import MAX_REQUESTS, SCHEDULERS
+from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
-from .common import FRANCE, SUMMARIZE, backend_dropdown, caption, long_document
+from .common import SUMMARIZE, backend_dropdown, caption, long_document
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
 NONE = "(none)"
+# The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
+# shows) and documents to summarize, arriving at about 3x one at a time's capacity on the default backend
+# (a 2-core CPU), so one at a time falls behind while batching keeps up.
+SHORT_PROMPT = "Explain in a few sentences why the sky is blue."
+NEW_TOKENS, DEFAULT_RATE = 64, 2.0
 ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate, Compare, Experiments) waits until it "
          "ends, since on 2 shared cores any other run would change every figure. One workload at a time; "
          f"at most {MAX_REQUESTS} requests and 60,000 tokens (prompts + new tokens) per workload.")
@@ -79,18 +85,18 @@ def layout(registry):
         with gr.Row():
             n = gr.Slider(1, MAX_REQUESTS, 16, step=1, label="Requests", elem_id="serve-requests")
             arrival = gr.Radio(list(ARRIVALS), value="poisson", label="Arrivals", elem_id="serve-arrival")
-            rate = gr.Number(1.0, label="Rate (requests/s, fixed or Poisson)", elem_id="serve-rate")
+            rate = gr.Number(DEFAULT_RATE, label="Rate (requests/s, fixed or Poisson)", elem_id="serve-rate")
             seed = gr.Number(0, precision=0, label="Seed (order and arrivals)", elem_id="serve-seed")
         with gr.Accordion("Request classes: prompt, max new tokens, share of the mix", open=False):
             with gr.Row():
                 with gr.Column():
-                    short = [gr.Textbox(FRANCE, label="Short: prompt", lines=2, elem_id="serve-short-prompt"),
-                             gr.Slider(1, 256, 48, step=1, label="Short: max new tokens"),
+                    short = [gr.Textbox(SHORT_PROMPT, label="Short: prompt", lines=2, elem_id="serve-short-prompt"),
+                             gr.Slider(1, 256, NEW_TOKENS, step=1, label="Short: max new tokens"),
                              gr.Slider(0, 1, 0.8, step=0.05, label="Short: share")]
                 with gr.Column():
                     long = [gr.Textbox(SUMMARIZE + long_document(), label="Long: prompt (cut to the context window)",
                                        lines=4, max_lines=8, elem_id="serve-long-prompt"),
-                            gr.Slider(1, 256, 48, step=1, label="Long: max new tokens"),
+                            gr.Slider(1, 256, NEW_TOKENS, step=1, label="Long: max new tokens"),
                             gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")]
         with gr.Row():
             sa = gr.Dropdown(_schedulers(), value="one-at-a-time", label="Scheduler A", elem_id="serve-scheduler-a")
@@ -101,8 +107,9 @@ def layout(registry):
         with gr.Accordion("Continuous batching: KV slots and prefill chunks", open=False):
             caption(SLOTS)
             with gr.Row():
-                slots = gr.Slider(1, 32, 8, step=1, label="KV slots (requests held at once)", elem_id="serve-slots")
-                chunk = gr.Slider(16, 1024, 128, step=16, label="Prompt tokens read per iteration (chunked prefill)",
+                slots = gr.Slider(1, 32, BatchConfig.slots, step=1, label="KV slots (requests held at once)",
+                                  elem_id="serve-slots")
+                chunk = gr.Slider(16, 1024, BatchConfig.prefill_chunk, step=16, label="Prompt tokens read per iteration (chunked prefill)",
                                   elem_id="serve-chunk")
             caption("transformers' manager (scheduler batching-torch, on the torch backend): its paged KV block pool")
             with gr.Row():
