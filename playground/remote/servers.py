@@ -6,12 +6,15 @@
     kind.figures(client)                       # its live figures now, e.g. {"running": 1, "kv_pool_used_share": …}
 
     >>> [k.name for k in KINDS]
-    ['llama.cpp', 'vllm', 'ollama', 'openai-compatible']
+    ['llama.cpp', 'vllm', 'playground', 'ollama', 'openai-compatible']
     >>> KINDS[0].sampling(GenerationSettings(temperature=0.7, top_p=0.9, seed=3))
     {'temperature': 0.7, 'top_p': 0.9, 'seed': 3, 'top_k': 0, 'min_p': 0.0}
 
 Sampling: each request names every setting, with the server's own extra samplers switched off (llama.cpp
 defaults to top_k 40, top_p 0.95, min_p 0.05), so a server samples as the local engine does.
+
+The playground's own endpoint (playground/api/, `app.py --openai-api`) is a kind too, so the playground
+can watch itself.
 
 Left out: TGI's and SGLang's own endpoints (they are served as plain OpenAI-compatible servers).
 """
@@ -67,6 +70,13 @@ def _llama_figures(client: ServerClient) -> dict:
     except RemoteError:
         pass   # started without --slots
     return out
+
+
+# --- this project's own endpoint (playground/api/): llama.cpp's /tokenize and /apply-template shapes
+
+def _playground_chat(client: ServerClient, model: str, messages: list[dict]) -> tuple[str, list[int]]:
+    text = client.post_json("/apply-template", {"messages": messages})["prompt"]
+    return text, _llama_tokenize(client, model, text, False)   # the template's text, read as the engine reads it
 
 
 # --- vLLM
@@ -125,6 +135,13 @@ KINDS = [
                extra_sampling=lambda s: {"top_k": s.top_k} if s.top_k else {},
                extras={"return_tokens_as_token_ids": True},
                fresh_prefill=lambda: {"cache_salt": secrets.token_hex(8)}),
+    ServerKind("playground", ("playground",), None,
+               "the model's probabilities before sampling (softmax at temperature 1, before any warper), from "
+               "the engine's own Steps",
+               "KV-cache bytes and the batch each token was made in (the playground's Serve tab shows them)",
+               exact_ids=True, tokenize_text=_llama_tokenize, tokenize_chat=_playground_chat,
+               context_window=lambda client, entry: entry.get("max_model_len"),
+               extra_sampling=lambda s: {"top_k": s.top_k}),
     ServerKind("ollama", ("library", "ollama"), "/api/version",
                "log-probabilities as Ollama reports them (only recent versions send any)",
                "token ids, a tokenizer endpoint, per-request server timings and KV figures in its OpenAI API"),
@@ -152,7 +169,7 @@ def detect_kind(client: ServerClient, entry: dict) -> ServerKind:
 
 def logprobs_work(client: ServerClient, model: str, kind: ServerKind) -> bool:
     """True when a one-token request with logprobs gets them back (llama.cpp and vLLM always do)."""
-    if kind.name in ("llama.cpp", "vllm"):
+    if kind.name in ("llama.cpp", "vllm", "playground"):
         return True
     reply = client.post_json("/v1/chat/completions", {"model": model, "max_tokens": 1, "logprobs": True,
                              "top_logprobs": 1, "messages": [{"role": "user", "content": "Hi"}]})

@@ -1,0 +1,19 @@
+"""An OpenAI-compatible endpoint into the playground's engine: audiences' own requests, batched together.
+
+    service = ApiService(lambda: registry.get("onnx-gguf4"), ApiConfig.from_env(), observer=ClientTraffic())
+    routes = api_routes(service)      # /v1/chat/completions, /v1/completions, /v1/models, /tokenize, …
+
+Modules: loop.py (EngineLoop: one thread stepping the continuous-batching Batcher), request_body.py and
+response_body.py (OpenAI's shapes), errors.py (OpenAI's error JSON), limits.py (keys and limits),
+service.py (a request's path without HTTP), routes.py (FastAPI), record.py (client traffic as a live
+workload record for the Serve tab).
+
+Left out: gradio (the app mounts the routes: app.py --openai-api), and the Responses API.
+"""
+from .limits import ApiConfig, ApiLimits
+from .loop import EngineLoop
+from .record import ClientTraffic
+from .routes import api_routes
+from .service import ApiService
+
+__all__ = ["ApiConfig", "ApiLimits", "ApiService", "ClientTraffic", "EngineLoop", "api_routes"]

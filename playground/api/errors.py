@@ -1,0 +1,61 @@
+"""Errors in OpenAI's JSON shape: `{"error": {"message", "type", "param", "code"}}` with the HTTP status.
+
+    raise bad_request("max_tokens must be between 1 and 512, got 0", param="max_tokens")
+    error.body(), error.status, error.headers          # what the route sends
+
+    >>> e = too_many("3 requests in flight from this client; the limit is 3", retry_after=2.4)
+    >>> e.status, e.headers, e.body()["error"]["type"]
+    (429, {'Retry-After': '3'}, 'rate_limit_error')
+    >>> context_exceeded(600, 512).body()["error"]["code"]
+    'context_length_exceeded'
+
+Statuses: 400 bad input or over the context window, 401 a missing or wrong key, 404 an unknown model or
+route, 429 over a limit (with Retry-After, whole seconds, rounded up), 503 the model still loading (with
+Retry-After) or failed to load. Messages never carry a key or a prompt.
+
+Left out: the HTTP layer itself (routes.py turns an ApiError into a response).
+"""
+from __future__ import annotations
+
+import math
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, type: str, code: str | None = None, param: str | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict:
+        return {} if self.retry_after is None else {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, "invalid_request_error", code, param)
+
+
+def context_exceeded(tokens: int, window: int, param: str = "messages") -> ApiError:
+    return ApiError(400, f"this request needs {tokens} tokens (prompt + max_tokens); the context window here "
+                         f"is {window} tokens", "invalid_request_error", "context_length_exceeded", param)
+
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "a valid API key is needed: send it as 'Authorization: Bearer <key>'",
+                    "invalid_request_error", "invalid_api_key")
+
+
+def not_found(message: str, code: str = "not_found", param: str | None = None) -> ApiError:
+    return ApiError(404, message, "invalid_request_error", code, param)
+
+
+def too_many(message: str, retry_after: float) -> ApiError:
+    return ApiError(429, message, "rate_limit_error", "rate_limit_exceeded", retry_after=retry_after)
+
+
+def unavailable(message: str, retry_after: float | None = None) -> ApiError:
+    return ApiError(503, message, "server_error", "model_not_ready", retry_after=retry_after)

@@ -1,0 +1,172 @@
+"""Who may call the endpoint and how much: bearer keys, requests in flight, tokens per request and per minute.
+
+    config = ApiConfig.from_env()          # PLAYGROUND_API_KEYS, PLAYGROUND_API_LIMITS (see below)
+    guard = Guard(config)
+    client = guard.client(authorization_header, peer_address)     # 401 (ApiError) for a missing or wrong key
+    guard.check_size(prompt_tokens, max_tokens)                    # 400: over a per-request limit
+    with guard.admit(client, prompt_tokens + max_tokens) as admission:   # 429 + Retry-After: over a rate limit
+        ...; admission.used = prompt_tokens + completion_tokens    # what the minute's budget is charged
+
+    >>> parse_limits("in_flight=2, tokens_per_minute=900")
+    {'in_flight': 2, 'tokens_per_minute': 900}
+    >>> g = Guard(ApiConfig(keys=("k1",), limits=ApiLimits(in_flight_per_client=1)))
+    >>> c = g.client("Bearer k1", "10.0.0.7"); c
+    'client 1'
+    >>> with g.admit(c, 10):
+    ...     g.admit(c, 10)
+    Traceback (most recent call last):
+    playground.api.errors.ApiError: 1 request in flight from this client; the limit is 1 at a time
+
+Keys come from PLAYGROUND_API_KEYS (comma-separated); none set: the endpoint is open (limits still apply,
+each client known by its address). A key is compared in constant time and never logged, shown or put in a
+record: clients are named "client 1", "client 2", … in the order they first came. Limits from
+PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). Over a per-request limit (max_tokens, prompt
+tokens) is a bad request (400: asking again cannot help); over a rate limit (requests in flight, for one
+client or in all; tokens per minute, one client's prompt + completion tokens over the last 60 s, reserved
+at admission and trued up at the end) is 429 with a Retry-After.
+
+Left out: persistence (limits are per process) and per-key limits (every client has the same).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, fields, replace
+
+from .errors import bad_request, too_many, unauthorized
+
+WINDOW_S = 60.0
+
+
+@dataclass(frozen=True)
+class ApiLimits:
+    in_flight_per_client: int = 4     # one client's requests at once (streaming or not)
+    in_flight: int = 16               # every client's requests at once (more wait in the Batcher than it holds)
+    max_tokens: int = 512             # new tokens one request may ask for (and the default when it asks none)
+    prompt_tokens: int = 2048         # prompt tokens one request may send (after the chat template)
+    tokens_per_minute: int = 20_000   # one client's prompt + completion tokens over the last 60 s
+
+
+def parse_limits(text: str | None) -> dict:
+    """{'name': int} from "name=value,…" (PLAYGROUND_API_LIMITS); ValueError naming a bad entry."""
+    names = {f.name for f in fields(ApiLimits)}
+    out = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, _, value = part.partition("=")
+        name = name.strip()
+        if name not in names or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"PLAYGROUND_API_LIMITS: {part.strip()!r} is not one of {sorted(names)} = a whole "
+                             "number >= 1")
+        out[name] = int(value)
+    return out
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    keys: tuple[str, ...] = field(default=(), repr=False)   # bearer keys; empty: no key needed
+    limits: ApiLimits = ApiLimits()
+    slots: int = 8                # KV slots: requests decoded together (more wait for a free slot)
+    capacity: int = 2048          # positions per slot: prompt + new tokens of one request (at most the window)
+    trust_forwarded: bool = False  # name clients by X-Forwarded-For's first address (behind a known proxy)
+
+    @classmethod
+    def from_env(cls, **overrides) -> "ApiConfig":
+        keys = tuple(k.strip() for k in os.environ.get("PLAYGROUND_API_KEYS", "").split(",") if k.strip())
+        limits = replace(ApiLimits(), **parse_limits(os.environ.get("PLAYGROUND_API_LIMITS")))
+        return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")), **overrides)
+
+
+@dataclass
+class Admission:
+    """One admitted request's share of the limits; leaving the `with` block returns it."""
+    guard: "Guard"
+    client: str
+    entry: list            # [time, tokens] in the client's minute window
+    used: int | None = None  # tokens actually used (prompt + completion); None: keep the reservation
+
+    def __enter__(self) -> "Admission":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.guard.release(self)
+
+
+class Guard:
+    def __init__(self, config: ApiConfig, clock=time.monotonic):
+        self.config, self.limits, self.clock = config, config.limits, clock
+        self._digests = [hashlib.sha256(k.encode()).digest() for k in config.keys]
+        self._names: dict[str, str] = {}                   # a client's identity -> "client N"
+        self._in_flight: dict[str, int] = {}
+        self._minute: dict[str, deque] = {}
+        self._lock = threading.Lock()
+
+    def client(self, authorization: str | None, address: str | None, forwarded: str | None = None) -> str:
+        """The caller's name ("client N"); ApiError 401 when keys are set and none of them was sent."""
+        if self._digests:
+            scheme, _, key = (authorization or "").partition(" ")
+            digest = hashlib.sha256(key.strip().encode()).digest()
+            matches = [hmac.compare_digest(digest, d) for d in self._digests]
+            if scheme.lower() != "bearer" or not any(matches):
+                raise unauthorized()
+            identity = f"key {matches.index(True)}"
+        else:
+            first = (forwarded or "").split(",")[0].strip() if self.config.trust_forwarded else ""
+            identity = f"address {first or address or 'unknown'}"
+        with self._lock:
+            return self._names.setdefault(identity, f"client {len(self._names) + 1}")
+
+    def check_size(self, prompt_tokens: int, max_tokens: int) -> None:
+        """ApiError 400 when one request asks more than any request may."""
+        lim = self.limits
+        if max_tokens > lim.max_tokens:
+            raise bad_request(f"max_tokens is {max_tokens}; the limit here is {lim.max_tokens}", "max_tokens")
+        if prompt_tokens > lim.prompt_tokens:
+            raise bad_request(f"the prompt is {prompt_tokens} tokens; the limit here is {lim.prompt_tokens}",
+                              "messages", "prompt_too_long")
+        if prompt_tokens + max_tokens > lim.tokens_per_minute:
+            raise bad_request(f"this request needs {prompt_tokens + max_tokens} tokens (prompt + max_tokens); a "
+                              f"client may use {lim.tokens_per_minute} a minute", "max_tokens")
+
+    def admit(self, client: str, tokens: int) -> Admission:
+        """Reserve one request in flight and `tokens` of the client's minute; ApiError 429 when over a limit."""
+        lim, now = self.limits, self.clock()
+        with self._lock:
+            mine = self._in_flight.get(client, 0)
+            if mine >= lim.in_flight_per_client:
+                raise too_many(f"{mine} request{'s' if mine > 1 else ''} in flight from this client; the limit is "
+                               f"{lim.in_flight_per_client} at a time", retry_after=1)
+            if sum(self._in_flight.values()) >= lim.in_flight:
+                raise too_many(f"{lim.in_flight} requests in flight on this server; try again shortly",
+                               retry_after=1)
+            window = self._minute.setdefault(client, deque())
+            while window and window[0][0] <= now - WINDOW_S:
+                window.popleft()
+            spent = sum(n for _, n in window)
+            if spent + tokens > lim.tokens_per_minute:
+                raise too_many(f"this client used {spent} of its {lim.tokens_per_minute} tokens per minute; this "
+                               f"request needs {tokens}", retry_after=self._wait(window, spent + tokens, now))
+            entry = [now, tokens]
+            window.append(entry)
+            self._in_flight[client] = mine + 1
+        return Admission(self, client, entry)
+
+    def _wait(self, window: deque, needed: int, now: float) -> float:
+        """Seconds until enough of the window has expired for `needed` tokens to fit."""
+        over = needed - self.limits.tokens_per_minute
+        for t, n in window:
+            over -= n
+            if over <= 0:
+                return t + WINDOW_S - now
+        return WINDOW_S
+
+    def release(self, admission: Admission) -> None:
+        with self._lock:
+            self._in_flight[admission.client] -= 1
+            if admission.used is not None:
+                admission.entry[1] = admission.used

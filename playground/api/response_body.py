@@ -1,0 +1,179 @@
+"""OpenAI response bodies from a request's Steps: whole answers, and streamed chunks as the Steps come.
+
+    answer = Answer(asked, request_id, model, prompt_tokens, token_text)
+    for steps in ticket.updates(): chunks = answer.chunks(steps)      # stream: chunk dicts, in order
+    answer.end_chunks(trace)                                          # the finish chunk (+ usage, if asked)
+    answer.read(steps) ...; answer.whole(trace)                        # no stream: the whole response
+    sse(chunk), DONE                                                  # the wire form: `data: {...}\\n\\n`
+
+The text is the non-special Steps' text; a `stop` string ends the answer where it begins (the stop itself is
+not sent), and while the text so far ends with the start of a stop string that piece is held back, so no
+streamed chunk ever carries text that a stop then takes back. Logprobs come from each Step: `logprob` =
+log(Step.prob), the model's probability at temperature 1 before any warper (as llama.cpp and vLLM report
+by default), `top_logprobs` from Step.top; each entry also names the token `id` (llama.cpp's extension).
+Completions get the legacy form (tokens, token_logprobs, top_logprobs, text_offset) and the same `content`
+list. finish_reason: "stop" (an end-of-sequence token or a stop string), "length" (max_tokens or the
+context window).
+
+    >>> held = StopText(("END",)); held.feed("one E"), held.feed("N"), held.feed("D two"), held.stopped
+    ('one ', '', '', True)
+
+Left out: several choices (n > 1) and tool calls.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from .request_body import CHAT, Asked
+
+DONE = "data: [DONE]\n\n"
+NO_PROB = -9999.0   # a probability of 0 (JSON has no -inf; vLLM sends the same)
+FINISH = {"eos": "stop", "stop": "stop", "length": "length", "context": "length"}
+
+
+def sse(chunk: dict) -> str:
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+
+def logprob(prob: float | None) -> float:
+    return math.log(prob) if prob else NO_PROB
+
+
+class StopText:
+    """The answer's text with stop strings applied: feed pieces, get what is safe to send now."""
+
+    def __init__(self, stops: tuple[str, ...]):
+        self.stops, self.held, self.stopped = stops, "", False
+
+    def feed(self, piece: str) -> str:
+        if self.stopped:
+            return ""
+        text = self.held + piece
+        found = [i for i in (text.find(s) for s in self.stops) if i >= 0]
+        if found:
+            self.stopped, self.held = True, ""
+            return text[:min(found)]
+        keep = max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        self.held = text[len(text) - keep:] if keep else ""
+        return text[:len(text) - keep]
+
+    def flush(self) -> str:
+        """At the end of the answer: the held-back text (no stop string completed it)."""
+        out, self.held = self.held, ""
+        return out
+
+
+class Answer:
+    """One request's answer as it grows: its text, token count and logprobs, shaped for chat or completions."""
+
+    def __init__(self, asked: Asked, request_id: str, model: str, prompt_tokens: int, token_text):
+        self.asked, self.id, self.model, self.prompt_tokens = asked, request_id, model, prompt_tokens
+        self.token_text = token_text      # token id -> its text on its own (the Detokenizer's)
+        self.created = int(time.time())
+        self.text = StopText(asked.stop)
+        self.tokens = 0                   # completion tokens up to the stop (what usage counts)
+        self.content = ""                 # the answer's text read so far (less what a stop string holds back)
+        self.entries: list[dict] = []     # its logprob entries so far
+        self.chat = asked.kind == CHAT
+
+    @property
+    def stopped(self) -> bool:
+        """A stop string ended the answer: the request should be cancelled."""
+        return self.text.stopped
+
+    def read(self, steps) -> tuple[str, list[dict]]:
+        """(text safe to send, logprob entries) for new Steps; nothing after a stop string."""
+        pieces, entries = [], []
+        for step in steps:
+            if self.text.stopped:
+                break
+            self.tokens += 1
+            if not step.special:
+                pieces.append(self.text.feed(step.text))
+            if self.asked.logprobs and not step.special:
+                entries.append(self._entry(step))
+        text = "".join(pieces)
+        self.content += text
+        self.entries += entries
+        return text, entries
+
+    def _entry(self, step) -> dict:
+        token = self.token_text(step.token_id)
+        top = [{"id": c.token_id, "token": c.text, "logprob": logprob(c.prob), "bytes": list(c.text.encode())}
+               for c in (step.top or ())[:self.asked.top_logprobs]]
+        return {"id": step.token_id, "token": token, "logprob": logprob(step.prob), "bytes": list(token.encode()),
+                "top_logprobs": top}
+
+    def finish_reason(self, trace) -> str | None:
+        if self.stopped:
+            return "stop"
+        return FINISH.get(trace.stop_reason)
+
+    def usage(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.tokens,
+                "total_tokens": self.prompt_tokens + self.tokens}
+
+    # --- streamed
+
+    def first_chunks(self) -> list[dict]:
+        """Chat streams open with the assistant's role (OpenAI's first chunk); completions with nothing."""
+        return [self._chunk({"role": "assistant", "content": ""})] if self.chat else []
+
+    def chunks(self, steps) -> list[dict]:
+        """One chunk per token, as llama.cpp and vLLM stream (a client counts tokens and times them by chunk),
+        even when the loop made several Steps before the reader woke."""
+        out = []
+        for step in steps:
+            text, entries = self.read([step])
+            if text or entries:
+                out.append(self._chunk({"content": text} if self.chat else text, entries))
+        return out
+
+    def end_chunks(self, trace) -> list[dict]:
+        rest = self.text.flush()
+        self.content += rest
+        out = [self._chunk({"content": rest} if self.chat else rest)] if rest else []
+        out.append(self._chunk({} if self.chat else "", finish=self.finish_reason(trace)))
+        if self.asked.include_usage:
+            out.append({**self._head(), "choices": [], "usage": self.usage()})
+        return out
+
+    def _head(self) -> dict:
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+    def _chunk(self, delta, entries=(), finish=None) -> dict:
+        start = len(self.content) - (len(delta) if isinstance(delta, str) else 0)
+        choice = {"index": 0, ("delta" if self.chat else "text"): delta,
+                  "logprobs": self._logprobs(list(entries), start) if entries else None, "finish_reason": finish}
+        return {**self._head(), "choices": [choice], **({"usage": None} if self.asked.include_usage else {})}
+
+    def _logprobs(self, entries: list[dict], start: int = 0) -> dict:
+        if self.chat:
+            return {"content": entries}
+        offsets = []
+        for e in entries:   # completions: where each token's text starts in the answer
+            offsets.append(start)
+            start += len(e["token"])
+        return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
+                "top_logprobs": [{c["token"]: c["logprob"] for c in e["top_logprobs"]} for e in entries],
+                "text_offset": offsets, "content": entries}
+
+    # --- whole
+
+    def whole(self, trace) -> dict:
+        """The whole response, once every Step has been `read` (the route reads them as they come, so a stop
+        string cancels the request at once)."""
+        self.content += self.text.flush()
+        text = self.content
+        logprobs = self._logprobs(self.entries) if self.asked.logprobs else None
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
+                      "finish_reason": self.finish_reason(trace)}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": self.finish_reason(trace)}
+        kind = "chat.completion" if self.chat else "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": [choice],
+                "usage": self.usage()}

@@ -1,0 +1,154 @@
+"""The OpenAI-compatible service without HTTP: the engine loop (loaded in the background), the guard, one job
+per request.
+
+    service = ApiService(lambda: registry.get("onnx-gguf4"), ApiConfig.from_env())
+    service.start_loading()                        # the model loads in a thread; until then: 503 + Retry-After
+    job = service.open(asked, client)              # tokenize, check sizes (400), admit (429), queue in the loop
+    async for steps in job.ticket.updates(): job.answer.chunks(steps)   # (routes.py)
+    job.end()                                      # cancel it if still running, true up the client's minute
+    service.models(), service.tokenize(body), service.apply_template(body)
+
+Every request of every client goes into one EngineLoop, so they are batched together. A request's Trace
+keeps its token ids but not its text (prompt and prompt_text are empty): a view of client traffic on a
+public Space shows no one's prompt. The pool is sized
+once: `slots` KV slots of `capacity` positions (at most the model's window), fewer slots when that would
+take more memory than the Serve tab's batching allows (MAX_POOL_BYTES).
+
+Left out: HTTP (routes.py) and authentication (the guard names the client before `open`).
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..backends.onnx_batch import position_bytes
+from ..serve.continuous import MAX_POOL_BYTES
+from ..serve.slots import BatchConfig
+from .errors import bad_request, context_exceeded, unavailable
+from .limits import Admission, ApiConfig, Guard
+from .loop import EngineLoop, Ticket
+from .request_body import CHAT, Asked, prompt_ids, read_body
+from .response_body import Answer
+
+LOADING_RETRY_S = 5   # the Retry-After sent while the model loads
+
+
+@dataclass
+class Job:
+    """One request in the loop: its ticket, the answer being shaped, its share of the limits."""
+    loop: EngineLoop
+    ticket: Ticket
+    answer: Answer
+    admission: Admission
+
+    def cancel(self) -> None:
+        self.loop.cancel(self.ticket)
+
+    def end(self) -> None:
+        """Cancel the request if it is still running (a client gone, a stop string) and return its limits."""
+        if not self.ticket.done:
+            self.cancel()
+        self.admission.used = self.answer.prompt_tokens + self.answer.tokens
+        self.admission.guard.release(self.admission)
+
+
+class ApiService:
+    def __init__(self, get_engine: Callable[[], object], config: ApiConfig | None = None, observer=None):
+        self.get_engine, self.config = get_engine, config or ApiConfig()
+        self.guard = Guard(self.config)
+        self.observer = observer            # the live record (record.py), or None
+        self.engine_loop: EngineLoop | None = None
+        self.error: str | None = None
+        self.model_id = ""
+        self._started = time.time()
+        self._loading: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # --- the model
+
+    def start_loading(self) -> None:
+        """Load the engine and start its loop in a background thread (once)."""
+        with self._lock:
+            if self._loading is None:
+                self._loading = threading.Thread(target=self._load, name="api-load", daemon=True)
+                self._loading.start()
+
+    def _load(self) -> None:
+        try:
+            engine = self.get_engine()
+            capacity = min(self.config.capacity, int(engine.backend.context_window))
+            slots = max(1, min(self.config.slots, MAX_POOL_BYTES // (capacity * position_bytes(engine.backend))))
+            self.model_id = engine.info.model
+            self.engine_loop = EngineLoop(engine, BatchConfig(slots=slots), capacity, self.observer)
+        except Exception as exc:   # noqa: BLE001 - every request is told why, with a 503
+            self.error = f"the model failed to load: {type(exc).__name__}: {exc}"
+
+    def loop(self) -> EngineLoop:
+        """The running loop; ApiError 503 while it loads (Retry-After) or when it failed."""
+        self.start_loading()
+        loop = self.engine_loop
+        if self.error or (loop is not None and loop.error):
+            raise unavailable(self.error or loop.error)
+        if loop is None:
+            raise unavailable("the model is loading; try again in a few seconds", retry_after=LOADING_RETRY_S)
+        return loop
+
+    def close(self) -> None:
+        if self.engine_loop is not None:
+            self.engine_loop.close()
+
+    # --- requests
+
+    def open(self, asked: Asked, client: str) -> Job:
+        """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""
+        loop = self.loop()
+        _, ids = prompt_ids(loop.engine, asked)
+        window = loop.capacity
+        if len(ids) >= window:
+            raise context_exceeded(len(ids) + (asked.max_tokens or 1), window, _param(asked))
+        max_tokens = asked.max_tokens or min(self.config.limits.max_tokens, window - len(ids))
+        self.guard.check_size(len(ids), max_tokens)
+        if len(ids) + max_tokens > window:
+            raise context_exceeded(len(ids) + max_tokens, window, _param(asked))
+        settings = asked.settings(max_tokens)
+        admission = self.guard.admit(client, len(ids) + max_tokens)
+        request_id = ("chatcmpl-" if asked.kind == CHAT else "cmpl-") + secrets.token_hex(12)
+        try:
+            ticket = loop.submit(ids, settings, ignore_eos=asked.ignore_eos, request_id=request_id, client=client)
+        except ValueError as exc:
+            admission.guard.release(admission)
+            raise bad_request(str(exc), _param(asked)) from None
+        return Job(loop, ticket, Answer(asked, request_id, self.model_id, len(ids), ticket.seq.detok.token_text),
+                   admission)
+
+    # --- the other endpoints
+
+    def models(self) -> dict:
+        loop = self.loop()
+        return {"object": "list", "data": [{
+            "id": self.model_id, "object": "model", "created": int(self._started), "owned_by": "playground",
+            "max_model_len": loop.capacity,
+            "meta": {"backend": loop.engine.info.name, "slots": loop.batcher.kv.slots,
+                     "context_window": int(loop.engine.backend.context_window)}}]}
+
+    def tokenize(self, body) -> dict:
+        """llama.cpp's /tokenize: {"content", "add_special"?, "with_pieces"?} -> {"tokens": [...]}."""
+        if not isinstance(body, dict) or not isinstance(body.get("content"), str):
+            raise bad_request('the body must be {"content": "<text>"}', "content")
+        tok = self.loop().engine.tokenizer
+        ids = tok(body["content"], add_special_tokens=body.get("add_special") is True)["input_ids"]
+        if body.get("with_pieces") is True:
+            return {"tokens": [{"id": i, "piece": tok.decode([i])} for i in ids]}
+        return {"tokens": ids}
+
+    def apply_template(self, body) -> dict:
+        """llama.cpp's /apply-template: {"messages": [...]} -> {"prompt": the text the model reads}."""
+        asked = read_body({"messages": (body or {}).get("messages") if isinstance(body, dict) else None}, CHAT)
+        return {"prompt": prompt_ids(self.loop().engine, asked)[0]}
+
+
+def _param(asked: Asked) -> str:
+    return "messages" if asked.kind == CHAT else "prompt"

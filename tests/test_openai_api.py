@@ -1,0 +1,275 @@
+"""The OpenAI-compatible endpoint (playground/api/) driven by real clients: the official `openai` SDK, raw
+HTTP (httpx) and this project's own RemoteSource, against the routes served by uvicorn on 127.0.0.1 over
+the tiny model on ONNX Runtime -- failure cases first, then answers, batching, disconnects and the record."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import openai
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from playground.api import ApiConfig, ApiLimits, ApiService, ClientTraffic, api_routes
+from playground.config import GenerationSettings
+from playground.remote.source import RemoteSource
+from tests.helpers import free_port
+
+KEY = "test-key-7f3a"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+class Served:
+    """An ApiService's routes served by uvicorn in a thread; `.url` is http://127.0.0.1:<port>."""
+
+    def __init__(self, engine, config: ApiConfig):
+        self.traffic = ClientTraffic()
+        self.service = ApiService(lambda: engine, config, observer=self.traffic)
+        self.service.start_loading()
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(self.service)), host="127.0.0.1",
+                                                    port=self.port, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not (self.server.started and self.service.engine_loop) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.service.engine_loop is not None, self.service.error
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def sdk(self, key: str = KEY, **kwargs) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=60, **kwargs)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.service.close()
+
+
+@pytest.fixture(scope="module")
+def served(tiny_onnx_engine):
+    s = Served(tiny_onnx_engine, ApiConfig(keys=(KEY,), slots=4, capacity=512))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def strict(tiny_onnx_engine):
+    """A second endpoint with small limits: one request in flight per client, 400 tokens a minute."""
+    limits = ApiLimits(in_flight_per_client=1, max_tokens=64, prompt_tokens=200, tokens_per_minute=400)
+    s = Served(tiny_onnx_engine, ApiConfig(limits=limits, slots=2, capacity=512))
+    yield s
+    s.stop()
+
+
+def settle(loop, timeout: float = 10.0) -> None:
+    """Wait until the engine loop holds no request (every slot free)."""
+    deadline = time.monotonic() + timeout
+    while (loop.in_flight() or loop.batcher.busy()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not loop.in_flight() and not loop.batcher.busy() and not loop.batcher.holders()
+
+
+# --- errors, in OpenAI's shape
+
+def test_a_missing_or_wrong_key_is_401_in_openais_shape(served):
+    with pytest.raises(openai.AuthenticationError) as caught:
+        served.sdk("wrong").chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
+    assert caught.value.status_code == 401 and caught.value.body["code"] == "invalid_api_key"
+    r = httpx.post(served.url + "/v1/completions", json={"prompt": "Hi"})
+    assert r.status_code == 401 and set(r.json()["error"]) == {"message", "type", "param", "code"}
+    assert KEY not in r.text
+
+
+def test_bad_input_is_400_naming_the_field(served):
+    sdk = served.sdk()
+    for kwargs, param in [(dict(temperature=9), "temperature"), (dict(messages=[]), "messages"),
+                          (dict(n=2), "n"), (dict(stop=["a", "b", "c", "d", "e"]), "stop"),
+                          (dict(top_logprobs=3), "top_logprobs")]:
+        with pytest.raises(openai.BadRequestError) as caught:
+            sdk.chat.completions.create(**{"model": "m", "messages": QUESTION, "max_tokens": 2, **kwargs})
+        assert caught.value.body["param"] == param, kwargs
+    r = httpx.post(served.url + "/v1/chat/completions", content=b"{not json", headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_prompt_over_the_context_window_is_400_context_length_exceeded(served):
+    with pytest.raises(openai.BadRequestError) as caught:
+        served.sdk().completions.create(model="m", prompt="word " * 600, max_tokens=4)
+    assert caught.value.body["code"] == "context_length_exceeded" and "512" in caught.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as caught:   # fits, but not with its max_tokens
+        served.sdk().completions.create(model="m", prompt=[5] * 500, max_tokens=64)
+    assert caught.value.body["code"] == "context_length_exceeded"
+
+
+def test_over_the_limits_is_400_per_request_and_429_with_retry_after_per_client(strict):
+    sdk = strict.sdk("no key needed here")
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.completions.create(model="m", prompt="Hi", max_tokens=65)
+    assert caught.value.body["param"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError):
+        sdk.completions.create(model="m", prompt=[7] * 201, max_tokens=4)
+    # one request in flight per client: a second at the same time is refused
+    first = sdk.completions.create(model="m", prompt="Hi", max_tokens=60, stream=True, extra_body={"ignore_eos": True})
+    next(iter(first))
+    with pytest.raises(openai.RateLimitError) as caught:
+        sdk.completions.create(model="m", prompt="Hi", max_tokens=4)
+    assert caught.value.response.headers["retry-after"] == "1"
+    first.close()
+    settle(strict.service.engine_loop)
+    # tokens per minute: what is left of this minute's 400 cannot hold 60 more new tokens and a prompt
+    sdk.completions.create(model="m", prompt=[7] * 100, max_tokens=60, extra_body={"ignore_eos": True})
+    with pytest.raises(openai.RateLimitError) as caught:
+        sdk.completions.create(model="m", prompt=[7] * 190, max_tokens=60)
+    assert 1 <= int(caught.value.response.headers["retry-after"]) <= 60
+    assert "tokens per minute" in caught.value.body["message"]
+
+
+def test_503_with_retry_after_while_the_model_loads():
+    release = threading.Event()
+    service = ApiService(lambda: release.wait(30) and None)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(service)), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "Hi"})
+        assert r.status_code == 503 and r.headers["retry-after"] == "5"
+        release.set()   # the "engine" turns out to be None: the load fails, and says so
+        service._loading.join(5)
+        r = httpx.get(f"http://127.0.0.1:{port}/v1/models")
+        assert r.status_code == 503 and "failed to load" in r.json()["error"]["message"]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+# --- answers
+
+def test_models_lists_the_engines_model(served):
+    models = served.sdk().models.list().data
+    assert [m.id for m in models] == ["tiny-random-llama"] and models[0].owned_by == "playground"
+
+
+def test_chat_whole_and_streamed_give_the_engines_greedy_answer(served, tiny_onnx_engine):
+    alone = tiny_onnx_engine.generate(QUESTION[0]["content"], GenerationSettings(max_new_tokens=8))
+    sdk = served.sdk()
+    whole = sdk.chat.completions.create(model="any", messages=QUESTION, max_tokens=8, temperature=0)
+    assert whole.choices[0].message.content == alone.text and whole.choices[0].finish_reason == "length"
+    assert whole.usage.prompt_tokens == len(alone.prompt_ids) and whole.usage.completion_tokens == 8
+    chunks = list(sdk.chat.completions.create(model="any", messages=QUESTION, max_tokens=8, temperature=0,
+                                              stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == alone.text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 8
+
+
+def test_the_stream_ends_with_done_as_server_sent_events(served):
+    with httpx.stream("POST", served.url + "/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                      json={"prompt": "Hi", "max_tokens": 3, "stream": True, "temperature": 0}) as r:
+        lines = [line for line in r.iter_lines() if line]
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
+    assert json.loads(lines[-2][6:])["choices"][0]["finish_reason"] == "length"
+
+
+def test_logprobs_are_the_steps_probabilities(served, tiny_onnx_engine):
+    import math
+    alone = tiny_onnx_engine.generate(QUESTION[0]["content"], GenerationSettings(max_new_tokens=4, top_candidates=3))
+    reply = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=4, temperature=0,
+                                                 logprobs=True, top_logprobs=3)
+    content = reply.choices[0].logprobs.content
+    assert len(content) == 4
+    for entry, step in zip(content, alone.steps):
+        assert entry.logprob == pytest.approx(math.log(step.prob), abs=1e-5)
+        assert [t.logprob for t in entry.top_logprobs] == pytest.approx([math.log(c.prob) for c in step.top], abs=1e-5)
+        assert entry.model_extra["id"] == step.token_id
+    legacy = served.sdk().completions.create(model="m", prompt="Hi", max_tokens=3, temperature=0, logprobs=2)
+    lp = legacy.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == 3 and all(len(t) <= 2 for t in lp.top_logprobs)
+
+
+def test_a_stop_string_ends_the_answer_before_it(served, tiny_onnx_engine):
+    alone = tiny_onnx_engine.generate("Hi", GenerationSettings(max_new_tokens=12, chat=False)).text
+    stop = alone[4:6] if len(alone) > 6 else alone[-1:]
+    cut = alone[:alone.index(stop)]
+    sdk = served.sdk()
+    whole = sdk.completions.create(model="m", prompt="Hi", max_tokens=12, temperature=0, stop=stop)
+    assert whole.choices[0].text == cut and whole.choices[0].finish_reason == "stop"
+    streamed = sdk.completions.create(model="m", prompt="Hi", max_tokens=12, temperature=0, stop=[stop], stream=True)
+    assert "".join(c.choices[0].text for c in streamed) == cut
+
+
+def test_seeded_sampling_repeats(served):
+    sdk = served.sdk()
+    ask = dict(model="m", prompt="Once upon a time", max_tokens=10, temperature=1.0, top_p=0.9, seed=11)
+    assert sdk.completions.create(**ask).choices[0].text == sdk.completions.create(**ask).choices[0].text
+
+
+def test_tokenize_has_llama_cpps_shape(served, tiny_onnx_engine):
+    r = httpx.post(served.url + "/tokenize", json={"content": "Hello world"}, headers={"Authorization": f"Bearer {KEY}"})
+    assert r.json() == {"tokens": tiny_onnx_engine.encode("Hello world")}
+
+
+# --- batching, disconnects, the playground watching itself
+
+def test_concurrent_sdk_clients_are_batched_together(served):
+    sdk = served.sdk()
+    before = len(served.traffic.snapshot().records)
+
+    def ask(i):
+        stream = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": f"Count to {i}"}],
+                                             max_tokens=24, temperature=0, stream=True, extra_body={"ignore_eos": True})
+        return sum(1 for c in stream if c.choices and c.choices[0].delta.content is not None)
+    with ThreadPoolExecutor(4) as pool:
+        assert all(n > 0 for n in pool.map(ask, range(4)))
+    record = served.traffic.snapshot()
+    mine = record.records[before:]
+    assert len(mine) == 4 and all(r.output_tokens == 24 and r.stop_reason == "length" for r in mine)
+    assert max(s.rows for r in mine for s in r.steps) > 1                    # a decode step carried several
+    spans = [(r.first_token, r.last_token) for r in mine]
+    assert sum(a < max(b for _, b in spans) and b > min(x for x, _ in spans) for a, b in spans) > 1   # they overlap
+    assert max(b.decode_tokens for b in record.batches) > 1
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_slot(served):
+    loop = served.service.engine_loop
+    settle(loop)
+    before = len(served.traffic.snapshot().records)
+    with httpx.stream("POST", served.url + "/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                      json={"prompt": "Hi", "max_tokens": 480, "stream": True, "ignore_eos": True}) as r:
+        lines = r.iter_lines()
+        for _ in range(3):
+            next(lines)
+    # the connection is closed here, mid-answer
+    settle(loop, timeout=5)
+    record = served.traffic.snapshot().records[before]
+    assert record.stop_reason == "cancelled" and record.output_tokens < 480
+
+
+def test_the_playgrounds_remote_source_watching_itself_gives_the_engines_tokens(served, tiny_onnx_engine):
+    source = RemoteSource(served.url + "/v1", api_key=KEY, figure_interval=0)
+    assert source.kind.name == "playground" and source.info.context_window == 512
+    settings = GenerationSettings(max_new_tokens=10, temperature=0)
+    remote = source.run(QUESTION[0]["content"], settings).wait()
+    alone = tiny_onnx_engine.generate(QUESTION[0]["content"], settings)
+    assert remote.output_ids == alone.output_ids and remote.prompt_ids == alone.prompt_ids
+    assert remote.server.get("warnings") is None
+    ids = tiny_onnx_engine.encode("The sea and the wind")
+    exact = source.run_ids(ids, GenerationSettings(max_new_tokens=6), ignore_eos=True).wait()
+    assert exact.output_ids == tiny_onnx_engine.run_ids(ids, GenerationSettings(max_new_tokens=6),
+                                                        ignore_eos=True).wait().output_ids
+
+
+def test_the_record_keeps_no_prompt(served):
+    record = served.traffic.snapshot()
+    assert record.records and all(r.request.prompt == "" and (r.trace is None or r.trace.prompt == "")
+                                  for r in record.records)
