@@ -1,5 +1,5 @@
 """Entry point (and the Hugging Face Space's): `python app.py [--model SPEC] [--backend NAME] [--port N]
-[--endpoint URL]... [--api-key-env NAME] [--llama-server [--llama-parallel N]]`.
+[--endpoint URL]... [--api-key-env NAME] [--llama-server [--llama-parallel N]] [--openai-api]`.
 
 The module-level `demo` loads nothing at import: each backend's engine is created on first use and
 cached (playground/registry.py), so `import app` is fast and a Space starts serving its page while the
@@ -11,6 +11,10 @@ PLAYGROUND_ENDPOINTS (comma-separated); a key, if they need one, from the enviro
 --api-key-env (or PLAYGROUND_API_KEY_ENV) names. They join the backend dropdowns; a page visitor cannot add one.
 --llama-server (or PLAYGROUND_LLAMA_SERVER=1) adds llama.cpp's own server on the bundled GGUF, started on
 first use with --llama-parallel slots (default 4) and stopped when the app exits (remote/llama_server.py).
+--openai-api (or PLAYGROUND_OPENAI_API=1) serves an OpenAI-compatible endpoint on the page's own port
+(/v1/chat/completions, /v1/completions, /v1/models, /tokenize: playground/api/) over the ONNX engine, all
+clients' requests batched together; it is off unless asked for. Bearer keys, if any, come from
+PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits from PLAYGROUND_API_LIMITS.
 Host is 127.0.0.1, or 0.0.0.0 when running on a Space (SPACE_ID is set).
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import os
 import signal
 
+from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend
 from playground.config import AppConfig
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints, endpoint_urls
@@ -38,11 +43,28 @@ def make_registry(model: str | None = None, backend: str | None = None, endpoint
     return registry
 
 
-def make_demo(*args, **kwargs):
-    """The page over make_registry(*args, **kwargs)."""
-    demo = build_demo(make_registry(*args, **kwargs))
+def make_demo(registry: SourceRegistry):
+    """The page over a registry (make_registry)."""
+    demo = build_demo(registry)
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY, max_size=64)
     return demo
+
+
+def openai_routes(registry: SourceRegistry) -> list:
+    """The OpenAI-compatible endpoint's routes over the registry's ONNX engine, which starts loading now."""
+    name = batching_backend(registry.names, registry.default)
+    service = ApiService(lambda: registry.get(name), ApiConfig.from_env(), observer=ClientTraffic())
+    service.start_loading()
+    registry.on_close(service.close)
+    return api_routes(service)
+
+
+def launch_kwargs(registry: SourceRegistry, openai_api: bool = False) -> dict:
+    """demo.launch's app_kwargs: the live channel's route, and the endpoint's when asked for (flag or env)."""
+    kwargs = app_kwargs()
+    if openai_api or os.environ.get("PLAYGROUND_OPENAI_API") == "1":
+        kwargs["routes"] = openai_routes(registry) + kwargs["routes"]
+    return kwargs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -60,17 +82,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "first use on 127.0.0.1 and stopped when the app exits")
     parser.add_argument("--llama-parallel", type=int, metavar="N",
                         help="llama-server's slots: the requests it batches at once (default 4)")
+    parser.add_argument("--openai-api", action="store_true",
+                        help="serve an OpenAI-compatible endpoint (/v1/chat/completions, …) on this port over the "
+                             "ONNX engine; keys from PLAYGROUND_API_KEYS, limits from PLAYGROUND_API_LIMITS")
     return parser.parse_args(argv)
 
 
-demo = make_demo()
+registry = make_registry()
+demo = make_demo(registry)
 
 if __name__ == "__main__":
     args = parse_args()
     if any([args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
             args.llama_parallel is not None]):
-        demo = make_demo(args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
-                         args.llama_parallel)
+        registry = make_registry(args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
+                                 args.llama_parallel)
+        demo = make_demo(registry)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
-    demo.launch(server_name=host, server_port=args.port, app_kwargs=app_kwargs())
+    demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, args.openai_api))

@@ -273,3 +273,57 @@ def test_the_record_keeps_no_prompt(served):
     record = served.traffic.snapshot()
     assert record.records and all(r.request.prompt == "" and (r.trace is None or r.trace.prompt == "")
                                   for r in record.records)
+
+
+# --- the app itself: `python app.py --openai-api`, the endpoint on the page's own port
+
+def test_the_app_started_with_the_flag_serves_the_endpoint_beside_the_page(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    port, secret_prompt = free_port(), "my secret question about the harbour"
+    env = {**os.environ, "PLAYGROUND_API_KEYS": f"other,{KEY}", "PLAYGROUND_API_LIMITS": "max_tokens=16"}
+    env.pop("PLAYGROUND_OPENAI_API", None)
+    log = tmp_path / "app.log"
+    with open(log, "w") as out:
+        app = subprocess.Popen([sys.executable, "app.py", "--model", "tiny", "--backend", "onnx", "--openai-api",
+                                "--port", str(port)], cwd=Path(__file__).resolve().parents[1], env=env,
+                               stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        status = None
+        while time.monotonic() < deadline and status != 200:
+            assert app.poll() is None, log.read_text()
+            try:
+                status = httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        assert status == 200, log.read_text()
+        sdk = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+        stream = sdk.chat.completions.create(model="tiny-random-llama", stream=True, max_tokens=6, temperature=0,
+                                             messages=[{"role": "user", "content": secret_prompt}])
+        assert sum(1 for c in stream if c.choices and c.choices[0].delta.content) == 6
+        with pytest.raises(openai.BadRequestError):   # PLAYGROUND_API_LIMITS reached the endpoint
+            sdk.completions.create(model="m", prompt="Hi", max_tokens=17)
+        assert httpx.get(url + "/").status_code == 200   # the page, on the same port
+    finally:
+        app.terminate()
+        app.wait(20)
+    text = log.read_text()
+    assert KEY not in text and secret_prompt not in text
+
+
+def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypatch):
+    import app
+    monkeypatch.delenv("PLAYGROUND_OPENAI_API", raising=False)
+    assert app.parse_args(["--openai-api"]).openai_api and not app.parse_args([]).openai_api
+    registry = app.make_registry("tiny", "onnx")
+    assert [r.path for r in app.launch_kwargs(registry)["routes"]] == ["/playground/live/{run_id}"]
+    monkeypatch.setenv("PLAYGROUND_OPENAI_API", "1")
+    paths = [r.path for r in app.launch_kwargs(registry)["routes"]]
+    assert paths[:3] == ["/v1/chat/completions", "/v1/completions", "/v1/models"]
+    assert paths[-1] == "/playground/live/{run_id}"
+    registry.close()

@@ -14,6 +14,6 @@ from .limits import ApiConfig, ApiLimits
 from .loop import EngineLoop
 from .record import ClientTraffic
 from .routes import api_routes
-from .service import ApiService
+from .service import ApiService, batching_backend
 
-__all__ = ["ApiConfig", "ApiLimits", "ApiService", "ClientTraffic", "EngineLoop", "api_routes"]
+__all__ = ["ApiConfig", "ApiLimits", "ApiService", "ClientTraffic", "EngineLoop", "api_routes", "batching_backend"]

@@ -34,6 +34,20 @@ from .request_body import CHAT, Asked, prompt_ids, read_body
 from .response_body import Answer
 
 LOADING_RETRY_S = 5   # the Retry-After sent while the model loads
+BATCHABLE = ("onnx-gguf4", "onnx")   # the backends continuous batching runs on (GroupQueryAttention graphs)
+
+
+def batching_backend(names: list[str], default: str) -> str:
+    """The backend the endpoint runs: the app's default when batching runs on it, else onnx-gguf4, else onnx.
+
+    >>> batching_backend(["torch", "onnx", "onnx-gguf4"], "torch"), batching_backend(["onnx", "torch"], "onnx")
+    ('onnx-gguf4', 'onnx')
+    """
+    for name in (default, *BATCHABLE):
+        if name in names and name in BATCHABLE:
+            return name
+    raise ValueError(f"the OpenAI-compatible endpoint needs one of {', '.join(BATCHABLE)}; this app has "
+                     f"{', '.join(names)}")
 
 
 @dataclass
