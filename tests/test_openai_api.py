@@ -269,10 +269,22 @@ def test_the_playgrounds_remote_source_watching_itself_gives_the_engines_tokens(
                                                         ignore_eos=True).wait().output_ids
 
 
-def test_the_record_keeps_no_prompt(served):
+def test_the_record_is_a_workload_the_serve_summary_reads_and_keeps_no_prompt(served):
+    from playground.serve.summary import summarize
     record = served.traffic.snapshot()
     assert record.records and all(r.request.prompt == "" and (r.trace is None or r.trace.prompt == "")
                                   for r in record.records)
+    stats = summarize(record)["classes"]["short"]
+    assert stats["served"] >= 4 and stats["ttft_p50"] > 0
+    assert record.pool["slots"] == 4 and record.slot_map and record.kv_unit == "bytes"
+
+
+def test_the_idle_loop_does_not_step(served):
+    loop = served.service.engine_loop
+    settle(loop)
+    before = loop.iterations
+    time.sleep(0.5)
+    assert loop.iterations == before and loop._thread.is_alive()
 
 
 # --- the app itself: `python app.py --openai-api`, the endpoint on the page's own port
