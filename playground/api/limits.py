@@ -47,7 +47,7 @@ class ApiLimits:
     in_flight_per_client: int = 4     # one client's requests at once (streaming or not)
     in_flight: int = 16               # every client's requests at once (more wait in the Batcher than it holds)
     max_tokens: int = 512             # new tokens one request may ask for (and the default when it asks none)
-    prompt_tokens: int = 2048         # prompt tokens one request may send (after the chat template)
+    prompt_tokens: int = 896          # prompt tokens one request may send (after the chat template)
     tokens_per_minute: int = 20_000   # one client's prompt + completion tokens over the last 60 s
 
 
@@ -72,7 +72,7 @@ class ApiConfig:
     keys: tuple[str, ...] = field(default=(), repr=False)   # bearer keys; empty: no key needed
     limits: ApiLimits = ApiLimits()
     slots: int = 8                # KV slots: requests decoded together (more wait for a free slot)
-    capacity: int = 2048          # positions per slot: prompt + new tokens of one request (at most the window)
+    capacity: int = 1024          # positions per slot: prompt + new tokens of one request (at most the window)
     trust_forwarded: bool = False  # name clients by X-Forwarded-For's first address (behind a known proxy)
 
     @classmethod
