@@ -43,27 +43,32 @@ def make_registry(model: str | None = None, backend: str | None = None, endpoint
     return registry
 
 
-def make_demo(registry: SourceRegistry):
-    """The page over a registry (make_registry)."""
-    demo = build_demo(registry)
+def make_demo(registry: SourceRegistry, traffic: ClientTraffic | None = None):
+    """The page over a registry (make_registry); with `traffic`, the Serve tab watches the endpoint's clients."""
+    demo = build_demo(registry, traffic)
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY, max_size=64)
     return demo
 
 
-def openai_routes(registry: SourceRegistry) -> list:
-    """The OpenAI-compatible endpoint's routes over the registry's ONNX engine, which starts loading now."""
+def openai_routes(registry: SourceRegistry, traffic: ClientTraffic) -> list:
+    """The OpenAI-compatible endpoint's routes over the registry's ONNX engine, which starts loading now;
+    `traffic` records its clients' requests (the Serve tab draws it)."""
     name = batching_backend(registry.names, registry.default)
-    service = ApiService(lambda: registry.get(name), ApiConfig.from_env(), observer=ClientTraffic())
+    service = ApiService(lambda: registry.get(name), ApiConfig.from_env(), observer=traffic)
     service.start_loading()
     registry.on_close(service.close)
     return api_routes(service)
 
 
-def launch_kwargs(registry: SourceRegistry, openai_api: bool = False) -> dict:
-    """demo.launch's app_kwargs: the live channel's route, and the endpoint's when asked for (flag or env)."""
+def openai_api_wanted(flag: bool = False) -> bool:
+    return flag or os.environ.get("PLAYGROUND_OPENAI_API") == "1"
+
+
+def launch_kwargs(registry: SourceRegistry, traffic: ClientTraffic | None = None) -> dict:
+    """demo.launch's app_kwargs: the live channel's route, and the endpoint's when `traffic` records one."""
     kwargs = app_kwargs()
-    if openai_api or os.environ.get("PLAYGROUND_OPENAI_API") == "1":
-        kwargs["routes"] = openai_routes(registry) + kwargs["routes"]
+    if traffic is not None:
+        kwargs["routes"] = openai_routes(registry, traffic) + kwargs["routes"]
     return kwargs
 
 
@@ -89,15 +94,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 registry = make_registry()
-demo = make_demo(registry)
+traffic = ClientTraffic() if openai_api_wanted() else None
+demo = make_demo(registry, traffic)
 
 if __name__ == "__main__":
     args = parse_args()
     if any([args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
-            args.llama_parallel is not None]):
+            args.llama_parallel is not None, args.openai_api and traffic is None]):
         registry = make_registry(args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
                                  args.llama_parallel)
-        demo = make_demo(registry)
+        traffic = ClientTraffic() if openai_api_wanted(args.openai_api) else None
+        demo = make_demo(registry, traffic)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
-    demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, args.openai_api))
+    demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, traffic))

@@ -333,9 +333,35 @@ def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypa
     monkeypatch.delenv("PLAYGROUND_OPENAI_API", raising=False)
     assert app.parse_args(["--openai-api"]).openai_api and not app.parse_args([]).openai_api
     registry = app.make_registry("tiny", "onnx")
+    assert not app.openai_api_wanted() and app.openai_api_wanted(True)
     assert [r.path for r in app.launch_kwargs(registry)["routes"]] == ["/playground/live/{run_id}"]
     monkeypatch.setenv("PLAYGROUND_OPENAI_API", "1")
-    paths = [r.path for r in app.launch_kwargs(registry)["routes"]]
+    assert app.openai_api_wanted()
+    paths = [r.path for r in app.launch_kwargs(registry, app.ClientTraffic())["routes"]]
     assert paths[:3] == ["/v1/chat/completions", "/v1/completions", "/v1/models"]
     assert paths[-1] == "/playground/live/{run_id}"
     registry.close()
+
+
+def test_the_serve_tab_draws_the_clients_requests_live(served):
+    from gradio_client import Client
+
+    from playground.ui import build_demo
+    served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
+    demo = build_demo(served.service.engine_loop.engine, served.traffic)
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                    quiet=True)
+    try:
+        job = Client(url, verbose=False).submit(api_name="/serve_watch")
+        deadline = time.monotonic() + 60
+        while not job.outputs() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        status, gantt, kv_map, classes = job.outputs()[0]
+        job.cancel()
+    finally:
+        demo.close()
+    assert "requests in the last 10 minutes" in status and "0 running" in status
+    figure = json.loads(gantt["plot"])
+    assert any(trace.get("name") == "decode" for trace in figure["data"])   # a client's request on the Gantt
+    assert any(trace.get("fill") == "toself" for trace in json.loads(kv_map["plot"])["data"])
+    assert classes["value"]["data"][0][0] == "short"

@@ -8,7 +8,7 @@
 Each request becomes a RequestRecord the moment it is submitted (its arrival), with its class by prompt
 tokens (SHORT_MAX_TOKENS); the loop's iterations then fill in admission, prefill chunks, the Steps (its
 Trace) and its end, and the scheduler's batches, KV bytes in use and slot map -- exactly as the Serve
-tab's continuous-batching scheduler records a workload (ContinuousBatching._record, the same code), so
+tab's continuous-batching scheduler records a workload (serve.continuous.record_iteration, the same code), so
 every chart of that tab can draw it. Times are seconds since the record started. What is older than
 `keep_s` (finished requests, batches, KV samples) is dropped as the record grows.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from ..serve.continuous import ContinuousBatching
+from ..serve.continuous import describe_pool, record_iteration
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock
 from ..serve.workload import Request, Workload
@@ -63,12 +63,9 @@ class ClientTraffic:
     def iterated(self, it, batcher) -> None:
         with self._lock:
             if self.result.pool is None:
-                kv = batcher.kv
-                self.result.kv_unit, self.result.kv_total = "bytes", kv.nbytes
-                self.result.kv_note = f"KV positions in use, of {kv.slots} slots × {kv.capacity} positions"
-                self.result.pool = {"kind": "slots", "slots": kv.slots, "capacity": kv.capacity, "bytes": kv.nbytes,
-                                    "position_bytes": kv.position_bytes, "prefill_chunk": batcher.config.prefill_chunk}
-            ContinuousBatching._record(it, batcher, self.in_loop, self.result, self.clock)
+                describe_pool(self.result, batcher, batcher.config.slots)
+            self.result.pool["moves"] = batcher.table.moves
+            record_iteration(it, batcher, self.in_loop, self.result, self.clock)
             for seq in it.finished:
                 self.in_loop.pop(id(seq), None)
             self._forget(self.clock.since(it.end) - self.keep_s)

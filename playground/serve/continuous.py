@@ -246,12 +246,7 @@ class ContinuousBatching(Scheduler):
         capacity = pool_capacity(lengths, int(backend.context_window))
         slots = max(1, min(self.config.slots, MAX_POOL_BYTES // (capacity * position_bytes(backend))))
         batcher = Batcher(engine, BatchConfig(slots, self.config.prefill_chunk), capacity)
-        kv = batcher.kv
-        result.kv_unit, result.kv_total = "bytes", kv.nbytes
-        result.kv_note = f"KV positions in use, of {kv.slots} slots × {kv.capacity} positions"
-        result.pool = {"kind": "slots", "slots": kv.slots, "capacity": kv.capacity, "bytes": kv.nbytes,
-                       "position_bytes": kv.position_bytes, "prefill_chunk": batcher.config.prefill_chunk,
-                       "asked_slots": self.config.slots, "max_bytes": MAX_POOL_BYTES, "moves": 0}
+        describe_pool(result, batcher, self.config.slots)
         records = {}
         pending = sorted((r for r in result.records if r.request.id in prompts), key=lambda r: r.arrival)
         try:
@@ -266,30 +261,42 @@ class ContinuousBatching(Scheduler):
                 if not batcher.busy():
                     clock.wait_until(pending[0].arrival, report.event)
                     continue
-                self._record(batcher.step(), batcher, records, result, clock)
+                record_iteration(batcher.step(), batcher, records, result, clock)
                 report(*progress_line(result))
         finally:
             if batcher.busy():
                 batcher.cancel_all()
-                self._record(batcher.step(), batcher, records, result, clock)
+                record_iteration(batcher.step(), batcher, records, result, clock)
             result.pool["moves"] = batcher.table.moves
 
-    @staticmethod
-    def _record(it: Iteration, batcher: Batcher, records: dict, result, clock) -> None:
-        for seq in it.admitted:
-            record = records[id(seq)]
-            record.admitted, record.trace = clock.since(seq.admitted), seq.trace
-        for seq, start, end, n in it.chunks:
-            records[id(seq)].chunks.append((clock.since(start), clock.since(end), n))
-        for seq in it.finished:
-            record = records[id(seq)]
-            record.stop_reason, record.finished = seq.trace.stop_reason, clock.since(it.end)
-        end = clock.since(it.end)
-        held = batcher.holders()
-        result.batches.append(BatchStep(clock.since(it.start), end, it.decoded + len(it.chunks),
-                                        sum(n for *_, n in it.chunks), it.decoded, len(held)))
-        result.kv.append((end, sum(s.length for _, s in held) * batcher.kv.position_bytes))
-        result.slot_map.append((end, tuple((slot, records[id(s)].request.id, s.length) for slot, s in held)))
+
+def describe_pool(result, batcher: Batcher, asked_slots: int) -> None:
+    """Say in `result` what KV pool the batcher holds: its slots and their size, and what the KV figure means."""
+    kv = batcher.kv
+    result.kv_unit, result.kv_total = "bytes", kv.nbytes
+    result.kv_note = f"KV positions in use, of {kv.slots} slots × {kv.capacity} positions"
+    result.pool = {"kind": "slots", "slots": kv.slots, "capacity": kv.capacity, "bytes": kv.nbytes,
+                   "position_bytes": kv.position_bytes, "prefill_chunk": batcher.config.prefill_chunk,
+                   "asked_slots": asked_slots, "max_bytes": MAX_POOL_BYTES, "moves": 0}
+
+
+def record_iteration(it: Iteration, batcher: Batcher, records: dict, result, clock) -> None:
+    """Write what one iteration did into a WorkloadResult: admissions, prefill chunks, ends, the pass, KV bytes in
+    use and the slot map (`records`: id(seq) -> its RequestRecord; times on `clock`, a serve.schedulers.Clock)."""
+    for seq in it.admitted:
+        record = records[id(seq)]
+        record.admitted, record.trace = clock.since(seq.admitted), seq.trace
+    for seq, start, end, n in it.chunks:
+        records[id(seq)].chunks.append((clock.since(start), clock.since(end), n))
+    for seq in it.finished:
+        record = records[id(seq)]
+        record.stop_reason, record.finished = seq.trace.stop_reason, clock.since(it.end)
+    end = clock.since(it.end)
+    held = batcher.holders()
+    result.batches.append(BatchStep(clock.since(it.start), end, it.decoded + len(it.chunks),
+                                    sum(n for *_, n in it.chunks), it.decoded, len(held)))
+    result.kv.append((end, sum(s.length for _, s in held) * batcher.kv.position_bytes))
+    result.slot_map.append((end, tuple((slot, records[id(s)].request.id, s.length) for slot, s in held)))
 
 
 def request_ids(engine, request) -> tuple[str, list[int]]:

@@ -69,9 +69,11 @@ def open_lesson_tab(request: gr.Request):
     return gr.Tabs(selected="lesson") if request and request.query_params.get("lesson") else gr.skip()
 
 
-def build_demo(engine) -> gr.Blocks:
+def build_demo(engine, traffic=None) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
-    callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends())."""
+    callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends()).
+    `traffic`: the OpenAI-compatible endpoint's live record of its clients (api.ClientTraffic), drawn on the
+    Serve tab; None when the app serves no endpoint."""
     registry = as_registry(engine)
     css = TOKEN_CSS + LIVE_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg"),
@@ -88,7 +90,7 @@ def build_demo(engine) -> gr.Blocks:
             compare_tab(registry, c.prompt)
             experiments_tab(registry)
             lesson = lesson_tab(registry)
-            serving = serve_tab(registry)
+            serving = serve_tab(registry, traffic)
         generate = wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)

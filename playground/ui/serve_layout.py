@@ -31,6 +31,11 @@ SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of posi
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
          "waits; the memory map below each Gantt shows who holds which slot, growing with each token.")
+CLIENTS = ("This app also answers OpenAI-compatible requests (`--openai-api`): send your own from a terminal, "
+           "e.g. `curl http://HOST:PORT/v1/chat/completions -H 'Content-Type: application/json' -d "
+           "'{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}'`, or the "
+           "OpenAI SDK with base_url http://HOST:PORT/v1. Every client's request joins one continuous batch; each "
+           "appears here as it arrives (short or long by its prompt: up to 256 tokens is short).")
 INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
          "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "
          "(reading its prompt, in passes where the scheduler chunks it), **decode** (one token per step), and how it "
@@ -77,7 +82,24 @@ def _sweeps(registry, out):
     return [kind, sched, src, sizes, new, rates, n, ttft, tpot], run
 
 
-def layout(registry):
+def _clients(out, traffic):
+    """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint)."""
+    with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
+                      visible=traffic is not None):
+        caption(CLIENTS)
+        with gr.Row():
+            watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
+            unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")
+        out.clients_status = gr.Markdown(elem_id="serve-clients-status")
+        with gr.Row():
+            out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
+            out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
+        out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
+                                           label="Clients: p50/p95 per class (the last 10 minutes)")
+    return watch, unwatch
+
+
+def layout(registry, traffic=None):
     out = SimpleNamespace()
     with gr.Tab("Serve", id="serve"):
         gr.Markdown(INTRO)
@@ -129,5 +151,7 @@ def layout(registry):
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
         sweep_inputs, sweep = _sweeps(registry, out)
+        watch, unwatch = _clients(out, traffic)
     inputs = [n, arrival, rate, seed, *short, *long, sa, src_a, sb, src_b, slots, chunk, mbt, blocks, mgr]
-    return out, inputs, sweep_inputs, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot])
+    return out, inputs, sweep_inputs, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot],
+                                                     watch=watch, unwatch=unwatch)

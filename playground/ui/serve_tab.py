@@ -25,7 +25,7 @@ from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, engine_
                      long_document, warn)
 from .serve_job import GATE, ServeJob
 from .serve_layout import NONE, layout
-from .serve_views import OUTPUTS, goodput_markdown, sweep_view, view
+from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_view, view
 
 
 def make_scheduler(registry, name: str, source_name: str, options: dict):
@@ -179,9 +179,23 @@ def make_handlers(registry, out: SimpleNamespace):
     return serve, stop, sweep, rejudge
 
 
-def serve_tab(registry) -> list:
+WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
+
+
+def watch_clients(traffic, out, cancel_after: float = WATCH_FOR):
+    """Redraw the endpoint's clients about once a second (a generator: Stop watching, or closing the page, ends it)."""
+    def watch():
+        start = time.monotonic()
+        while time.monotonic() - start < cancel_after:
+            yield clients_view(traffic.snapshot(), out)
+            time.sleep(1.0)
+        yield {out.clients_status: "stopped watching after 30 minutes: press Watch again"}
+    return watch
+
+
+def serve_tab(registry, traffic=None) -> list:
     """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate)."""
-    out, inputs, sweep_inputs, buttons = layout(registry)
+    out, inputs, sweep_inputs, buttons = layout(registry, traffic)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
     serve, stop, sweep, rejudge = make_handlers(registry, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
@@ -191,6 +205,11 @@ def serve_tab(registry) -> list:
     swept = buttons.sweep.click(sweep, [*sweep_inputs, job], outputs, api_name="serve_sweep",
                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
+    if traffic is not None:   # drawing only: the endpoint's engine loop computes, not this handler
+        clients = [out.clients_status, out.clients_gantt, out.clients_kv_map, out.clients_classes]
+        watching = buttons.watch.click(watch_clients(traffic, out), None, clients, api_name="serve_watch",
+                                       concurrency_limit=None)
+        buttons.unwatch.click(None, None, None, cancels=[watching], api_name=False)
     for box in buttons.slo:   # cheap: no model call, so outside the CPU queue
         box.change(rejudge, [*buttons.slo, job], out.goodput, api_name="serve_goodput", concurrency_limit=None)
     return [serve, sweep]

@@ -100,6 +100,23 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
     return updates
 
 
+def clients_view(result, out) -> dict:
+    """The endpoint's clients (a live WorkloadResult snapshot): one line, the Gantt, the KV map, p50/p95 per class."""
+    recs = result.records
+    if not recs:
+        line = "No client request yet: send one (see above)."
+    else:
+        running = sum(r.admitted is not None and r.stop_reason is None for r in recs)
+        waiting = sum(r.admitted is None and r.stop_reason is None for r in recs)
+        line = (f"{len(recs)} requests in the last 10 minutes · {running} running · {waiting} waiting · "
+                f"{sum(r.output_tokens for r in recs)} output tokens")
+        if len(result.workload.classes()) > 0 and any(r.steps for r in recs):
+            line += f"<br>{html.escape(lesson(result))}"
+    return {out.clients_status: line, out.clients_gantt: plot_gantt(result, result.now()),
+            out.clients_kv_map: plot_kv_map(result),
+            out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS)}
+
+
 def sweep_view(job, out, final: bool = False) -> dict:
     updates = {out.status: error_html(job.error) if job.error else f"⏳ {html.escape(job.message)}"}
     if job.sweeps:
