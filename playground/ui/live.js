@@ -297,9 +297,14 @@ Left out: anything the server can tell better (the final figures come from chart
     // and tick labels neither checked for overflow nor auto-angled: both measure every label in the page
     const axis = (text) => ({title: {text}, gridcolor: "#EBF0F8", zerolinecolor: "#EBF0F8", ticklabeloverflow: "allow",
                              tickangle: 0});
-    return {title: {text: title, x: 0.05}, xaxis: axis(xaxis), yaxis: axis(yaxis), height, font: {size: 16},
-            paper_bgcolor: "white", plot_bgcolor: "white", margin: {l: 80, r: 20, t: 80, b: 60},   // the legend below the title
-            legend: {orientation: "h", y: 1.0, x: 1, xanchor: "right", yanchor: "bottom"}};
+    // in presenter mode (presenter.js) the fonts are its sizes at once: a streaming chart is never relaid out
+    const big = window.pgPresent && window.pgPresent.on(), size = big ? window.pgPresent.MIN : 16;
+    const lay = {title: {text: title, x: 0.05}, xaxis: axis(xaxis),
+                 yaxis: axis(yaxis), height, font: {size}, paper_bgcolor: "white", plot_bgcolor: "white",
+                 margin: {l: 80, r: 20, t: 80, b: 60},   // the legend below the title
+                 legend: {orientation: "h", y: 1.0, x: 1, xanchor: "right", yanchor: "bottom"}};
+    if (big) lay.uniformtext = {minsize: size, mode: "show"};
+    return lay;
   }
 
   function missing(lay, text) {
