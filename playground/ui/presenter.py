@@ -37,7 +37,8 @@ PRESENT_CSS = (
     # before presenting: the step gets the room
     f"body.present .gradio-container {{ font-size: {BODY_PX}px; padding-top: 0 !important; }}\n"
     f"body.present .gradio-container .prose, body.present .gradio-container .caption, body.present .tok-title,"
-    f" body.present .metrics .label, body.present .status, body.present .pg-step {{ font-size: {BODY_PX}px !important; }}\n"
+    f" body.present .metrics .label, body.present .status, body.present .pg-step, body.present .tok"
+    f" {{ font-size: {BODY_PX}px !important; }}\n"
     "body.present .gradio-container .prose h2 { font-size: 30px !important; margin: 0 !important; }\n"
     "body.present .lesson-takeaway, body.present .lesson-takeaway .prose { font-size: 24px !important; line-height: 1.35; }\n"
 )
