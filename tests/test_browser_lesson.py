@@ -1,5 +1,6 @@
 """A presenter walks the Lesson tab in Chromium (tiny model): six steps forward and back, each with its
-measured takeaway; the arrow keys, a deep link (?lesson=N), large type and the slow replay."""
+measured takeaway (Next on a fresh page shows step 1); the arrow keys, a deep link (?lesson=N), presenter
+mode and the slow replay in place of step 2's answer."""
 from __future__ import annotations
 
 import pytest
@@ -29,22 +30,27 @@ def test_walk_all_six_steps_forward_and_back(browser_app):
     page, _ = browser_app
     page.locator("[role=tablist] [data-tab-id=lesson]").click()
     takeaways = {}
-    for n in range(1, 7):   # step 1 waits on the page for Run; Next moves on and runs each step the first time
-        page.locator("#lesson-run" if n == 1 else "#lesson-next").click()
+    for n in range(1, 7):   # from a fresh page Next shows step 1; it runs each step the first time
+        page.locator("#lesson-next").click()
         takeaways[n] = wait_for_step(page, n)
         assert TITLES[n - 1] in page.locator("#lesson-title").inner_text()
     assert "8 words →" in takeaways[1] and "prediction steps" in takeaways[2] and "TTFT" in takeaways[3]
-    assert "per token (measured)" in takeaways[4] and "extrapolation" in takeaways[5] and "waited" in takeaways[6]
+    assert "per token" in takeaways[4] and "extrapolated" in takeaways[5] and "queued behind" in takeaways[6]
     for n in range(5, 0, -1):   # back: each step shows the result it kept, without running again
         page.locator("#lesson-prev").click()
         assert wait_for_step(page, n) == takeaways[n]
         assert "kept from earlier" in page.locator("#lesson-status").inner_text()
     page.keyboard.press("ArrowRight")   # the arrow keys move too (focus is on no text box)
     assert wait_for_step(page, 2) == takeaways[2]
-    page.get_by_role("button", name="Replay slowly (the recorded tokens, one at a time)").click()
+    # step 2's answer plays token by token where the answer goes (no chips of it elsewhere), and again on demand
     page.wait_for_function("document.querySelectorAll('#lesson-replay .tok').length >= 3", timeout=10_000)
-    page.locator("#lesson-large input").check()
-    page.wait_for_function("document.body.classList.contains('lesson-large')", timeout=10_000)
+    assert page.locator("#lesson-body .tok").count() == 0
+    page.get_by_role("button", name="Replay slowly (the recorded tokens, one at a time)").click()
+    page.wait_for_function("document.querySelectorAll('#lesson-replay .tok').length <= 2", timeout=5_000)
+    page.wait_for_function("document.querySelectorAll('#lesson-replay .tok').length >= 3", timeout=10_000)
+    page.locator("#present input").check()
+    page.wait_for_function("document.body.classList.contains('present')", timeout=10_000)
+    page.locator("#present input").uncheck()
 
 
 def test_a_deep_link_opens_a_step(browser_app):

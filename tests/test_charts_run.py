@@ -42,8 +42,10 @@ def test_kv_measured_and_formula_lines_agree_for_the_tiny_model(trace):
 @pytest.mark.parametrize("step", [0, 4, None])
 def test_top_k_bars_for_the_selected_step(trace, step):
     chosen = trace.steps[-1 if step is None else step]
-    (bars,) = plot_top_k(trace, step).data
+    bars, picked = plot_top_k(trace, step).data   # the candidates; the picked bar's legend entry (no bar)
     assert list(bars.x) == [c.prob for c in reversed(chosen.top)]
+    assert picked.name == "picked token" and list(picked.x) == [None] and picked.marker.color == bars.marker.color[
+        [c.token_id for c in reversed(chosen.top)].index(chosen.token_id)]
     assert f"step {chosen.index}" in plot_top_k(trace, step).layout.title.text
 
 
@@ -52,6 +54,14 @@ def test_labels_are_escaped_for_plotly(tiny_engine, trace):
     odd = replace(trace, steps=[replace(trace.steps[0], text="<b>x</b>")] + trace.steps[1:])
     title = plot_top_k(odd, 0).layout.title.text
     assert "&lt;b&gt;" in title and "<b>" not in title
+
+
+def test_latency_ticks_read_in_ms_on_a_log_axis(trace):
+    """Plotly's own minor labels on a log axis read "2 … 5" (200 ms showed as "2"): named ticks instead."""
+    axis = plot_step_latency(trace).layout.yaxis
+    assert axis.type == "log" and all(t.endswith((" ms", " s")) for t in axis.ticktext)
+    latencies = [s.latency * 1e3 for s in trace.steps]
+    assert min(axis.tickvals) <= min(latencies) and max(axis.tickvals) >= max(latencies) / 2.5
 
 
 def test_empty_trace_gives_a_hint_not_an_error():

@@ -9,6 +9,7 @@ import pytest
 
 from playground.lesson import STEPS, Lesson
 from playground.lesson.handout import number_cell, write_handout
+from playground.run_view import format_seconds
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +23,15 @@ def test_every_step_runs_and_states_a_takeaway(lesson):
     assert sorted(lesson.results) == list(STEPS) == [1, 2, 3, 4, 5, 6]
     for n, r in lesson.results.items():
         assert r.number == n and r.title == STEPS[n].title and len(r.takeaway) > 40 and not r.cancelled
+        assert len(r.takeaway.split()) <= 40, (n, r.takeaway)   # a room reads it at a glance
+        assert "slide" not in r.takeaway and " a 8" not in r.takeaway   # no slide in this lesson; "an 845-token"
+
+
+def test_a_newcomer_gets_each_term_explained(lesson):
+    one, three, four = (lesson.results[n] for n in (1, 3, 4))
+    assert "cl100k_base, OpenAI's GPT-4 tokenizer" in one.takeaway
+    assert "(TTFT, time to first token)" in three.takeaway
+    assert "<b>KV cache</b>: the keys and values" in four.html
 
 
 def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
@@ -30,22 +40,26 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     one, two, three = (lesson.results[n] for n in (1, 2, 3))
     assert one.numbers["model_tokens"] == len(tiny_engine.encode("Serving LLMs is not like serving web apps."))
     assert f"8 words → {one.numbers['model_tokens']} tokens" in one.takeaway
-    assert f"This {m.output_tokens}-token answer was {len(trace.steps)} prediction steps" in two.takeaway
+    assert f"This {m.output_tokens}-token answer took {len(trace.steps)} prediction steps" in two.takeaway
     assert three.numbers["ttft_s"] == m.ttft and three.numbers["tpot_s"] == m.tpot
-    assert f"TTFT {m.ttft * 1e3:,.0f} ms" in three.takeaway and f"{m.prompt_tokens} prompt tokens" in three.takeaway
+    assert f"came after {format_seconds(m.ttft)} (TTFT" in three.takeaway
+    assert f"{m.prompt_tokens} prompt tokens" in three.takeaway and f"took {format_seconds(m.tpot)} on" in three.takeaway
     four = lesson.results[4]
     kv = [s.kv_bytes for s in trace.steps]
     assert four.numbers["kv_per_token"] == (kv[-1] - kv[0]) / (len(kv) - 1) and four.numbers["identical"]
     assert four.numbers["same_answer"] and four.numbers["shared_tokens"] > 200
     five = lesson.results[5]
     low, mid, high = five.numbers["contract_prefill_s"]
-    assert 0 < low <= mid <= high and "extrapolation" in five.takeaway and "context window" in five.takeaway
+    assert 0 < low <= mid <= high and f"{format_seconds(mid)} of prefill here (extrapolated)" in five.takeaway
+    assert any(f"{format_seconds(low)} to {format_seconds(high)}" in n and "context window" in n for n in five.notes)
     six = lesson.results[6]
     n = six.numbers   # the question waits for what is left of the document's run after it arrived (50 ms in)
     assert n["short_wait_s"] >= max(0.0, n["long_e2e_s"] - 0.05) - 0.01
     assert n["short_ttft_seen_s"] == pytest.approx(n["short_wait_s"] + n["short_ttft_alone_s"]) and n["short_ttft_seen_s"] > 0
     seen = n["short_ttft_seen_all_s"]
     assert len(seen) == 3 and seen[0] == n["short_ttft_seen_s"] and min(seen) > 0
+    assert f"its first token took {format_seconds(seen[0])}" in six.takeaway
+    assert f"within {format_seconds(max(n['short_ttft_batched_all_s']))}" in six.takeaway
     assert "gantt" in six.figures and "one at a time" in six.html   # the Serve tab's chart and lesson sentence
     # the cure on the same engine: transformers' manager batches the tiny torch model; every question sooner
     assert n["batched_scheduler"] == "batching-torch" and "gantt_batched" in six.figures

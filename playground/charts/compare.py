@@ -17,6 +17,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .run import log_ms_ticks
+
 COLOURS = ("#2563eb", "#d97706")
 
 
@@ -26,7 +28,7 @@ def _label(trace) -> str:
 
 def plot_compare(comparison) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Timeline: time each token arrived",
-                                                        "Per-step latency"))
+                                                        "Per-step latency (◆ first token: TTFT)"))
     runs = list(zip(comparison.traces, COLOURS))
     for t, colour in runs:
         fig.add_trace(go.Scatter(x=[s.index for s in t.steps], y=[s.time for s in t.steps], mode="lines+markers",
@@ -54,5 +56,6 @@ def plot_compare(comparison) -> go.Figure:
     fig.update_xaxes(title_text="output token", row=1, col=1)
     fig.update_xaxes(title_text="output token", row=1, col=2)
     fig.update_yaxes(title_text="seconds since request start", row=1, col=1)
-    fig.update_yaxes(title_text="ms per step (log)", type="log", row=1, col=2)
+    fig.update_yaxes(title_text="time per step (log)", type="log", row=1, col=2,
+                     **log_ms_ticks([s.latency * 1e3 for t in comparison.traces for s in t.steps]))
     return fig

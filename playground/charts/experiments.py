@@ -90,28 +90,40 @@ def plot_depth_sweep(sweep) -> go.Figure:
 
 PANELS = (("input tokens", "input_tokens", 1), ("output tokens", "output_tokens", 1),
           ("TTFT (s)", "ttft", 1), ("E2E (s)", "e2e", 1), ("KV cache (MB)", "kv_bytes", 1e-6),
-          ("cost (USD, estimate)", "est_cost_usd", 1))
+          ("cost of 1,000 (USD, est.)", "est_cost_usd", 1000))
+RATIO_WORDS = {"input_tokens": "input tokens", "ttft": "TTFT", "est_cost_usd": "cost"}   # the title's ratios
+PANEL_COLUMNS = 3   # two rows of three: each panel's title fits over it at 1024 px
 
 
-def plot_short_vs_long(cmp) -> go.Figure:
-    """Six panels, short vs long; a figure the source did not give is left out and the panel says so."""
+def plot_short_vs_long(cmp, keys: tuple[str, ...] | None = None) -> go.Figure:
+    """Short vs long, one panel a figure (all six, or those named by `keys`, e.g. ("input_tokens", "ttft",
+    "est_cost_usd") for the lesson), three panels a row; a figure the source did not give is left out and
+    its panel says so. Each panel's y range leaves room above its taller bar for the value label; the
+    bars are named on their axis (no legend)."""
+    panels = [p for p in PANELS if keys is None or p[1] in keys]
     missing = {key: [r.label for r in (cmp.short, cmp.long) if r is not None and getattr(r, key) is None]
-               for _, key, _ in PANELS}
+               for _, key, _ in panels}
     titles = [title + (f"<br><sup>missing for {', '.join(missing[key])}</sup>" if missing[key] else "")
-              for title, key, _ in PANELS]
-    fig = make_subplots(rows=1, cols=len(PANELS), subplot_titles=titles)
+              for title, key, _ in panels]
+    rows = -(-len(panels) // PANEL_COLUMNS)
+    fig = make_subplots(rows=rows, cols=PANEL_COLUMNS, subplot_titles=titles, vertical_spacing=0.22)
     for req, color in ((cmp.short, CACHED), (cmp.long, UNCACHED)):
         if req is None:
             continue
-        for col, (_, key, scale) in enumerate(PANELS, start=1):
+        for i, (_, key, scale) in enumerate(panels):
             if getattr(req, key) is None:
                 continue   # not measured by this source: no bar, never a zero
             v = getattr(req, key) * scale
             fig.add_trace(go.Bar(x=[req.label], y=[v], name=req.label, marker_color=color, legendgroup=req.label,
-                                 showlegend=col == 1, text=[f"{v:.3g}"], textposition="outside"), row=1, col=col)
+                                 showlegend=i == 0, text=[f"{v:.3g}"], textposition="outside", cliponaxis=False),
+                          row=i // PANEL_COLUMNS + 1, col=i % PANEL_COLUMNS + 1)
+    for i, (_, key, scale) in enumerate(panels):
+        top = max((getattr(r, key) * scale for r in (cmp.short, cmp.long) if r is not None and getattr(r, key)),
+                  default=None)
+        if top:
+            fig.update_yaxes(range=[0, top * 1.3], row=i // PANEL_COLUMNS + 1, col=i % PANEL_COLUMNS + 1)
     ratios = cmp.summary().get("ratios", {})
-    sub = " · ".join(f"{k} ×{v:.1f}" for k, v in ratios.items())
-    fig.update_layout(title=_title(f"Short vs long request (long / short: {sub})" if sub else
-                                   "Short vs long request", cmp), barmode="group",
-                      margin={"t": 110})
+    sub = ", ".join(f"{ratios[k]:.1f}× {w}" for k, w in RATIO_WORDS.items() if k in ratios)
+    fig.update_layout(title=_title(f"Long ÷ short: {sub}" if sub else "Short vs long request", cmp),
+                      barmode="group", height=180 + 220 * rows, margin={"t": 110}, showlegend=False)
     return fig

@@ -14,6 +14,7 @@ Left out: several requests in one figure (the compare charts do that).
 from __future__ import annotations
 
 import html
+import math
 
 import plotly.graph_objects as go
 
@@ -78,8 +79,27 @@ def plot_step_latency(trace) -> go.Figure:
                 marker_color=DECODE, customdata=[_label(s.text) for s in steps[1:]],
                 hovertemplate="step %{x} %{customdata}: %{y:.1f} ms<extra></extra>")
     if len(steps) > 2:   # TTFT dwarfs decode steps: a log axis keeps both readable
-        fig.update_yaxes(type="log")
+        fig.update_yaxes(type="log", **log_ms_ticks([s.latency * 1e3 for s in steps]))
     return fig
+
+
+def log_ms_ticks(values_ms) -> dict:
+    """Tick values and labels in ms for a log axis over `values_ms`: 1, 2, 5 in every decade, named
+    "20 ms" (Plotly's own minor log labels read "2 … 5", so 200 ms read as "2"); as live.js logMsTicks.
+
+    >>> log_ms_ticks([14, 230])["ticktext"]
+    ['10 ms', '20 ms', '50 ms', '100 ms', '200 ms', '500 ms']
+    """
+    positive = [v for v in values_ms if v and v > 0]
+    if not positive:
+        return {}
+    low, high = min(positive), max(positive)
+    vals, decade = [], 10.0 ** math.floor(math.log10(low))
+    while decade <= high * 10:
+        vals += [m * decade for m in (1, 2, 5) if low / 2 <= m * decade <= high * 2.5]
+        decade *= 10
+    text = [f"{v / 1e3:g} s" if v >= 1e3 else f"{v:g} ms" for v in vals]
+    return {"tickvals": vals, "ticktext": text}
 
 
 # --- memory
@@ -125,7 +145,7 @@ def plot_top_k(trace, step: int | None = None) -> go.Figure:
     top = list(reversed(chosen.top))   # best at the top of a horizontal bar chart
     labels = [f"{_label(c.text)}  (id {'?' if c.token_id is None else c.token_id})" for c in top]
     picked = [(c.token_id == chosen.token_id) if chosen.token_id is not None else c.text == chosen.text for c in top]
-    fig.add_bar(name="model (softmax at T=1)", orientation="h", x=[c.prob for c in top], y=labels,
+    fig.add_bar(name="model p (softmax at T=1)", orientation="h", x=[c.prob for c in top], y=labels,
                 marker_color=[PREFILL if p else DECODE for p in picked],
                 text=[f"{c.prob:.3f}" for c in top], textposition="auto",
                 hovertemplate="%{y}: model p=%{x:.4f}<extra></extra>")
@@ -133,5 +153,9 @@ def plot_top_k(trace, step: int | None = None) -> go.Figure:
         fig.add_bar(name="sampled with (after temperature, top-k, top-p)", orientation="h", y=labels,
                     x=[c.sample_prob or 0.0 for c in top], marker_color=FORMULA, opacity=0.6,
                     hovertemplate="%{y}: sampling p=%{x:.4f}<extra></extra>")
-    fig.update_layout(xaxis=dict(range=[0, 1]), barmode="group", showlegend=True)
+    # the picked bar's colour in the legend: a trace with no bar of its own (x None on a label it shares)
+    fig.add_bar(name="picked token", orientation="h", x=[None], y=labels[:1], marker_color=PREFILL,
+                hoverinfo="skip")
+    fig.update_layout(xaxis=dict(range=[0, 1]), barmode="group", showlegend=True,
+                      uniformtext=dict(minsize=14, mode="show"))   # value labels never shrunk to fit a bar
     return fig

@@ -14,7 +14,9 @@
 | 6    | No two requests are the same   | a long and a short request through one engine              |
 
 Steps 3 and 4 read the run step 2 made (running it first if needed), so the lesson tells one story.
-Every takeaway is a sentence built from that step's own numbers; estimates say so.
+Every takeaway is built from that step's own numbers, one finding a sentence, in about 35 words at most,
+durations in a person's units (run_view.format_seconds); estimates say so, and a term a newcomer would
+not know (cl100k_base, TTFT, KV cache) is explained where a step first uses it.
 Left out: gradio (ui/lesson_tab.py lays this out) and any step that is not measured here.
 """
 from __future__ import annotations
@@ -26,14 +28,14 @@ from typing import Any, Callable
 from ..experiments.common import Progress
 
 SEED_SENTENCE = "Serving LLMs is not like serving web apps."
-SLIDE_GUESS = 9   # what a slide's rule of thumb (~1.3 tokens per word) says for the seed sentence
+RULE_OF_THUMB = 9   # what the common rule of thumb (~1.3 tokens per word) says for the seed sentence
 
 
 @dataclass
 class StepResult:
     number: int
     title: str
-    takeaway: str                                  # the step's lesson, in its own measured numbers
+    takeaway: str                                  # the step's lesson, in its own measured numbers (~35 words)
     numbers: dict = field(default_factory=dict)    # every figure the takeaway uses (the handout's table)
     figures: dict = field(default_factory=dict)    # name -> plotly Figure
     html: str = ""                                 # chips and tables (escaped)

@@ -12,15 +12,11 @@ from ..charts import plot_step_latency, plot_timeline, plot_top_k
 from ..config import GenerationSettings
 from ..experiments.common import follow
 from ..experiments.short_long import SHORT_QUESTION
-from ..run_view import chip_html, chips_html
+from ..run_view import chip_html, chips_html, format_seconds
 from ..tokens import compare, hf_view, render_chips_html, tiktoken_view, visible
-from . import SEED_SENTENCE, SLIDE_GUESS, StepResult
+from . import RULE_OF_THUMB, SEED_SENTENCE, StepResult
 
 ANSWER_TOKENS = 24   # step 2's budget: about a second on the bundled model with a 2-core CPU
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.0f} ms"
 
 
 # --- 1: tokens
@@ -34,14 +30,14 @@ def step_tokens(lesson, report, text: str = SEED_SENTENCE) -> StepResult:
     c = compare(text, views)
     model_tokens = len(source.encode(c.text))   # the model's own count, from its tokenizer or its server
     cl100k = c.counts["cl100k_base"]
-    numbers = {"words": c.words, "model_tokens": model_tokens, "cl100k_tokens": cl100k, "slide_guess": SLIDE_GUESS}
+    numbers = {"words": c.words, "model_tokens": model_tokens, "cl100k_tokens": cl100k, "rule_of_thumb": RULE_OF_THUMB}
     blocks = "".join(f'<h4 class="tok-title">{html.escape(name)} · {len(spans)} tokens</h4>'
                      f"{render_chips_html(spans, text=c.text)}" for name, spans in c.spans.items())
     notes = [] if source.tokenizer is not None else [
         f"{source.info.name} has no tokenizer here: its count comes from the server; chips show cl100k only"]
-    takeaway = (f"{c.words} words → {model_tokens} tokens here ({source.info.model}); cl100k_base makes "
-                f"{cl100k}, and the slide's rule of thumb said about {SLIDE_GUESS}. The model reads token ids, "
-                f"and every input and output token is what a provider bills.")
+    takeaway = (f"{c.words} words → {model_tokens} tokens for {source.info.model}; {cl100k} for cl100k_base, "
+                f"OpenAI's GPT-4 tokenizer. The rule of thumb (1.3 tokens a word) says {RULE_OF_THUMB}. "
+                f"Models read tokens, and providers bill them.")
     return StepResult(1, "It works in tokens", takeaway, numbers, html=blocks, notes=notes)
 
 
@@ -64,7 +60,7 @@ def step_decode(lesson, report) -> StepResult:
     n = trace.output_tokens
     m = trace.metrics()
     numbers = {"output_tokens": n, "steps": len(trace.steps), "decode_tps": m.decode_tps}
-    takeaway = f"This {n}-token answer was {len(trace.steps)} prediction steps: one token each, each reading all before it."
+    takeaway = f"This {n}-token answer took {len(trace.steps)} prediction steps, each reading all the tokens before it."
     figures, notes = {}, []
     with_top = [s for s in trace.steps if s.top and s.prob is not None and not s.special and s.text.strip()]
     if with_top:   # the least sure pick shows best that each step is a choice among candidates
@@ -73,12 +69,12 @@ def step_decode(lesson, report) -> StepResult:
         numbers.update(unsure_step=doubt.index, unsure_prob=doubt.prob, runner_up_prob=runner.prob if runner else None)
         takeaway += (f" At step {doubt.index} the model gave “{visible(doubt.text.encode())}” {doubt.prob:.0%}"
                      + (f" and “{visible(runner.text.encode())}” {runner.prob:.0%}" if runner else "")
-                     + ": greedy decoding took the likelier.")
+                     + "; greedy decoding picks the likelier.")
         figures["top_k"] = plot_top_k(trace, doubt.index)
     else:
         notes.append(f"{trace.backend} gives no top-k probabilities: the candidates are missing")
     if m.decode_tps:
-        takeaway += f" Decoding ran at {m.decode_tps:.1f} tokens/s."
+        takeaway += f" It decoded {m.decode_tps:.1f} tokens/s."
     chips = chips_html([chip_html(s) for s in trace.steps])
     return StepResult(2, "One token at a time", takeaway, numbers, figures, chips, notes)
 
@@ -91,11 +87,9 @@ def step_prefill(lesson, report) -> StepResult:
     numbers = {"prompt_tokens": m.prompt_tokens, "ttft_s": m.ttft, "tpot_s": m.tpot, "e2e_s": m.e2e,
                "prefill_share": m.ttft / m.e2e if m.ttft and m.e2e else None}
     figures = {"timeline": plot_timeline(trace), "latency": plot_step_latency(trace)}
-    if m.tpot is None:
-        takeaway = f"Prefill read all {m.prompt_tokens} prompt tokens in one pass: TTFT {_ms(m.ttft or 0)}."
-    else:
-        takeaway = (f"Prefill read all {m.prompt_tokens} prompt tokens in one pass: TTFT {_ms(m.ttft)}. Each of the "
-                    f"{m.output_tokens - trace.steps[0].tokens} decode steps then took {_ms(m.tpot)} on average, "
-                    f"so the first token cost {m.ttft / m.tpot:.1f}× a later one, and prefill was "
-                    f"{numbers['prefill_share']:.0%} of this {m.e2e:.2f} s request.")
+    takeaway = (f"Prefill read all {m.prompt_tokens} prompt tokens in one pass; the first token came after "
+                f"{format_seconds(m.ttft or 0)} (TTFT, time to first token).")
+    if m.tpot is not None:
+        takeaway += (f" Each later token (one decode step) took {format_seconds(m.tpot)} on average."
+                     f" The first cost {m.ttft / m.tpot:.1f}× as much.")
     return StepResult(3, "Prefill, then decode", takeaway, numbers, figures)

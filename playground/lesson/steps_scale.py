@@ -18,11 +18,13 @@ from ..experiments.short_long import SHORT_QUESTION, long_prompt
 from ..run_view import format_bytes, format_seconds
 from . import StepResult
 from .cost_model import calibrate
-from .steps_run import _ms, answer_run
+from .steps_run import answer_run
 
 CONTRACT_PAGES, TOKENS_PER_PAGE = 100, 500   # an assumption, stated: a dense page of English is ~500 tokens
 CALIBRATION_LENGTHS = (64, 128, 256, 512)    # measured prefills that calibrate the FLOP model (~1 s in all)
 SHARED_PROMPT_TOKENS = 240                   # the system prompt two requests share (prefix caching)
+KV_CACHE_TERM = ('<p class="lesson-term"><b>KV cache</b>: the keys and values of every token read so far, kept '
+                 'so that each decode step reads them instead of recomputing them.</p>')
 
 
 # --- 4: the KV cache
@@ -35,8 +37,8 @@ def step_kv_cache(lesson, report) -> StepResult:
     parts = []
     if len(kv) > 1:
         numbers["kv_per_token"] = (kv[-1] - kv[0]) / (len(kv) - 1)
-        parts.append(f"The cache grew by {format_bytes(round(numbers['kv_per_token']))} per token (measured), "
-                     f"to {format_bytes(kv[-1])}")
+        parts.append(f"The KV cache grew {format_bytes(round(numbers['kv_per_token']))} per token, to "
+                     f"{format_bytes(kv[-1])} (measured).")
     else:
         notes.append(f"{trace.backend} does not report its KV cache: only the formula can be drawn")
     if source.capabilities.no_cache and not report.cancelled:
@@ -46,24 +48,35 @@ def step_kv_cache(lesson, report) -> StepResult:
         s = cmp.summary()
         numbers.update(cache_ratio=s["ratio"], identical=s["identical"])
         if s["ratio"]:
-            parts.append(f"without it the same {cmp.new_tokens} tokens took {s['ratio']:.1f}× as long, "
-                         f"{'identical' if s['identical'] else 'DIFFERENT'} tokens")
+            parts.append(f"Without it, {cmp.new_tokens} new tokens took {s['ratio']:.1f}× as long"
+                         f"{'' if s['identical'] else ', and the tokens differed'}.")
     else:
         notes.append(f"{source.info.name} cannot run without its cache: that comparison is missing")
     if hasattr(source, "cache_prefix") and not report.cancelled:
         report(0.7, "a shared system prompt, reused")
         numbers.update(_prefix_reuse(source))
         cold, warm = numbers["ttft_cold_s"], numbers["ttft_cached_s"]
+        shared = f"{_a(numbers['shared_tokens'])} {numbers['shared_tokens']}-token shared prompt"
         if warm < cold:
-            parts.append(f"reusing the {numbers['shared_tokens']}-token shared prompt cut the second request's TTFT "
-                         f"from {_ms(cold)} to {_ms(warm)} — why providers bill cached input tokens for less")
+            parts.append(f"Reusing {shared} cut the first token's wait from {format_seconds(cold)} to "
+                         f"{format_seconds(warm)}.")
         else:
-            parts.append(f"reusing the {numbers['shared_tokens']}-token shared prompt did not pay here "
-                         f"({_ms(cold)} read whole, {_ms(warm)} from the cache): this model reads it too fast "
-                         f"for the saving to show above the noise")
+            parts.append(f"Reusing {shared} saved nothing visible: {format_seconds(cold)} read whole, "
+                         f"{format_seconds(warm)} from the cache.")
     else:
         notes.append(f"{source.info.name}: no prefix cache the playground can drive here")
-    return StepResult(4, "The KV cache", "; ".join(parts) + ".", numbers, figures, notes=notes)
+    return StepResult(4, "The KV cache", " ".join(parts), numbers, figures, KV_CACHE_TERM, notes)
+
+
+def _a(n: int) -> str:
+    """The article before a number read aloud: 'an' for 8, 11, 18, 80-89, 800-899, 11,000…
+
+    >>> [_a(n) for n in (845, 240, 11, 18_000, 1_100, 8)]
+    ['an', 'a', 'an', 'an', 'a', 'an']
+    """
+    digits = str(abs(int(n)))
+    lead = digits[:len(digits) % 3 or 3]   # the group read first: "eleven" thousand, "eight" hundred
+    return "an" if lead.startswith("8") or lead in ("11", "18") else "a"
 
 
 def _prefix_reuse(source) -> dict:
@@ -89,27 +102,32 @@ def step_scale(lesson, report) -> StepResult:
         return StepResult(5, "Cost and latency scale with tokens", "cancelled before both requests ran")
     r = cmp.summary()["ratios"]
     numbers = {"input_ratio": r["input_tokens"], "ttft_ratio": r.get("ttft"), "cost_ratio": r.get("est_cost_usd")}
-    takeaway = (f"The document had {r['input_tokens']:.0f}× the question's input tokens: its TTFT was "
-                f"{r.get('ttft', 0):.1f}× longer and its estimated cost {r.get('est_cost_usd', 0):.1f}× higher.")
+    takeaway = (f"The document had {r['input_tokens']:.0f}× the question's tokens: {r.get('ttft', 0):.1f}× the "
+                f"TTFT (wait for a first token) and {r.get('est_cost_usd', 0):.1f}× the estimated cost.")
     tokens = CONTRACT_PAGES * TOKENS_PER_PAGE
     shape, config = source.info.kv_shape, getattr(getattr(source, "backend", None), "config", None)
+    needs = []   # what a 100-page contract would need: KV cache (formula), prefill time (extrapolated)
     if shape:
         numbers["contract_kv_bytes_formula"] = shape.formula_bytes(tokens)
-        takeaway += (f" A {CONTRACT_PAGES}-page contract (~{tokens:,} tokens at {TOKENS_PER_PAGE}/page, assumed) "
-                     f"would hold {format_bytes(numbers['contract_kv_bytes_formula'])} of KV cache (formula)")
+        needs.append(f"{format_bytes(numbers['contract_kv_bytes_formula'])} of KV cache")
+        notes.append(f"the contract's tokens assume {TOKENS_PER_PAGE} a page; its KV cache is the formula's, "
+                     "not measured")
     if config is not None and source.capabilities.exact_ids and not report.cancelled:
         model = calibrate(config, _calibration_points(source, report))
         low, mid, high = model.predict(tokens)
         numbers.update(contract_prefill_s=(low, mid, high), calibration=list(model.points))
         window = source.info.context_window
-        takeaway += (f" and take about {mid:,.0f} s to prefill (FLOP model calibrated on this session's "
-                     f"{len(model.points)} measured prefills: {low:,.0f}–{high:,.0f} s) — an extrapolation, "
-                     f"{tokens / window:.0f}× past this model's {window:,}-token context window." if window else ".")
+        needs.append(f"{format_seconds(mid)} of prefill here (extrapolated)")
+        notes.append(f"the prefill time is an extrapolation: a FLOP model calibrated on this session's "
+                     f"{len(model.points)} measured prefills gives {format_seconds(low)} to {format_seconds(high)}"
+                     + (f"; the contract is {tokens / window:.0f}× past this model's {window:,}-token context "
+                        "window" if window else ""))
     else:
-        takeaway += "."
         notes.append("the 100-page prefill estimate needs the model's shape and exact-length runs: missing here")
+    if needs:
+        takeaway += f" A {CONTRACT_PAGES}-page contract (~{tokens:,} tokens) would need {' and '.join(needs)}."
     return StepResult(5, "Cost and latency scale with tokens", takeaway, numbers,
-                      {"short_long": plot_short_vs_long(cmp)}, notes=notes)
+                      {"short_long": plot_short_vs_long(cmp, ("input_tokens", "ttft", "est_cost_usd"))}, notes=notes)
 
 
 def _calibration_points(source, report) -> list[tuple[int, float]]:
@@ -164,8 +182,8 @@ def step_mixed(lesson, report) -> StepResult:
                "short_wait_s": first.waiting, "short_ttft_alone_s": first.prefill, "short_ttft_seen_s": first.ttft,
                "short_ttft_seen_all_s": [r.ttft for r in shorts]}
     own = first.prefill
-    takeaway = (f"One at a time, the first question waited {format_seconds(first.waiting)} behind a {long.prompt_tokens}-token "
-                f"document: its first token came after {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
+    takeaway = (f"One at a time, a short question queued behind {_a(long.prompt_tokens)} {long.prompt_tokens}-token "
+                f"document: its first token took {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
                 f"{format_seconds(own)} alone.")
     figures = {"gantt": plot_gantt(result)}
     notes = []
@@ -174,8 +192,8 @@ def step_mixed(lesson, report) -> StepResult:
         worst = max(r.ttft for r in batched)
         numbers["batched_scheduler"] = results[1].scheduler
         numbers["short_ttft_batched_all_s"] = [r.ttft for r in batched]
-        takeaway += (f" With continuous batching on the same engine the questions joined the running batch: "
-                     f"every first token within {format_seconds(worst)}, {max(r.ttft for r in shorts) / worst:.1f}× sooner.")
+        takeaway += (f" Continuous batching let the questions join the running batch: every first token "
+                     f"within {format_seconds(worst)}.")
         figures["gantt_batched"] = plot_gantt(results[1])
     else:
         notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")

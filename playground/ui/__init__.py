@@ -31,6 +31,7 @@ from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
 from .live_channel import app_kwargs
 from .live_view import LIVE_CSS, live_head
+from .presenter import PRESENT_CSS, presenter_head, presenter_switch, wire_presenter
 from .serve_job import gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
@@ -69,19 +70,28 @@ def open_lesson_tab(request: gr.Request):
     return gr.Tabs(selected="lesson") if request and request.query_params.get("lesson") else gr.skip()
 
 
+# the machine's own fonts: Gradio's default fetches Google Fonts, which an offline room cannot reach (and the
+# page's console then logs errors)
+THEME = gr.themes.Default(text_size="lg", font=["ui-sans-serif", "system-ui", "sans-serif"],
+                          font_mono=["ui-monospace", "Consolas", "monospace"])
+
+
 def build_demo(engine, traffic=None) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends()).
     `traffic`: the OpenAI-compatible endpoint's live record of its clients (api.ClientTraffic), drawn on the
     Serve tab; None when the app serves no endpoint."""
     registry = as_registry(engine)
-    css = TOKEN_CSS + LIVE_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
-    with gr.Blocks(title="LLM Serving Playground", css=css, theme=gr.themes.Default(text_size="lg"),
-                   head=live_head(),   # Plotly.js and live.js: the Generate page draws in the browser
+    css = TOKEN_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
+    with gr.Blocks(title="LLM Serving Playground", css=css, theme=THEME,
+                   head=live_head() + presenter_head(),   # Plotly.js, live.js (Generate draws in the
+                   # browser), presenter.js (presenter mode's chart fonts)
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)
+        present = presenter_switch()   # fixed in the top-right corner, on every tab
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
-                    "the server did for each token: one prefill over the prompt, then one decode step per token.")
+                    "the server did for each token: one prefill over the prompt, then one decode step per token.",
+                    elem_id="page-header")
         info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Generate", id="generate"):
@@ -94,6 +104,7 @@ def build_demo(engine, traffic=None) -> gr.Blocks:
         generate = wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
+        wire_presenter(demo, present)
         demo.load(open_lesson_tab, None, tabs, api_name=False, queue=False)
         demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

@@ -1,4 +1,5 @@
-"""What every tab shares: constants, the backend dropdown, readable errors, loading an engine with status.
+"""What every tab shares: constants, the backend dropdown (short names, the description as its info line),
+readable errors, loading an engine with status.
 
     for line in registry.loading(name): yield status(line)      # "loading backend onnx: … (12 s)"
     engine = engine_or_message(registry, name)                   # an Engine, or a str saying why not
@@ -44,8 +45,23 @@ def warn(message: str) -> str:
     return error_html(message)
 
 
-def backend_dropdown(registry: SourceRegistry, label: str = "Backend", value: str | None = None, **kw):
-    return gr.Dropdown(registry.choices(), value=value or registry.default, label=label, **kw)
+def describe(registry: SourceRegistry, name, more: str | None = None) -> str:
+    """What a backend is, in words (its registry label without the leading name), then `more`."""
+    label = registry.labels.get(name, "")
+    words = label.removeprefix(f"{name} · ") if label != name else ""
+    return " · ".join(part for part in (words, more) if part)
+
+
+def backend_dropdown(registry: SourceRegistry, label: str = "Backend", value: str | None = None,
+                     info: str | None = None, **kw) -> gr.Dropdown:
+    """A dropdown of the registry's names: the box shows the short name (a long label was cut off under the
+    arrow), and the info line under the label says what the picked one is, followed by `info`."""
+    value = value or registry.default
+    dropdown = gr.Dropdown([(n, n) for n in registry.names], value=value, label=label,
+                           info=describe(registry, value, info) or None, **kw)
+    dropdown.change(lambda name: gr.update(info=describe(registry, name, info) or None), dropdown, dropdown,
+                    api_name=False, queue=False, show_progress="hidden")
+    return dropdown
 
 
 def engine_or_message(registry: SourceRegistry, name):

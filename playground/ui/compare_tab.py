@@ -90,7 +90,7 @@ def compare_tab(registry, generate_prompt) -> None:
                               agreement=gr.Markdown(elem_id="compare-agreement"),
                               figure=gr.Plot(label="Two backends, one prompt", elem_id="compare-plot"),
                               table=gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
-                                                 elem_id="compare-table"))
+                                                 wrap=True, elem_id="compare-table"))   # wrapped, never cut
     generate_prompt.change(lambda p: p, generate_prompt, prompt, api_name=False, queue=False)
     run.click(make_compare(registry, out), [a, b, prompt, max_new, temperature, chat],
               [getattr(out, name) for name in OUTPUTS],

@@ -1,10 +1,11 @@
 """The Lesson tab: the six steps of playground/lesson/ for a presenter, one screen each.
 
-Next / Previous (buttons, or the arrow keys when no text box has focus) move between steps; a step runs
-the first time it is shown (progress on screen, Stop cancels it) and keeps its result when the presenter
-comes back. `?lesson=N` in the URL opens step N; "Large type" enlarges everything for a projector.
-Step 2's "Replay slowly" plays the recorded steps back in the page, one token at a time, from the data
-already measured: it never slows the run. API names: /lesson_go, /lesson_stop.
+Next / Previous (buttons, or the arrow keys when no text box has focus) move between steps; on a fresh
+page Next runs step 1. A step runs the first time it is shown (progress on screen, Stop cancels it) and
+keeps its result when the presenter comes back. `?lesson=N` in the URL opens step N; the page's
+presenter mode (ui/presenter.py) enlarges everything for a projector. Step 2's answer appears in slow
+motion where the answer goes (again with "Replay slowly"), played in the page from the recorded steps:
+it never slows the run. API names: /lesson_next, /lesson_prev, /lesson_run, /lesson_stop.
 Left out: editing the steps' budgets (the handout CLI, `python -m playground.lesson`, runs the same steps).
 """
 from __future__ import annotations
@@ -30,8 +31,9 @@ KEYS_JS = """() => { if (window.__lessonKeys) return; window.__lessonKeys = true
     if (e.key === 'ArrowRight') document.querySelector('#lesson-next').click();
     if (e.key === 'ArrowLeft') document.querySelector('#lesson-prev').click(); }); }"""
 REPLAY_JS = """() => { const box = document.querySelector('#lesson-replay'); const data = document.querySelector('#lesson-replay-data [data-steps]');
+  if (window.__lessonReplay) clearInterval(window.__lessonReplay);
   if (!box || !data) return; const steps = JSON.parse(data.dataset.steps); box.textContent = '';
-  if (window.__lessonReplay) clearInterval(window.__lessonReplay); let i = 0;
+  let i = 0;
   window.__lessonReplay = setInterval(() => { if (i >= steps.length) { clearInterval(window.__lessonReplay); return; }
     const s = steps[i++]; const chip = document.createElement('span'); chip.className = 'tok tok-c' + (i % 6);
     chip.textContent = s.text || '∅'; chip.title = s.title; box.appendChild(chip);
@@ -43,6 +45,7 @@ class LessonSession:
 
     def __init__(self):
         self.lesson, self.name, self.step, self.cancel = None, None, 1, threading.Event()
+        self.started = False   # no step shown yet: Next (or Previous) then shows step 1
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session: start each one fresh
         return LessonSession()
@@ -69,8 +72,9 @@ def view(out: SimpleNamespace, session: LessonSession, result=None, status: str 
         return {**update, out.takeaway: "", out.notes: "", out.body: "", out.replay_data: "",
                 out.replay: gr.update(visible=False), **slots}
     trace = session.lesson.shared.get("trace") if number == 2 else None
+    # step 2's answer is the replay (its box takes the chips' place): it plays as the step is shown
     return {**update, out.takeaway: f"**{result.takeaway}**", out.notes: "\n".join(f"- ⚠️ {n}" for n in result.notes),
-            out.body: result.html, out.replay_data: replay_html(trace) if trace else "",
+            out.body: "" if trace else result.html, out.replay_data: replay_html(trace) if trace else "",
             out.replay: gr.update(visible=trace is not None), **slots}
 
 
@@ -81,6 +85,8 @@ def make_handlers(registry, out: SimpleNamespace):
                 session.step = max(1, min(len(STEPS), int(request.query_params["lesson"])))
             except ValueError:
                 pass
+        if not session.started:   # a fresh page: Next shows step 1 (a deep link has set the step above)
+            delta, session.started = 0, True
         session.step = max(1, min(len(STEPS), session.step + int(delta or 0)))
         source = engine_or_message(registry, backend)
         if isinstance(source, str):
@@ -90,7 +96,7 @@ def make_handlers(registry, out: SimpleNamespace):
             session.lesson, session.name = Lesson(source), backend
         kept = session.lesson.results.get(session.step)
         if kept is not None:
-            yield view(out, session, kept, "kept from earlier (Run this step again to re-measure)")
+            yield view(out, session, kept, "kept from earlier (Run again to re-measure)")
             return
         yield from run_step(session)
 
@@ -143,21 +149,23 @@ def lesson_tab(registry) -> None:
         with gr.Row():
             prev = gr.Button("◀ Previous", elem_id="lesson-prev", size="sm")
             nxt = gr.Button("Next ▶", elem_id="lesson-next", size="sm", variant="primary")
-            again = gr.Button("Run this step again", elem_id="lesson-run", size="sm")
+            again = gr.Button("Run again", elem_id="lesson-run", size="sm")
             stop = gr.Button("Stop", variant="stop", elem_id="lesson-stop", size="sm")
-            large = gr.Checkbox(False, label="Large type (projector)", elem_id="lesson-large")
             backend = backend_dropdown(registry, elem_id="lesson-backend")
         out = SimpleNamespace(title=gr.Markdown(elem_id="lesson-title"),
                               status=gr.Markdown(elem_classes="status", elem_id="lesson-status"),
-                              takeaway=gr.Markdown(elem_id="lesson-takeaway", elem_classes="lesson-takeaway"),
-                              notes=gr.Markdown(elem_id="lesson-notes"), body=gr.HTML(elem_id="lesson-body"))
-        with gr.Row(visible=False) as out.replay:
-            replay = gr.Button("Replay slowly (the recorded tokens, one at a time)", size="sm", scale=1)
-            gr.HTML('<div class="tok-view out-chips" id="lesson-replay"></div>'
+                              takeaway=gr.Markdown(elem_id="lesson-takeaway", elem_classes="lesson-takeaway"))
+        with gr.Column(visible=False) as out.replay:   # step 2's answer, played token by token where it goes
+            gr.HTML('<div class="tok-view out-chips lesson-replay" id="lesson-replay"></div>'
                     '<p class="caption" id="lesson-replay-caption"></p>')
-        out.replay_data = gr.HTML(elem_id="lesson-replay-data")
-        for i in range(FIGURE_SLOTS):
-            setattr(out, f"figure{i}", gr.Plot(elem_id=f"lesson-figure{i}", label="measured", visible=False))
+            replay = gr.Button("Replay slowly (the recorded tokens, one at a time)", size="sm", elem_id="lesson-replay-button")
+        out.replay_data = gr.HTML(elem_id="lesson-replay-data", elem_classes="pg-hidden")
+        # the first chart straight under the takeaway; the step's chips or sentences next, its caveats last
+        out.figure0 = gr.Plot(elem_id="lesson-figure0", show_label=False, visible=False)
+        out.body = gr.HTML(elem_id="lesson-body")
+        for i in range(1, FIGURE_SLOTS):
+            setattr(out, f"figure{i}", gr.Plot(elem_id=f"lesson-figure{i}", show_label=False, visible=False))
+        out.notes = gr.Markdown(elem_id="lesson-notes")
         session = gr.State(LessonSession(), delete_callback=LessonSession.close)   # (a State between tabs doubles
         # the next tab's button in Gradio 5.50)
     go, rerun, stop_fn = make_handlers(registry, out)
@@ -170,12 +178,12 @@ def lesson_tab(registry) -> None:
              again.click(rerun, [backend, session], outputs, api_name="lesson_run", **queue)]
     stop.click(stop_fn, session, out.status, api_name="lesson_stop", cancels=steps, concurrency_limit=None)
     replay.click(None, None, None, js=REPLAY_JS)
-    large.change(None, large, None, js="(on) => { document.body.classList.toggle('lesson-large', on); }")
+    out.replay_data.change(None, None, None, js=REPLAY_JS)   # step 2 shown: its answer plays
 
     def opened(backend, session: LessonSession, request: gr.Request):
         """On page load: a deep link (?lesson=N) opens and runs step N; otherwise step 1 waits for Next/Run."""
         if request is None or not request.query_params.get("lesson"):
-            yield view(out, session, status="press Next ▶ (or the → key) to start, or Run this step")
+            yield view(out, session, status="press Next ▶ (or the → key) to start")
             return
         yield from go(0, backend, session, request)
     return SimpleNamespace(opened=opened, inputs=[backend, session], outputs=outputs, keys_js=KEYS_JS)

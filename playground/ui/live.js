@@ -263,6 +263,9 @@ Left out: anything the server can tell better (the final figures come from chart
     r.timer = null;
     if (!window.Plotly) { r.timer = setTimeout(flush, 100); return; }
     if (r.end && !r.finalShown) { showFinal(r); return; }   // the run is over: straight to the final figures
+    // the final figures hold every step (the server's own): a step read after them (Gradio's copy of the
+    // stream, late) is not drawn into them; their traces are not the streaming ones (extendTraces threw)
+    if (r.finalShown) { drawMetrics(r); return; }
     if (!r.steps.length) return;
     let busy = 0;
     const draws = [() => drawTimeline(r), () => drawLatency(r), () => drawKV(r),
@@ -297,9 +300,14 @@ Left out: anything the server can tell better (the final figures come from chart
     // and tick labels neither checked for overflow nor auto-angled: both measure every label in the page
     const axis = (text) => ({title: {text}, gridcolor: "#EBF0F8", zerolinecolor: "#EBF0F8", ticklabeloverflow: "allow",
                              tickangle: 0});
-    return {title: {text: title, x: 0.05}, xaxis: axis(xaxis), yaxis: axis(yaxis), height, font: {size: 16},
-            paper_bgcolor: "white", plot_bgcolor: "white", margin: {l: 80, r: 20, t: 80, b: 60},   // the legend below the title
-            legend: {orientation: "h", y: 1.0, x: 1, xanchor: "right", yanchor: "bottom"}};
+    // in presenter mode (presenter.js) the fonts are its sizes at once: a streaming chart is never relaid out
+    const big = window.pgPresent && window.pgPresent.on(), size = big ? window.pgPresent.MIN : 16;
+    const lay = {title: {text: title, x: 0.05}, xaxis: axis(xaxis),
+                 yaxis: axis(yaxis), height, font: {size}, paper_bgcolor: "white", plot_bgcolor: "white",
+                 margin: {l: 80, r: 20, t: 80, b: 60},   // the legend below the title
+                 legend: {orientation: "h", y: 1.0, x: 1, xanchor: "right", yanchor: "bottom"}};
+    if (big) lay.uniformtext = {minsize: size, mode: "show"};
+    return lay;
   }
 
   function missing(lay, text) {
@@ -360,14 +368,28 @@ Left out: anything the server can tell better (the final figures come from chart
     r.drawn.timeline = r.steps.length;
   }
 
+  function logMsTicks(low, high) {   // as charts/run.py log_ms_ticks: 1, 2, 5 a decade, "20 ms"
+    if (!(low > 0)) return {};
+    const tickvals = [];
+    for (let decade = 10 ** Math.floor(Math.log10(low)); decade <= high * 10; decade *= 10) {
+      for (const m of [1, 2, 5]) { const v = m * decade; if (v >= low / 2 && v <= high * 2.5) tickvals.push(v); }
+    }
+    const ticktext = tickvals.map((v) => (v >= 1e3 ? `${+(v / 1e3).toPrecision(6)} s` : `${+v.toPrecision(6)} ms`));
+    return {tickvals, ticktext};
+  }
+
   function drawLatency(r) {
     const F = r.F, from = r.drawn.latency || 0, decode = r.steps.slice(Math.max(from, 1));
     const cols = {x: decode.map((s) => s[F.seq]), y: decode.map((s) => s[F.latency] * 1e3),
                   customdata: decode.map((s) => label(s[F.shown]))};
     const log = r.steps.length > 2;   // TTFT dwarfs decode steps: a log axis keeps both readable
+    const seen = [r.steps[0][F.latency] * 1e3, ...cols.y];
+    const low = Math.min(r.latLow ?? Infinity, ...seen), high = Math.max(r.latHigh ?? 0, ...seen);
+    const widened = low < (r.latLow ?? Infinity) || high > (r.latHigh ?? 0);
+    r.latLow = low; r.latHigh = high;
     if (!from) {
       const lay = layout("Latency per step", "output token (step)", "latency (ms)");
-      if (log) lay.yaxis.type = "log";
+      if (log) Object.assign(lay.yaxis, {type: "log", ...logMsTicks(low, high)});
       plot(r, "latency", [
         {type: "bar", name: "prefill (TTFT)", x: [0], y: [r.steps[0][F.latency] * 1e3], marker: {color: PREFILL},
          hovertemplate: "TTFT %{y:.1f} ms<extra></extra>"},
@@ -376,7 +398,12 @@ Left out: anything the server can tell better (the final figures come from chart
       r.logAxis = log;
     } else if (decode.length) {
       extend("latency", {x: [cols.x], y: [cols.y], customdata: [cols.customdata]}, [1]);
-      if (log && !r.logAxis) { window.Plotly.relayout($("pg-latency"), {"yaxis.type": "log"}); r.logAxis = true; }
+      if (log && (!r.logAxis || widened)) {   // ticks again only when the range grows past them
+        const ticks = logMsTicks(low, high);
+        window.Plotly.relayout($("pg-latency"), {"yaxis.type": "log", "yaxis.tickvals": ticks.tickvals,
+                                                 "yaxis.ticktext": ticks.ticktext});
+        r.logAxis = true;
+      }
     }
     r.drawn.latency = r.steps.length;
   }
@@ -444,7 +471,7 @@ Left out: anything the server can tell better (the final figures come from chart
     const short = (t) => ([...t].length > 24 ? `${[...t].slice(0, 23).join("")}…` : t);
     const texts = cands.map((c) => `${short(c[1])}  (id ${c[0]})`), labels = texts.map(label);
     const whole = cands.map((c) => `${label(c[1])}  (id ${c[0]})`);
-    const data = [{type: "bar", name: "model (softmax at T=1)", orientation: "h", x: cands.map((c) => c[2]), y: labels,
+    const data = [{type: "bar", name: "model p (softmax at T=1)", orientation: "h", x: cands.map((c) => c[2]), y: labels,
                    marker: {color: cands.map((c) => (c[0] === chosen[F.token_id] ? PREFILL : DECODE))},
                    text: cands.map((c) => c[2].toFixed(3)), textposition: "auto",
                    customdata: whole, hovertemplate: "%{customdata}: model p=%{x:.4f}<extra></extra>"}];
@@ -453,6 +480,10 @@ Left out: anything the server can tell better (the final figures come from chart
                  x: cands.map((c) => c[3] || 0), marker: {color: FORMULA}, opacity: 0.6,
                  customdata: whole, hovertemplate: "%{customdata}: sampling p=%{x:.4f}<extra></extra>"});
     }
+    // the picked bar's colour in the legend: a trace with no bar of its own (x null on a label it shares)
+    data.push({type: "bar", name: "picked token", orientation: "h", x: [null], y: labels.slice(0, 1),
+               marker: {color: PREFILL}, hoverinfo: "skip"});
+    lay.uniformtext = {minsize: Math.max(14, (lay.uniformtext || {}).minsize || 0), mode: "show"};
     lay.xaxis.range = [0, 1];
     // the labels' room measured on a canvas: automargin would measure them in the page and draw twice
     lay.margin.l = Math.min(Math.max(...texts.map(textWidth)) + 24, 360);

@@ -1,7 +1,10 @@
-"""The Tokens tab: the prompt as typed and as the model reads it, model tokenizer vs cl100k_base.
+"""The Tokens tab: the prompt as typed and as the model reads it, model tokenizer vs cl100k_base (OpenAI's
+GPT-4 tokenizer).
 
-It reads the tokenizer of the backend picked in the Generate tab (all backends of one model share it).
-API name: /tokens. Left out: tokenizers other than these two.
+Its own prompt box is kept in step with the Generate tab's (a prompt typed in either shows in both); it
+reads the tokenizer of the backend picked in the Generate tab (all backends of one model share it). One
+line under the box says what the chips' marks mean. API name: /tokens.
+Left out: tokenizers other than these two.
 """
 from __future__ import annotations
 
@@ -11,6 +14,10 @@ from ..config import coerce_settings
 from ..source import SourceError
 from ..prompt_tokens import prompt_tokens
 from .common import engine_or_message, error_html
+
+
+LEGEND = ("Marks: · a space, → a tab, ↵ a newline; ⟨F0 9F⟩ the bytes (in hex) of a character split across "
+          "tokens, drawn with a red dashed border.")
 
 
 def tokens_tab(registry, prompt, chat, backend) -> None:
@@ -25,11 +32,16 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
         return v.summary, v.html, v.figure
 
     with gr.Tab("Tokens", id="tokens") as tab:
-        gr.Markdown("The model never sees words: it reads token ids. Each chip is one token "
-                    "(hover for id and bytes; · is a space, ↵ a newline).")
-        button = gr.Button("Show the prompt's tokens", variant="secondary")
-        summary = gr.Markdown()
+        gr.Markdown("The model never sees words: it reads token ids. Each chip is one token; hover for its id "
+                    "and bytes. cl100k_base is OpenAI's GPT-4 tokenizer.")
+        own = gr.Textbox(label="Prompt (the Generate tab's; edit it in either)", value=prompt.value, lines=3,
+                         max_lines=8, elem_id="tokens-prompt")
+        button = gr.Button("Show the prompt's tokens", variant="secondary", elem_id="tokens-run")
+        gr.Markdown(LEGEND, elem_classes="caption", elem_id="tokens-legend")
+        summary = gr.Markdown(elem_id="tokens-summary")
         figure = gr.Plot(label="Tokenizers compared")
         chips = gr.HTML()
-    gr.on([button.click, tab.select], show, [prompt, chat, backend], [summary, chips, figure], api_name="tokens",
-          concurrency_limit=None)
+    prompt.change(lambda text: text, prompt, own, api_name=False, queue=False)   # Generate's prompt shows here
+    own.input(lambda text: text, own, prompt, api_name=False, queue=False)      # and a prompt typed here there
+    gr.on([button.click, tab.select, own.submit], show, [own, chat, backend], [summary, chips, figure],
+          api_name="tokens", concurrency_limit=None)

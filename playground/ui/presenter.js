@@ -1,0 +1,96 @@
+/* presenter.js: presenter mode for a projector, on every tab (ui/presenter.py adds the switch).
+
+body.present (the switch, or ?present=1 in the URL) hides the page header and the model line and sets
+the page's text sizes (presenter.py's CSS). Plotly figures are drawn by Gradio's own Plotly and by
+live.js; here every figure on the page is checked once a second while presenting, and one whose fonts
+are under MIN px (titles, ticks, axis titles, legend, annotations such as subplot titles, value labels)
+gets a relayout with MIN (titles TITLE) and margins that grow to fit (automargin); the lesson's first
+figure (FIT) is made short enough to end inside the window, so a step's heading, takeaway and first
+chart show together without scrolling. The values it
+replaced are kept on the figure's div and put back when presenter mode is switched off.
+Left out: live.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
+chart redrawn many times a second is not relaid out after each redraw. */
+(function () {
+  "use strict";
+  const MIN = 18, TITLE = 22;
+  const on = () => document.body.classList.contains("present");
+  const AXIS = /^[xy]axis\d*$/;
+
+  // the relayout (and restyle) a figure needs for presenter fonts, or null when it has them already
+  function needed(gd) {
+    const L = gd._fullLayout;
+    if (!L || !L.font) return null;
+    const lay = {}, traces = [];
+    if (L.font.size < MIN) lay["font.size"] = MIN;
+    if (L.title && L.title.text && L.title.font && L.title.font.size < TITLE) lay["title.font.size"] = TITLE;
+    if (L.legend && L.legend.font && L.legend.font.size < MIN) lay["legend.font.size"] = MIN;
+    for (const key of Object.keys(L)) {
+      if (!AXIS.test(key) || !L[key] || !L[key].tickfont) continue;
+      const axis = L[key];
+      if (axis.tickfont.size < MIN) lay[`${key}.tickfont.size`] = MIN;
+      if (axis.title && axis.title.text && axis.title.font && axis.title.font.size < MIN) lay[`${key}.title.font.size`] = MIN;
+    }
+    (L.annotations || []).forEach((a, i) => { if (a.font && a.font.size < MIN) lay[`annotations[${i}].font.size`] = MIN; });
+    const labelled = (gd._fullData || []).filter((t) => t.visible !== false && t.text != null && t.textfont);
+    labelled.forEach((t) => { if ((t.textfont.size || 0) < MIN) traces.push(t.index); });
+    if (labelled.length && !(L.uniformtext && L.uniformtext.minsize >= MIN)) {
+      lay["uniformtext.minsize"] = MIN;   // bar labels: never shrunk below MIN to fit inside a bar
+      lay["uniformtext.mode"] = "show";
+    }
+    if (!Object.keys(lay).length && !traces.length) return null;
+    for (const key of Object.keys(L)) if (AXIS.test(key) && L[key] && L[key].tickfont) lay[`${key}.automargin`] = true;
+    return {lay, traces};
+  }
+
+  function read(obj, path) {   // gd.layout's own value at "a.b[2].c" (undefined when the figure left it out)
+    return path.replace(/\[(\d+)\]/g, ".$1").split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
+  }
+
+  function enlarge(gd) {
+    const want = needed(gd);
+    if (!want || !window.Plotly) return;
+    const kept = gd.__presentKept || {lay: {}, traces: []};
+    for (const key of Object.keys(want.lay)) if (!(key in kept.lay)) kept.lay[key] = read(gd.layout, key) ?? null;
+    for (const i of want.traces) if (!kept.traces.some((t) => t[0] === i)) kept.traces.push([i, read(gd.data[i] || {}, "textfont.size") ?? null]);
+    gd.__presentKept = kept;
+    try {
+      if (want.traces.length) window.Plotly.restyle(gd, {"textfont.size": MIN}, want.traces);
+      window.Plotly.relayout(gd, want.lay);
+    } catch (e) { console.warn("presenter fonts", e); }   // a figure mid-redraw: tried again in a second
+  }
+
+  function restore(gd) {
+    const kept = gd.__presentKept;
+    if (!kept || !window.Plotly) return;
+    delete gd.__presentKept;
+    try {
+      for (const [i, size] of kept.traces) if (gd.data[i]) window.Plotly.restyle(gd, {"textfont.size": size}, [i]);
+      window.Plotly.relayout(gd, kept.lay);
+    } catch (e) { console.warn("presenter fonts", e); }
+  }
+
+  // a figure that must fit in the window under what is above it (the lesson's first chart), down to FIT_MIN px
+  const FIT = "#lesson-figure0 .js-plotly-plot", FIT_MIN = 260;
+  function fit(gd) {
+    if (!gd.matches(FIT) || !gd._fullLayout) return;
+    const top = gd.getBoundingClientRect().top + window.scrollY, room = Math.floor(window.innerHeight - top - 8);
+    const height = gd._fullLayout.height, want = Math.max(FIT_MIN, room);
+    if (height > want + 1) {
+      gd.__presentKept = gd.__presentKept || {lay: {}, traces: []};
+      if (!("height" in gd.__presentKept.lay)) gd.__presentKept.lay.height = gd.layout.height ?? null;
+      try { window.Plotly.relayout(gd, {height: want}); } catch (e) { console.warn("presenter fit", e); }
+    }
+  }
+
+  const plots = () => [...document.querySelectorAll(".js-plotly-plot")].filter((gd) => gd.offsetParent !== null);
+  function pass() { if (on()) plots().forEach((gd) => { enlarge(gd); fit(gd); }); }
+  setInterval(pass, 1000);
+
+  function set(value) {
+    document.body.classList.toggle("present", Boolean(value));
+    if (value) pass(); else document.querySelectorAll(".js-plotly-plot").forEach(restore);
+    window.dispatchEvent(new Event("resize"));   // figures take the page's new width
+  }
+
+  window.pgPresent = {on, set, needed, MIN, TITLE};
+})();

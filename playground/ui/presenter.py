@@ -1,0 +1,57 @@
+"""Presenter mode: one switch (and `?present=1` in the URL) that makes every tab readable on a projector.
+
+    presenter_switch()          # the checkbox, fixed in the page's top-right corner (first in the Blocks)
+    demo.load(None, None, switch, js=FROM_URL)            # ?present=1 turns it on
+    switch.change(None, switch, None, js=SET)              # body.present on or off
+
+With body.present the page header and the model line are hidden, every text size of the theme is at
+least 20 px (PRESENT_CSS), and presenter.js enlarges every Plotly figure's fonts to at least 18 px and
+fits the lesson's first figure under its step's heading and takeaway (FIT). The lesson's backend
+dropdown is hidden while presenting: it is picked before, and the step gets its room.
+Left out: anything server-side: a handler never knows whether the page is presenting.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+PRESENTER_JS = Path(__file__).with_name("presenter.js")
+BODY_PX = 20
+FROM_URL = "() => new URLSearchParams(window.location.search).get('present') === '1'"
+SET = "(on) => { window.pgPresent && window.pgPresent.set(on); }"
+# the theme's sizes are variables set on :root; one that refers to another is resolved there, so each
+# is set again here (a later var(--text-md) would still read the :root value)
+_SIZES = {"text-xxs": 20, "text-xs": 20, "text-sm": 20, "text-md": 20, "text-lg": 22, "text-xl": 26, "text-xxl": 30}
+_DERIVED = {"body-text-size": "text-md", "prose-text-size": "text-md", "block-info-text-size": "text-sm",
+            "block-label-text-size": "text-sm", "block-title-text-size": "text-md", "section-header-text-size": "text-md",
+            "checkbox-label-text-size": "text-md", "input-text-size": "text-md", "button-large-text-size": "text-lg",
+            "button-small-text-size": "text-sm", "button-medium-text-size": "text-md", "table-text-size": "text-md"}
+PRESENT_CSS = (
+    "#present { position: fixed; top: 6px; right: 12px; z-index: 1000; width: auto !important; min-width: 0 !important;"
+    " background: var(--background-fill-primary); padding: 2px 8px; border-radius: 8px; }\n"
+    "body.present { " + " ".join(f"--{k}: {v}px;" for k, v in _SIZES.items())
+    + " " + " ".join(f"--{k}: {_SIZES[v]}px;" for k, v in _DERIVED.items()) + " }\n"
+    "body.present #page-header, body.present #model-info, body.present footer { display: none !important; }\n"
+    "body.present #lesson-backend, body.present .form:has(> #lesson-backend) { display: none !important; }\n"   # picked
+    # before presenting: the step gets the room
+    f"body.present .gradio-container {{ font-size: {BODY_PX}px; padding-top: 0 !important; }}\n"
+    f"body.present .gradio-container .prose, body.present .gradio-container .caption, body.present .tok-title,"
+    f" body.present .metrics .label, body.present .status, body.present .pg-step, body.present .tok"
+    f" {{ font-size: {BODY_PX}px !important; }}\n"
+    "body.present .gradio-container .prose h2 { font-size: 30px !important; margin: 0 !important; }\n"
+    "body.present .lesson-takeaway, body.present .lesson-takeaway .prose { font-size: 24px !important; line-height: 1.35; }\n"
+)
+
+
+def presenter_head() -> str:
+    return f"<script>{PRESENTER_JS.read_text(encoding='utf-8')}</script>"
+
+
+def presenter_switch() -> gr.Checkbox:
+    return gr.Checkbox(False, label="Presenter mode", elem_id="present", container=False)
+
+
+def wire_presenter(demo: gr.Blocks, switch: gr.Checkbox) -> None:
+    demo.load(None, None, switch, js=FROM_URL, api_name=False, queue=False)
+    switch.change(None, switch, None, js=SET, api_name=False, queue=False)

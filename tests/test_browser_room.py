@@ -1,0 +1,152 @@
+"""Ready for a room (Chromium, tiny model): after a run on each tab, at 1400x1000 and 1024x768, no visible
+text overflows its box and no Plotly title or label falls outside its figure; the console logs no error;
+presenter mode (?present=1) hides the header, sets text >= 20 px and chart fonts >= 18 px, and puts a
+lesson step's heading, takeaway and first chart above the fold at 1024x768; Next on a fresh page shows
+step 1."""
+from __future__ import annotations
+
+import pytest
+
+from scripts.screenshot import generate
+
+pytestmark = [pytest.mark.browser]
+
+# Visible text cut by its own box (a scrolling box is fine: tables and chip views scroll), and Plotly text
+# outside its figure. Left out: screen-reader-only text, sliders' range inputs, Gradio's 1-px copies of
+# the tab buttons (measured for its overflow menu).
+OVERFLOWS = """() => {
+  const out = [];
+  const scrolls = (el) => /(auto|scroll)/.test(getComputedStyle(el).overflowX + getComputedStyle(el).overflowY);
+  for (const el of document.querySelectorAll('.gradio-container *')) {
+    if (el.offsetParent === null || el.clientHeight < 4 || el.closest('svg, .sr-only')) continue;
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!(own || (el.tagName === 'INPUT' && el.type !== 'range' && el.type !== 'checkbox'))) continue;
+    if (scrolls(el) || el.tagName === 'TEXTAREA') continue;
+    const what = `${el.tagName}#${el.id}.${el.className} "${(el.value || el.textContent).trim().slice(0, 40)}"`;
+    if (el.scrollWidth > el.clientWidth + 1) out.push(`wide ${what} ${el.scrollWidth}>${el.clientWidth}`);
+    else if (el.scrollHeight > el.clientHeight + 1) out.push(`tall ${what} ${el.scrollHeight}>${el.clientHeight}`);
+  }
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    if (gd.offsetParent === null) continue;
+    const box = gd.getBoundingClientRect();
+    for (const t of gd.querySelectorAll('.gtitle, .annotation-text, .legendtext, .xtitle, .ytitle, .bartext')) {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1))
+        out.push(`plot ${(gd.closest('[id]') || {}).id} ${t.getAttribute('class')} "${t.textContent.slice(0, 40)}"`);
+    }
+  }
+  return out;
+}"""
+# The smallest font of the visible text outside charts, and of the text inside them
+FONTS = """() => {
+  const px = (el) => parseFloat(getComputedStyle(el).fontSize);
+  const shown = (el) => el.offsetParent !== null && el.getBoundingClientRect().height >= 4;
+  const body = [...document.querySelectorAll('.gradio-container *')].filter((el) => shown(el) && !el.closest('svg, .sr-only')
+    && [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()));
+  const small = body.filter((el) => px(el) < 20).map((el) => `${el.tagName}.${el.className} "${el.textContent.trim().slice(0, 30)}" ${px(el)}`);
+  const chart = [...document.querySelectorAll('.js-plotly-plot text')].filter((t) => t.textContent.trim()
+    && t.getBoundingClientRect().width && t.closest('.js-plotly-plot').offsetParent !== null);
+  return {small: small.slice(0, 8), body: Math.min(...body.map(px)), chart: Math.min(...chart.map(px)), charts: chart.length};
+}"""
+
+
+def open_page(browser_app, width: int, height: int, query: str = ""):
+    """A new page of the app's browser at this size, logging the console's errors into page.errors."""
+    first, url = browser_app
+    page = first.context.browser.new_page(viewport={"width": width, "height": height})
+    page.errors = []
+    local = url.rstrip("/")
+
+    def logged(message):   # a resource of another host (Gradio's CDN script) fails offline: not the app's
+        if message.type == "error" and not (message.text.startswith("Failed to load resource")
+                                            and not (message.location or {}).get("url", "").startswith(local)):
+            page.errors.append(message.text)
+    page.on("console", logged)
+    page.on("pageerror", lambda exc: page.errors.append(f"page error: {exc}"))
+    page.goto(f"{url}{query}")
+    page.wait_for_selector("#generate", timeout=60_000)
+    page.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')", timeout=120_000)
+    return page
+
+
+def enlarged(page, timeout_s: float = 10) -> None:
+    """Wait for presenter.js's pass (once a second) over the figures just drawn; a timeout leaves the
+    assertions after it to say what is still small."""
+    try:
+        page.wait_for_function(f"({FONTS})().chart >= 18", timeout=timeout_s * 1000)
+    except Exception:   # noqa: BLE001 - playwright's TimeoutError: the caller's asserts report the fonts
+        pass
+
+
+def lesson_step(page, n: int) -> None:
+    page.wait_for_function(f"document.querySelector('#lesson-title').innerText.includes('Step {n} of 6') && "
+                           "document.querySelector('#lesson-takeaway').innerText.length > 40", timeout=120_000)
+
+
+def run_tabs(page):
+    """Each tab outside Serve after a run: yields the tab's name once its results are drawn."""
+    generate(page)
+    yield "Generate"
+    page.get_by_role("tab", name="Tokens").click()
+    page.wait_for_selector(".tok-title", timeout=30_000)
+    generate_prompt = page.locator("#prompt textarea").input_value()   # the tab's own box, in step with Generate's
+    assert page.locator("#tokens-prompt textarea").input_value() == generate_prompt != ""
+    assert "a tab" in page.locator("#tokens-legend").inner_text()
+    yield "Tokens"
+    page.get_by_role("tab", name="Compare").click()
+    page.locator("#compare-run").click()
+    page.wait_for_function("document.querySelector('#compare-status').innerText.includes('finished')", timeout=120_000)
+    yield "Compare"
+    page.get_by_role("tab", name="Experiments").click()
+    page.locator("#experiment-run").click()
+    page.wait_for_function("document.querySelector('#experiment-status').innerText.includes('finished')",
+                           timeout=120_000)
+    yield "Experiments"
+    page.get_by_role("tab", name="Lesson").click()
+    for n in (1, 2, 3):
+        page.locator("#lesson-next").click()
+        lesson_step(page, n)
+    yield "Lesson"
+
+
+@pytest.mark.parametrize("width,height", [(1400, 1000), (1024, 768)])
+def test_nothing_is_cut_off_and_the_console_stays_clean(browser_app, width, height):
+    page = open_page(browser_app, width, height)
+    try:
+        for tab in run_tabs(page):
+            page.wait_for_timeout(1200)   # the charts' last redraw
+            assert page.evaluate(OVERFLOWS) == [], f"{tab} at {width}x{height}"
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_presenter_mode_fits_a_lesson_step_in_1024x768(browser_app, tmp_path):
+    page = open_page(browser_app, 1024, 768, "?present=1")
+    try:
+        page.wait_for_function("document.body.classList.contains('present')", timeout=10_000)
+        assert not page.locator("#page-header").is_visible() and not page.locator("#model-info").is_visible()
+        page.get_by_role("tab", name="Lesson").click()
+        page.locator("#lesson-next").click()   # a fresh page: Next shows step 1, not step 2
+        lesson_step(page, 1)
+        assert page.evaluate(FONTS)["small"] == []
+        for n in (2, 3):
+            page.locator("#lesson-next").click()
+            lesson_step(page, n)
+        page.wait_for_function("(() => { const f = document.querySelector('#lesson-figure0 .js-plotly-plot');"
+                               " return f && f.getBoundingClientRect().bottom <= innerHeight; })()", timeout=10_000)
+        enlarged(page)
+        fonts = page.evaluate(FONTS)
+        assert fonts["small"] == [] and fonts["body"] >= 20 and fonts["charts"] > 0 and fonts["chart"] >= 18
+        assert page.locator("#lesson-title").bounding_box()["y"] >= 0
+        page.screenshot(path=str(tmp_path / "lesson-presenter-1024x768.png"))
+        page.get_by_role("tab", name="Generate").click()   # a tab drawn by live.js, in presenter mode too
+        generate(page)
+        enlarged(page)
+        fonts = page.evaluate(FONTS)
+        assert fonts["small"] == [] and fonts["charts"] > 0 and fonts["chart"] >= 18
+        page.locator("#present input").uncheck()   # off again: the header is back
+        assert page.locator("#page-header").is_visible()
+        assert page.errors == []
+    finally:
+        page.close()
