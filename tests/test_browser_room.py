@@ -84,7 +84,7 @@ def lesson_step(page, n: int) -> None:
 
 
 def run_tabs(page):
-    """Each tab outside Serve after a run: yields the tab's name once its results are drawn."""
+    """Each tab after a run: yields the tab's name once its results are drawn."""
     generate(page)
     yield "Generate"
     page.get_by_role("tab", name="Tokens").click()
@@ -107,6 +107,12 @@ def run_tabs(page):
         page.locator("#lesson-next").click()
         lesson_step(page, n)
     yield "Lesson"
+    page.get_by_role("tab", name="Serve").click()
+    page.locator("#serve-requests input[type=number]").fill("4")
+    page.locator("#serve-run").click()
+    page.wait_for_function("(document.querySelector('#serve-status').innerText.match(/: done/g) || []).length >= 2",
+                           timeout=300_000)
+    yield "Serve"
 
 
 @pytest.mark.parametrize("width,height", [(1400, 1000), (1024, 768)])

@@ -45,7 +45,10 @@ def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
     final = job.result(timeout=300)
     assert final[OUT["status"]].count("done") == 2
     lesson = final[OUT["lesson"]]
-    assert "On one at a time" in lesson and "On continuous batching" in lesson and "× the output tokens/s" in lesson
+    assert "- A: " in lesson and "- B: " in lesson and "B served the same 4 requests at" in lesson
+    assert "first come, first served" not in lesson and "ONNX Runtime)" not in lesson   # named once, above
+    status = final[OUT["status"]]
+    assert "**A** = one at a time" in status and "**B** = continuous batching" in status
     assert "KV slots" in final[OUT["pool"]]
     assert "Goodput" in final[OUT["goodput"]] and "requests met it" in final[OUT["goodput"]]
     files = final[OUT["download"]]

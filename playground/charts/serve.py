@@ -25,7 +25,7 @@ ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context"
 
 def _title(text: str, result) -> dict:
     state = " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)"
-    return {"text": f"{text}{state}<br><sup>{result.scheduler_label} · {result.source}</sup>"}
+    return {"text": f"{text}{state}<br><sup>{result.scheduler} on {result.source}</sup>"}
 
 
 def _legend_below(fig: go.Figure) -> go.Figure:

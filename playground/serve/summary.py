@@ -105,16 +105,18 @@ def _overlap(span, intervals) -> float:
     return sum(max(0.0, min(b, y) - max(a, x)) for x, y in intervals)
 
 
-def lesson(result) -> str:
+def lesson(result, who: str | None = None) -> str:
+    """The run in one sentence of its own numbers, opening with `who` (default: "On <the scheduler's label>")."""
     pair, recs = short_and_long(result), served(result)
+    who = who or f"On {result.scheduler_label}"
     if not recs:
-        return f"On {result.scheduler_label}: no request produced a token" + (" (cancelled)." if result.cancelled else ".")
+        return f"{who}: no request produced a token" + (" (cancelled)." if result.cancelled else ".")
     tp = throughput(result)
     tail = f"{tp['output_tokens']} output tokens in {tp['wall_s']:.1f} s ({tp['output_tps']:.1f} tok/s)"
     shorts = [r for r in recs if pair and r.request.cls == pair[0]]
     if not shorts:
         ttft = [r.ttft for r in recs]
-        return (f"On {result.scheduler_label}: TTFT p50 {percentile(ttft, 50):.2f} s, p95 {percentile(ttft, 95):.2f} s "
+        return (f"{who}: TTFT p50 {percentile(ttft, 50):.2f} s, p95 {percentile(ttft, 95):.2f} s "
                 f"over {len(recs)} requests; {tail}.")
     short, long = pair
     whole = result.scheduler == "one-at-a-time"
@@ -125,12 +127,13 @@ def lesson(result) -> str:
     head = (f"the {long} requests' {what} delayed {len(delays)} of {len(shorts)} {short} requests' first token by a "
             f"median of {statistics.median(delays):.2f} s" if delays
             else f"no {short} request's first token waited for a {long} request's {what}")
-    return (f"On {result.scheduler_label}: {head}; {short} TTFT p50 {percentile(ttft, 50):.2f} s, "
+    return (f"{who}: {head}; {short} TTFT p50 {percentile(ttft, 50):.2f} s, "
             f"p95 {percentile(ttft, 95):.2f} s; {tail}.")
 
 
-def compare(a, b) -> str:
-    """One sentence on the same workload under two schedulers, A and B (B against A), in their measured numbers.
+def compare(a, b, named: bool = False) -> str:
+    """One sentence on the same workload under two schedulers, A and B (B against A), in their measured numbers;
+    `named`: the reader already knows which scheduler A and B are (they are not named again).
 
     It says so when the two ran on different sources: then two runtimes differ, not only two schedulers."""
     ta, tb = throughput(a)["output_tps"], throughput(b)["output_tps"]
@@ -142,9 +145,9 @@ def compare(a, b) -> str:
     who = f"the {cls} requests'" if cls else "the"
     sooner = (f"{p95[0] / p95[1]:.1f}× sooner" if p95[1] < p95[0] else f"{p95[1] / p95[0]:.1f}× later") \
         if p95[1] > 0 else "at once"
-    head = (f"B ({b.scheduler_label}) served the same {len(b.records)} requests at {tb / ta:.2f}× the output "
-            f"tokens/s of A ({a.scheduler_label}): {tb:.1f} against {ta:.1f}; {who} p95 TTFT was {p95[1]:.2f} s "
-            f"against {p95[0]:.2f} s ({sooner}).")
+    name_a, name_b = ("A", "B") if named else (f"A ({a.scheduler_label})", f"B ({b.scheduler_label})")
+    head = (f"{name_b} served the same {len(b.records)} requests at {tb / ta:.2f}× the output tokens/s of {name_a}: "
+            f"{tb:.1f} against {ta:.1f}; {who} p95 TTFT was {p95[1]:.2f} s against {p95[0]:.2f} s ({sooner}).")
     if a.source != b.source:
         head += (f" A ran on {a.source} and B on {b.source}: this compares two runtimes as well as two "
                  "schedulers.")

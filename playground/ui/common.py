@@ -52,16 +52,20 @@ def describe(registry: SourceRegistry, name, more: str | None = None) -> str:
     return " · ".join(part for part in (words, more) if part)
 
 
-def backend_dropdown(registry: SourceRegistry, label: str = "Backend", value: str | None = None,
-                     info: str | None = None, **kw) -> gr.Dropdown:
-    """A dropdown of the registry's names: the box shows the short name (a long label was cut off under the
-    arrow), and the info line under the label says what the picked one is, followed by `info`."""
-    value = value or registry.default
-    dropdown = gr.Dropdown([(n, n) for n in registry.names], value=value, label=label,
-                           info=describe(registry, value, info) or None, **kw)
-    dropdown.change(lambda name: gr.update(info=describe(registry, name, info) or None), dropdown, dropdown,
+def described_dropdown(names: list[str], value: str, label: str, info_of, **kw) -> gr.Dropdown:
+    """A dropdown whose box shows the short name (a long label was cut off under the arrow) and whose info line
+    under the label says what the picked one is (`info_of(name)`), following the selection."""
+    dropdown = gr.Dropdown([(n, n) for n in names], value=value, label=label, info=info_of(value) or None, **kw)
+    dropdown.change(lambda name: gr.update(info=info_of(name) or None), dropdown, dropdown,
                     api_name=False, queue=False, show_progress="hidden")
     return dropdown
+
+
+def backend_dropdown(registry: SourceRegistry, label: str = "Backend", value: str | None = None,
+                     info: str | None = None, **kw) -> gr.Dropdown:
+    """The registry's sources by name; the info line says what the picked one is, followed by `info`."""
+    return described_dropdown(registry.names, value or registry.default, label,
+                              lambda name: describe(registry, name, info), **kw)
 
 
 def engine_or_message(registry: SourceRegistry, name):

@@ -15,7 +15,7 @@ from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
-from .common import SUMMARIZE, backend_dropdown, caption, long_document
+from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
 NONE = "(none)"
@@ -39,11 +39,20 @@ CLIENTS = ("This app also answers OpenAI-compatible requests (`--openai-api`): s
 INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
          "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "
          "(reading its prompt, in passes where the scheduler chunks it), **decode** (one token per step), and how it "
-         "ended. Run the same workload on a second scheduler to see what batching changes.")
+         "ended. Run the same workload on a second scheduler to see what batching changes. TTFT: time to first token; "
+         "TPOT: time per output token after the first; E2E: arrival to last token.")
 
 
-def _schedulers(extra=()):
-    return [*extra, *((spec.label, name) for name, spec in SCHEDULERS.items())]
+def scheduler_dropdown(label: str, value: str, none: bool = False, **kw) -> gr.Dropdown:
+    """The schedulers by short name, the picked one's description as info. `none`: "(none)" (no second run)."""
+    names = ([NONE] if none else []) + list(SCHEDULERS)
+    return described_dropdown(names, value, label,
+                              lambda name: SCHEDULERS[name].label if name in SCHEDULERS else "no second run", **kw)
+
+
+def default_batching(registry) -> str:
+    """Scheduler B's default: the batching scheduler of the default source (transformers' manager on torch)."""
+    return "batching-torch" if registry.default == "torch" else "batching"
 
 
 def _columns(out):
@@ -52,14 +61,14 @@ def _columns(out):
             with gr.Column():
                 setattr(out, f"gantt_{side}", gr.Plot(label=f"{name}: every request", elem_id=f"serve-gantt-{side}"))
                 setattr(out, f"classes_{side}", gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
-                                                             label=f"{name}: p50/p95 per class"))
+                                                             label=f"{name}: p50/p95 per class", wrap=True))
                 setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
                 setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
                 setattr(out, f"kv_map_{side}", gr.Plot(label=f"{name}: KV memory map", elem_id=f"serve-kv-map-{side}"))
     with gr.Accordion("Every request: waiting, TTFT, TPOT, E2E", open=False):
         with gr.Row():
-            out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A")
-            out.requests_b = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="B")
+            out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A", wrap=True)
+            out.requests_b = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="B", wrap=True)
 
 
 def _sweeps(registry, out):
@@ -68,7 +77,7 @@ def _sweeps(registry, out):
                 "rises. Rate: the lesson's mix at each rate (Poisson), with goodput under your SLO.")
         with gr.Row():
             kind = gr.Radio([("batch size", "batch"), ("arrival rate", "rate")], value="batch", label="Sweep")
-            sched = gr.Dropdown(_schedulers(), value="batching", label="Scheduler")
+            sched = scheduler_dropdown("Scheduler", default_batching(registry))
             src = backend_dropdown(registry, "Source (one at a time, concurrent)")
         with gr.Row():
             sizes = gr.Textbox("1,2,4,8,16", label="Batch sizes")
@@ -95,7 +104,7 @@ def _clients(out, traffic):
             out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
             out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
         out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
-                                           label="Clients: p50/p95 per class (the last 10 minutes)")
+                                           label="Clients: p50/p95 per class (the last 10 minutes)", wrap=True)
     return watch, unwatch
 
 
@@ -121,10 +130,10 @@ def layout(registry, traffic=None):
                             gr.Slider(1, 256, NEW_TOKENS, step=1, label="Long: max new tokens"),
                             gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")]
         with gr.Row():
-            sa = gr.Dropdown(_schedulers(), value="one-at-a-time", label="Scheduler A", elem_id="serve-scheduler-a")
+            sa = scheduler_dropdown("Scheduler A", "one-at-a-time", elem_id="serve-scheduler-a")
             src_a = backend_dropdown(registry, "Source of A", elem_id="serve-source-a")
-            sb = gr.Dropdown(_schedulers([(NONE, NONE)]), value="batching", label="Scheduler B (the same workload)",
-                             elem_id="serve-scheduler-b")
+            sb = scheduler_dropdown("Scheduler B (the same workload)", default_batching(registry), none=True,
+                                    elem_id="serve-scheduler-b")
             src_b = backend_dropdown(registry, "Source of B", elem_id="serve-source-b")
         with gr.Accordion("Continuous batching: KV slots and prefill chunks", open=False):
             caption(SLOTS)

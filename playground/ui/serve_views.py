@@ -41,8 +41,9 @@ def class_rows(result) -> list[list]:
 
 
 def pool_markdown(results) -> str:
-    return "\n\n".join(f"**{html.escape(r.scheduler_label)}**: " + html.escape(
-        pool_text(r) or f"KV cache: {r.kv_note or 'missing: the source does not give it'}.") for r in results)
+    return "\n\n".join(f"**{side}**: " + html.escape(
+        pool_text(r) or f"KV cache: {r.kv_note or 'missing: the source does not give it'}.")
+        for side, r in zip("AB", results))
 
 
 def goodput_markdown(results, ttft: float | None, tpot: float | None) -> str:
@@ -50,11 +51,12 @@ def goodput_markdown(results, ttft: float | None, tpot: float | None) -> str:
     if not results:
         return "Run a workload first: goodput is computed from its requests' measured TTFT and TPOT."
     slo = " and ".join(x for x in (f"TTFT ≤ {ttft:g} s" if ttft else "", f"TPOT ≤ {tpot:g} s" if tpot else "") if x)
-    lines = [f"**Goodput** (requests that finished within the SLO — {slo or 'no limit set'} — per second of the run):"]
+    lines = [f"**Goodput**: requests per second that finished within the SLO (service-level objective: the latency "
+             f"each request is promised; here {slo or 'no limit set'}):"]
     for side, r in zip("AB", results):
         g = goodput(r, ttft, tpot)
         rate = "—" if g["goodput_rps"] is None else f"{g['goodput_rps']:.2f} requests/s"
-        lines.append(f"- {side} ({html.escape(r.scheduler_label)}): {g['met']} of {g['of']} requests met it "
+        lines.append(f"- {side}: {g['met']} of {g['of']} requests met it "
                      f"({g['met'] / max(g['of'], 1):.0%}); goodput {rate}")
     return "\n".join(lines)
 
@@ -63,17 +65,18 @@ def status_text(job) -> str:
     if job.error:
         return error_html(job.error)
     parts = []
-    for r in job.results:
-        state = "cancelled" if r.cancelled else "done" if r.done else "running" if r.started else "waiting for the run before"
-        parts.append(f"**{html.escape(r.scheduler_label)}**: {state} · {html.escape(progress_line(r)[1])}")
+    for side, r in zip("AB", job.results):
+        state = "cancelled" if r.cancelled else "done" if r.done else "running" if r.started else "waiting for A to end"
+        parts.append(f"**{side}** = {html.escape(r.scheduler_label)} on {html.escape(r.source)}: {state} · "
+                     f"{html.escape(progress_line(r)[1])}")
     return "<br>".join(parts) or html.escape(job.message)
 
 
 def lesson_text(job) -> str:
-    started = [r for r in job.results if r.started]
-    lines = [f"- {html.escape(lesson(r))}" for r in started]
+    """A and B in one sentence each (named in the status line above), then B against A."""
+    lines = [f"- {html.escape(lesson(r, side))}" for side, r in zip("AB", job.results) if r.started]
     if len(job.results) == 2 and all(r.done and not r.cancelled for r in job.results):
-        lines.append(f"- **{html.escape(compare(*job.results))}**")
+        lines.append(f"- **{html.escape(compare(*job.results, named=True))}**")
     return "\n".join(lines)
 
 
