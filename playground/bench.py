@@ -12,6 +12,9 @@ In order, each backend measured in its own process on the bundled model:
     of its two runs, which bracket ours), prefill as a share of the matmul peak, and the ceilings the
     floors set on those ratios;
   - the rows "ui" and "ui-flat" (bench_ui.py): the app against a headless run, and its work per update;
+  - with every backend (no names given): the batch row (bench_batch.py: our continuous batching's
+    batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
+    the serve row (bench_serve.py: the pinned workload one at a time and with our batching, the same backend);
   - last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the
     same model.
 
@@ -85,7 +88,8 @@ def main(argv: list[str]) -> None:
     from .bench_ui import browser_flags   # the app's cost to what it measures: rows "ui" and "ui-flat"
     subprocess.run([sys.executable, "-m", "playground.bench_ui", "--backend", "onnx" if "onnx" in names else names[0],
                     *(["--model", args.model] if args.model else []), *browser_flags()], check=True)   # --pin: its own process
-    if not args.names:   # the serve row: one at a time vs continuous batching (bench_serve.py)
+    if not args.names:   # continuous batching: the batch-size sweep (bench_batch.py), then the workload (bench_serve.py)
+        _say(json.loads(row_in_subprocess("playground.bench_batch", "--row", "batch", args.model)))
         _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
     if not peer:
         return

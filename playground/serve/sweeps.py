@@ -6,7 +6,8 @@
     [(p.rate, p.output_tps, p.ttft_p95, p.goodput_rps) for p in curve.points]  # the latency-throughput curve
 
 Batch-size sweep: `b` copies of one request, all at once, EOS ignored (every request decodes exactly
-`new_tokens`). Per request: the median of each request's own decode tok/s ((N-1)/(tN-t1)). Total: the
+`new_tokens`). Per request: the median of each request's own decode tok/s ((N-1)/(tN-t1)) and the
+median of their TPOTs, and the most rows a step carried (where the source's Steps say). Total: the
 output tokens all requests made while all of them were decoding (from the last first token to the
 first last token) over that window; with no such window (one at a time) all tokens over the span from
 the first token to the last. Decode is memory-bound: reading the weights once serves the whole batch,
@@ -37,6 +38,8 @@ class BatchPoint:
     per_request_tps: float | None   # median of the requests' own decode tok/s
     total_tps: float | None         # all requests' output tokens/s while all decoded
     output_tokens: int
+    tpot_s: float | None = None     # median of the requests' TPOT ((tN-t1)/(N-1))
+    rows_max: int | None = None     # the most rows one forward pass carried (Step.rows), None where unknown
 
 
 @dataclass
@@ -96,9 +99,12 @@ def run_batch_sweep(scheduler, sizes=BATCH_SIZES, new_tokens: int = 64, prompt: 
         result = scheduler.run(workload, lambda f, m: report((k + f) / len(sizes), f"{size} at once: {m}"), cancel)
         if result.cancelled:
             break
-        rates = [r.trace.metrics().decode_tps for r in served(result)]
+        recs = served(result)
+        rates, tpots = [r.trace.metrics().decode_tps for r in recs], [r.tpot for r in recs if r.tpot]
+        rows = [s.rows for r in recs for s in r.steps if s.rows]
         sweep.points.append(BatchPoint(size, statistics.median([r for r in rates if r]) if any(rates) else None,
-                                       decode_window_tps(result), sum(r.output_tokens for r in result.records)))
+                                       decode_window_tps(result), sum(r.output_tokens for r in result.records),
+                                       statistics.median(tpots) if tpots else None, max(rows, default=None)))
     sweep.cancelled, sweep.elapsed = report.cancelled, report.elapsed()
     return sweep
 
