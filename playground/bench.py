@@ -87,6 +87,7 @@ def main(argv: list[str]) -> None:
                     *(["--model", args.model] if args.model else []), *browser_flags()], check=True)   # --pin: its own process
     if not args.names:   # the serve row: one at a time vs continuous batching (bench_serve.py)
         _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
+        _say(json.loads(row_in_subprocess("playground.bench_aiperf", "--row", "aiperf", args.model)))  # AIPerf vs Steps
     if not peer:
         return
     if "--speed" not in argv:
