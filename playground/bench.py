@@ -91,6 +91,7 @@ def main(argv: list[str]) -> None:
     if not args.names:   # continuous batching: the batch-size sweep (bench_batch.py), then the workload (bench_serve.py)
         _say(json.loads(row_in_subprocess("playground.bench_batch", "--row", "batch", args.model)))
         _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
+        _say(json.loads(row_in_subprocess("playground.bench_aiperf", "--row", "aiperf", args.model)))  # AIPerf vs Steps
     if not peer:
         return
     if "--speed" not in argv:

@@ -86,7 +86,8 @@ class Trace:
     use_cache: bool = True          # False: every step re-read the whole context (no KV cache)
     cached_tokens: int = 0          # prompt tokens served from a cached prefix (not prefilled by this run)
     replay: dict = field(default_factory=dict)  # what a replay must match: runtime, threads, CPU, versions
-    server: dict = field(default_factory=dict)  # a remote source's own figures, labelled by origin (remote/)
+    server: dict = field(default_factory=dict)  # a remote source's own figures, labelled by origin (remote/);
+    #                                             the endpoint's (api/): received_ns, the client's x_request_id
 
     @property
     def text(self) -> str:
@@ -123,8 +124,10 @@ class Trace:
                 "null: not reported",
         "graph": "which graph ran that forward pass (continuous batching); null: not reported",
         "replay": "what a replay must match: backend, dtype, threads, CPU features, library versions; with seed",
-        "server": "a remote source only: what the server itself reported (usage, timings, metrics, slots), "
-                  "each labelled by origin; the step times are measured at the client on each event's arrival",
+        "server": "a remote source: what the server itself reported (usage, timings, metrics, slots), "
+                  "each labelled by origin; the step times are measured at the client on each event's arrival. "
+                  "This app's OpenAI-compatible endpoint: received_ns (time.time_ns() when its route received "
+                  "the request) and the client's x_request_id (its X-Request-ID header)",
     }
 
     def to_dict(self) -> dict:

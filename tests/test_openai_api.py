@@ -279,6 +279,25 @@ def test_the_record_is_a_workload_the_serve_summary_reads_and_keeps_no_prompt(se
     assert record.pool["slots"] == 4 and record.slot_map and record.kv_unit == "bytes"
 
 
+def test_the_record_keeps_the_clients_x_request_id_and_when_the_route_received_it(served, caplog):
+    rid = "bench-7c1e-0042"
+    caplog.set_level("DEBUG")
+    before = time.time_ns()
+    with httpx.stream("POST", served.url + "/v1/chat/completions", json={
+            "messages": QUESTION, "max_tokens": 3, "stream": True, "temperature": 0},
+            headers={"Authorization": f"Bearer {KEY}", "X-Request-ID": rid}) as r:
+        assert [line for line in r.iter_lines() if line][-1] == "data: [DONE]"
+    traces = [x.trace for x in served.traffic.snapshot().records if x.trace and x.trace.server.get("x_request_id") == rid]
+    assert len(traces) == 1
+    trace = traces[0]
+    assert before <= trace.server["received_ns"] <= trace.steps[0].wall_ns <= time.time_ns()
+    assert len(trace.steps) == 3 and rid not in caplog.text   # kept on the record, never logged
+    anonymous = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=1)
+    assert anonymous.choices   # without the header the record just has no x_request_id
+    last = served.traffic.snapshot().records[-1].trace
+    assert "received_ns" in last.server and "x_request_id" not in last.server
+
+
 def test_the_idle_loop_does_not_step(served):
     loop = served.service.engine_loop
     settle(loop)

@@ -14,6 +14,6 @@ from .limits import ApiConfig, ApiLimits
 from .loop import EngineLoop
 from .record import ClientTraffic
 from .routes import api_routes
-from .service import ApiService, batching_backend
+from .service import ApiService, Received, batching_backend
 
-__all__ = ["ApiConfig", "ApiLimits", "ApiService", "ClientTraffic", "EngineLoop", "api_routes", "batching_backend"]
+__all__ = ["ApiConfig", "ApiLimits", "ApiService", "ClientTraffic", "EngineLoop", "Received", "api_routes", "batching_backend"]

@@ -118,12 +118,14 @@ class EngineLoop:
         return self.batcher.capacity
 
     def submit(self, ids: list[int], settings: GenerationSettings, *, prompt: str = "", text: str = "",
-               ignore_eos: bool = False, request_id=None, client: str = "") -> Ticket:
-        """Queue a request; ValueError when it cannot fit a slot or the loop is closed."""
+               ignore_eos: bool = False, request_id=None, client: str = "", server: dict | None = None) -> Ticket:
+        """Queue a request; ValueError when it cannot fit a slot or the loop is closed. `server`: what the
+        endpoint knows of it (its Trace's `server` dict, filled before the observer is told)."""
         if self._closed:
             raise ValueError("the engine loop is closed")
         with self._lock:
             seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos)
+            seq.trace.server.update(server or {})
             ticket = self.tickets[id(seq)] = Ticket(seq, client)
             if self.observer is not None:
                 self.observer.submitted(ticket)

@@ -13,13 +13,15 @@ the body, then asks the service; any ApiError becomes OpenAI's error JSON with i
 A streamed answer is written as the loop makes each Step. When the client goes away -- Starlette cancels
 the stream's coroutine, or a check every POLL_S finds the connection closed -- the request is cancelled,
 so its KV slot is free after the loop's next iteration; a non-streamed request is cancelled the same way.
-Nothing about a request is logged: no prompt, no key.
+Nothing about a request is logged: no prompt, no key. When it came and the client's `X-Request-ID` go
+on its Trace's `server` dict (service.Received), for a benchmark to match its records with ours.
 
 Left out: the limits themselves (limits.py) and the shapes of bodies (request_body.py, response_body.py).
 """
 from __future__ import annotations
 
 import json
+import time
 from contextlib import aclosing
 
 from fastapi import Request
@@ -29,7 +31,7 @@ from fastapi.routing import APIRoute
 from .errors import ApiError, bad_request
 from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
-from .service import ApiService, Job
+from .service import ApiService, Job, Received
 
 POLL_S = 0.5   # how often a request with no new Step checks that its client is still there
 
@@ -94,10 +96,11 @@ async def _whole(job: Job, request: Request):
 
 def completion_route(service: ApiService, kind: str):
     async def complete(request: Request):
+        received = Received(time.time_ns(), request.headers.get("x-request-id"))
         try:
             client = _client(service, request)
             asked = read_body(await _body(request), kind)
-            job = service.open(asked, client)
+            job = service.open(asked, client, received)
         except ApiError as error:
             return error_response(error)
         if asked.stream:

@@ -3,14 +3,17 @@ per request.
 
     service = ApiService(lambda: registry.get("onnx-gguf4"), ApiConfig.from_env())
     service.start_loading()                        # the model loads in a thread; until then: 503 + Retry-After
-    job = service.open(asked, client)              # tokenize, check sizes (400), admit (429), queue in the loop
+    job = service.open(asked, client, Received(time.time_ns(), "req-1"))   # tokenize, check sizes (400),
+                                                   # admit (429), queue in the loop
     async for steps in job.ticket.updates(): job.answer.chunks(steps)   # (routes.py)
     job.end()                                      # cancel it if still running, true up the client's minute
     service.models(), service.tokenize(body), service.apply_template(body)
 
 Every request of every client goes into one EngineLoop, so they are batched together. A request's Trace
 keeps its token ids but not its text (prompt and prompt_text are empty): a view of client traffic on a
-public Space shows no one's prompt. The pool is sized
+public Space shows no one's prompt. Its `server` dict says when the route received the request
+(`received_ns`, time.time_ns(): the server-side start a standard client's TTFT is compared with) and the
+client's own `X-Request-ID` (`x_request_id`, so a benchmark can match its records to ours; never logged). The pool is sized
 once: `slots` KV slots of `capacity` positions (at most the model's window), fewer slots when that would
 take more memory than the Serve tab's batching allows (MAX_POOL_BYTES).
 
@@ -48,6 +51,27 @@ def batching_backend(names: list[str], default: str) -> str:
             return name
     raise ValueError(f"the OpenAI-compatible endpoint needs one of {', '.join(BATCHABLE)}; this app has "
                      f"{', '.join(names)}")
+
+
+MAX_REQUEST_ID_CHARS = 128   # a longer X-Request-ID is cut (it only ever labels a record)
+
+
+@dataclass(frozen=True)
+class Received:
+    """What the route knew of a request before reading its body: when it came, the client's X-Request-ID."""
+    ns: int                        # time.time_ns() when the route received it
+    x_request_id: str | None = None
+
+    def server_fields(self) -> dict:
+        """The Trace's `server` entries.
+
+        >>> Received(5, "a" * 200).server_fields() == {"received_ns": 5, "x_request_id": "a" * 128}
+        True
+        """
+        fields = {"received_ns": self.ns}
+        if self.x_request_id:
+            fields["x_request_id"] = self.x_request_id[:MAX_REQUEST_ID_CHARS]
+        return fields
 
 
 @dataclass
@@ -116,8 +140,9 @@ class ApiService:
 
     # --- requests
 
-    def open(self, asked: Asked, client: str) -> Job:
+    def open(self, asked: Asked, client: str, received: Received | None = None) -> Job:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""
+        received = received or Received(time.time_ns())
         loop = self.loop()
         _, ids = prompt_ids(loop.engine, asked)
         window = loop.capacity
@@ -131,7 +156,8 @@ class ApiService:
         admission = self.guard.admit(client, len(ids) + max_tokens)
         request_id = ("chatcmpl-" if asked.kind == CHAT else "cmpl-") + secrets.token_hex(12)
         try:
-            ticket = loop.submit(ids, settings, ignore_eos=asked.ignore_eos, request_id=request_id, client=client)
+            ticket = loop.submit(ids, settings, ignore_eos=asked.ignore_eos, request_id=request_id, client=client,
+                                 server=received.server_fields())
         except ValueError as exc:
             admission.guard.release(admission)
             raise bad_request(str(exc), _param(asked)) from None
