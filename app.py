@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
 
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend
@@ -28,6 +29,7 @@ from playground.config import AppConfig
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints, endpoint_urls
 from playground.remote.llama_server import add_llama_server
+from playground.remote.source import RemoteSource
 from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo
 
 
@@ -50,11 +52,29 @@ def make_demo(registry: SourceRegistry, traffic: ClientTraffic | None = None):
     return demo
 
 
-def openai_routes(registry: SourceRegistry, traffic: ClientTraffic) -> list:
+SELF_SOURCE = "this app's endpoint"
+PORT = int(os.environ.get("PORT", 7860))
+
+
+def serve_the_endpoint(registry: SourceRegistry, port: int) -> tuple[ClientTraffic, ApiConfig]:
+    """Get ready to serve the OpenAI-compatible endpoint: its live record of clients, its config, and a source
+    the Serve tab can send its own workload through (the endpoint on 127.0.0.1:port, with a key made here and
+    never shown, so the presenter's requests join the audience's in one batch without the per-client limits)."""
+    config = ApiConfig.from_env(presenter_key=secrets.token_urlsafe(24))
+
+    def factory(name, progress):
+        progress(0.5, "connecting to this app's own endpoint")
+        return RemoteSource(f"http://127.0.0.1:{port}/v1", api_key=config.presenter_key)
+    registry.add(SELF_SOURCE, factory, label=f"{SELF_SOURCE} · the OpenAI-compatible endpoint of this app: the "
+                                              "Serve tab's requests join its clients' in one continuous batch")
+    return ClientTraffic(), config
+
+
+def openai_routes(registry: SourceRegistry, traffic: ClientTraffic, config: ApiConfig | None = None) -> list:
     """The OpenAI-compatible endpoint's routes over the registry's ONNX engine, which starts loading now;
     `traffic` records its clients' requests (the Serve tab draws it)."""
     name = batching_backend(registry.names, registry.default)
-    service = ApiService(lambda: registry.get(name), ApiConfig.from_env(), observer=traffic)
+    service = ApiService(lambda: registry.get(name), config or ApiConfig.from_env(), observer=traffic)
     service.start_loading()
     registry.on_close(service.close)
     return api_routes(service)
@@ -64,11 +84,12 @@ def openai_api_wanted(flag: bool = False) -> bool:
     return flag or os.environ.get("PLAYGROUND_OPENAI_API") == "1"
 
 
-def launch_kwargs(registry: SourceRegistry, traffic: ClientTraffic | None = None) -> dict:
+def launch_kwargs(registry: SourceRegistry, traffic: ClientTraffic | None = None,
+                  config: ApiConfig | None = None) -> dict:
     """demo.launch's app_kwargs: the live channel's route, and the endpoint's when `traffic` records one."""
     kwargs = app_kwargs()
     if traffic is not None:
-        kwargs["routes"] = openai_routes(registry, traffic) + kwargs["routes"]
+        kwargs["routes"] = openai_routes(registry, traffic, config) + kwargs["routes"]
     return kwargs
 
 
@@ -77,7 +98,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", help="model spec: a hub id, a local folder, a .gguf file, or 'tiny'")
     parser.add_argument("--backend", help="torch | onnx | onnx-int8 | onnx-int4 | onnx-gguf4 (default: torch on CUDA; "
                                           "else onnx-gguf4 for a GGUF model, onnx for others)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 7860)))
+    parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--endpoint", action="append", default=[], metavar="URL",
                         help="an OpenAI-compatible server to watch, e.g. http://127.0.0.1:8080/v1 (repeatable)")
     parser.add_argument("--api-key-env", metavar="NAME",
@@ -94,17 +115,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 registry = make_registry()
-traffic = ClientTraffic() if openai_api_wanted() else None
+traffic, api_config = serve_the_endpoint(registry, PORT) if openai_api_wanted() else (None, None)
 demo = make_demo(registry, traffic)
 
 if __name__ == "__main__":
     args = parse_args()
     if any([args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
-            args.llama_parallel is not None, args.openai_api and traffic is None]):
+            args.llama_parallel is not None, args.openai_api and traffic is None, args.port != PORT]):
         registry = make_registry(args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
                                  args.llama_parallel)
-        traffic = ClientTraffic() if openai_api_wanted(args.openai_api) else None
+        traffic, api_config = (serve_the_endpoint(registry, args.port) if openai_api_wanted(args.openai_api)
+                               else (None, None))
         demo = make_demo(registry, traffic)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
-    demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, traffic))
+    demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, traffic, api_config))

@@ -359,6 +359,8 @@ def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypa
     paths = [r.path for r in app.launch_kwargs(registry, app.ClientTraffic())["routes"]]
     assert paths[:3] == ["/v1/chat/completions", "/v1/completions", "/v1/models"]
     assert paths[-1] == "/playground/live/{run_id}"
+    traffic, config = app.serve_the_endpoint(registry, 7999)
+    assert app.SELF_SOURCE in registry.names and config.presenter_key and config.presenter_key not in repr(config)
     registry.close()
 
 
@@ -384,3 +386,31 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
     assert any(trace.get("name") == "decode" for trace in figure["data"])   # a client's request on the Gantt
     assert any(trace.get("fill") == "toself" for trace in json.loads(kv_map["plot"])["data"])
     assert classes["value"]["data"][0][0] == "short"
+
+
+def test_the_presenters_workload_joins_the_clients_batch_without_their_limits(tiny_onnx_engine):
+    from playground.api import ApiLimits
+    from playground.api.limits import PRESENTER, Guard
+    from playground.serve import SCHEDULERS, RequestClass, Workload
+
+    config = ApiConfig(keys=(KEY,), limits=ApiLimits(in_flight_per_client=1), slots=4, capacity=512,
+                       presenter_key="presenter-key-9c1")
+    guard = Guard(config)
+    assert guard.client("Bearer presenter-key-9c1", "127.0.0.1") == PRESENTER
+    assert guard.client(f"Bearer {KEY}", "127.0.0.1") == "client 1"
+    held = [guard.admit(PRESENTER, 10) for _ in range(3)]   # over the per-client limit: still admitted
+    held.append(guard.admit("client 1", 10))
+    with pytest.raises(Exception, match="in flight from this client"):   # an ordinary client: its limit of 1
+        guard.admit("client 1", 10)
+    for admission in held:
+        guard.release(admission)
+    s = Served(tiny_onnx_engine, config)
+    try:
+        source = RemoteSource(s.url + "/v1", api_key="presenter-key-9c1")
+        w = Workload.build([RequestClass("short", "What is the capital of France?", 12, 1.0)], 4)
+        result = SCHEDULERS["concurrent"].create(source).run(w)
+        assert all(r.stop_reason in ("eos", "length") for r in result.records)   # none refused with a 429
+        record = s.traffic.snapshot()
+        assert len(record.records) == 4 and max(b.decode_tokens for b in record.batches) > 1   # one batch
+    finally:
+        s.stop()

@@ -25,6 +25,10 @@ tokens) is a bad request (400: asking again cannot help); over a rate limit (req
 client or in all; tokens per minute, one client's prompt + completion tokens over the last 60 s, reserved
 at admission and trued up at the end) is 429 with a Retry-After.
 
+The app's own Serve tab sends its workload through the endpoint with a key made at start-up
+(`presenter_key`, never shown): that client is counted but never refused, so the presenter's requests share
+the engine with the audience's without being throttled as one of them.
+
 Left out: persistence (limits are per process) and per-key limits (every client has the same).
 """
 from __future__ import annotations
@@ -40,6 +44,7 @@ from dataclasses import dataclass, field, fields, replace
 from .errors import bad_request, too_many, unauthorized
 
 WINDOW_S = 60.0
+PRESENTER = "the presenter"   # the client name of the app's own Serve tab (ApiConfig.presenter_key)
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class ApiConfig:
     slots: int = 8                # KV slots: requests decoded together (more wait for a free slot)
     capacity: int = 1024          # positions per slot: prompt + new tokens of one request (at most the window)
     trust_forwarded: bool = False  # name clients by X-Forwarded-For's first address (behind a known proxy)
+    presenter_key: str | None = field(default=None, repr=False)   # the app's own Serve tab: no per-client limits
 
     @classmethod
     def from_env(cls, **overrides) -> "ApiConfig":
@@ -101,16 +107,20 @@ class Guard:
     def __init__(self, config: ApiConfig, clock=time.monotonic):
         self.config, self.limits, self.clock = config, config.limits, clock
         self._digests = [hashlib.sha256(k.encode()).digest() for k in config.keys]
+        self._presenter = hashlib.sha256(config.presenter_key.encode()).digest() if config.presenter_key else None
         self._names: dict[str, str] = {}                   # a client's identity -> "client N"
         self._in_flight: dict[str, int] = {}
         self._minute: dict[str, deque] = {}
         self._lock = threading.Lock()
 
     def client(self, authorization: str | None, address: str | None, forwarded: str | None = None) -> str:
-        """The caller's name ("client N"); ApiError 401 when keys are set and none of them was sent."""
+        """The caller's name ("client N", or PRESENTER for the app's own Serve tab); ApiError 401 when keys are set
+        and none of them was sent."""
+        scheme, _, key = (authorization or "").partition(" ")
+        digest = hashlib.sha256(key.strip().encode()).digest()
+        if self._presenter is not None and scheme.lower() == "bearer" and hmac.compare_digest(digest, self._presenter):
+            return PRESENTER
         if self._digests:
-            scheme, _, key = (authorization or "").partition(" ")
-            digest = hashlib.sha256(key.strip().encode()).digest()
             matches = [hmac.compare_digest(digest, d) for d in self._digests]
             if scheme.lower() != "bearer" or not any(matches):
                 raise unauthorized()
@@ -138,6 +148,9 @@ class Guard:
         lim, now = self.limits, self.clock()
         with self._lock:
             mine = self._in_flight.get(client, 0)
+            if client == PRESENTER:   # the presenter's workload: counted, never refused (the Batcher queues it)
+                self._in_flight[client] = mine + 1
+                return Admission(self, client, [now, tokens])
             if mine >= lim.in_flight_per_client:
                 raise too_many(f"{mine} request{'s' if mine > 1 else ''} in flight from this client; the limit is "
                                f"{lim.in_flight_per_client} at a time", retry_after=1)
