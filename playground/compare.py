@@ -10,15 +10,18 @@ machine the order still matters a little (caches warm up), which is why the benc
 Token agreement is position by position over the answers' tokens (special tokens left out: a server does
 not stream the end-of-sequence token): after the first divergence the two texts usually drift apart
 entirely, so a low share means "diverged early", not "mostly different tokens". `explain` says why two
-runs differ: different prompts (another chat template) or, from the same ids, arithmetic.
+runs differ: different prompts (another chat template) or, from the same ids, arithmetic. `answers_html`
+shows both answers' text side by side, the first differing token and everything after it marked.
 Left out: comparing sampled runs (agreement is only meaningful for greedy, or with one seed).
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from .config import GenerationSettings
 from .trace import Trace
+from .units import tokens
 
 
 def token_agreement(a: list[int], b: list[int]) -> tuple[float, int | None]:
@@ -109,3 +112,32 @@ def compare_backends(prompt: str, settings: GenerationSettings | None, source_a,
     b = source_b.run(prompt, settings).wait()
     share, first = token_agreement(*answer_tokens(a, b))
     return Comparison(prompt, settings, a, b, share, first)
+
+
+ANSWERS_CSS = (
+    ".cmp-answers { display: flex; flex-wrap: wrap; gap: 12px; }\n"
+    ".cmp-answer { flex: 1 1 300px; min-width: 0; }\n"
+    ".cmp-text { white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.5; }\n"
+    ".cmp-first { background: #fdd835; color: #000; border-radius: 3px; outline: 2px solid #f57f17; }\n"
+    ".cmp-diff { background: #fff3c4; color: #000; }\n"
+    "body.present .cmp-text, body.present .cmp-note { font-size: 20px !important; }\n"
+)
+
+
+def answers_html(c: "Comparison") -> str:
+    """Both answers' text side by side, escaped; from the first differing token on, each side is marked
+    (that token in `cmp-first`, the rest in `cmp-diff`). Tokens are those `answer_tokens` compares."""
+    k = c.first_divergence
+    note = ("The two answers are identical." if k is None else
+            f"Marked: the first token where they differ (output token {k}) and everything after it.")
+    columns = []
+    for side, trace in zip("AB", c.traces):
+        pieces = [s.text for s in trace.steps if not s.special]
+        same, rest = (pieces, []) if k is None else (pieces[:k], pieces[k:])
+        body = html.escape("".join(same), quote=True)
+        if rest:
+            body += (f'<mark class="cmp-first">{html.escape(rest[0], quote=True)}</mark>'
+                     f'<span class="cmp-diff">{html.escape("".join(rest[1:]), quote=True)}</span>')
+        columns.append(f'<div class="cmp-answer"><h4 class="tok-title">{side} · {html.escape(trace.backend)} · '
+                       f'{tokens(len(pieces))}</h4><div class="cmp-text">{body or "<i>(no tokens)</i>"}</div></div>')
+    return f'<p class="cmp-note">{note}</p><div class="cmp-answers">{"".join(columns)}</div>'

@@ -2,6 +2,7 @@
 
     python scripts/screenshot.py [--out assets/screenshot.png]
     python scripts/screenshot.py --tab serve --out assets/serve.png   # the Serve tab after its default workload
+    python scripts/screenshot.py --tab lesson --present --out assets/lesson-present.png   # step 1 at 1024x768
 
 The helpers here (launch the demo in-process, drive a page through a run) are shared with
 tests/test_browser.py. Left out: any browser but Debian's Chromium or the one PLAYGROUND_CHROMIUM names (no playwright download).
@@ -33,7 +34,7 @@ def launch(demo) -> str:
 
 
 def open_page(playwright, url: str, width: int = 1400, height: int = 1000, load_timeout_s: float = 120):
-    """A Chromium page on the app, once the model has loaded (the info line names it)."""
+    """A Chromium page on the app (`url` may carry a query, e.g. ?present=1), once the model has loaded."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(url)
@@ -68,10 +69,21 @@ def serve(page, timeout_s: float = 900) -> None:
     page.wait_for_timeout(2000)   # the last redraw of the charts
 
 
+def lesson(page, timeout_s: float = 600) -> None:
+    """Open the Lesson tab, press Next (step 1 on a fresh page) and wait for its takeaway and its view drawn."""
+    page.get_by_role("tab", name="Lesson").click()
+    page.locator("#lesson-next").click()
+    page.wait_for_function("document.querySelector('#lesson-title').innerText.includes('Step 1 of 6') && "
+                           "document.querySelector('#lesson-takeaway').innerText.length > 40", timeout=timeout_s * 1000)
+    page.wait_for_timeout(2500)   # the step's last redraw; presenter.js enlarges chart fonts once a second
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
-    parser.add_argument("--tab", choices=("generate", "serve"), default="generate")
+    parser.add_argument("--tab", choices=("generate", "serve", "lesson"), default="generate")
+    parser.add_argument("--present", action="store_true",
+                        help="presenter mode (?present=1) at 1024x768, the viewport only (what a projector shows)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -80,9 +92,11 @@ def main() -> None:
     url = launch(app.demo)
     try:
         with sync_playwright() as p:
-            browser, page = open_page(p, url, load_timeout_s=600)
-            generate(page, timeout_s=600) if args.tab == "generate" else serve(page)
-            page.screenshot(path=str(args.out), full_page=True)
+            size = (1024, 768) if args.present else (1400, 1000)
+            browser, page = open_page(p, url + ("?present=1" if args.present else ""), *size, load_timeout_s=600)
+            {"generate": lambda: generate(page, timeout_s=600), "serve": lambda: serve(page),
+             "lesson": lambda: lesson(page)}[args.tab]()
+            page.screenshot(path=str(args.out), full_page=not args.present)
             browser.close()
     finally:
         app.demo.close()

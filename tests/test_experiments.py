@@ -61,7 +61,7 @@ def test_prefill_sweep_structure(tiny_engine):
         assert len(p.times) == 2 and p.min <= p.q1 <= p.median <= p.q3 <= p.max
         assert p.tokens_per_s == pytest.approx(p.length / p.median)
     assert len(r.fit.coefficients) == 3 and r.info.backend == "torch" and r.info.model == "tiny-random-llama"
-    assert "fit a + bL + cL²" in " ".join(t.name for t in plot_prefill_sweep(r).data)
+    assert "fit: " in " ".join(t.name for t in plot_prefill_sweep(r).data)
 
 
 def test_cache_and_no_cache_give_identical_tokens(tiny_engine):

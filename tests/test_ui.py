@@ -151,6 +151,8 @@ def test_compare_finds_where_two_sources_part_ways(app_url):
     assert f"token agreement {share}%" in json.dumps(figure)
     assert [row[0] for row in table["data"]] == ["torch", "torch"] and [row[3] for row in table["data"]] == [8, 8]
     assert "finished" in status
+    answers = out["answers"]   # both answers' text, marked from the first differing token on, in each column
+    assert answers.count('<mark class="cmp-first">') == 2 and f"(output token {SWERVE_AT})" in answers
 
 
 def test_compare_names_a_failed_backend(app_url):
@@ -179,7 +181,7 @@ def test_experiment_cache_comparison_reports_identical_tokens(app_url):
     from playground.ui.experiments_tab import OUTPUTS
     client = Client(app_url, verbose=False)
     out = named(client.predict(*experiment_args("cache"), api_name="/experiment"), OUTPUTS)
-    assert "Cache vs no cache" in out["summary"] and "identical: yes" in out["summary"] and "ratio" in out["summary"]
+    assert "Cache vs no cache" in out["summary"] and "the same" in out["summary"] and "as long" in out["summary"]
     assert out["figure"] and out["status"] == "finished"
 
 

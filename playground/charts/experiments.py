@@ -14,6 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..units import formula
+
 CACHED, UNCACHED = "#1f77b4", "#d62728"
 
 
@@ -36,12 +38,10 @@ def plot_prefill_sweep(sweep) -> go.Figure:
         customdata=[[p.tokens_per_s] for p in pts],
         hovertemplate="L=%{x}<br>%{y:.1f} ms<br>%{customdata[0]:.0f} tok/s<extra></extra>"))
     if sweep.fit and len(pts) > 1:
-        a, b, c = sweep.fit.coefficients
         xs = np.linspace(0, max(L), 200)
         fig.add_trace(go.Scatter(
             x=xs, y=sweep.fit(xs) * 1000, mode="lines", line={"dash": "dash"},
-            name=f"fit a + bL + cL²: a={a * 1e3:.3g} ms, b={b * 1e3:.3g} ms/tok, c={c * 1e3:.3g} ms/tok² "
-                 f"(R²={sweep.fit.r2:.3f})"))
+            name=f"fit: {formula(sweep.fit.coefficients, 'L')} (R² {sweep.fit.r2:.3f})"))
     fig.add_trace(go.Scatter(x=L, y=[p.tokens_per_s for p in pts], mode="lines+markers", name="prefill tok/s",
                              line={"color": "gray", "width": 1}), secondary_y=True)
     fig.update_layout(title=_title("Prefill time vs prompt length", sweep),
@@ -76,10 +76,9 @@ def plot_depth_sweep(sweep) -> go.Figure:
     fig.add_trace(go.Scatter(x=sweep.seq_len, y=[t * 1000 for t in sweep.latency], mode="markers",
                              marker={"size": 4}, name="decode step latency (measured ITL)"))
     if sweep.fit and len(sweep.seq_len) > 1:
-        a, b = sweep.fit.coefficients
         xs = np.array([min(sweep.seq_len), max(sweep.seq_len)])
         fig.add_trace(go.Scatter(x=xs, y=sweep.fit(xs) * 1000, mode="lines", line={"dash": "dash"},
-                                 name=f"fit a + b·seq_len: a={a * 1e3:.3g} ms, b={b * 1e6:.3g} µs/token"))
+                                 name=f"fit: {formula(sweep.fit.coefficients, 'depth')}"))
     fig.update_layout(title=_title("Decode cost vs context depth (EOS ignored)", sweep),
                       xaxis_title="tokens in the KV cache", yaxis_title="step latency (ms)",
                       legend={"orientation": "h", "y": -0.2})

@@ -21,6 +21,8 @@ from collections import Counter
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..tokens.compare import units_text
+
 MAX_BYTES_BIN = 8   # tokens with >= this many bytes share the last bin
 COLOURS = ["#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2"]
 
@@ -39,8 +41,9 @@ def plot_token_comparison(comparison) -> go.Figure:
     counts = [len(comparison.spans[n]) for n in names]
     colours = [COLOURS[k % len(COLOURS)] for k in range(len(names))]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], horizontal_spacing=0.12,
-                        subplot_titles=(f"tokens for {comparison.words:,} words", "bytes per token"))
-    per_word = [f"{c / comparison.words:.2f} tokens/word" if comparison.words else "" for c in counts]
+                        subplot_titles=(f"tokens for {units_text(comparison.words, comparison.unspaced)}",
+                                        "bytes per token"))
+    per_word = [f"{c / comparison.units:.2f} {comparison.per_unit}" if comparison.units else "" for c in counts]
     fig.add_trace(go.Bar(x=names, y=counts, marker_color=colours, text=[f"{c:,}" for c in counts],
                          textposition="outside", customdata=per_word, showlegend=False,
                          hovertemplate="%{x}: %{y:,} tokens<br>%{customdata}<extra></extra>"), row=1, col=1)

@@ -18,7 +18,9 @@ import threading
 from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
+from ..run_view import format_seconds
 from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, follow, require, warm_up
+from ..units import times, tokens
 
 
 @dataclass
@@ -46,6 +48,25 @@ class CacheComparison(ResultBase):
                 else None,
                 "identical": self.cached_tokens[:n] == self.uncached_tokens[:n] and n == len(self.cached_tokens),
                 "compared_tokens": n}
+
+    def findings(self) -> list[str]:
+        if not self.cached_latency:
+            return []
+        s = self.summary()
+
+        def cpu(key):
+            return f" (CPU time {format_seconds(s[key])})" if s[key] is not None else ""
+        out = [f"with the KV cache: {tokens(len(self.cached_latency))} in {format_seconds(s['cached_total_s'])}"
+               f"{cpu('cached_cpu_s')}"]
+        if self.uncached_latency:
+            out.append(f"without it (everything recomputed at each step): {tokens(len(self.uncached_latency))} in "
+                       f"{format_seconds(s['uncached_total_s'])}{cpu('uncached_cpu_s')}")
+        out.append(f"without the cache it took {times(s['ratio'])} as long" if s["ratio"]
+                   else "how much longer without the cache: not known (that run did not finish)")
+        if s["compared_tokens"]:
+            out.append(f"the same {s['compared_tokens']} tokens both ways: the cache changes the cost, not the answer"
+                       if s["identical"] else f"the tokens differ ({tokens(s['compared_tokens'])} compared)")
+        return out
 
 
 def run_cache_comparison(source, prompt_tokens: int = 128, new_tokens: int = 32,

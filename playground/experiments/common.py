@@ -55,6 +55,10 @@ class ResultBase:
     def summary(self) -> dict:
         return {}
 
+    def findings(self) -> list[str]:
+        """The result in words with units, one finding a line (see units.py); empty: too little measured."""
+        return []
+
     def to_dict(self) -> dict:
         return {"experiment": self.NAME, **asdict(self), "summary": self.summary()}
 

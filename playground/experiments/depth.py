@@ -18,8 +18,10 @@ import threading
 from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
+from ..run_view import format_seconds
 from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, follow, \
     require, warm_up
+from ..units import precise_duration
 
 
 @dataclass
@@ -44,6 +46,18 @@ class DepthSweep(ResultBase):
         return {"first_third_median_s": first[len(first) // 2], "last_third_median_s": last[len(last) // 2],
                 "slope_s_per_token": self.fit.coefficients[1] if self.fit else None,
                 "mean_itl_s": sum(self.latency) / len(self.latency)}
+
+    def findings(self) -> list[str]:
+        s = self.summary()
+        if not s:
+            return []
+        out = [f"a decode step early on (first third of the steps): median {format_seconds(s['first_third_median_s'])}",
+               f"late (last third): median {format_seconds(s['last_third_median_s'])}",
+               f"average decode step: {format_seconds(s['mean_itl_s'])}"]
+        if s["slope_s_per_token"] is not None:
+            out.append(f"each token more in the KV cache adds {precise_duration(s['slope_s_per_token'])} to a step "
+                       "(a straight-line fit)")
+        return out
 
 
 def run_depth_sweep(source, prompt_tokens: int = 256, new_tokens: int = 256,

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import GenerationSettings
+from ..run_view import format_seconds
 from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, require, \
     warm_up
+from ..units import formula
 
 
 @dataclass
@@ -52,6 +54,18 @@ class PrefillSweep(ResultBase):
         a, b, c = self.fit.coefficients
         return {"fit": f"{a:.4g} + {b:.4g}·L + {c:.4g}·L²", "r2": self.fit.r2,
                 "max_length": self.points[-1].length, "max_length_median_s": self.points[-1].median}
+
+    def findings(self) -> list[str]:
+        if not self.points:
+            return []
+        first, last = self.points[0], self.points[-1]
+        out = [f"shortest prompt ({first.length:,} tokens): median {format_seconds(first.median)}",
+               f"longest prompt ({last.length:,} tokens): median {format_seconds(last.median)}, "
+               f"{last.tokens_per_s:,.0f} tokens/s"]
+        if self.fit and len(self.points) > 1:
+            out.append(f"fit to the medians: TTFT ≈ {formula(self.fit.coefficients, 'L')}, where L is the "
+                       f"prompt length in tokens (R² {self.fit.r2:.3f})")
+        return out
 
 
 def geometric_lengths(start: int = 16, stop: int = 1024, count: int = 8, limit: int | None = None) -> list[int]:

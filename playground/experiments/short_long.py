@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from ..config import GenerationSettings
 from ..metrics import estimate_cost
+from ..run_view import format_bytes, format_seconds
 from .common import Progress, ProgressFn, ResultBase, RunInfo, follow, long_document
+from ..units import times, usd
 
 SHORT_QUESTION = "What is the capital of France?"
 SUMMARIZE_INSTRUCTION = "Summarize the following document in three sentences.\n\n"
@@ -62,6 +64,33 @@ class ShortLongComparison(ResultBase):
         ratios = {k: getattr(self.long, k) / getattr(self.short, k)
                   for k in keys if getattr(self.short, k) and getattr(self.long, k) is not None}
         return {"ratios": ratios, "ratio_meaning": "long / short"}
+
+    def findings(self) -> list[str]:
+        out = [_request_words(r) for r in (self.short, self.long) if r is not None]
+        ratios = self.summary().get("ratios", {})
+        if ratios:
+            out.append("long ÷ short: " + ", ".join(f"{times(ratios[k])} {RATIO_WORDS[k]}"
+                                                    for k in RATIO_WORDS if k in ratios))
+        if out:
+            out.append(f"estimated cost: tokens × an illustrative price of {usd(self.usd_per_m_input)} per "
+                       f"million input and {usd(self.usd_per_m_output)} per million output tokens")
+        if self.document_truncated:
+            out.append("the document was cut to fit the model's context window")
+        return out
+
+
+RATIO_WORDS = {"input_tokens": "the input tokens", "output_tokens": "the output tokens", "ttft": "the TTFT",
+               "e2e": "the end-to-end time", "kv_bytes": "the KV cache", "est_cost_usd": "the estimated cost"}
+
+
+def _request_words(r: RequestMeasure) -> str:
+    """'short request: 35 tokens in, 8 out · TTFT 40 ms · end to end 512 ms · KV cache 1.2 MiB · …'"""
+    parts = [f"{r.label} request: {r.input_tokens:,} tokens in, {r.output_tokens:,} out",
+             "TTFT " + ("missing" if r.ttft is None else format_seconds(r.ttft)),
+             "end to end " + ("missing" if r.e2e is None else format_seconds(r.e2e)),
+             "KV cache " + ("not measured" if r.kv_bytes is None else format_bytes(r.kv_bytes)),
+             f"estimated cost (USD) {usd(r.est_cost_usd)}"]
+    return " · ".join(parts)
 
 
 def long_prompt(tokenizer, context_window: int | None, max_new_tokens: int,

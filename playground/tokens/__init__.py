@@ -24,6 +24,6 @@ Example:
 <|im_start|>; tiktoken reads special-token text in user input as plain text); True/False force it.
 """
 from .chips import TOKEN_CSS, render_chips_html, visible
-from .compare import Comparison, compare, summary_line
+from .compare import Comparison, compare, count_words, summary_line, units_text
 from .spans import TokenizerUnavailable, TokenizerView, TokenSpan, clean_text, spans_from_pieces
 from .views import get_view, hf_view, tiktoken_view

@@ -21,6 +21,7 @@ import html
 
 import gradio as gr
 
+from ..compare import ANSWERS_CSS
 from ..registry import SourceRegistry, as_registry
 from ..session import Session
 from ..tokens import TOKEN_CSS
@@ -82,7 +83,7 @@ def build_demo(engine, traffic=None) -> gr.Blocks:
     `traffic`: the OpenAI-compatible endpoint's live record of its clients (api.ClientTraffic), drawn on the
     Serve tab; None when the app serves no endpoint."""
     registry = as_registry(engine)
-    css = TOKEN_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
+    css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     with gr.Blocks(title="LLM Serving Playground", css=css, theme=THEME,
                    head=live_head() + presenter_head(),   # Plotly.js, live.js (Generate draws in the
                    # browser), presenter.js (presenter mode's chart fonts)

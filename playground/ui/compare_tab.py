@@ -1,5 +1,6 @@
-"""The Compare tab: one prompt and settings on two backends, their timelines and per-step latency in one
-chart, TTFT and decode tok/s side by side, and whether their tokens agree (compare.py measures).
+"""The Compare tab: one prompt and settings on two backends, both answers' text with the tokens where they
+differ marked, their timelines and per-step latency in one chart, TTFT and decode tok/s side by side, and
+whether their tokens agree (compare.py measures and writes the answers' HTML).
 
 The two runs are sequential (compare_backends), in the same CPU queue as Generate, so neither steals
 cores from the other. Greedy by default: token agreement means little for sampled runs, so a sampled
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..charts.compare import plot_compare
-from ..compare import compare_backends, explain
+from ..compare import answers_html, compare_backends, explain
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..source import SourceError
 from .common import CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, \
@@ -64,17 +65,18 @@ def make_compare(registry, out: SimpleNamespace):
             yield {out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
             return
         yield {out.figure: plot_compare(c), out.table: table(c), out.agreement: agreement_line(c),
-               out.status: f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"}
+               out.answers: answers_html(c), out.status: f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"}
     return compare
 
 
-OUTPUTS = ("figure", "table", "agreement", "status")   # /compare returns these, in this order
+OUTPUTS = ("figure", "table", "agreement", "answers", "status")   # /compare returns these, in this order
 
 
 def compare_tab(registry, generate_prompt) -> None:
     with gr.Tab("Compare", id="compare"):
         gr.Markdown("The same prompt and settings on two backends, one after the other: when each token "
-                    "arrived, how long each step took, and whether the two runs chose the same tokens.")
+                    "arrived, how long each step took, and whether the two runs chose the same tokens. "
+                    "TTFT = time to first token (◆ in the chart).")
         with gr.Row():
             a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
             other = next((n for n in registry.names if n != registry.default), registry.default)
@@ -88,6 +90,7 @@ def compare_tab(registry, generate_prompt) -> None:
         run = gr.Button("Compare", variant="primary", elem_id="compare-run")
         out = SimpleNamespace(status=gr.Markdown(elem_classes="status", elem_id="compare-status"),
                               agreement=gr.Markdown(elem_id="compare-agreement"),
+                              answers=gr.HTML(elem_id="compare-answers"),
                               figure=gr.Plot(label="Two backends, one prompt", elem_id="compare-plot"),
                               table=gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
                                                  wrap=True, elem_id="compare-table"))   # wrapped, never cut

@@ -2,10 +2,12 @@
 
 Pick an experiment (the registry in experiments/registry.py gives each its sliders) and the source it
 runs on, then Run: the experiment runs in a
-worker thread while the handler streams a progress bar (gr.Progress) and a status line from the
-experiment's own progress callback. Cancel sets the session's threading.Event (kept in gr.State) and
+worker thread while the handler streams one progress display, the status line's ▰▱ bar and message
+from the experiment's own progress callback (Gradio's own progress overlay is hidden: it was drawn on
+top of that bar). Cancel sets the session's threading.Event (kept in gr.State) and
 cancels the Gradio event; the experiment stops at its next measurement and Cancel shows the partial
-result. Output: the chart, a short summary naming the backend it ran on, and the result as JSON.
+result. Output: the chart, the result in words with units (the result's `findings()`), naming the backend
+it ran on, and the result as JSON (raw keys).
 API names: /experiment, /cancel_experiment.
 
 Serialized with generation: /experiment shares Generate's concurrency_id ("generate") and limit, so
@@ -26,6 +28,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..experiments import EXPERIMENTS
+from ..run_view import format_seconds
 from ..session import ABANDONED_AFTER, ExportFolder
 from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, warn
 
@@ -72,23 +75,12 @@ class Job:
         return self.thread is not None and self.thread.is_alive()
 
 
-def fmt(value) -> str:
-    if value is None:
-        return "missing (this source does not give it)"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {fmt(v)}" for k, v in value.items())
-    return str(value)
-
-
 def summary_markdown(result) -> str:
-    head = f"**{EXPERIMENTS[result.NAME].title}** on {result.info.describe()} · {result.elapsed:.1f} s"
+    """The result in words with units (the result's own findings), under a line naming what it ran on."""
+    head = f"**{EXPERIMENTS[result.NAME].title}** on {result.info.describe()} · {format_seconds(result.elapsed)}"
     if result.cancelled:
         head += " · **cancelled: partial result**"
-    lines = [f"- {key.replace('_', ' ')}: {fmt(v)}" for key, v in result.summary().items()]
+    lines = [f"- {line}" for line in result.findings()]
     return "\n".join([head, *lines]) if lines else head + "\n- (too little measured for a summary)"
 
 
@@ -111,7 +103,7 @@ def bar(fraction: float) -> str:
 
 
 def make_handlers(registry, out: SimpleNamespace):
-    def run(name, backend, job: Job, *values, progress=gr.Progress(track_tqdm=False)):
+    def run(name, backend, job: Job, *values):
         if name not in EXPERIMENTS:
             yield {out.status: warn(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {name!r}")}
             return
@@ -131,7 +123,6 @@ def make_handlers(registry, out: SimpleNamespace):
         try:
             while job.running():
                 job.asked = time.monotonic()
-                progress(job.fraction, desc=job.message)
                 yield {out.status: f"⏳ {bar(job.fraction)} · {job.message}"}
                 job.thread.join(0.4)
         finally:   # the handler was closed (event cancelled, tab gone): the worker thread stops too
@@ -151,7 +142,7 @@ def make_handlers(registry, out: SimpleNamespace):
 def experiments_tab(registry) -> None:
     with gr.Tab("Experiments", id="experiments"):
         gr.Markdown("Each experiment measures the chosen backend directly (greedy, no sampling); every "
-                    "number is measured, and fits are labelled as fits.")
+                    "number is measured, and fits are labelled as fits. TTFT = time to first token.")
         with gr.Row():
             name = gr.Dropdown([(spec.title, spec.name) for spec in EXPERIMENTS.values()], value="prefill",
                                label="Experiment", elem_id="experiment-name")
@@ -174,5 +165,6 @@ def experiments_tab(registry) -> None:
     name.change(lambda n: [gr.update(visible=k == n) for k in groups], name, list(groups.values()),
                 api_name=False, queue=False)
     event = start.click(run, [name, backend, job, *sliders], outputs, api_name="experiment",
-                        concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    stop.click(cancel, job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None)
+                        concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE, show_progress="hidden")
+    stop.click(cancel, job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None,
+               show_progress="hidden")
