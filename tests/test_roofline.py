@@ -11,6 +11,7 @@ import pytest
 
 from playground import roofline
 from playground.charts import plot_roofline, plot_roofline_sweep
+from playground.bench_roofline import TARGETS, roofline_row
 from playground.experiments import EXPERIMENTS, run_roofline
 from playground.experiments.cli import main
 from playground.roofline import (Ceilings, ModelShape, Storage, decode_cost, machine_ceilings, measure_bandwidth,
@@ -200,3 +201,14 @@ def test_roofline_cli_writes_json_and_html(tmp_path):
                  "--roof-max-length", "16", "--roof-points", "2", "--roof-batch", "2"]) == 0
     assert json.loads((tmp_path / "roofline.json").read_text())["experiment"] == "roofline"
     assert (tmp_path / "roofline.html").stat().st_size > 1000
+
+
+# --- the bench row
+
+def test_bench_row_on_the_tiny_model():
+    row = roofline_row("tiny", "onnx", prompt_tokens=64, decode_steps=4, repeats=1)
+    assert row["prefill_tokens"] == 64 and row["decode_steps"] == 4
+    assert row["prefill_off_by"] >= 1 and row["prefill_off_by"] == pytest.approx(
+        max(row["prefill_ratio"], 1 / row["prefill_ratio"]), rel=0.02)
+    assert set(row["targets_met"]) == set(TARGETS) and isinstance(row["targets_met"]["prefill_off_by"], bool)
+    assert row["decode_ratio"] > 0 and "measured here" in row["bandwidth_method"]
