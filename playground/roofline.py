@@ -30,6 +30,7 @@ which is why a decode step of a 135M model on 2 cores takes longer than its roof
 """
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -302,3 +303,22 @@ def trace_points(trace, shape: ModelShape, storage: Storage, ceilings: Ceilings)
             points.append(point("decode", decode_cost(shape, storage, [seq] * rows), rows, seq, step.latency,
                                 ceilings))
     return points
+
+
+def why_text(points: list[RooflinePoint]) -> str:
+    """Two lines for people: the prefill and the median decode step, measured beside predicted.
+
+    >>> p = RooflinePoint("decode", 1, 9, 2e8, 1e8, 0.03, 0.01, "memory")
+    >>> why_text([p])
+    'decode (median of 1 steps): measured 30.0 ms, predicted 10.0 ms (memory-bound): 3.0x the roofline'
+    """
+    lines = []
+    for p in (q for q in points if q.phase == "prefill"):
+        lines.append(f"prefill of {p.rows} tokens: measured {p.measured_s * 1e3:.1f} ms, predicted "
+                     f"{p.predicted_s * 1e3:.1f} ms ({p.bound}-bound): {p.ratio:.1f}x the roofline")
+    decode = [q for q in points if q.phase == "decode"]
+    if decode:
+        measured, predicted = (statistics.median(getattr(q, k) for q in decode) for k in ("measured_s", "predicted_s"))
+        lines.append(f"decode (median of {len(decode)} steps): measured {measured * 1e3:.1f} ms, predicted "
+                     f"{predicted * 1e3:.1f} ms ({decode[0].bound}-bound): {measured / predicted:.1f}x the roofline")
+    return "\n".join(lines)
