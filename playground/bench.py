@@ -92,6 +92,7 @@ def main(argv: list[str]) -> None:
         _say(json.loads(row_in_subprocess("playground.bench_batch", "--row", "batch", args.model)))
         _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
         _say(json.loads(row_in_subprocess("playground.bench_aiperf", "--row", "aiperf", args.model)))  # AIPerf vs Steps
+        _say(json.loads(row_in_subprocess("playground.bench_roofline", "--row", "roofline", args.model)))  # issue 26
     if not peer:
         return
     if "--speed" not in argv:

@@ -15,6 +15,7 @@ says what is missing otherwise).
 | run_cache_comparison | what does the KV cache save?                           | 128-token prompt, 32 tokens, twice | 20 s  |
 | run_depth_sweep      | does each decode step get slower as the context grows? | 256-token prompt, 256 decode steps | 26 s  |
 | run_short_vs_long    | what does a long input cost compared with a short one? | two Engine runs of up to 48 tokens | 11 s  |
+| run_roofline         | why is decode slow? (steps against peak and bandwidth) | prompts 32..512 (4), batch 1..8    |       |
 * SmolLM2-135M, torch fp32, 1 thread, on a 2-core machine shared with other busy processes.
 
 All take `progress(fraction, message)` and a `threading.Event` to cancel; a cancelled experiment
@@ -29,4 +30,5 @@ from .depth import DepthSweep, run_depth_sweep
 from .prefill import PrefillPoint, PrefillSweep, geometric_lengths, run_prefill_sweep
 from .short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION, RequestMeasure,
                          ShortLongComparison, run_short_vs_long)
+from .roofline import RooflineSweep, run_roofline
 from .registry import EXPERIMENTS, ExperimentSpec, Param

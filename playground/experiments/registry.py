@@ -8,7 +8,7 @@ The CLI (cli.py) makes its flags from the parameters, and the Experiments tab it
 experiment is one `ExperimentSpec` here plus its own module.
 
 >>> list(EXPERIMENTS)
-['prefill', 'cache', 'depth', 'short-long']
+['prefill', 'cache', 'depth', 'short-long', 'roofline']
 >>> [p.flag for p in EXPERIMENTS["cache"].params]
 ['--cache-prompt', '--cache-tokens']
 >>> EXPERIMENTS["cache"].values({"prompt_tokens": 64})
@@ -23,6 +23,7 @@ from typing import Any, Callable
 from .cache import run_cache_comparison
 from .depth import run_depth_sweep
 from .prefill import geometric_lengths, run_prefill_sweep
+from .roofline import run_roofline
 from .short_long import run_short_vs_long
 
 
@@ -92,4 +93,12 @@ EXPERIMENTS: dict[str, ExperimentSpec] = {spec.name: spec for spec in (
     ExperimentSpec("short-long", "Short vs long request", "what does a long input cost compared with a short one?",
                    (Param("max_new_tokens", 48, 1, 512, "Short vs long: max new tokens", "--max-new-tokens"),),
                    run_short_vs_long, "plot_short_vs_long"),
+    ExperimentSpec("roofline", "Roofline: why decode is slow",
+                   "where do prefill and decode sit against the machine's peak and bandwidth?",
+                   (Param("min_length", 32, 1, 4096, "Roofline: shortest prompt (and the batch's context)",
+                          "--roof-min-length"),
+                    Param("max_length", 512, 2, 4096, "Roofline: longest prompt", "--roof-max-length"),
+                    Param("points", 4, 1, 8, "Roofline: prompt lengths (geometric)", "--roof-points"),
+                    Param("max_batch", 8, 1, 32, "Roofline: largest decode batch (ONNX backends)", "--roof-batch")),
+                   run_roofline, "plot_roofline_sweep"),
 )}

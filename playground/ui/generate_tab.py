@@ -11,7 +11,9 @@ Each browser session keeps its own `Session` (session.py) in gr.State, so two ta
 Stop cancels the Gradio event and the run, keeping the partial trace. The first use of a backend loads
 it in a worker thread while the status line says what it is doing. A local run takes one of the
 machine's CPU slots (serve_job.GATE, saying so while it waits); a run on a remote server takes none.
-API names: /generate and /stop (outputs named by OUTPUTS), /top_k, /metrics.
+The accordion "why" draws the last run's Steps on the roofline (playground/roofline.py: the machine's
+ceilings measured once, in a CPU slot, then FLOPs and bytes per Step) when asked.
+API names: /generate and /stop (outputs named by OUTPUTS), /top_k, /metrics, /roofline.
 
 Left out: authentication and per-user quotas; the queue's limits and the CPU gate are the only guards.
 """
@@ -116,6 +118,34 @@ def make_handlers(registry, c):
     return generate, stop, top_k, metrics
 
 
+def roofline_handler(registry):
+    """/roofline: (figure, text) of the session's last finished run on the roofline, or (None, why not)."""
+    from ..charts.roofline import plot_roofline
+    from ..roofline import ModelShape, machine_ceilings, storage_of, trace_points, why_text
+
+    def roofline(backend, session: Session):
+        trace = session.trace
+        if trace is None or not trace.finished:
+            return None, warn("generate first: the roofline is drawn from a finished run")
+        engine = engine_or_message(registry, backend)
+        local = getattr(engine, "backend", None)
+        if isinstance(engine, str) or getattr(local, "config", None) is None or engine.info.name != trace.backend:
+            return None, warn(f"the roofline needs the run's local backend ({trace.backend}) selected above")
+        if not GATE.enter_shared(timeout=30.0):
+            return None, warn("the machine's CPU slots are busy: try again in a moment")
+        try:
+            ceilings = machine_ceilings()   # measured once per process (a few seconds)
+        finally:
+            GATE.leave_shared()
+        points = trace_points(trace, ModelShape.of(local.config), storage_of(local), ceilings)
+        fig = plot_roofline(points, ceilings, "This run on the roofline", f"{trace.model} · {trace.backend}")
+        return fig, why_text(points).replace("\n", "  \n") + (
+            "  \nPredicted: max(FLOPs / peak, bytes / bandwidth), from the model's shape and the ceilings measured "
+            "here; the gap above 1x is what the roofline leaves out (launches, norms, attention, sampling).")
+
+    return roofline
+
+
 # --- layout
 
 def generate_tab(registry) -> SimpleNamespace:
@@ -174,6 +204,10 @@ def generate_tab(registry) -> SimpleNamespace:
         with gr.Column(scale=1):
             gr.HTML(step_picker_html(), elem_id="step-picker")
             c.files = gr.File(label="Download the trace (JSON, CSV)", file_count="multiple", interactive=False)
+    with gr.Accordion("Why is decode slow? This run on the roofline", open=False):
+        c.roofline_button = gr.Button("Draw the last run's roofline", size="sm")
+        c.roofline_text = gr.Markdown()
+        c.roofline_plot = gr.Plot(show_label=False)
     c.topk_step = gr.Number(0, visible=False)      # /top_k's input and output (API only: the page draws top-k)
     c.topk_figure = gr.JSON(visible=False)
     c.topk_button = gr.Button(visible=False)
@@ -191,6 +225,8 @@ def wire_generate(c: SimpleNamespace, registry, session):
     c.stop.click(stop, [c.price_in, c.price_out, session], outputs, api_name="stop",
                  cancels=[event], concurrency_limit=None)
     c.stream.change(None, c.stream, None, js="(text) => { window.pgLive && window.pgLive.apply(text); }")
+    c.roofline_button.click(roofline_handler(registry), [c.backend, session], [c.roofline_plot, c.roofline_text],
+                            api_name="roofline", concurrency_limit=1)
     c.topk_button.click(top_k, [c.topk_step, session], c.topk_figure, api_name="top_k", concurrency_limit=None)
     gr.on([c.price_in.change, c.price_out.change], metrics, [c.price_in, c.price_out, session], c.metrics,
           api_name="metrics", concurrency_limit=None)
