@@ -56,7 +56,7 @@ def check_counts(trace):
 @pytest.mark.parametrize("engine_fixture", ["tiny_engine", "tiny_onnx_engine"])
 def test_greedy_speculation_gives_plain_greedy_tokens_in_fewer_passes(engine_fixture, request):
     plain = request.getfixturevalue(engine_fixture)
-    spec = SpeculativeEngine(plain.backend, Speculation(k=4, ngram=2))
+    spec = SpeculativeEngine(plain.backend, Speculation(k=4, ngram=2, row_cost=0))
     expected = plain.generate(REPEATS, GREEDY)
     trace = spec.generate(REPEATS, GREEDY)
     assert trace.output_ids == expected.output_ids
@@ -67,7 +67,7 @@ def test_greedy_speculation_gives_plain_greedy_tokens_in_fewer_passes(engine_fix
 
 def test_seeded_sampling_draws_the_plain_runs_tokens(tiny_engine):
     """One draw per output token from the same seeded generator: the same tokens as plain sampling."""
-    spec = SpeculativeEngine(tiny_engine.backend, Speculation(k=4, ngram=1))
+    spec = SpeculativeEngine(tiny_engine.backend, Speculation(k=4, ngram=1, row_cost=0))
     for seed in (1, 2, 3):
         settings = GenerationSettings(max_new_tokens=30, temperature=0.7, seed=seed)
         trace = spec.generate(REPEATS, settings)
@@ -143,7 +143,7 @@ class CountingBackend(Backend):
         raise NotImplementedError
 
 
-def run_counting(tiny_backend, rule, prompt_ids, tokens=40, spec=Speculation(k=4, ngram=2)):
+def run_counting(tiny_backend, rule, prompt_ids, tokens=40, spec=Speculation(k=4, ngram=2, row_cost=0)):
     backend = CountingBackend(tiny_backend.tokenizer, 300, rule)
     plain = Engine(backend).run_ids(prompt_ids, GenerationSettings(max_new_tokens=tokens, temperature=0.0)).wait()
     backend.passes.clear()
@@ -201,3 +201,108 @@ def test_budget_and_context_are_never_passed(tiny_backend):
                                             cycle * 3, tokens=tokens)
         assert trace.output_ids == plain.output_ids and len(trace.steps) == tokens
         assert all(n <= tokens for kind, n in passes if kind == "verify")
+
+
+# --- the experiment (headless: python -m playground.experiments speculative --out DIR)
+
+def test_experiment_compares_with_plain_decoding_on_the_same_backend(tiny_engine):
+    from playground.experiments.registry import EXPERIMENTS
+
+    spec = EXPERIMENTS["speculative"]
+    result = spec.run(tiny_engine, {"new_tokens": 12, "k": 3, "ngram": 2})
+    assert [p.preset for p in result.presets] == ["reread", "summary", "question"]
+    for p in result.presets:
+        assert p.same_tokens and p.first_difference is None      # greedy, torch fp32: lossless
+        assert 1 <= p.tokens_per_pass <= 4 and p.passes <= p.output_tokens
+        assert p.accepted <= p.proposed and p.speedup is not None and p.speedup > 0
+    reread = result.presets[0]
+    assert reread.accepted > 0 and reread.tokens_per_pass > 1   # the document read again: copying pays
+    assert set(result.summary()) == {"reread", "summary", "question"}
+    assert "Speculative" in spec.plot(result).layout.title.text
+    with pytest.raises(ValueError, match="between 1 and 8"):
+        spec.values({"k": 9})
+
+
+def test_experiment_refuses_a_source_without_a_verify_pass(tiny_engine):
+    from types import SimpleNamespace
+
+    from playground.experiments.speculative import run_speculative
+
+    remote = SimpleNamespace(info=SimpleNamespace(name="llama.cpp @ host"))
+    with pytest.raises(ValueError, match="llama.cpp @ host has none"):
+        run_speculative(remote)
+
+
+def test_verify_agreement_counts_where_two_paths_differ(tiny_engine):
+    from playground.speculative import verify_agreement
+
+    b = tiny_engine.backend
+    ids = b.tokenizer(REPEATS, add_special_tokens=False)["input_ids"]
+    assert verify_agreement(b, ids, rows=3) == (0, len(ids) - 2)     # torch fp32: the same choices
+
+    class Flipped:   # a verify path that always picks another token: every position differs
+        def __getattr__(self, name):
+            return getattr(b, name)
+
+        def verify(self, input_ids, state):
+            rows, state = b.verify(input_ids, state)
+            return -rows, state
+    assert verify_agreement(Flipped(), ids, rows=3) == (len(ids) - 2, len(ids) - 2)
+
+
+# --- onnx-gguf4 on the bundled model: the default backend (integration)
+
+@pytest.fixture(scope="module")
+def gguf4():
+    from playground.backends import create_backend
+    return create_backend("onnx-gguf4", None, device="cpu")
+
+
+@pytest.mark.integration
+def test_gguf4_rollback_is_setting_the_length(gguf4):
+    """Rolled back, the buffers answer as if the junk was never read: bit for bit whatever the junk was; a
+    one-row verify is decode bit for bit; several rows at once differ from it by kernel rounding only."""
+    from playground.experiments.common import exact_length_ids
+
+    ids = exact_length_ids(gguf4.tokenizer, 120)
+
+    def after(junk, roll=True):
+        _, state = gguf4.prefill(ids[:100])
+        _, state = gguf4.verify(ids[100:101] + junk, state)
+        if roll:
+            state = gguf4.rollback(state, 101)
+            assert gguf4.cache_length(state) == 101
+        return gguf4.decode(ids[101], state)[0]
+
+    _, state = gguf4.prefill(ids[:100])
+    decoded = gguf4.decode(ids[101], gguf4.decode(ids[100], state)[1])[0]
+    assert float((after([5, 6, 7]) - after([8, 9, 10])).abs().max()) == 0.0
+    assert float((after([]) - decoded).abs().max()) == 0.0
+    assert float((after([5, 6, 7]) - decoded).abs().max()) < 0.2                   # measured: 0.098
+    assert float((after([5, 6, 7], roll=False) - decoded).abs().max()) > 1.0       # junk read: measured 28
+    with pytest.raises(ValueError, match="roll"):
+        gguf4.rollback(state, 500)
+
+
+@pytest.mark.integration
+def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
+    """Verify runs the decode graph's all-logits sibling (int8 activations, as decode), several rows a pass;
+    measured on 200 tokens of the bench text: how often its top token differs from decode's (measured: 0 of
+    199; the prefill graph's fp32 activations as verifier: 2 of 199, hence the decode graph)."""
+    from playground.bench_fidelity import text_ids
+    from playground.speculative import verify_agreement
+
+    differ, compared = verify_agreement(gguf4, text_ids(gguf4.tokenizer, 201), rows=5)
+    print(f"verify vs decode top-1 differ at {differ} of {compared} positions")
+    assert differ <= 0.01 * compared
+
+
+def test_bench_row_reports_speedups_against_the_targets():
+    from playground.bench_speculative import TARGETS, speculative_row
+
+    row = speculative_row(model="tiny", backend="torch", new_tokens=8, repeats=1)
+    assert row["bench"] == "speculative" and row["backend"] == "torch"
+    assert set(row["presets"]) == {"reread", "summary", "question"}
+    assert set(row["targets_met"]) == set(TARGETS) and row["summary_speedup"] is not None
+    assert row["targets_met"]["summary_speedup"] == (row["summary_speedup"] >= 1.5)
+    assert row["verify_vs_decode_top1_differ"] == {"positions": 199, "differ": 0}

@@ -8,7 +8,7 @@ The CLI (cli.py) makes its flags from the parameters, and the Experiments tab it
 experiment is one `ExperimentSpec` here plus its own module.
 
 >>> list(EXPERIMENTS)
-['prefill', 'cache', 'depth', 'short-long']
+['prefill', 'cache', 'depth', 'short-long', 'speculative']
 >>> [p.flag for p in EXPERIMENTS["cache"].params]
 ['--cache-prompt', '--cache-tokens']
 >>> EXPERIMENTS["cache"].values({"prompt_tokens": 64})
@@ -24,6 +24,7 @@ from .cache import run_cache_comparison
 from .depth import run_depth_sweep
 from .prefill import geometric_lengths, run_prefill_sweep
 from .short_long import run_short_vs_long
+from .speculative import run_speculative
 
 
 @dataclass(frozen=True)
@@ -92,4 +93,11 @@ EXPERIMENTS: dict[str, ExperimentSpec] = {spec.name: spec for spec in (
     ExperimentSpec("short-long", "Short vs long request", "what does a long input cost compared with a short one?",
                    (Param("max_new_tokens", 48, 1, 512, "Short vs long: max new tokens", "--max-new-tokens"),),
                    run_short_vs_long, "plot_short_vs_long"),
+    ExperimentSpec("speculative", "Speculative decoding (prompt lookup) vs plain decoding",
+                   "how many tokens does one forward pass give when drafts come from the prompt?",
+                   (Param("k", 4, 1, 8, "Speculative: proposals per pass at most (k)", "--spec-k"),
+                    Param("ngram", 3, 1, 8, "Speculative: n-gram size matched", "--spec-ngram"),
+                    Param("new_tokens", 96, 2, 512, "Speculative: new tokens per run", "--spec-tokens"),
+                    Param("repeats", 1, 1, 5, "Speculative: repeats (median tok/s)", "--spec-repeats")),
+                   run_speculative, "plot_speculative"),
 )}
