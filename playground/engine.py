@@ -11,7 +11,8 @@ Sampling uses transformers' logits warpers (temperature, top-k, top-p) on the ba
 seed fixes the sampler's own generator. `run.cancel()` (any thread) or closing the iterator stops
 compute within one step; the partial trace is kept with stop_reason "cancelled".
 
-Left out: batching several requests into one forward pass, and speculative decoding.
+Left out: batching several requests into one forward pass; speculative decoding is speculative.py
+(SpeculativeEngine: the same Steps from a loop that verifies prompt-lookup drafts).
 """
 from __future__ import annotations
 
