@@ -14,7 +14,9 @@ In order, each backend measured in its own process on the bundled model:
   - the rows "ui" and "ui-flat" (bench_ui.py): the app against a headless run, and its work per update;
   - with every backend (no names given): the batch row (bench_batch.py: our continuous batching's
     batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
-    the serve row (bench_serve.py: the pinned workload one at a time and with our batching, the same backend);
+    the serve row (bench_serve.py: the pinned workload one at a time and with our batching, the same backend),
+    the aiperf row, and the speculative row (bench_speculative.py: prompt-lookup speculative decoding against
+    plain decoding on the default backend, tokens per forward pass and decode tok/s);
   - last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the
     same model.
 
@@ -93,6 +95,7 @@ def main(argv: list[str]) -> None:
         _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
         _say(json.loads(row_in_subprocess("playground.bench_aiperf", "--row", "aiperf", args.model)))  # AIPerf vs Steps
         _say(json.loads(row_in_subprocess("playground.bench_roofline", "--row", "roofline", args.model)))  # issue 26
+        _say(json.loads(row_in_subprocess("playground.bench_speculative", "--row", "speculative", args.model)))
     if not peer:
         return
     if "--speed" not in argv:

@@ -11,7 +11,8 @@ Sampling uses transformers' logits warpers (temperature, top-k, top-p) on the ba
 seed fixes the sampler's own generator. `run.cancel()` (any thread) or closing the iterator stops
 compute within one step; the partial trace is kept with stop_reason "cancelled".
 
-Left out: batching several requests into one forward pass, and speculative decoding.
+Left out: batching several requests into one forward pass; speculative decoding is speculative.py
+(SpeculativeEngine: the same Steps from a loop that verifies prompt-lookup drafts).
 """
 from __future__ import annotations
 
@@ -142,16 +143,8 @@ class Engine:
     def _steps(self, run: Run, prefix: "Prefix | None" = None) -> Iterator[Step]:
         trace, b, clock = run.trace, self.backend, self.clock
         s = trace.settings
-        sampler = Sampler(s)
-        trace.seed = sampler.seed
-        detok = Detokenizer(b.tokenizer, trace.prompt_ids)
-        ids = list(trace.prompt_ids)
-        eos = frozenset() if trace.ignore_eos else b.eos_token_ids
         t_prev, cpu_prev = run.t0, time.process_time()
-        if prefix is None:
-            logits, state = b.prefill(ids)
-        else:   # the prompt's start is cached: read only the rest onto a copy of its cache
-            logits, state = b.extend(ids[len(prefix.ids):], prefix.state)
+        sampler, detok, ids, eos, logits, state = self._read_prompt(run, prefix)
         for index in range(s.max_new_tokens):
             pick = sampler.choose(ids, logits, s.top_candidates)
             b.synchronize()
@@ -166,20 +159,38 @@ class Engine:
             t_prev, cpu_prev = t, cpu
             trace.steps.append(step)
             yield step
-            if token in eos:
-                trace.stop_reason = "eos"
-            elif index + 1 == s.max_new_tokens:
-                trace.stop_reason = "length"
-            elif len(ids) >= b.context_window:
-                trace.stop_reason = "context"
-            elif run.cancelled:
-                trace.stop_reason = "cancelled"
+            trace.stop_reason = self._stop_reason(run, token, index, len(ids), eos)
             if trace.stop_reason:
                 return
             if trace.use_cache:
                 logits, state = b.decode(token, state)
             else:
                 logits, state = b.prefill(ids)
+
+
+    def _read_prompt(self, run: Run, prefix: "Prefix | None"):
+        """(sampler, detokenizer, ids so far, stop ids, first logits, cache state): the prompt read (prefilled)."""
+        trace, b = run.trace, self.backend
+        sampler = Sampler(trace.settings)
+        trace.seed = sampler.seed
+        detok = Detokenizer(b.tokenizer, trace.prompt_ids)
+        ids = list(trace.prompt_ids)
+        eos = frozenset() if trace.ignore_eos else b.eos_token_ids
+        if prefix is None:
+            logits, state = b.prefill(ids)
+        else:   # the prompt's start is cached: read only the rest onto a copy of its cache
+            logits, state = b.extend(ids[len(prefix.ids):], prefix.state)
+        return sampler, detok, ids, eos, logits, state
+
+    def _stop_reason(self, run: Run, token: int, index: int, length: int, eos: frozenset[int]) -> str | None:
+        """Why the run stops after output token `index` (the context now `length` ids long), or None."""
+        if token in eos:
+            return "eos"
+        if index + 1 == run.trace.settings.max_new_tokens:
+            return "length"
+        if length >= self.backend.context_window:
+            return "context"
+        return "cancelled" if run.cancelled else None
 
 
 class Prefix(NamedTuple):

@@ -64,6 +64,9 @@ class Step:
     cpu: float | None = None    # CPU seconds this process spent on the step (local sources)
     rows: int | None = None     # rows of the forward pass that made the token (a batch: one per request)
     graph: str | None = None    # which graph ran that pass (continuous batching: "decode graph" | "prefill graph")
+    draft: str | None = None    # speculative decoding: "accepted" (a proposal the model agreed with) | "replaced"
+    #                             (the model's own token where it rejected the proposal) | None (no proposal)
+    forward_pass: int | None = None   # speculative decoding: which forward pass made the token (0: prefill)
 
 
 @dataclass
@@ -86,6 +89,7 @@ class Trace:
     use_cache: bool = True          # False: every step re-read the whole context (no KV cache)
     cached_tokens: int = 0          # prompt tokens served from a cached prefix (not prefilled by this run)
     replay: dict = field(default_factory=dict)  # what a replay must match: runtime, threads, CPU, versions
+    speculation: dict = field(default_factory=dict)  # speculative decoding: settings and counts (speculative.py)
     server: dict = field(default_factory=dict)  # a remote source's own figures, labelled by origin (remote/);
     #                                             the endpoint's (api/): received_ns, the client's x_request_id
 
@@ -123,6 +127,11 @@ class Trace:
         "rows": "rows of the forward pass that made the token (continuous batching: one per request in it); "
                 "null: not reported",
         "graph": "which graph ran that forward pass (continuous batching); null: not reported",
+        "draft": "speculative decoding: accepted (a proposed token the model's own pick agreed with), replaced "
+                 "(the model's pick where it rejected the proposal) or null (nothing was proposed for it)",
+        "forward_pass": "speculative decoding: which forward pass made the token (0: prefill; several tokens "
+                        "can share one)",
+        "speculation": "speculative decoding: k, ngram, forward passes, tokens proposed and accepted",
         "replay": "what a replay must match: backend, dtype, threads, CPU features, library versions; with seed",
         "server": "a remote source: what the server itself reported (usage, timings, metrics, slots), "
                   "each labelled by origin; the step times are measured at the client on each event's arrival. "

@@ -3,7 +3,9 @@
 A backend owns a model and its tokenizer and knows three moves: `prefill` (read the whole prompt,
 fill a fresh KV cache, return the last position's logits), `decode` (feed one token, extend the
 cache), and `kv_cache_bytes` (measure the cache it holds); `extend` (read several tokens onto a kept
-cache, leaving it reusable) is what prefix caching needs. Logits come back as a 1-D float32 torch
+cache, leaving it reusable) is what prefix caching needs; `verify` (read several tokens onto the live
+cache, returning every position's logits) and `rollback` (forget the cache's positions past a length)
+are what speculative decoding needs (speculative.py). Logits come back as a 1-D float32 torch
 tensor on the CPU or the model's device; sampling is the engine's job, not the backend's.
 
 `prefill` on a longer id list with the cache thrown away is also how a run without a KV cache is
@@ -40,6 +42,21 @@ class Backend(ABC):
         """(logits of the last position, new state) after reading input_ids onto an existing cache: a prompt
         whose start is already cached (prefix caching). `state` itself is left as it was, to be reused."""
         raise NotImplementedError(f"{self.name} cannot continue from a cached prefix")
+
+    verifies = False   # True where `verify` and `rollback` are implemented (speculative decoding)
+
+    def verify(self, input_ids: list[int], state: Any) -> tuple[Any, Any]:
+        """(logits[len(input_ids), vocab] of every position, new state) after reading input_ids onto the live
+        cache in one forward pass: row i scores the token after input_ids[i]. `state` is consumed, as by decode."""
+        raise NotImplementedError(f"{self.name} cannot verify several tokens in one pass")
+
+    def cache_length(self, state: Any) -> int:
+        """Positions the cache of `state` holds."""
+        return state.length
+
+    def rollback(self, state: Any, length: int) -> Any:
+        """The cache holding only its first `length` positions, as if nothing after them had been read."""
+        raise NotImplementedError(f"{self.name} cannot roll its cache back")
 
     @abstractmethod
     def kv_cache_bytes(self, state: Any) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -118,17 +119,19 @@ class OnnxBackend(Backend):
     def decode(self, token_id, state: OnnxState):
         return self._forward(np.asarray([[token_id]], dtype=np.int64), state.past, state.length)
 
-    def _forward(self, ids: np.ndarray, past: list, past_len: int):
+    def _forward(self, ids: np.ndarray, past: list, past_len: int, session=None, every_position: bool = False):
         import torch
 
+        session = session or self.session
+        rows = slice(None) if every_position else -1
         total = past_len + ids.shape[1]
         feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
         if self.has_position_ids:
             feeds["position_ids"] = np.arange(past_len, total, dtype=np.int64)[None]
         if not self.io_binding:  # plain run: presents come back as numpy copies and are fed back in
-            outs = self.session.run(self.output_names, {**feeds, **dict(zip(self.past_names, past))})
-            return torch.from_numpy(outs[0][0, -1]), OnnxState(outs[1:], total)
-        io = self.session.io_binding()
+            outs = session.run(self.output_names, {**feeds, **dict(zip(self.past_names, past))})
+            return torch.from_numpy(outs[0][0, rows]), OnnxState(outs[1:], total)
+        io = session.io_binding()
         for name, value in feeds.items():
             io.bind_cpu_input(name, value)
         for name, value in zip(self.past_names, past):
@@ -138,15 +141,37 @@ class OnnxBackend(Backend):
                 io.bind_ortvalue_input(name, value)
         for name in self.output_names:
             io.bind_output(name, "cpu")
-        self.session.run_with_iobinding(io)
+        session.run_with_iobinding(io)
         outs = io.get_outputs()
-        logits = torch.from_numpy(np.array(outs[0].numpy()[0, -1], dtype=np.float32))
+        logits = torch.from_numpy(np.array(outs[0].numpy()[0, rows], dtype=np.float32))
         return logits, OnnxState(outs[1:], total)
 
+    # --- speculative decoding: every position's logits, and a cache cut back
+
+    verifies = True
+    VERIFY_SOURCE = MODEL_FILE   # the graph whose all-logits sibling verifies (onnx-gguf4: its decode graph)
+
+    @cached_property
+    def verify_session(self) -> ort.InferenceSession:
+        """The same graph without the last-position slice (onnx_graph.all_logits_graph), opened on first use."""
+        from .onnx_graph import all_logits_graph
+        return ort.InferenceSession(str(all_logits_graph(self.folder / self.VERIFY_SOURCE)), session_options(),
+                                    providers=["CPUExecutionProvider"])
+
+    def verify(self, input_ids, state: OnnxState):
+        return self._forward(np.asarray([input_ids], dtype=np.int64), state.past, state.length,
+                             self.verify_session, every_position=True)
+
+    def rollback(self, state: OnnxState, length: int) -> OnnxState:
+        """The graph concatenates, so the kept positions are copied out (as every step copies the cache)."""
+        def cut(v):
+            a = v if isinstance(v, np.ndarray) else v.numpy()
+            return np.ascontiguousarray(a[:, :, :length])
+        return OnnxState([cut(v) for v in state.past], length)
+
     def kv_cache_bytes(self, state: OnnxState) -> int:
-        if self.io_binding:
-            return sum(math.prod(v.shape()) * ELEMENT_BYTES[v.data_type()] for v in state.past)  # 6x np.prod
-        return sum(int(v.nbytes) for v in state.past)
+        return sum(int(v.nbytes) if isinstance(v, np.ndarray) else math.prod(v.shape()) * ELEMENT_BYTES[v.data_type()]
+                   for v in state.past)
 
     # --- the yardstick: optimum's own generate() on the same exported file
 

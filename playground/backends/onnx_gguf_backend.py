@@ -11,6 +11,9 @@ step would pass the capacity, the buffers are copied into ones `GROW` times larg
 KV bytes: `kv_cache_bytes` reports the bytes of the positions in use (length x bytes per position of
 the buffers' real shape and element type), which is what the other backends' caches hold; the
 buffer's allocated bytes, capacity included, are `kv_buffer_bytes` (at most GROW x the used part).
+Speculative decoding: `verify` reads several tokens onto the live buffers with the decode graph's
+all-logits sibling (same kernels as decode, every position's logits), and `rollback` sets the length back.
+
 A decode consumes its state: decoding twice from one state would write both branches into the same
 buffer, so it raises instead. `extend` (prefix caching) reads onto a copy, so a kept prefix stays reusable.
 
@@ -116,6 +119,38 @@ class OnnxGgufBackend(OnnxBackend):
         if state.length + 1 > state.capacity:   # full: continue in buffers GROW times larger
             state.spent, state = True, self._copied(state, state.capacity * GROW)
         return self._step(self.session, np.asarray([[token_id]], dtype=np.int64), state)
+
+    # --- speculative decoding: several tokens read onto the live buffers, then the length set back
+
+    def verify(self, input_ids, state: KVBuffer):
+        """Every position's logits from the decode graph's all-logits sibling (the decode graph's arithmetic),
+        written in place like decode; `rollback` then only sets the length back."""
+        if state.spent:
+            raise ValueError("this cache state was already decoded from; continue from the latest state")
+        need = state.length + len(input_ids)
+        if need > state.capacity:
+            state.spent, state = True, self._copied(state, max(state.capacity * GROW,
+                                                               math.ceil(need / FIRST_CAPACITY) * FIRST_CAPACITY))
+        import torch
+
+        session, ids = self.verify_session, np.asarray([input_ids], dtype=np.int64)
+        logits = np.zeros((1, len(input_ids), self.vocab_size), np.float32)
+        io = session.io_binding()   # fresh each pass: the logits' row count changes
+        io.bind_ortvalue_output("logits", ort.OrtValue.ortvalue_from_numpy(logits))
+        for past, present, value in zip(self.past_names, self.output_names[1:], state.values):
+            io.bind_ortvalue_input(past, value)
+            io.bind_ortvalue_output(present, value)
+        io.bind_cpu_input("input_ids", ids)
+        io.bind_cpu_input("attention_mask", np.ones((1, need), np.int64))
+        session.run_with_iobinding(io)
+        return torch.from_numpy(logits[0]), state.advanced(need)
+
+    def rollback(self, state: KVBuffer, length: int) -> KVBuffer:
+        """Positions past `length` stay in the buffer but are never read again (the mask stops at the length)
+        and the next step overwrites them: rolling back is setting the length."""
+        if not 0 <= length <= state.length:
+            raise ValueError(f"cannot roll a cache of {state.length} positions back to {length}")
+        return state.advanced(length)
 
     @staticmethod
     def _copied(state: KVBuffer, capacity: int) -> KVBuffer:

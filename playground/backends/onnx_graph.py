@@ -4,6 +4,9 @@ Transformers' `logits_to_keep=1` does the same in PyTorch: prefill needs the nex
 last prompt position alone, yet the exported graph multiplies every position's hidden state by the
 (hidden x vocab) head (for SmolLM2 and a 46-token prompt: 46 x 576 x 49152, ~1.3 GFLOP wasted).
 
+Speculative decoding needs the opposite: a verify pass scores every position it reads. `all_logits_graph(path)`
+writes, once, a sibling graph with that slice removed (weights shared through the same external data file).
+
 Also here: `untie_lm_head(model)`, which gives a tied LM head (a Transpose of the embedding) weights of its
 own so a weight quantizer can see them.
 
@@ -12,6 +15,8 @@ Left out: graphs whose `logits` output is not made by a plain MatMul (then the g
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +53,40 @@ def keep_last_logits(path: Path) -> None:
     out.type.tensor_type.shape.dim[1].ClearField("dim_param")
     out.type.tensor_type.shape.dim[1].dim_value = 1
     onnx.save(model, str(path))
+
+
+ALL_LOGITS_SUFFIX = ".all-logits.onnx"
+
+
+def all_logits_graph(path: Path) -> Path:
+    """The graph at `path` with the last-position slice taken out (logits [batch, seq, vocab]), written once
+    beside it as <stem>.all-logits.onnx; ValueError when `path` has no such slice (nothing to take out).
+
+    Loaded without its weights, so the copy refers to the same external data file (no second copy on disk
+    where the weights are external); written to a temporary name and renamed, so a crash leaves nothing half."""
+    path = Path(path)
+    target = path.with_name(path.stem + ALL_LOGITS_SUFFIX)
+    if target.is_file():
+        return target
+    model = onnx.load(str(path), load_external_data=False)
+    graph = model.graph
+    node = next((n for n in graph.node if n.name == SLICE_NODE), None)
+    if node is None:
+        raise ValueError(f"{path} keeps every position's logits already (no {SLICE_NODE} node)")
+    for other in graph.node:   # whatever read the sliced hidden states now reads them all
+        other.input[:] = [node.input[0] if i == node.output[0] else i for i in other.input]
+    graph.node.remove(node)
+    unused = set(node.input[1:])
+    kept = [i for i in graph.initializer if i.name not in unused]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    dim = next(o for o in graph.output if o.name == "logits").type.tensor_type.shape.dim[1]
+    dim.ClearField("dim_value")
+    dim.dim_param = "sequence_length"
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}-{threading.get_ident()}")
+    onnx.save(model, str(partial))
+    os.replace(partial, target)
+    return target
 
 
 def untie_lm_head(model) -> str | None:

@@ -50,6 +50,22 @@ class TorchBackend(Backend):
         out = self.model(input_ids=ids, past_key_values=state, use_cache=True)
         return out.logits[0, -1].float(), out.past_key_values
 
+    verifies = True
+
+    @torch.inference_mode()
+    def verify(self, input_ids, state):
+        """Every position's logits: the speculative verify pass, on the live DynamicCache (grown in place)."""
+        ids = torch.tensor([input_ids], device=self.device)
+        out = self.model(input_ids=ids, past_key_values=state, use_cache=True)
+        return out.logits[0].float(), out.past_key_values
+
+    def cache_length(self, state) -> int:
+        return state.get_seq_length()
+
+    def rollback(self, state, length):
+        state.crop(length)   # DynamicCache drops the positions past `length` in place
+        return state
+
     def kv_cache_bytes(self, state) -> int:
         return sum(t.numel() * t.element_size() for layer in state.layers for t in (layer.keys, layer.values)
                    if t is not None)

@@ -126,3 +126,24 @@ def plot_short_vs_long(cmp, keys: tuple[str, ...] | None = None) -> go.Figure:
     fig.update_layout(title=_title(f"Long ÷ short: {sub}" if sub else "Short vs long request", cmp),
                       barmode="group", height=180 + 220 * rows, margin={"t": 110}, showlegend=False)
     return fig
+
+
+# --- speculative decoding
+
+def plot_speculative(result) -> go.Figure:
+    """Per preset: decode tok/s plain and speculative (bars, measured), tokens per forward pass and the
+    acceptance rate in the bar labels; the title gives each preset's speedup."""
+    fig = go.Figure()
+    names = [p.preset for p in result.presets]
+    for label, key, color in (("plain", "plain_decode_tps", UNCACHED), ("speculative", "spec_decode_tps", CACHED)):
+        values = [getattr(p, key) for p in result.presets]
+        text = [("" if v is None else f"{v:.1f} tok/s") + ("" if label == "plain" else
+                f"<br>{p.tokens_per_pass:.2f} tok/pass<br>accepted {p.accepted}/{p.proposed}")
+                for v, p in zip(values, result.presets)]
+        fig.add_trace(go.Bar(x=names, y=values, name=label, marker_color=color, text=text, textposition="outside",
+                             cliponaxis=False))
+    speedups = ", ".join(f"{p.preset} {p.speedup:.2f}×" for p in result.presets if p.speedup)
+    fig.update_layout(title=_title(f"Speculative ÷ plain decode tok/s: {speedups}" if speedups
+                                   else "Speculative decoding (prompt lookup)", result),
+                      barmode="group", yaxis_title="decode tok/s (measured)", height=460, margin={"t": 110})
+    return fig

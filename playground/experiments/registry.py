@@ -8,7 +8,7 @@ The CLI (cli.py) makes its flags from the parameters, and the Experiments tab it
 experiment is one `ExperimentSpec` here plus its own module.
 
 >>> list(EXPERIMENTS)
-['prefill', 'cache', 'depth', 'short-long', 'roofline']
+['prefill', 'cache', 'depth', 'short-long', 'roofline', 'speculative']
 >>> [p.flag for p in EXPERIMENTS["cache"].params]
 ['--cache-prompt', '--cache-tokens']
 >>> EXPERIMENTS["cache"].values({"prompt_tokens": 64})
@@ -25,6 +25,7 @@ from .depth import run_depth_sweep
 from .prefill import geometric_lengths, run_prefill_sweep
 from .roofline import run_roofline
 from .short_long import run_short_vs_long
+from .speculative import run_speculative
 
 
 @dataclass(frozen=True)
@@ -101,4 +102,11 @@ EXPERIMENTS: dict[str, ExperimentSpec] = {spec.name: spec for spec in (
                     Param("points", 4, 1, 8, "Roofline: prompt lengths (geometric)", "--roof-points"),
                     Param("max_batch", 8, 1, 32, "Roofline: largest decode batch (ONNX backends)", "--roof-batch")),
                    run_roofline, "plot_roofline_sweep"),
+    ExperimentSpec("speculative", "Speculative decoding (prompt lookup) vs plain decoding",
+                   "how many tokens does one forward pass give when drafts come from the prompt?",
+                   (Param("k", 4, 1, 8, "Speculative: proposals per pass at most (k)", "--spec-k"),
+                    Param("ngram", 3, 1, 8, "Speculative: n-gram size matched", "--spec-ngram"),
+                    Param("new_tokens", 96, 2, 512, "Speculative: new tokens per run", "--spec-tokens"),
+                    Param("repeats", 1, 1, 5, "Speculative: repeats (median tok/s)", "--spec-repeats")),
+                   run_speculative, "plot_speculative"),
 )}

@@ -1,0 +1,233 @@
+"""Speculative decoding with drafts from the text itself (prompt lookup / n-gram matching): no second model.
+
+    engine = SpeculativeEngine(create_backend("onnx-gguf4"), Speculation(k=4, ngram=3))
+    trace = engine.run("Summarize: ...", GenerationSettings(max_new_tokens=64)).wait()
+    trace.speculation   # {"k": 4, "ngram": 3, "passes": .., "proposed": .., "accepted": ..}
+    [s.draft for s in trace.steps]   # "accepted" | "replaced" | None, and s.forward_pass: which pass made it
+
+Each step looks for the last n tokens (n = ngram, then shorter down to 1) earlier in the prompt and the
+text so far, as vLLM's `ngram` speculator and transformers' `prompt_lookup_num_tokens` do, and proposes
+up to k tokens that followed the most recent match. One forward pass over [last token + proposals]
+(`Backend.verify`, on the live KV cache) scores every position at once. Walking the proposals, the
+sampler picks the model's own token at each position (argmax, or a draw from the warped distribution);
+while it equals the proposal, the proposal is accepted; the first that differs is replaced by the
+model's pick and the rest are dropped, and the cache is rolled back past them (`Backend.rollback`).
+When every proposal is accepted the pass's last row gives one more token for free.
+
+Lossless: each output position is one pick from the model's distribution at that position, in order.
+Greedy gives plain greedy's tokens (on the verify pass's arithmetic). Sampling draws once per output
+token from the same seeded generator as plain decoding, and accepting a point-mass draft when the draw
+equals it is the speculative-sampling rule (accept with probability q(draft), else draw from q without
+the draft), so a seeded run gives the same tokens as plain seeded decoding.
+
+How many to propose (`Lookahead`): a verify row is not free on a CPU (here each extra row costs about
+half a decode step: the 2 cores compute as much as they read), so each pass carries the m <= k proposals
+that maximise the expected gain  sum_{j<=m} a^j - c*m,  where a is the run's acceptance rate so far
+(decaying counts, an optimistic prior) and c the cost of one verify row as a fraction of a decode step,
+measured from the run's own passes (or fixed by `Speculation.row_cost`). m = 0 means a plain decode.
+And backing off: a pass whose proposals were all rejected gains nothing, so after one the engine stops
+proposing for 1, 2, 4 ... steps (up to BACKOFF_MAX); an accepted proposal resets the pause. Without a
+match there is nothing to propose and the step is an ordinary `decode`.
+
+Left out: a draft model (EAGLE, Medusa); tree verification; batching speculative requests; a cache
+without `verify` (remote sources): ValueError naming the backend.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Iterator
+
+from .engine import Engine
+from .trace import Candidate, Step
+
+__all__ = ["BACKOFF_MAX", "Speculation", "SpeculativeEngine", "propose"]
+
+BACKOFF_MAX = 16   # the longest pause (in steps) after failed proposals
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """The settings: k proposals at most per pass (1-8), the longest n-gram matched, on or off; `row_cost`: a
+    verify row's cost as a fraction of a decode step, fixed (0: always propose k), or None: measured."""
+    k: int = 4
+    ngram: int = 3
+    enabled: bool = True
+    row_cost: float | None = None
+
+    def validate(self) -> "Speculation":
+        if not 1 <= int(self.k) <= 8:
+            raise ValueError(f"k (proposals per pass) must be between 1 and 8, got {self.k}")
+        if not 1 <= int(self.ngram) <= 8:
+            raise ValueError(f"n-gram size must be between 1 and 8, got {self.ngram}")
+        return self
+
+
+class Lookahead:
+    """How many proposals the next pass carries: the expected gain's best length, with a pause after failures.
+
+    >>> policy = Lookahead(k=8, row_cost=0.5)
+    >>> policy.length(available=8)             # prior acceptance 0.75: two proposals are worth their rows
+    2
+    >>> for _ in range(6): policy.record(proposed=2, accepted=2)
+    >>> policy.length(available=8)             # everything accepted so far: propose more
+    8
+    >>> policy.record(proposed=8, accepted=0); policy.length(8), policy.length(8)   # a failure: one plain step,
+    (0, 4)
+    >>> round(policy.acceptance, 2)            # then fewer: the acceptance rate fell
+    0.87
+    """
+    PRIOR = (3.0, 1.0)   # (accepted, rejected) before any evidence: acceptance 0.75
+    DECAY = 0.9          # weight of older passes' evidence
+    FIRST_ROW_COST = 0.5   # until measured: about what onnx-gguf4 pays on 2 cores
+
+    def __init__(self, k: int, row_cost: float | None = None):
+        self.k, self.fixed = k, row_cost is not None
+        self.row_cost = self.FIRST_ROW_COST if row_cost is None else float(row_cost)
+        self.hits, self.misses = self.PRIOR
+        self.pause = self.failures = 0
+        self.decode_s: float | None = None   # a plain decode step's time, measured
+
+    @property
+    def acceptance(self) -> float:
+        return self.hits / (self.hits + self.misses)
+
+    def length(self, available: int) -> int:
+        if self.pause:
+            self.pause -= 1
+            return 0
+        a, best, best_gain, value = self.acceptance, 0, 0.0, 0.0
+        for m in range(1, min(self.k, available) + 1):
+            value += a ** m
+            if value - self.row_cost * m > best_gain + 1e-12:
+                best, best_gain = m, value - self.row_cost * m
+        return best
+
+    def record(self, proposed: int, accepted: int) -> None:
+        self.hits = self.DECAY * self.hits + accepted
+        self.misses = self.DECAY * self.misses + (accepted < proposed)
+        self.failures = self.failures + 1 if accepted == 0 else 0
+        self.pause = min(BACKOFF_MAX, 2 ** (self.failures - 1)) if self.failures else 0
+
+    def timed(self, rows: int, seconds: float) -> None:
+        """A pass of `rows` rows took `seconds`: update the decode time (1 row) or the cost of a row."""
+        if rows == 1:
+            self.decode_s = seconds if self.decode_s is None else 0.8 * self.decode_s + 0.2 * seconds
+        elif self.decode_s and not self.fixed:
+            cost = max(0.0, (seconds / self.decode_s - 1) / (rows - 1))
+            self.row_cost = 0.8 * self.row_cost + 0.2 * cost
+
+
+def propose(ids: list[int], k: int, ngram: int) -> list[int]:
+    """Up to k tokens that followed an earlier occurrence of the last n ids (n = ngram, then shorter, down to 1):
+    of the occurrences of the longest n that has one, the one followed by the most tokens (k at most), the
+    most recent among those.
+
+    >>> propose([5, 6, 7, 8, 9, 1, 5, 6], k=3, ngram=2)   # [5, 6] seen before: 7, 8, 9 followed it
+    [7, 8, 9]
+    >>> propose([5, 6, 7, 1, 2, 6], k=3, ngram=2)         # no [2, 6] before; [6] alone: 7, 1, 2
+    [7, 1, 2]
+    >>> propose([1, 2, 1, 2, 1, 2], k=3, ngram=2)         # the earlier match runs on longer than the latest
+    [1, 2, 1]
+    >>> propose([1, 2, 3], k=3, ngram=2)                  # nothing repeats: no proposal
+    []
+    """
+    for n in range(min(ngram, len(ids) - 1), 0, -1):
+        tail, best = ids[-n:], []
+        for start in range(len(ids) - n - 1, -1, -1):   # most recent first; never the tail itself
+            if ids[start:start + n] == tail:
+                follow = ids[start + n:start + n + k]
+                if len(follow) > len(best):
+                    best = follow
+                if len(best) == k:
+                    break
+        if best:
+            return list(best)
+    return []
+
+
+class SpeculativeEngine(Engine):
+    """Engine whose step loop verifies prompt-lookup drafts; the same Step records, two more fields set."""
+
+    def __init__(self, backend, speculation: Speculation | None = None, clock=time.perf_counter):
+        super().__init__(backend, clock)
+        self.speculation = (speculation or Speculation()).validate()
+        if self.speculation.enabled and not backend.verifies:
+            raise ValueError(f"{backend.name} cannot verify several tokens in one pass (no speculative decoding)")
+
+    def _steps(self, run, prefix=None) -> Iterator[Step]:
+        if not self.speculation.enabled or not run.trace.use_cache:
+            yield from super()._steps(run, prefix)
+            return
+        trace, b, clock, spec = run.trace, self.backend, self.clock, self.speculation
+        s = trace.settings
+        counts = trace.speculation = {**asdict(spec), "passes": 1, "proposed": 0, "accepted": 0}
+        t_prev, cpu_prev = run.t0, time.process_time()
+        sampler, detok, ids, eos, logits, state = self._read_prompt(run, prefix)
+        rows, drafts, start = [logits], [], None   # the last pass: its logits rows, its proposals, cache length before
+        policy = Lookahead(spec.k, spec.row_cost)
+        while True:
+            # pick along the pass's rows while the picks agree with the proposals (one pick per output token)
+            picks = []
+            for row, draft in zip(rows, drafts + [None]):
+                pick = sampler.choose(ids, row, s.top_candidates)
+                b.synchronize()
+                how = None if draft is None else "accepted" if pick.token == draft else "replaced"
+                picks.append((pick, how, clock(), time.time_ns(), time.process_time()))
+                ids.append(pick.token)
+                if how != "accepted" or pick.token in eos or len(trace.steps) + len(picks) == s.max_new_tokens:
+                    break
+            accepted = sum(how == "accepted" for _, how, *_ in picks)
+            if start is not None and b.cache_length(state) > start + 1 + accepted:   # forget the rejected positions
+                state = b.rollback(state, start + 1 + accepted)
+            if drafts:
+                counts["accepted"] += accepted
+                policy.record(len(drafts), accepted)
+            kv = b.kv_cache_bytes(state)
+            for pick, how, t, wall_ns, cpu in picks:
+                index, token = len(trace.steps), pick.token
+                step = Step(index, token, detok.add(token), token in detok.special_ids,
+                            "prefill" if index == 0 else "decode", t - run.t0, t - t_prev, pick.prob,
+                            pick.sample_prob, tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
+                            b.cache_length(state), kv, wall_ns, 1, cpu - cpu_prev, draft=how,
+                            forward_pass=counts["passes"] - 1)
+                t_prev, cpu_prev = t, cpu
+                trace.steps.append(step)
+                yield step
+                trace.stop_reason = self._stop_reason(run, token, index, len(trace.prompt_ids) + index + 1, eos)
+                if trace.stop_reason:
+                    return
+            # the next pass: [last token + proposals] verified at once, or a plain decode step
+            room = min(spec.k, s.max_new_tokens - len(trace.steps) - 1, b.context_window - len(ids) - 1)
+            length = policy.length(room) if room > 0 else 0   # called every step: a pause counts steps
+            drafts = propose(ids, length, spec.ngram) if length else []
+            counts["passes"] += 1
+            start = b.cache_length(state)
+            began = clock()
+            if drafts:
+                counts["proposed"] += len(drafts)
+                logits, state = b.verify([ids[-1]] + drafts, state)
+                rows = list(logits)
+            else:
+                logits, state = b.decode(ids[-1], state)
+                rows = [logits]
+            b.synchronize()
+            policy.timed(len(rows), clock() - began)
+
+
+def verify_agreement(backend, ids: list[int], rows: int = 5, start: int = 2) -> tuple[int, int]:
+    """(positions where the verify pass's argmax differs from decode's, positions compared), teacher-forced on
+    `ids`: from the same prefill of ids[:start - 1], decode reads the rest one token a pass, verify `rows` a
+    pass. Where the verify pass runs other kernels than decode, a near-tie can flip."""
+    fed = ids[start - 1:-1]   # each fed token's row predicts the next id
+    _, state = backend.prefill(ids[:start - 1])
+    by_decode = []
+    for token in fed:
+        logits, state = backend.decode(token, state)
+        by_decode.append(int(logits.argmax()))
+    _, state = backend.prefill(ids[:start - 1])
+    by_verify = []
+    for at in range(0, len(fed), rows):
+        out, state = backend.verify(fed[at:at + rows], state)
+        by_verify.extend(out.argmax(-1).tolist())
+    return sum(a != b for a, b in zip(by_decode, by_verify)), len(fed)
