@@ -131,7 +131,8 @@ def test_presenter_mode_fits_a_lesson_step_in_1024x768(browser_app, tmp_path):
     page = open_page(browser_app, 1024, 768, "?present=1")
     try:
         page.wait_for_function("document.body.classList.contains('present')", timeout=10_000)
-        assert not page.locator("#page-header").is_visible() and not page.locator("#model-info").is_visible()
+        page.locator("#page-header").wait_for(state="hidden", timeout=10_000)
+        page.locator("#model-info").wait_for(state="hidden", timeout=10_000)
         page.get_by_role("tab", name="Lesson").click()
         page.locator("#lesson-next").click()   # a fresh page: Next shows step 1, not step 2
         lesson_step(page, 1)
@@ -152,7 +153,7 @@ def test_presenter_mode_fits_a_lesson_step_in_1024x768(browser_app, tmp_path):
         fonts = page.evaluate(FONTS)
         assert fonts["small"] == [] and fonts["charts"] > 0 and fonts["chart"] >= 18
         page.locator("#present input").uncheck()   # off again: the header is back
-        assert page.locator("#page-header").is_visible()
+        page.locator("#page-header").wait_for(state="visible", timeout=10_000)
         assert page.errors == []
     finally:
         page.close()
