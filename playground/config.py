@@ -122,6 +122,20 @@ class AppConfig:
         env.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**env)
 
+    @classmethod
+    def from_args(cls, args) -> "AppConfig":
+        """A CLI's --model / --backend / --device / --dtype over the environment, as the app reads them.
+
+        >>> import argparse, os
+        >>> os.environ["PLAYGROUND_MODEL"] = "tiny"
+        >>> AppConfig.from_args(argparse.Namespace(model=None, backend="onnx")).model
+        'tiny'
+        >>> AppConfig.from_args(argparse.Namespace(model="other", backend=None)).model
+        'other'
+        >>> del os.environ["PLAYGROUND_MODEL"]
+        """
+        return cls.from_env(**{k: getattr(args, k, None) for k in ("model", "backend", "device", "dtype")})
+
 
 def default_cache_dir() -> Path:
     return AppConfig.from_env().cache_dir

@@ -11,7 +11,8 @@ auth (401 without "Bearer sekrit", echoing the key it got), 401, 403, 404, 429, 
 chunked body stops mid-answer), end-early (a clean end without finish_reason or [DONE]), malformed (an
 event that is not JSON), not-sse (an HTML page), silent (never a byte), stall (headers and two tokens,
 then nothing), error-event (an error event mid-stream), other-tokenizer (ids from another vocabulary,
-under the bundled model's name), slow (a token every 0.2 s).
+under the bundled model's name), slow (a token every 0.2 s), always-stream (an event stream even when
+asked for one JSON reply).
 Standard library only (http.server); chunked transfer like llama.cpp's, so a cut is a real cut.
 """
 from __future__ import annotations
@@ -89,7 +90,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(STATUS[mode], {"error": {"message": f"mode {mode}"}})
         if path not in ("/v1/chat/completions", "/v1/completions"):
             return self._json(404, {"error": {"message": f"no {path} here"}})
-        if not body.get("stream"):
+        if not body.get("stream") and mode != "always-stream":
             lp = [entry(*TOKENS[0])] if mode != "no-logprobs" else None
             return self._json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"},
                                                  "logprobs": {"content": lp} if lp else None,

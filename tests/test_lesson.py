@@ -77,11 +77,14 @@ def test_the_handout_carries_the_same_numbers(lesson, tmp_path):
     assert "<script>alert" not in page
 
 
-def test_the_handout_cli_runs_headless(tmp_path, capsys):
+def test_the_handout_cli_runs_headless(tmp_path, capsys, monkeypatch):
     from playground.lesson.__main__ import main
-    assert main(["--out", str(tmp_path), "--model", "tiny", "--backend", "torch"]) == 0
+    monkeypatch.setenv("PLAYGROUND_MODEL", "tiny")   # settings from the environment, as the app reads them
+    assert main(["--out", str(tmp_path), "--backend", "torch"]) == 0
     out = capsys.readouterr().out
-    assert out.count("\n") >= 7 and (tmp_path / "lesson.html").stat().st_size > 1_000_000   # plotly.js inlined
+    page = (tmp_path / "lesson.html").read_text()
+    assert out.count("\n") >= 7 and len(page) > 1_000_000   # plotly.js inlined
+    assert "<p>tiny-random-llama on" in page   # not the bundled SmolLM2
 
 
 def test_a_stopped_step_is_not_kept(tiny_engine):

@@ -55,6 +55,16 @@ def test_a_token_count_that_disagrees_with_the_servers_usage_is_said_and_tpot_by
     assert any(line.startswith("TPOT by the server's token count") for line in server_lines(trace))
 
 
+def test_a_server_that_always_streams_connects_with_top_k_unknown_and_says_what_its_probe_saw(fake_server):
+    from playground.ui import source_line
+    source = RemoteSource(fake_server.url("always-stream"))   # its logprobs probe gets an event stream, not JSON
+    assert not source.capabilities.top_k
+    assert source.top_k_note.startswith("unknown, off (the logprobs probe got:") and "data: " in source.top_k_note
+    assert "top-k probabilities: unknown, off (the logprobs probe got:" in source_line(source)
+    trace = source.run("Hi", FOUR).wait()
+    assert trace.error is None and [s.text for s in trace.steps] == ["Hello", " world", "!"]
+
+
 def test_raw_mode_streams_from_completions(fake_server):
     source = RemoteSource(fake_server.url("ok"))
     trace = source.run("Hi", FOUR.with_(chat=False)).wait()

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return serve_main(argv[1:])
     args = parse_args(argv)
     from ..backends import create_backend
+    from ..config import AppConfig
     from ..engine import Engine
 
     def say(fraction, message, name="load"):
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    source = Engine(create_backend(args.backend, args.model, device=args.device, dtype=args.dtype, progress=say))
+    config = AppConfig.from_args(args)   # PLAYGROUND_MODEL / PLAYGROUND_BACKEND / ... when not given here
+    source = Engine(create_backend(config.backend, config.model, config.device, config.dtype, progress=say))
     args.out.mkdir(parents=True, exist_ok=True)
     for name in EXPERIMENTS if args.name == "all" else (args.name,):
         spec = EXPERIMENTS[name]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     from ..backends import BACKENDS, create_backend
+    from ..config import AppConfig
     from ..engine import Engine
     from . import Lesson
     from .handout import write_handout
@@ -21,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     def say(fraction, message):
         print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
 
-    lesson = Lesson(Engine(create_backend(args.backend, args.model, progress=say)))
+    config = AppConfig.from_args(args)   # PLAYGROUND_MODEL / PLAYGROUND_BACKEND when not given here
+    lesson = Lesson(Engine(create_backend(config.backend, config.model, config.device, config.dtype, progress=say)))
     for result in lesson.run_all(say):
         print(f"{result.number}. {result.title}: {result.takeaway}", flush=True)
     print(f"handout: {write_handout(lesson, args.out)}", flush=True)

@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..config import GenerationSettings
 from .client import ServerClient
-from .errors import RemoteError
+from .errors import RemoteBadRequest, RemoteError, RemoteMalformed, RemoteServerError
 from .figures import read_metrics, summarize_slots
 
 
@@ -167,11 +167,19 @@ def detect_kind(client: ServerClient, entry: dict) -> ServerKind:
     return KINDS[-1]
 
 
-def logprobs_work(client: ServerClient, model: str, kind: ServerKind) -> bool:
-    """True when a one-token request with logprobs gets them back (llama.cpp and vLLM always do)."""
+def logprobs_work(client: ServerClient, model: str, kind: ServerKind) -> tuple[bool, str | None]:
+    """(works, what the probe saw when it could not tell): a one-token request asking for logprobs.
+
+    llama.cpp and vLLM always give them. A server whose probe reply is refused, fails or is not the JSON
+    asked for (some stream whatever they are asked) is taken as giving none: top-k is off, and the second
+    value says what the probe got, for the page to show.
+    """
     if kind.name in ("llama.cpp", "vllm", "playground"):
-        return True
-    reply = client.post_json("/v1/chat/completions", {"model": model, "max_tokens": 1, "logprobs": True,
-                             "top_logprobs": 1, "messages": [{"role": "user", "content": "Hi"}]})
-    choice = (reply.get("choices") or [{}])[0]
-    return bool((choice.get("logprobs") or {}).get("content"))
+        return True, None
+    try:
+        reply = client.post_json("/v1/chat/completions", {"model": model, "max_tokens": 1, "logprobs": True,
+                                 "top_logprobs": 1, "messages": [{"role": "user", "content": "Hi"}]})
+    except (RemoteMalformed, RemoteBadRequest, RemoteServerError) as exc:
+        return False, f"unknown, off (the logprobs probe got: {exc})"
+    choice = ((reply.get("choices") if isinstance(reply, dict) else None) or [{}])[0]
+    return bool(((choice.get("logprobs") if isinstance(choice, dict) else None) or {}).get("content")), None

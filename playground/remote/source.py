@@ -17,6 +17,7 @@ Left out: n > 1 choices, tool calls, and servers that only speak the Responses A
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
@@ -29,6 +30,8 @@ from .errors import RemoteNotFound
 from .local_copy import CL100K, cl100k, local_copy
 from .loop import stream_steps
 from .servers import detect_kind, logprobs_work
+
+log = logging.getLogger(__name__)
 
 
 class RemoteSource:
@@ -57,7 +60,10 @@ class RemoteSource:
         shown = self.model.rsplit("/", 1)[-1] if self.model.endswith(".gguf") else self.model   # not a server path
         self.info = SourceInfo(name, shown, "remote", "remote", str(dtype), self.kind.context_window(
             self.client, entry), self.copy.kv_shape if self.copy else None, origin="remote")
-        self.capabilities = Capabilities(kv_bytes=False, top_k=logprobs_work(self.client, self.model, self.kind),
+        top_k, self.top_k_note = logprobs_work(self.client, self.model, self.kind)
+        if self.top_k_note:
+            log.warning("%s: top-k probabilities %s", name, self.top_k_note)
+        self.capabilities = Capabilities(kv_bytes=False, top_k=top_k,
                                          local_tokenizer=self.prompt_ids_source != CL100K, no_cache=False,
                                          exact_ids=self.kind.exact_ids)
 

@@ -134,6 +134,8 @@ def say(prefix: str):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from ..config import AppConfig
+    args.model = AppConfig.from_args(args).model   # PLAYGROUND_MODEL when --model is not given
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)

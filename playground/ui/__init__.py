@@ -24,6 +24,7 @@ import gradio as gr
 from ..compare import ANSWERS_CSS
 from ..registry import SourceRegistry, as_registry
 from ..session import Session
+from ..source import Capabilities
 from ..tokens import TOKEN_CSS
 from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, engine_or_message, error_html
 from .compare_tab import compare_tab
@@ -51,6 +52,9 @@ def source_line(source) -> str:
     missing = source.capabilities.missing()
     if i.origin == "remote":
         line += " · times measured at this client as each streamed event arrives"
+    note = getattr(source, "top_k_note", None)
+    if note:
+        missing = [f"top-k probabilities: {note}" if m == Capabilities.LABELS["top_k"] else m for m in missing]
     return line + (f" · **not given by this source**: {', '.join(missing)}" if missing else "")
 
 
