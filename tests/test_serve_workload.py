@@ -11,7 +11,8 @@ from playground.config import GenerationSettings
 from playground.experiments.short_long import SHORT_QUESTION, SUMMARIZE_INSTRUCTION
 from playground.serve import RequestClass, Workload, check_tokens, default_classes, goodput, parse_mix, summarize
 from playground.serve.records import RequestRecord, WorkloadResult
-from playground.serve.summary import class_stats, compare, lesson, over_time, throughput
+from playground.charts.serve import over_time
+from playground.serve.summary import class_stats, compare, lesson, throughput
 from playground.serve.workload import class_counts
 from playground.trace import Step, Trace
 

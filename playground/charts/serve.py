@@ -12,15 +12,31 @@ Left out: sweeps (charts/serve_sweeps.py).
 """
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from ..serve.summary import over_time
 from .run import DECODE, FORMULA, PREFILL, _empty, _figure
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
 ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context": ("diamond", "#16a34a"),
         "cancelled": ("x", FAILED), "error": ("x", "#7f1d1d")}
+
+
+def over_time(result, window: float = 1.0) -> dict:
+    """Output tokens/s and finished requests/s per `window` seconds (measured token times, bucketed)."""
+    times = [(t, n) for r in result.records if r.steps for t, n in r.token_times()]
+    ends = [r.last_token for r in result.records if r.steps and r.stop_reason in ("eos", "length", "context")]
+    if not times:
+        return {"t": [], "output_tps": [], "requests_per_s": []}
+    buckets = int(max(t for t, _ in times) // window) + 1
+    tokens, finished = np.zeros(buckets), np.zeros(buckets)
+    for t, n in times:
+        tokens[int(t // window)] += n
+    for t in ends:
+        finished[min(int(t // window), buckets - 1)] += 1
+    return {"t": [(i + 0.5) * window for i in range(buckets)], "output_tps": (tokens / window).tolist(),
+            "requests_per_s": (finished / window).tolist()}
 
 
 def _title(text: str, result) -> dict:

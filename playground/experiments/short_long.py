@@ -19,15 +19,14 @@ from dataclasses import dataclass
 from ..config import GenerationSettings
 from ..metrics import estimate_cost
 from ..run_view import format_bytes, format_seconds
-from .common import Progress, ProgressFn, ResultBase, RunInfo, follow, long_document
+from ..measure import Progress, ProgressFn, follow
+from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document, long_prompt  # noqa: F401 - the names the experiment reads
+from .common import ResultBase, RunInfo
 from ..units import times, usd
 
-SHORT_QUESTION = "What is the capital of France?"
-SUMMARIZE_INSTRUCTION = "Summarize the following document in three sentences.\n\n"
 # illustrative prices of a small hosted model, USD per million tokens (an estimate, not a quote)
 DEFAULT_USD_PER_M_INPUT = 0.15
 DEFAULT_USD_PER_M_OUTPUT = 0.60
-TEMPLATE_ALLOWANCE = 64  # tokens kept free for the chat template around the document
 
 
 @dataclass
@@ -91,23 +90,6 @@ def _request_words(r: RequestMeasure) -> str:
              "KV cache " + ("not measured" if r.kv_bytes is None else format_bytes(r.kv_bytes)),
              f"estimated cost (USD) {usd(r.est_cost_usd)}"]
     return " · ".join(parts)
-
-
-def long_prompt(tokenizer, context_window: int | None, max_new_tokens: int,
-                document: str | None = None) -> tuple[str, bool]:
-    """(instruction + document, whether the document was cut by tokens to fit the context window).
-
-    Without a local tokenizer or a known window (a server that does not say) the document goes whole.
-    """
-    document = document or long_document()
-    if tokenizer is None or context_window is None:
-        return SUMMARIZE_INSTRUCTION + document, False
-    room = max(16, context_window - max_new_tokens - TEMPLATE_ALLOWANCE
-               - len(tokenizer(SUMMARIZE_INSTRUCTION, add_special_tokens=False)["input_ids"]))
-    ids = tokenizer(document, add_special_tokens=False)["input_ids"]
-    if len(ids) <= room:
-        return SUMMARIZE_INSTRUCTION + document, False
-    return SUMMARIZE_INSTRUCTION + tokenizer.decode(ids[:room]), True
 
 
 def run_short_vs_long(source, max_new_tokens: int = 48, question: str = SHORT_QUESTION,

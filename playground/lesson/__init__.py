@@ -22,34 +22,14 @@ Left out: gradio (ui/lesson_tab.py lays this out) and any step that is not measu
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from ..experiments.common import Progress
+from ..measure import Progress
+from .step import RULE_OF_THUMB, SEED_SENTENCE, LessonStep, StepResult
+from .steps_run import step_decode, step_prefill, step_tokens
+from .steps_scale import step_kv_cache, step_mixed, step_scale
 
-SEED_SENTENCE = "Serving LLMs is not like serving web apps."
-RULE_OF_THUMB = 9   # what the common rule of thumb (~1.3 tokens per word) says for the seed sentence
-
-
-@dataclass
-class StepResult:
-    number: int
-    title: str
-    takeaway: str                                  # the step's lesson, in its own measured numbers (~35 words)
-    numbers: dict = field(default_factory=dict)    # every figure the takeaway uses (the handout's table)
-    figures: dict = field(default_factory=dict)    # name -> plotly Figure
-    html: str = ""                                 # chips and tables (escaped)
-    notes: list[str] = field(default_factory=list)  # what is missing or estimated, in words
-    cancelled: bool = False
-    elapsed: float = 0.0
-
-
-@dataclass(frozen=True)
-class LessonStep:
-    number: int
-    title: str
-    run: Callable[["Lesson", Progress], StepResult]
-
+__all__ = ["RULE_OF_THUMB", "SEED_SENTENCE", "STEPS", "Lesson", "LessonStep", "StepResult"]
 
 class Lesson:
     """One presenter's walk through the six steps on one source; results are kept per step."""
@@ -80,9 +60,6 @@ class Lesson:
                                 (lambda f, m, n=n: progress((n - 1 + f) / len(STEPS), f"step {n}: {m}")), cancel))
         return out
 
-
-from .steps_run import step_decode, step_prefill, step_tokens  # noqa: E402 - they import the classes above
-from .steps_scale import step_kv_cache, step_mixed, step_scale  # noqa: E402
 
 STEPS: dict[int, LessonStep] = {s.number: s for s in (
     LessonStep(1, "It works in tokens", step_tokens),

@@ -10,11 +10,11 @@ import html
 
 from ..charts import plot_step_latency, plot_timeline, plot_top_k
 from ..config import GenerationSettings
-from ..experiments.common import follow
-from ..experiments.short_long import SHORT_QUESTION
+from ..measure import follow
+from ..prompts import SHORT_QUESTION
 from ..run_view import chip_html, chips_html, format_seconds
 from ..tokens import compare, hf_view, render_chips_html, tiktoken_view, visible
-from . import RULE_OF_THUMB, SEED_SENTENCE, StepResult
+from .step import RULE_OF_THUMB, SEED_SENTENCE, StepResult
 
 ANSWER_TOKENS = 24   # step 2's budget: about a second on the bundled model with a 2-core CPU
 

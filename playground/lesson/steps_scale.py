@@ -13,10 +13,10 @@ from ..charts import plot_cache_comparison, plot_kv_cache, plot_short_vs_long
 from ..config import GenerationSettings
 from ..engine import common_prefix
 from ..experiments import EXPERIMENTS
-from ..experiments.common import exact_length_ids, long_document
-from ..experiments.short_long import SHORT_QUESTION, long_prompt
+from ..measure import exact_length_ids
+from ..prompts import SHORT_QUESTION, long_document, long_prompt
 from ..run_view import format_bytes, format_seconds
-from . import StepResult
+from .step import StepResult
 from .cost_model import calibrate
 from .steps_run import answer_run
 

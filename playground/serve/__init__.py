@@ -10,7 +10,7 @@ registry.py (the schedulers), schedulers.py (the harness, one at a time), batchi
 batching_adapter.py (transformers' continuous-batching manager), concurrent.py (requests in parallel
 to a server), records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the
 lesson sentence), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),
-cli.py (`python -m playground.experiments serve`).
+cli.py (`python -m playground.serve`).
 
 Left out: gradio (playground/ui/serve_tab.py) and charts (playground/charts/serve.py).
 """
@@ -18,5 +18,5 @@ from .records import BatchStep, RequestRecord, WorkloadResult
 from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes, fit_to_window
 from .registry import SCHEDULERS, SchedulerSpec
 from .schedulers import OneAtATime, Scheduler
-from .summary import compare, goodput, lesson, over_time, summarize
+from .summary import compare, goodput, lesson, summarize
 from .workload import MAX_REQUESTS, Request, RequestClass, Workload, parse_mix

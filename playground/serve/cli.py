@@ -1,11 +1,11 @@
-"""`python -m playground.experiments serve …`: a workload (or a sweep) headless, to JSON and an HTML report.
+"""`python -m playground.serve …` (also `python -m playground.experiments serve …`): a workload (or a sweep) headless, to JSON and an HTML report.
 
-    python -m playground.experiments serve --requests 16 --mix short:0.8,long:0.2 --rate 2 \\
+    python -m playground.serve --requests 16 --mix short:0.8,long:0.2 --rate 2 \\
         --scheduler batching --compare one-at-a-time --backend onnx --out results/serve
-    python -m playground.experiments serve --sweep batch --scheduler batching --out results/sweep
-    python -m playground.experiments serve --sweep rate --rates 0.25,0.5,1 --ttft-slo 2 --tpot-slo 0.2 --out …
-    python -m playground.experiments serve --workload results/serve/workload.json --scheduler … --out …  # replay
-    python -m playground.experiments serve --url http://127.0.0.1:8080/v1 --scheduler concurrent \
+    python -m playground.serve --sweep batch --scheduler batching --out results/sweep
+    python -m playground.serve --sweep rate --rates 0.25,0.5,1 --ttft-slo 2 --tpot-slo 0.2 --out …
+    python -m playground.serve --workload results/serve/workload.json --scheduler … --out …  # replay
+    python -m playground.serve --url http://127.0.0.1:8080/v1 --scheduler concurrent \
         --compare one-at-a-time --out …      # a server: concurrent against one at a time, on the server
 
 Writes DIR/workload.json (replayable), DIR/<scheduler>/requests/<id>.json (one per request: its
@@ -32,7 +32,7 @@ from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m playground.experiments serve", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m playground.serve", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--requests", type=int, default=16, help=f"1-{MAX_REQUESTS}")
     p.add_argument("--mix", default="short:0.8,long:0.2", help="class:share pairs (classes: short, long)")

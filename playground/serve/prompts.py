@@ -18,7 +18,7 @@ MAX_WORKLOAD_TOKENS = 60_000  # prompt + new tokens over the whole workload (64 
 def default_classes(source=None, max_new_tokens: int = 48, mix: dict[str, float] | None = None) -> list[RequestClass]:
     """The lesson's two requests (the short-vs-long experiment's): a one-line question and a document to
     summarize, cut to the source's context window when it has a tokenizer and says its window."""
-    from ..experiments.short_long import SHORT_QUESTION, long_prompt
+    from ..prompts import SHORT_QUESTION, long_prompt
     tokenizer = getattr(source, "tokenizer", None)
     window = source.info.context_window if source is not None else None
     document, _ = long_prompt(tokenizer, window, max_new_tokens)

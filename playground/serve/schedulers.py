@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 from ..config import GenerationSettings
-from ..experiments.common import Progress, ProgressFn
+from ..measure import Progress, ProgressFn
 from .records import RequestRecord, WorkloadResult, new_result
 from .workload import Request, Workload
 

@@ -2,7 +2,6 @@
 
     summarize(result)                    # {"classes": {...}, "throughput": {...}, "lesson": "…"}
     goodput(result, ttft=1.0, tpot=0.2)  # requests/s that met both (vLLM's `bench serve --goodput`)
-    over_time(result, window=1.0)        # output tok/s and finished req/s per window, for the chart
 
 Throughput = output tokens / the workload's wall time (from its start to its last token). Percentiles
 are numpy's (linear interpolation) over the requests that produced a token. The lesson sentence names
@@ -63,22 +62,6 @@ def goodput(result, ttft: float | None = None, tpot: float | None = None) -> dic
     wall = throughput(result)["wall_s"]
     return {"ttft_slo_s": ttft, "tpot_slo_s": tpot, "met": len(ok), "of": len(result.records),
             "goodput_rps": len(ok) / wall if wall else None}
-
-
-def over_time(result, window: float = 1.0) -> dict:
-    """Output tokens/s and finished requests/s per `window` seconds (measured token times, bucketed)."""
-    times = [(t, n) for r in served(result) for t, n in r.token_times()]
-    ends = [r.last_token for r in served(result) if r.stop_reason in ("eos", "length", "context")]
-    if not times:
-        return {"t": [], "output_tps": [], "requests_per_s": []}
-    buckets = int(max(t for t, _ in times) // window) + 1
-    tokens, finished = np.zeros(buckets), np.zeros(buckets)
-    for t, n in times:
-        tokens[int(t // window)] += n
-    for t in ends:
-        finished[min(int(t // window), buckets - 1)] += 1
-    return {"t": [(i + 0.5) * window for i in range(buckets)], "output_tps": (tokens / window).tolist(),
-            "requests_per_s": (finished / window).tolist()}
 
 
 def short_and_long(result) -> tuple[str, str] | None:

@@ -24,8 +24,8 @@ import statistics
 import threading
 from dataclasses import asdict, dataclass, field
 
-from ..experiments.common import Progress, ProgressFn
-from ..experiments.short_long import SHORT_QUESTION
+from ..measure import Progress, ProgressFn
+from ..prompts import SHORT_QUESTION
 from .summary import goodput, percentile, served, throughput
 from .workload import RequestClass, Workload
 
