@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import importlib.util
 import os
 import re
@@ -59,7 +60,6 @@ class Repo:
     files: list[str] = field(default_factory=list)
     targets: set[str] = field(default_factory=set)
     settings: set[str] = field(default_factory=set)
-    _flags: dict = field(default_factory=dict)
 
     @classmethod
     def scan(cls, root: Path = ROOT) -> Repo:
@@ -84,30 +84,30 @@ class Repo:
             return any(fnmatch.fnmatch(f, token) or fnmatch.fnmatch(f, "*/" + token) for f in self.files)
         return any(f == token or f.endswith("/" + token) for f in self.files)
 
-    def flags(self, program: str) -> set[str]:
-        """The flags `program` (a module name or a file) defines: its own flag literals, and every flag given
-        to an `add_argument(…)` or `Param(…)` call in the repository's modules it imports, at any depth."""
-        if program not in self._flags:
-            path = self.program_file(program)
-            found = literal_flags(path.read_text()) if path else set()
-            for module in self.imported_files(path) if path else ():
-                found |= defined_flags(module.read_text())
-            self._flags[program] = found
-        return self._flags[program]
+    def has_flag(self, program: str, flag: str) -> bool:
+        """True when `program` (a module name or a file) names `flag` itself, or an `add_argument(…)` or
+        `Param(…)` call defines it in a module of this repository that the program imports, at any depth."""
+        path = self.program_file(program)
+        if path is None:
+            return False
+        if flag in file_literal_flags(path):
+            return True
+        return any(flag in file_flags(module) for module in self.imported_files(path))
 
-    def imported_files(self, path: Path) -> list[Path]:
-        """`path` and every module of this repository it imports, at any depth (function-level included)."""
+    def imported_files(self, path: Path):
+        """`path` and every module of this repository it imports, at any depth (function-level included),
+        nearest first."""
         seen, todo = {path}, [path]
         while todo:
-            current = todo.pop()
-            for name in imported_modules(current, self.root):
+            current = todo.pop(0)
+            yield current
+            for name in sorted(imported_modules(current, self.root)):
                 file = self.program_file(name) if self.is_local_module(name) else None
                 init = self.root / name.replace(".", "/") / "__init__.py"
                 for f in (file, init if init.is_file() else None):
                     if f and f not in seen:
                         seen.add(f)
                         todo.append(f)
-        return sorted(seen)
 
     def program_file(self, program: str) -> Path | None:
         if program.endswith(".py"):
@@ -146,14 +146,14 @@ def literal_flags(source: str) -> set[str]:
             and FLAG.match(n.value)}
 
 
-def defined_flags(source: str) -> set[str]:
+def defined_flags(source: str | ast.Module) -> set[str]:
     """The flags a source defines: string constants given to `add_argument(…)` or `Param(…)`.
 
     >>> sorted(defined_flags("p.add_argument('--out', '-o'); Param('k', 4, 1, 8, 'k', '--spec-k'); f('--no')"))
     ['--out', '--spec-k']
     """
     flags = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(ast.parse(source) if isinstance(source, str) else source):
         if isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if callee in ("add_argument", "Param"):
@@ -162,13 +162,29 @@ def defined_flags(source: str) -> set[str]:
     return flags
 
 
-def imported_modules(path: Path, root: Path) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def file_literal_flags(path: Path) -> frozenset[str]:
+    return frozenset(literal_flags(path.read_text()))
+
+
+@functools.lru_cache(maxsize=None)
+def file_flags(path: Path) -> frozenset[str]:
+    return frozenset(defined_flags(parsed(path)))
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def imported_modules(path: Path, root: Path) -> frozenset[str]:
     """The dotted names a Python file imports (relative imports resolved against its package)."""
     package = path.relative_to(root).parent.as_posix().replace("/", ".")
     if path.name != "__init__.py" and path.name != "__main__.py" and path.parent == root:
         package = ""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -179,7 +195,7 @@ def imported_modules(path: Path, root: Path) -> set[str]:
                 base = ".".join([*parts, *([node.module] if node.module else [])])
             names.add(base)
             names |= {f"{base}.{a.name}" for a in node.names}
-    return {n for n in names if n}
+    return frozenset(n for n in names if n)
 
 
 def code_lines(text: str):
@@ -275,8 +291,8 @@ def check_flags(program: str, args: list[str], repo: Repo) -> list[str]:
     flags = [a.split("=", 1)[0] for a in args if a.startswith("--")]
     if not flags:
         return []
-    known = repo.flags(program) | {"--help"}
-    return [f"`{flag}`: not a flag of {program}" for flag in flags if FLAG.match(flag) and flag not in known]
+    return [f"`{flag}`: not a flag of {program}" for flag in flags
+            if FLAG.match(flag) and flag != "--help" and not repo.has_flag(program, flag)]
 
 
 def split_words(value: str) -> list[str]:

@@ -2,6 +2,8 @@
 import re
 import tomllib
 
+import pytest
+
 from scripts.check_docs import ROOT
 
 
@@ -54,3 +56,20 @@ def test_the_tiers_are_documented():
     contributing = (ROOT / "CONTRIBUTING.md").read_text()
     for marker in registered_markers():
         assert f"| `{marker}` |" in contributing, marker
+
+
+def test_an_unmarked_test_cannot_start_a_python_subprocess():
+    """tests/conftest.py refuses it, so `make test-fast` never starts the bench CLI or app.py unawares."""
+    import subprocess
+    import sys
+
+    with pytest.raises(RuntimeError, match="mark it @pytest.mark.subprocess"):
+        subprocess.run([sys.executable, "-c", "pass"])
+    assert subprocess.run(["true"]).returncode == 0   # other programs (ruff, git) still run
+
+
+@pytest.mark.subprocess
+def test_a_marked_test_may_start_one():
+    import subprocess
+    import sys
+    assert subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True).stdout == "42\n"
