@@ -97,7 +97,7 @@ test:                   ## the whole suite (unit, integration, the real llama.cp
 # In-process unit tests only (the tiny model, in this process): every test that needs the bundled model, a
 # browser, llama-server, a subprocess (the bench CLI, app.py) or long minutes carries a marker (pyproject.toml).
 FAST_TESTS := not integration and not browser and not server and not subprocess and not slow
-test-fast: install-dev  ## in-process unit tests only (under a minute)
+test-fast: install-dev  ## in-process unit tests only (about a minute)
 	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 bench: install-dev llama aiperf ## speed figures and ratios, as JSON (the remote row starts its own llama-server)
