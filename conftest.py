@@ -9,11 +9,15 @@ def _doctest_engine():
     return Engine(create_backend("torch", "tiny", device="cpu", dtype="float32"))
 
 
+@pytest.fixture(scope="session")
+def _doctest_trace(_doctest_engine):
+    from playground.config import GenerationSettings
+    return _doctest_engine.generate("Hello", GenerationSettings(max_new_tokens=3))
+
+
 @pytest.fixture(autouse=True)
 def _doctest_names(request, doctest_namespace):
-    """Only doctests pay for the tiny model: `tiny_engine`, and `trace` (a finished 3-token run)."""
+    """Only doctests pay for the tiny model: `tiny_engine`, and `trace` (a finished 3-token run, made once)."""
     if isinstance(request.node, pytest.DoctestItem):
-        from playground.config import GenerationSettings
-        engine = request.getfixturevalue("_doctest_engine")
-        doctest_namespace["tiny_engine"] = engine
-        doctest_namespace["trace"] = engine.generate("Hello", GenerationSettings(max_new_tokens=3))
+        doctest_namespace["tiny_engine"] = request.getfixturevalue("_doctest_engine")
+        doctest_namespace["trace"] = request.getfixturevalue("_doctest_trace")

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -14,6 +16,31 @@ from playground.engine import Engine
 hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
+
+# the tiers whose tests may start a Python subprocess; `make test-fast` deselects them all (pyproject.toml)
+SUBPROCESS_TIERS = ("subprocess", "integration", "server", "browser")
+
+
+@pytest.fixture(autouse=True)
+def _python_subprocesses_need_a_marker(request, monkeypatch):
+    """A test that starts a Python subprocess (the bench CLI, app.py, a second interpreter) says so with the
+    marker `subprocess`, so that `make test-fast` stays in this process; unmarked, it fails at the start."""
+    if any(request.node.get_closest_marker(m) for m in SUBPROCESS_TIERS):
+        yield
+        return
+    popen_init = subprocess.Popen.__init__
+
+    def refuse_python(self, args, *rest, **kwargs):
+        program = args if isinstance(args, (str, bytes, os.PathLike)) else args[0]
+        program = os.fsdecode(program).split()[0] if isinstance(args, (str, bytes)) else os.fsdecode(program)
+        launches_ruff = not isinstance(args, (str, bytes)) and list(args[1:3]) == ["-m", "ruff"]   # ruff's binary
+        if (program == sys.executable or os.path.basename(program).startswith("python")) and not launches_ruff:
+            raise RuntimeError(f"{request.node.nodeid} starts a Python subprocess ({args!r}): "
+                               "mark it @pytest.mark.subprocess")
+        popen_init(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
+    yield
 
 
 @pytest.fixture(scope="session")

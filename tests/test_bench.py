@@ -3,10 +3,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from playground.bench import prefill_row
 from playground.bench_backends import bench_backend
 
 
+@pytest.mark.slow
 def test_bench_row_compares_the_engine_with_plain_generate():
     row = bench_backend("torch", "Prefill reads the prompt once.", 8, model="tiny", repeats=1)
     assert row["engine_matches_generate"] == 1.0 and row["new_tokens"] == 8 == row["generate_new_tokens"]
@@ -14,12 +17,14 @@ def test_bench_row_compares_the_engine_with_plain_generate():
     assert row["engine_ttft_s"] > 0 and row["peak_rss_mb"] > 0
 
 
+@pytest.mark.slow
 def test_prefill_row_times_exactly_the_requested_length():
     row = prefill_row("torch", tokens=100, repeats=1, model="tiny")
     assert row["prefill_tokens"] == 100 and row["prefill_tps"] > 0
     assert abs(100 / row["prefill_tps"] - row["prefill_s"]) <= 0.0005 + 1e-6   # prefill_s is rounded to 1 ms
 
 
+@pytest.mark.subprocess
 def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
     """`python -m playground.bench` end to end on the tiny model: every row is JSON and none is an error."""
     out = subprocess.run([sys.executable, "-m", "playground.bench", "--model", "tiny", "torch"],
@@ -36,6 +41,7 @@ def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
         assert watched["chip_in_dom_p95_ms"] >= 0 and watched["steps_by_live_channel"] > 0
 
 
+@pytest.mark.subprocess
 def test_the_ui_row_drives_the_app_against_a_headless_run_of_the_same_tokens():
     from playground.bench_ui import ui_row
     row = ui_row("torch", model="tiny", tokens=8, repeats=1)
@@ -45,6 +51,7 @@ def test_the_ui_row_drives_the_app_against_a_headless_run_of_the_same_tokens():
     assert row["server_cpu_s_per_token"] > 0 and row["model_cpu_s_per_token"] > 0
 
 
+@pytest.mark.subprocess
 def test_the_flat_row_reads_the_work_per_update_early_and_late_in_a_run():
     from playground.bench_ui import flat_row
     row = flat_row(steps=300)
@@ -53,6 +60,7 @@ def test_the_flat_row_reads_the_work_per_update_early_and_late_in_a_run():
     assert early and late and late < 2 * early   # O(new steps) per update, not O(run)
 
 
+@pytest.mark.subprocess
 def test_pin_puts_the_bench_on_one_cpu_and_chromium_on_another():
     import os
 
@@ -68,6 +76,7 @@ def test_pin_puts_the_bench_on_one_cpu_and_chromium_on_another():
     assert f'exec taskset -c {cpus[1]} "/usr/bin/chromium" "$@"' in out
 
 
+@pytest.mark.subprocess
 def test_the_client_side_of_a_pinned_bench_runs_on_the_other_cpu():
     """While the app serves a request, every thread of the bench (gradio_client, the counting proxy, one
     started meanwhile) is on the client's CPU; afterwards all are back on the model's CPU."""

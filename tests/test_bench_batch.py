@@ -51,6 +51,7 @@ def row():
     return out
 
 
+@pytest.mark.slow
 def test_every_size_decodes_its_requests_together_to_the_token_budget(row):
     points = row["ours"]["points"]
     assert [p["concurrency"] for p in points] == list(SIZES) and row["ours"]["slots"] == max(SIZES)

@@ -24,6 +24,7 @@ def app(tiny_backend, tiny_engine):
     demo.close()
 
 
+@pytest.mark.slow
 def test_cancelled_generations_stop_and_the_next_request_runs(app):
     url, slow, engine = app
     client = Client(url, verbose=False)
@@ -42,6 +43,7 @@ def test_cancelled_generations_stop_and_the_next_request_runs(app):
     assert "finished" in generated(out)["status"]
 
 
+@pytest.mark.slow
 def test_a_cancelled_experiment_stops_its_worker_thread(app):
     url, slow, _ = app
     client = Client(url, verbose=False)

@@ -69,6 +69,7 @@ def test_empty_trace_gives_a_hint_not_an_error():
         assert not fig.data and "Generate" in fig.layout.annotations[0].text
 
 
+@pytest.mark.subprocess
 def test_charts_import_pandas_before_any_thread_draws():
     """Regression: plotly's lazy pandas import raced between two handler threads ("partially initialized
     module 'pandas'"); importing playground.charts must leave pandas fully imported."""

@@ -26,6 +26,7 @@ def app_url(tiny_engine):
     demo.close()
 
 
+@pytest.mark.slow
 def test_simultaneous_sessions_never_mix(app_url, tiny_engine):
     expected = {}
     for c in range(CLIENTS):

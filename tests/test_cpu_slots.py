@@ -43,6 +43,7 @@ def test_a_third_local_run_waits_for_a_slot():
     assert gate.enter_shared(timeout=0.1)
 
 
+@pytest.mark.slow
 def test_a_server_run_streams_while_every_cpu_slot_is_taken(app_url):
     client = Client(app_url, verbose=False)
     for _ in range(GATE.slots):

@@ -12,6 +12,7 @@ from tests.fakes import SlowBackend
 GREEDY8 = GenerationSettings(max_new_tokens=8)
 
 
+@pytest.mark.slow
 def test_one_step_per_token_with_phases_and_growing_cache(tiny_engine):
     trace = tiny_engine.generate("The capital of France", GREEDY8)
     steps = trace.steps
@@ -27,6 +28,7 @@ def test_one_step_per_token_with_phases_and_growing_cache(tiny_engine):
         assert b.latency == pytest.approx(b.time - a.time)
 
 
+@pytest.mark.slow
 def test_kv_bytes_measured_equal_the_formula_at_every_step(tiny_engine):
     trace = tiny_engine.generate("KV cache", GenerationSettings(max_new_tokens=12))
     shape = trace.kv_shape
@@ -43,11 +45,13 @@ def test_top_candidates_are_a_sorted_distribution(tiny_engine):
         assert s.token_id == s.top[0].token_id and s.prob == pytest.approx(probs[0])  # greedy = argmax
 
 
+@pytest.mark.slow
 def test_greedy_stream_equals_plain_generate(tiny_engine):
     trace = tiny_engine.generate("Prefill reads the prompt", GenerationSettings(max_new_tokens=10))
     assert trace.output_ids == tiny_engine.backend.generate_reference(trace.prompt_ids, 10)
 
 
+@pytest.mark.slow
 def test_seeded_sampling_is_reproducible_and_seeds_differ(tiny_engine):
     s = GenerationSettings(max_new_tokens=16, temperature=1.5, top_k=50, top_p=0.95, seed=11)
     a, b = (tiny_engine.generate("tokens", s).output_ids for _ in range(2))
@@ -140,6 +144,7 @@ def test_out_of_range_settings_are_refused_before_any_work(tiny_engine):
         tiny_engine.run("hi", GenerationSettings(temperature=-1))
 
 
+@pytest.mark.slow
 def test_generation_stops_when_the_context_is_full(tiny_engine):
     trace = tiny_engine.generate("tokens " * 250, GenerationSettings(max_new_tokens=2000, chat=False))
     assert trace.stop_reason in ("context", "eos")
@@ -189,6 +194,7 @@ def test_background_run_cancel_stops_within_one_step(tiny_engine):
     assert len(first) >= 1 and len(background.run.trace.steps) < 2000
 
 
+@pytest.mark.slow
 def test_whole_number_temperature_and_top_p_are_accepted(tiny_engine):
     """Regression (found by the fuzz test): temperature=1 as an int passed validation, then transformers'
     warper refused it ("has to be a strictly positive float")."""
@@ -229,6 +235,7 @@ def test_cuda_choices_without_a_gpu(monkeypatch, tiny_backend):
     assert synced == [1]
 
 
+@pytest.mark.slow
 def test_each_timestamp_follows_a_synchronize(monkeypatch, tiny_backend):
     import time as _time
 
@@ -292,6 +299,7 @@ class EndlessBackend(PaddedCacheBackend):
         super().__init__(backend, reserve=0)
 
 
+@pytest.mark.slow
 def test_a_full_context_window_ends_the_run(tiny_backend):
     engine = Engine(EndlessBackend(tiny_backend))
     _, ids = engine.prompt_ids("The capital of France", GenerationSettings(chat=False))
@@ -302,6 +310,7 @@ def test_a_full_context_window_ends_the_run(tiny_backend):
         engine.run("word " * 30, GenerationSettings(chat=False))
 
 
+@pytest.mark.slow
 def test_an_unseeded_sampled_run_is_replayed_from_its_export(tiny_engine):
     import json
     first = tiny_engine.generate("replay me", GenerationSettings(max_new_tokens=12, temperature=1.2, top_p=0.9))
@@ -323,6 +332,7 @@ def test_run_ids_reads_exactly_the_ids_given_and_can_ignore_eos(tiny_backend):
     assert trace.stop_reason == "length" and trace.output_ids == [eos] * 6 and trace.prompt_ids == ids
 
 
+@pytest.mark.slow
 def test_a_run_without_cache_rereads_the_context_and_gives_the_same_tokens(tiny_engine):
     ids = tiny_engine.encode("The KV cache grows with every token.")
     cached = tiny_engine.run_ids(ids, GenerationSettings(max_new_tokens=6), ignore_eos=True).wait()
@@ -343,6 +353,7 @@ class EosEveryStep(PaddedCacheBackend):
         return super()._pad(logits, cache)
 
 
+@pytest.mark.slow
 def test_a_cached_prefix_gives_the_same_tokens_and_stays_reusable(tiny_engine):
     from playground.engine import common_prefix
     settings = GenerationSettings(max_new_tokens=6, system_prompt="You answer questions about serving models.")

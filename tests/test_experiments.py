@@ -54,6 +54,7 @@ def test_exact_length_ids_are_real_text(tiny_backend, n):
 
 # --- structure of each result (tiny model)
 
+@pytest.mark.slow
 def test_prefill_sweep_structure(tiny_engine):
     r = SMALL["prefill"](tiny_engine)
     assert [p.length for p in r.points] == [8, 16, 32] and not r.cancelled
@@ -64,6 +65,7 @@ def test_prefill_sweep_structure(tiny_engine):
     assert "fit: " in " ".join(t.name for t in plot_prefill_sweep(r).data)
 
 
+@pytest.mark.slow
 def test_cache_and_no_cache_give_identical_tokens(tiny_engine):
     r = SMALL["cache"](tiny_engine)
     assert len(r.cached_tokens) == len(r.uncached_tokens) == 6 == len(r.cached_latency) == len(r.uncached_cpu)
@@ -72,6 +74,7 @@ def test_cache_and_no_cache_give_identical_tokens(tiny_engine):
     assert len(plot_cache_comparison(r).data) == 2
 
 
+@pytest.mark.slow
 def test_depth_sweep_records_one_row_per_decode_step(tiny_engine):
     r = SMALL["depth"](tiny_engine)
     assert r.seq_len == list(range(9, 33)) and len(r.latency) == 24
@@ -79,6 +82,7 @@ def test_depth_sweep_records_one_row_per_decode_step(tiny_engine):
     assert len(r.fit.coefficients) == 2 and len(plot_depth_sweep(r).data) == 2
 
 
+@pytest.mark.slow
 def test_short_vs_long_measures_both_requests(tiny_engine):
     r = SMALL["short-long"](tiny_engine)
     s, lg = r.short, r.long
@@ -91,6 +95,7 @@ def test_short_vs_long_measures_both_requests(tiny_engine):
     assert len(plot_short_vs_long(r).data) == 12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SMALL)
 def test_results_are_json_ready_and_name_their_runtime(tiny_engine, name):
     d = json.loads(json.dumps(SMALL[name](tiny_engine).to_dict()))
@@ -106,6 +111,7 @@ def test_out_of_range_settings_are_refused(tiny_engine):
 
 # --- progress and cancel
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SMALL)
 def test_progress_fractions_increase_to_one(tiny_engine, name):
     seen = []
@@ -115,6 +121,7 @@ def test_progress_fractions_increase_to_one(tiny_engine, name):
     assert all(isinstance(m, str) and m for _, m in seen)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SMALL)
 def test_cancel_before_start_measures_nothing(tiny_engine, name):
     cancel = threading.Event()
@@ -124,6 +131,7 @@ def test_cancel_before_start_measures_nothing(tiny_engine, name):
     assert not any(getattr(r, f, None) for f in ("points", "cached_latency", "latency", "short", "long"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SMALL)
 def test_cancel_during_a_run_stops_early(tiny_engine, name):
     cancel = threading.Event()
@@ -138,6 +146,7 @@ def test_cancel_during_a_run_stops_early(tiny_engine, name):
 
 # --- the CLI
 
+@pytest.mark.slow
 def test_cli_writes_json_and_standalone_html(tmp_path, capsys):
     assert main(["all", "--out", str(tmp_path), "--model", "tiny", "--backend", "torch", "--max-length", "32",
                  "--points", "3", "--repeats", "1", "--cache-prompt", "8", "--cache-tokens", "3",

@@ -28,6 +28,7 @@ NUMBERS = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True, allo
                     st.sampled_from([0, 1, -1, 0.5, math.nan, math.inf, -math.inf, 2**63, None, "7", True]))
 
 
+@pytest.mark.slow
 @hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.text(max_size=60), temperature=NUMBERS, top_k=NUMBERS, top_p=NUMBERS, max_new=NUMBERS,
        seed=NUMBERS)
@@ -64,6 +65,7 @@ def token_views(tiny_backend):
     return [hf_view(tiny_backend.tokenizer, "tiny"), tiktoken_view()]
 
 
+@pytest.mark.slow
 @hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.one_of(st.text(max_size=80), st.sampled_from(HOSTILE),
                       st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3)))

@@ -16,6 +16,7 @@ RUNS_CLEANLY = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prompt", RUNS_CLEANLY)
 def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):
     client = Client(app_url, verbose=False)
@@ -26,6 +27,7 @@ def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):
     assert "<script" not in chips and "<img" not in chips and "\x00" not in chips and "\ufffd" not in chips
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prompt, message", [
     ("word " * 200_000, "characters; the limit is"),        # 1 MB of text
     ("", "prompt is empty"), ("\n\t  \n", "prompt is empty"),
@@ -37,6 +39,7 @@ def test_refused_prompts_get_a_message_and_the_next_request_works(app_url, promp
     assert "finished" in generated(client.predict(*generate_args(max_new_tokens=2), api_name="/generate"))["status"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("changes, answer", [   # answer: gradio's own bound check, the handler's message, or a run
     ({"temperature": -1}, "less than minimum"), ({"temperature": math.inf}, "not JSON compliant"),
     ({"top_p": 0}, "less than minimum"), ({"top_p": 7}, "greater than maximum"), ({"top_k": -3}, "less than minimum"),

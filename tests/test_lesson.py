@@ -19,6 +19,7 @@ def lesson(tiny_engine):
     return lesson
 
 
+@pytest.mark.slow
 def test_every_step_runs_and_states_a_takeaway(lesson):
     assert sorted(lesson.results) == list(STEPS) == [1, 2, 3, 4, 5, 6]
     for n, r in lesson.results.items():
@@ -27,6 +28,7 @@ def test_every_step_runs_and_states_a_takeaway(lesson):
         assert "slide" not in r.takeaway and " a 8" not in r.takeaway   # no slide in this lesson; "an 845-token"
 
 
+@pytest.mark.slow
 def test_a_newcomer_gets_each_term_explained(lesson):
     one, three, four = (lesson.results[n] for n in (1, 3, 4))
     assert "cl100k_base, OpenAI's GPT-4 tokenizer" in one.takeaway
@@ -34,6 +36,7 @@ def test_a_newcomer_gets_each_term_explained(lesson):
     assert "<b>KV cache</b>: the keys and values" in four.html
 
 
+@pytest.mark.slow
 def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     trace = lesson.shared["trace"]
     m = trace.metrics()
@@ -67,6 +70,7 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     assert len(batched) == 3 and min(batched) > 0 and "continuous batching" in six.html
 
 
+@pytest.mark.slow
 def test_the_handout_carries_the_same_numbers(lesson, tmp_path):
     page = write_handout(lesson, tmp_path).read_text()
     assert page.count("<h2>") == 6 and page.count("plotly.js") >= 1
@@ -77,6 +81,7 @@ def test_the_handout_carries_the_same_numbers(lesson, tmp_path):
     assert "<script>alert" not in page
 
 
+@pytest.mark.slow
 def test_the_handout_cli_runs_headless(tmp_path, capsys, monkeypatch):
     from playground.lesson.__main__ import main
     monkeypatch.setenv("PLAYGROUND_MODEL", "tiny")   # settings from the environment, as the app reads them
@@ -95,10 +100,12 @@ def test_a_stopped_step_is_not_kept(tiny_engine):
         lesson.run(7)
 
 
+@pytest.mark.slow
 def test_numbers_are_json_ready(lesson):
     json.dumps({n: r.numbers for n, r in lesson.results.items()})
 
 
+@pytest.mark.slow
 def test_step_six_names_a_request_that_failed(tiny_engine):
     class Failing:   # the tiny engine, except that the long document is refused (as a server might)
         def __init__(self, engine):

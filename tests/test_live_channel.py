@@ -58,6 +58,7 @@ def events(response) -> list[tuple[float, str | None, list[str]]]:
     return out
 
 
+@pytest.mark.slow
 def test_each_step_reaches_the_reader_as_it_is_made_then_the_end_closes_the_stream(client):
     trace = fake_trace(6)
     stream = StepStream(trace)

@@ -67,6 +67,7 @@ def test_loaded_models_are_cached_per_process():
     assert load_model("tiny", dtype="bfloat16") is not a
 
 
+@pytest.mark.subprocess
 def test_importing_the_package_loads_no_model():
     import subprocess
     import sys

@@ -47,6 +47,7 @@ def count_exports(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_second_load_reuses_the_export(tiny_dir, tmp_path, count_exports):
     folder = onnx_export.exported_dir(tiny_dir, cache_dir=tmp_path)
     marker = folder / onnx_export.MARKER
@@ -57,6 +58,7 @@ def test_second_load_reuses_the_export(tiny_dir, tmp_path, count_exports):
     assert not list(folder.parent.glob("*.partial-*"))  # staging folders are gone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["delete marker", "truncate model", "garble model"])
 def test_broken_cache_is_rebuilt(tiny_dir, tmp_path, count_exports, damage):
     folder = onnx_export.exported_dir(tiny_dir, cache_dir=tmp_path)
@@ -72,6 +74,7 @@ def test_broken_cache_is_rebuilt(tiny_dir, tmp_path, count_exports, damage):
     assert len(Engine(backend).generate("Hello", GenerationSettings(max_new_tokens=3)).steps) == 3
 
 
+@pytest.mark.slow
 def test_tiny_onnx_matches_torch_and_measures_kv(tiny_dir, tmp_path, tiny_engine):
     for quant in (None, "int8", "int4"):
         backend = OnnxBackend.load(str(tiny_dir), quant=quant, cache_dir=tmp_path)
@@ -92,6 +95,7 @@ def test_tiny_onnx_matches_torch_and_measures_kv(tiny_dir, tmp_path, tiny_engine
             assert backend.generate_reference(trace.prompt_ids, 8) == trace.output_ids
 
 
+@pytest.mark.slow
 def test_int4_is_cached_beside_fp32(tiny_dir, tmp_path, count_exports):
     folder = onnx_export.exported_dir(tiny_dir, quant="int4", cache_dir=tmp_path)
     stamp = (folder / onnx_export.MARKER).stat().st_mtime_ns
@@ -101,6 +105,7 @@ def test_int4_is_cached_beside_fp32(tiny_dir, tmp_path, count_exports):
     assert "onnx_ir" not in sys.modules or sys.modules["onnx_ir"].__spec__  # no stand-in left behind
 
 
+@pytest.mark.slow
 def test_backends_are_selectable_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
     assert available_backends() == ["torch", "onnx", "onnx-int8", "onnx-int4", "onnx-gguf4", "onnx-gguf4-int8x2",
@@ -111,6 +116,7 @@ def test_backends_are_selectable_by_name(tmp_path, monkeypatch):
     assert backend.describe() == "onnx-int8 · cpu · int8"
 
 
+@pytest.mark.subprocess
 def test_importing_the_backend_does_no_heavy_work():
     code = ("import sys, playground.backends as b; b.available_backends(); "
             "print(sorted(m for m in ('optimum', 'onnx') if m in sys.modules))")
@@ -130,6 +136,7 @@ def test_token_agreement(a, b, share, first):
     assert token_agreement(a, b) == (share, first)
 
 
+@pytest.mark.slow
 def test_same_engine_twice_agrees_fully(tiny_engine):
     c = compare_backends("Hello there", GenerationSettings(max_new_tokens=6), tiny_engine, tiny_engine)
     assert (c.agreement, c.first_divergence) == (1.0, None)
@@ -166,6 +173,7 @@ def test_quantized_runs_end_to_end(smol_onnx, quant):
     assert {t.legendgroup for t in plot_compare(c).data} == {"onnx (float32)", f"onnx-{quant} ({quant})"}
 
 
+@pytest.mark.slow
 def test_onnx_continues_from_a_cached_prefix_like_a_full_prefill(tiny_dir, tmp_path):
     from playground.engine import common_prefix
     engine = Engine(OnnxBackend.load(str(tiny_dir), cache_dir=tmp_path))

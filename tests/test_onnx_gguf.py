@@ -149,6 +149,7 @@ def test_matmul_peak_is_measured():
     assert row["matmul_peak_gflops"] >= row["matmul_median_gflops"] > 0
 
 
+@pytest.mark.slow
 def test_fidelity_is_perfect_against_itself_and_not_against_a_perturbed_copy(tmp_path, monkeypatch):
     import torch
 

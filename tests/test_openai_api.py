@@ -308,6 +308,7 @@ def test_the_idle_loop_does_not_step(served):
 
 # --- the app itself: `python app.py --openai-api`, the endpoint on the page's own port
 
+@pytest.mark.subprocess
 def test_the_app_started_with_the_flag_serves_the_endpoint_beside_the_page(tmp_path):
     import os
     import subprocess
@@ -364,6 +365,7 @@ def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypa
     registry.close()
 
 
+@pytest.mark.slow
 def test_the_serve_tab_draws_the_clients_requests_live(served):
     from gradio_client import Client
 

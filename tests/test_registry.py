@@ -61,6 +61,7 @@ def test_a_single_engine_becomes_a_registry_of_its_backend(tiny_engine):
     assert registry.names == ["torch"] and registry.get("torch") is tiny_engine
 
 
+@pytest.mark.slow
 def test_for_model_loads_and_warms_up_a_real_engine():
     from playground.registry import SourceRegistry
 

@@ -129,6 +129,7 @@ def test_failures_at_connect_time_are_named(fake_server):
         RemoteSource("ftp://127.0.0.1/v1")
 
 
+@pytest.mark.slow
 def test_a_server_that_never_sends_a_byte_times_out(fake_server):
     run = run_of(fake_server, "silent", read_timeout=0.5)
     start = time.monotonic()
@@ -137,6 +138,7 @@ def test_a_server_that_never_sends_a_byte_times_out(fake_server):
     assert time.monotonic() - start < 3 and run.trace.stop_reason == "error"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, steps", [("silent", 0), ("stall", 2)])
 def test_stop_ends_a_run_at_once_even_while_the_server_sends_nothing(fake_server, mode, steps):
     run = run_of(fake_server, mode, read_timeout=60)

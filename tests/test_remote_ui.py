@@ -34,6 +34,7 @@ def generate(client, backend, max_new_tokens=4) -> dict:
                                                      api_name="/generate")))
 
 
+@pytest.mark.slow
 def test_generate_streams_from_a_server_and_exports_what_it_reported(app):
     client, names = app
     out = generate(client, names["ok"])
@@ -48,6 +49,7 @@ def test_generate_streams_from_a_server_and_exports_what_it_reported(app):
     assert "missing" in json.dumps(end["figures"]["kv"])   # the KV chart says what it lacks, draws no zero
 
 
+@pytest.mark.slow
 def test_a_cut_stream_shows_its_partial_answer_and_the_error(app):
     client, names = app
     out = generate(client, names["cut"])
@@ -55,6 +57,7 @@ def test_a_cut_stream_shows_its_partial_answer_and_the_error(app):
     assert "the stream was cut" in out["status"]
 
 
+@pytest.mark.slow
 def test_a_server_that_fails_to_connect_is_named_and_the_local_backend_still_works(app):
     client, names = app
     out = generate(client, names["models-500"])
@@ -62,6 +65,7 @@ def test_a_server_that_fails_to_connect_is_named_and_the_local_backend_still_wor
     assert "finished" in generate(client, "torch")["status"]
 
 
+@pytest.mark.slow
 def test_model_info_and_tokens_describe_a_remote_source(app):
     client, names = app
     info = client.predict(names["ok"], api_name="/model_info")
@@ -71,6 +75,7 @@ def test_model_info_and_tokens_describe_a_remote_source(app):
     assert "its tokenizer is not here" in summary and "cl100k_base" in summary
 
 
+@pytest.mark.slow
 def test_compare_runs_a_local_backend_against_a_server_and_says_why_they_differ(app):
     client, names = app
     out = dict(zip(COMPARE, client.predict("torch", names["ok"], FRANCE, 4, 0, True, api_name="/compare")))

@@ -127,6 +127,7 @@ def test_probe_stops_when_cancelled_midway():
     assert time.perf_counter() - start < 3 and bandwidth > 0
 
 
+@pytest.mark.slow
 def test_a_cancelled_measurement_is_not_cached(monkeypatch):
     monkeypatch.setattr(roofline, "_CACHE", {})
     cancel = threading.Event()
@@ -169,6 +170,7 @@ def sweep(tiny_onnx_engine):
     return run_roofline(tiny_onnx_engine, min_length=8, max_length=32, points=2, max_batch=4)
 
 
+@pytest.mark.slow
 def test_roofline_experiment_on_the_tiny_model(sweep):
     assert not sweep.cancelled
     prefill = [p for p in sweep.points if p.phase == "prefill"]
@@ -191,6 +193,7 @@ def test_roofline_experiment_cancelled_returns_partial(tiny_onnx_engine):
     assert r.cancelled and len(r.points) == 0
 
 
+@pytest.mark.slow
 def test_roofline_experiment_on_torch_leaves_batching_out(tiny_engine):
     r = EXPERIMENTS["roofline"].run(tiny_engine, {"min_length": 8, "max_length": 8, "points": 1, "max_batch": 4})
     assert {p.rows for p in r.points if p.phase == "decode"} == {1} and "ONNX" in r.batch_note
@@ -216,6 +219,7 @@ def test_bench_row_on_the_tiny_model():
 
 # --- the Generate tab's "why" accordion
 
+@pytest.mark.slow
 def test_generate_tab_draws_the_last_runs_roofline(app_url):
     from gradio_client import Client
 

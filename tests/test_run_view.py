@@ -71,6 +71,7 @@ def test_a_session_reuses_one_export_folder_and_close_removes_it(tiny_engine):
     assert session.trace.stop_reason == "cancelled"
 
 
+@pytest.mark.slow
 def test_exports_from_two_threads_at_once_do_not_collide(tiny_engine):
     """Regression: Stop and the ending generate handler export the same session at the same moment."""
     from concurrent.futures import ThreadPoolExecutor

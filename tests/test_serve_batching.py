@@ -66,6 +66,7 @@ def mixed_workload(engine, arrival="all-at-once", rate=None, n=8, new=12):
     return Workload.build(classes, n, arrival, rate, seed=4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arrival, rate, manager", [("all-at-once", None, "fifo"), ("poisson", 30.0, "fifo"),
                                                     ("all-at-once", None, "prefill_first")])
 def test_batched_greedy_tokens_equal_each_prompt_alone(varied_engine, arrival, rate, manager):
@@ -152,6 +153,7 @@ def run_and_cancel(engine, after_tokens=3):
     return result, time.perf_counter() - started, thread
 
 
+@pytest.mark.slow
 def test_cancel_stops_every_request_and_the_manager_and_memory_does_not_grow(varied_engine):
     result, took, thread = run_and_cancel(varied_engine)
     assert not thread.is_alive() and took < 5 and result.cancelled

@@ -13,6 +13,7 @@ from playground.serve.cli import in_background
 from playground.serve.sweeps import run_batch_sweep, run_rate_sweep
 
 
+@pytest.mark.slow
 def test_serve_writes_json_per_request_and_a_report_and_replays(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["serve", "--model", "tiny", "--requests", "5", "--mix", "short:0.6,long:0.4", "--rate", "20",
@@ -58,6 +59,7 @@ def test_batch_sweep_gives_a_point_per_size(tiny_onnx_engine):
     assert all(p.output_tokens == 6 * p.concurrency and p.total_tps and p.per_request_tps for p in sweep.points)
 
 
+@pytest.mark.slow
 def test_rate_sweep_gives_a_point_per_rate_with_goodput(tiny_engine):
     w = Workload.build([RequestClass("q", "What is the capital of France?", 4, 1.0)], 4)
     sweep = run_rate_sweep(SCHEDULERS["one-at-a-time"].create(tiny_engine), w, [20, 5], ttft_slo=10.0, tpot_slo=10.0)

@@ -17,6 +17,7 @@ Q = RequestClass("short", "What is the capital of France?", 6, 1.0)
 
 # --- one at a time
 
+@pytest.mark.slow
 def test_one_at_a_time_serves_in_arrival_order_without_overlap(tiny_engine):
     w = Workload.build([Q, RequestClass("other", "Why is the sky blue?", 4, 1.0)], 6, "poisson", 20.0, seed=1)
     result = SCHEDULERS["one-at-a-time"].create(tiny_engine).run(w)

@@ -39,6 +39,7 @@ def app_url(tiny_backend, tiny_engine, tiny_onnx_engine):
     demo.close()
 
 
+@pytest.mark.slow
 def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*serve_args(), api_name="/serve")
@@ -63,6 +64,7 @@ def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
     assert "no limit set" in client.predict(0, 0, api_name="/serve_goodput")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (serve_args(arrival="poisson", rate=0), "rate must be"),
     (serve_args(b="concurrent"), "needs a remote server"),
@@ -74,6 +76,7 @@ def test_bad_input_gets_a_clear_message(app_url, args, message):
     assert message in final[OUT["status"]]
 
 
+@pytest.mark.slow
 def test_stop_cancels_every_request_and_one_workload_runs_per_session(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*serve_args(n=6, src_a="slow", b="(none)", short_tokens=200, long_tokens=200),
@@ -91,6 +94,7 @@ def test_stop_cancels_every_request_and_one_workload_runs_per_session(app_url):
     assert all(r["output_tokens"] < 200 for r in run["requests"])
 
 
+@pytest.mark.slow
 def test_other_cpu_work_waits_until_the_workload_ends(app_url):
     serve_client, gen_client = Client(app_url, verbose=False), Client(app_url, verbose=False)
     serve = serve_client.submit(*serve_args(n=3, src_a="slow", b="(none)", short_tokens=40, long_tokens=40),

@@ -53,6 +53,7 @@ def check_counts(trace):
         assert all(s.kv_bytes == trace.kv_shape.formula_bytes(s.seq_len) for s in steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine_fixture", ["tiny_engine", "tiny_onnx_engine"])
 def test_greedy_speculation_gives_plain_greedy_tokens_in_fewer_passes(engine_fixture, request):
     plain = request.getfixturevalue(engine_fixture)
@@ -65,6 +66,7 @@ def test_greedy_speculation_gives_plain_greedy_tokens_in_fewer_passes(engine_fix
     assert plain.generate(REPEATS, GREEDY).speculation == {}   # the plain engine records none
 
 
+@pytest.mark.slow
 def test_seeded_sampling_draws_the_plain_runs_tokens(tiny_engine):
     """One draw per output token from the same seeded generator: the same tokens as plain sampling."""
     spec = SpeculativeEngine(tiny_engine.backend, Speculation(k=4, ngram=1, row_cost=0))
@@ -75,6 +77,7 @@ def test_seeded_sampling_draws_the_plain_runs_tokens(tiny_engine):
         check_counts(trace)
 
 
+@pytest.mark.slow
 def test_off_is_plain_decoding(tiny_engine):
     off = SpeculativeEngine(tiny_engine.backend, Speculation(enabled=False))
     trace = off.generate(REPEATS, GREEDY)
@@ -82,6 +85,7 @@ def test_off_is_plain_decoding(tiny_engine):
     assert {s.draft for s in trace.steps} == {None} and trace.speculation == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine_fixture", ["tiny_engine", "tiny_onnx_engine"])
 def test_rollback_leaves_the_cache_as_if_the_rejected_tokens_were_never_read(engine_fixture, request):
     b = request.getfixturevalue(engine_fixture).backend
@@ -205,6 +209,7 @@ def test_budget_and_context_are_never_passed(tiny_backend):
 
 # --- the experiment (headless: python -m playground.experiments speculative --out DIR)
 
+@pytest.mark.slow
 def test_experiment_compares_with_plain_decoding_on_the_same_backend(tiny_engine):
     from playground.experiments.registry import EXPERIMENTS
 
@@ -233,6 +238,7 @@ def test_experiment_refuses_a_source_without_a_verify_pass(tiny_engine):
         run_speculative(remote)
 
 
+@pytest.mark.slow
 def test_verify_agreement_counts_where_two_paths_differ(tiny_engine):
     from playground.speculative import verify_agreement
 
@@ -297,6 +303,7 @@ def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
     assert differ <= 0.01 * compared
 
 
+@pytest.mark.slow
 def test_bench_row_reports_speedups_against_the_targets():
     from playground.bench_speculative import TARGETS, speculative_row
 

@@ -234,6 +234,7 @@ def test_comparison_counts_and_summary(tiny_tokenizer):
     assert compare("", [tiktoken_view()]).summary == ["cl100k_base: 0 words → 0 tokens"]
 
 
+@pytest.mark.slow
 def test_large_input_counts_complete_and_chips_capped(tiny_tokenizer):
     import tiktoken
     text = " ".join(["Prefill reads the whole prompt once; decoding is one token 👍 at a time."] * 4000)

@@ -17,6 +17,7 @@ from tests.helpers import (FRANCE, SWERVE_AT, experiment_args, generate_args, ge
 
 # --- streaming
 
+@pytest.mark.slow
 def test_the_stream_grows_by_the_new_steps_and_ends_with_an_exportable_trace(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*generate_args(max_new_tokens=12, backend="slow"), api_name="/generate")
@@ -41,6 +42,7 @@ def test_the_stream_grows_by_the_new_steps_and_ends_with_an_exportable_trace(app
         assert len(list(csv.reader(fh))) == 13   # header + one row per token
 
 
+@pytest.mark.slow
 def test_top_k_and_metrics_endpoints_read_the_session_trace(app_url):
     client = Client(app_url, verbose=False)
     client.predict(*generate_args(max_new_tokens=5), api_name="/generate")
@@ -49,6 +51,7 @@ def test_top_k_and_metrics_endpoints_read_the_session_trace(app_url):
     assert "cost (estimate)" in client.predict(100.0, 100.0, api_name="/metrics")
 
 
+@pytest.mark.slow
 def test_stop_keeps_the_partial_trace(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*generate_args(max_new_tokens=450), api_name="/generate")
@@ -64,6 +67,7 @@ def test_stop_keeps_the_partial_trace(app_url):
 
 # --- bad input
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prompt, changes, message", [
     ("   ", {}, "prompt is empty"),
     (FRANCE, {"seed": "-1"}, "seed must be between"),
@@ -79,6 +83,7 @@ def test_bad_input_shows_a_message_and_the_app_keeps_serving(app_url, prompt, ch
     assert len(trace_from(generated(ok)["files"])["steps"]) == 3
 
 
+@pytest.mark.slow
 def test_values_outside_a_slider_are_refused_readably(app_url):
     client = Client(app_url, verbose=False)   # gradio checks slider bounds before the handler runs
     with pytest.raises(AppError, match="greater than maximum"):
@@ -87,6 +92,7 @@ def test_values_outside_a_slider_are_refused_readably(app_url):
     assert len(trace_from(generated(ok)["files"])["steps"]) == 2
 
 
+@pytest.mark.slow
 def test_two_sessions_at_once_never_mix(app_url):
     a, b = Client(app_url, verbose=False), Client(app_url, verbose=False)
     job_a = a.submit(*generate_args("Prefill reads the whole prompt once.", max_new_tokens=20), api_name="/generate")
@@ -96,6 +102,7 @@ def test_two_sessions_at_once_never_mix(app_url):
     assert trace_b["prompt"] == FRANCE and len(trace_b["steps"]) == 7
 
 
+@pytest.mark.slow
 def test_tokens_and_model_info_endpoints(app_url):
     client = Client(app_url, verbose=False)
     summary, chips, _ = client.predict(FRANCE + " <b>", True, "torch", api_name="/tokens")
@@ -104,6 +111,7 @@ def test_tokens_and_model_info_endpoints(app_url):
     assert "tiny-random-llama" in client.predict("torch", api_name="/model_info")
 
 
+@pytest.mark.slow
 def test_a_seed_makes_a_sampled_run_repeatable(app_url):
     client = Client(app_url, verbose=False)
     runs = [trace_from(generated(client.predict(*generate_args(temperature=1.0, seed="7", max_new_tokens=8),
@@ -114,6 +122,7 @@ def test_a_seed_makes_a_sampled_run_repeatable(app_url):
 
 # --- backends: loading, failure
 
+@pytest.mark.slow
 def test_a_backend_that_fails_to_load_is_named_and_the_others_still_work(app_url):
     client = Client(app_url, verbose=False)
     failed = client.predict(*generate_args(backend="onnx"), api_name="/generate")
@@ -127,6 +136,7 @@ def test_a_backend_that_fails_to_load_is_named_and_the_others_still_work(app_url
     assert "backend onnx failed to load" in generated(again)["status"]
 
 
+@pytest.mark.slow
 def test_the_first_use_of_a_backend_streams_its_loading_progress(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*generate_args(backend="late", max_new_tokens=4), api_name="/generate")
@@ -155,6 +165,7 @@ def test_compare_finds_where_two_sources_part_ways(app_url):
     assert answers.count('<mark class="cmp-first">') == 2 and f"(output token {SWERVE_AT})" in answers
 
 
+@pytest.mark.slow
 def test_compare_names_a_failed_backend(app_url):
     client = Client(app_url, verbose=False)
     *_, status = client.predict("torch", "onnx", FRANCE, 4, 0, True, api_name="/compare")
@@ -165,6 +176,7 @@ def test_compare_names_a_failed_backend(app_url):
 
 # --- experiments
 
+@pytest.mark.slow
 def test_experiment_prefill_sweep_gives_a_chart_summary_and_json(app_url):
     from playground.ui.experiments_tab import OUTPUTS
     client = Client(app_url, verbose=False)
@@ -177,6 +189,7 @@ def test_experiment_prefill_sweep_gives_a_chart_summary_and_json(app_url):
     assert result["experiment"] == "prefill" and [p["length"] for p in result["points"]] == [16, 32, 64]
 
 
+@pytest.mark.slow
 def test_experiment_cache_comparison_reports_identical_tokens(app_url):
     from playground.ui.experiments_tab import OUTPUTS
     client = Client(app_url, verbose=False)
@@ -185,6 +198,7 @@ def test_experiment_cache_comparison_reports_identical_tokens(app_url):
     assert out["figure"] and out["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_experiment_bad_ranges_are_refused_readably(app_url):
     client = Client(app_url, verbose=False)
     *_, status = client.predict(*experiment_args("cache", prompt_tokens=2000, new_tokens=100), api_name="/experiment")
@@ -193,6 +207,7 @@ def test_experiment_bad_ranges_are_refused_readably(app_url):
     assert "backend onnx failed to load" in status
 
 
+@pytest.mark.slow
 def test_cancel_ends_an_experiment_with_its_partial_result(app_url):
     client = Client(app_url, verbose=False)
     # 400 decode steps of 20 ms each: about 8 s unless cancelled
@@ -212,6 +227,7 @@ def test_cancel_ends_an_experiment_with_its_partial_result(app_url):
     assert job.done()
 
 
+@pytest.mark.slow
 def test_compare_offers_two_different_backends_by_default(tiny_backend, tiny_engine):
     demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
     values = {b.elem_id: b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) in ("compare-a", "compare-b")}
