@@ -114,7 +114,7 @@ def quantized_model(spec: str | None, cache_dir: Path | None = None, progress=No
     name = source.name.replace("/", "--")
     target = Path(cache_dir or default_cache_dir()) / "quantized" / f"{name}-{content_key(folder)}"
     if not (target / MARKER).is_file():
-        say(progress, 0.05, "quantizing the float weights to Q4_1 blocks with gguf-py (once, ~30 s for 135M)",
+        say(progress, 0.05, "quantizing the float weights to Q4_1 blocks with gguf-py (once, ~10 s for 135M)",
             f"quantizing {folder} to Q4_1/Q8_0 blocks in {target}")
         work = staging(target)
         work.mkdir(parents=True)
