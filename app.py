@@ -127,7 +127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="LLM Serving Playground")
     parser.add_argument("--model", help="model spec: a hub id, a local folder, a .gguf file, or 'tiny'")
     parser.add_argument("--backend", help="torch | onnx | onnx-int8 | onnx-int4 | onnx-gguf4 (default: torch on CUDA; "
-                                          "else onnx-gguf4 for a GGUF model, onnx for others)")
+                                          "else onnx-gguf4 for a GGUF model or a llama's float weights, onnx for others)")
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--endpoint", action="append", default=[], metavar="URL",
                         help="an OpenAI-compatible server to watch, e.g. http://127.0.0.1:8080/v1 (repeatable)")

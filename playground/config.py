@@ -103,7 +103,7 @@ def coerce_settings(**values) -> GenerationSettings:
 @dataclass(frozen=True)
 class AppConfig:
     model: str | None = None      # None = the bundled SmolLM2 GGUF (or its hub id if not installed)
-    backend: str | None = None    # None = torch on CUDA when present, else onnx on CPU
+    backend: str | None = None    # None = torch on CUDA when present, else backends.default_backend_name's choice
     dtype: str | None = None      # None = float32 on CPU, float16 on CUDA
     device: str | None = None     # None = "cuda" when available, else "cpu"
     cache_dir: Path = field(default_factory=lambda: persistent_cache_dir() or local_cache_dir())

@@ -96,12 +96,18 @@ def test_a_space_serves_the_page_and_streams_from_the_4bit_default(space):
 
     url, log = space
     assert "LLM Serving Playground" in httpx.get(url + "/", timeout=10).text
+    client = Client(url, verbose=False)
+    ready_before = "model ready" in log.read_text()
+    info = client.submit(None, api_name="/model_info")   # the page's model line, as a visitor opens it
+    while not info.outputs() and not info.done():
+        time.sleep(0.2)
+    if not ready_before:   # the page came first: its model line says what is loading and about how long
+        assert info.outputs()[0].startswith("Loading… loading backend onnx-gguf4: "), info.outputs()
     deadline = time.monotonic() + 300   # quantize, export and rewrite the tiny model: seconds, on a busy machine more
     while "model ready" not in log.read_text() and "model not ready" not in log.read_text():
         assert time.monotonic() < deadline, log.read_text()
         time.sleep(0.5)
     assert "model ready: backend onnx-gguf4" in log.read_text(), log.read_text()
-    client = Client(url, verbose=False)
     info = client.predict("onnx-gguf4", api_name="/model_info")
     assert "onnx-gguf4" in info and "Q4_1 by gguf-py" in info
     job = client.submit(*generate_args(max_new_tokens=8, backend="onnx-gguf4"), api_name="/generate")
