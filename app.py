@@ -16,21 +16,35 @@ first use with --llama-parallel slots (default 4) and stopped when the app exits
 clients' requests batched together; it is off unless asked for. Bearer keys, if any, come from
 PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits from PLAYGROUND_API_LIMITS.
 Host is 127.0.0.1, or 0.0.0.0 when running on a Space (SPACE_ID is set).
+On a Space: with persistent storage (/data), the hub's downloads go to /data/.huggingface unless HF_HOME is
+set, and conversions to /data/llm-serving-playground (config.persistent_cache_dir), so a restart converts
+nothing; on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, and the page's GPU
+work runs inside spaces.GPU (playground/ui/zerogpu.py). `python app.py` starts loading the default backend
+as the page comes up, and logs when it is ready.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import secrets
-import signal
+import time
 
-from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend
-from playground.config import AppConfig
-from playground.registry import SourceRegistry
-from playground.remote.endpoints import add_endpoints, endpoint_urls
-from playground.remote.llama_server import add_llama_server
-from playground.remote.source import RemoteSource
-from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo
+LAUNCHED = time.monotonic()
+if os.environ.get("SPACE_ID") and os.access("/data", os.W_OK | os.X_OK) and "HF_HOME" not in os.environ:
+    os.environ["HF_HOME"] = "/data/.huggingface"   # before huggingface_hub reads it: downloads survive a restart
+if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true"):
+    import spaces  # noqa: F401 - ZeroGPU patches torch; it must be imported before torch is
+
+import argparse  # noqa: E402 - after the Space's environment is settled
+import secrets  # noqa: E402
+import signal  # noqa: E402
+import threading  # noqa: E402
+
+from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
+from playground.config import AppConfig  # noqa: E402
+from playground.registry import SourceRegistry  # noqa: E402
+from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E402
+from playground.remote.llama_server import add_llama_server  # noqa: E402
+from playground.remote.source import RemoteSource  # noqa: E402
+from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo  # noqa: E402
 
 
 def make_registry(model: str | None = None, backend: str | None = None, endpoints: list[str] | None = None,
@@ -93,11 +107,27 @@ def launch_kwargs(registry: SourceRegistry, traffic: ClientTraffic | None = None
     return kwargs
 
 
+def load_in_background(registry: SourceRegistry, since: float = LAUNCHED) -> threading.Thread:
+    """Start loading the default backend now, so the first visitor's answer does not pay for it; the log says
+    when it is ready (seconds since `since`, the launch) or why it failed (the page says so too)."""
+    def load():
+        name = registry.default
+        try:
+            registry.get(name)
+        except Exception as exc:  # noqa: BLE001 - the registry remembers it; the page names it and offers others
+            print(f"model not ready: {exc}", flush=True)
+            return
+        print(f"model ready: backend {name} loaded {time.monotonic() - since:.1f} s after launch", flush=True)
+    worker = threading.Thread(target=load, daemon=True, name="load-default")
+    worker.start()
+    return worker
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="LLM Serving Playground")
     parser.add_argument("--model", help="model spec: a hub id, a local folder, a .gguf file, or 'tiny'")
     parser.add_argument("--backend", help="torch | onnx | onnx-int8 | onnx-int4 | onnx-gguf4 (default: torch on CUDA; "
-                                          "else onnx-gguf4 for a GGUF model, onnx for others)")
+                                          "else onnx-gguf4 for a GGUF model or a llama's float weights, onnx for others)")
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--endpoint", action="append", default=[], metavar="URL",
                         help="an OpenAI-compatible server to watch, e.g. http://127.0.0.1:8080/v1 (repeatable)")
@@ -129,4 +159,5 @@ if __name__ == "__main__":
         demo = make_demo(registry, traffic)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
+    load_in_background(registry)
     demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, traffic, api_config))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 # --- limits shared by the API and the UI sliders
@@ -103,11 +103,11 @@ def coerce_settings(**values) -> GenerationSettings:
 @dataclass(frozen=True)
 class AppConfig:
     model: str | None = None      # None = the bundled SmolLM2 GGUF (or its hub id if not installed)
-    backend: str | None = None    # None = torch on CUDA when present, else onnx on CPU
+    backend: str | None = None    # None = torch on CUDA when present, else backends.default_backend_name's choice
     dtype: str | None = None      # None = float32 on CPU, float16 on CUDA
     device: str | None = None     # None = "cuda" when available, else "cpu"
-    cache_dir: Path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llm-serving-playground"
-    # converted GGUF weights and ONNX exports live here; delete the folder to clear it
+    cache_dir: Path = field(default_factory=lambda: persistent_cache_dir() or local_cache_dir())
+    # converted GGUF weights, quantized blocks and ONNX exports live here; delete the folder to clear it
 
     @classmethod
     def from_env(cls, **overrides) -> "AppConfig":
@@ -139,3 +139,20 @@ class AppConfig:
 
 def default_cache_dir() -> Path:
     return AppConfig.from_env().cache_dir
+
+
+CACHE_NAME = "llm-serving-playground"
+SPACE_DATA = Path("/data")   # where a Hugging Face Space mounts its persistent storage, when it has some
+
+
+def local_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / CACHE_NAME
+
+
+def persistent_cache_dir() -> Path | None:
+    """<SPACE_DATA>/llm-serving-playground on a Space with persistent storage (SPACE_ID set, /data a writable
+    folder), so a restart finds its conversions; None elsewhere (the disk of a Space without it is wiped).
+    PLAYGROUND_CACHE, when set, wins over both (AppConfig.from_env)."""
+    if os.environ.get("SPACE_ID") and SPACE_DATA.is_dir() and os.access(SPACE_DATA, os.W_OK | os.X_OK):
+        return SPACE_DATA / CACHE_NAME
+    return None

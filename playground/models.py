@@ -6,7 +6,10 @@ A spec is one of:
   - "tiny"             a tiny random-weight Llama built in-process (tests, fast UI work)
   - a .gguf file       loaded by transformers (`gguf_file=`), dequantized once and cached on disk
   - a directory        a saved transformers model (config.json), or a folder holding one .gguf
-  - a hub id           "owner/name", for users with internet access (e.g. on Spaces)
+  - a hub id           "owner/name", from the hub or a local Hugging Face cache (e.g. on Spaces)
+
+On CPU the float weights of a folder or hub id run on onnx-gguf4 too, quantized once to the bundled
+file's block types (backends/gguf_quantize.py).
 
 Example:
     >>> src = resolve_model_spec(None)          # doctest: +SKIP

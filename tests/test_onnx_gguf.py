@@ -87,9 +87,10 @@ def test_unknown_activation_mode_is_refused():
         onnx_gguf.variant_plans("int3")
 
 
-def test_a_model_that_is_not_a_gguf_is_refused():
-    with pytest.raises(ValueError, match="GGUF"):
-        create_backend("onnx-gguf4", "tiny", device="cpu")
+def test_a_model_that_is_neither_a_gguf_nor_a_llama_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "hidden_size": 768}))
+    with pytest.raises(ValueError, match="llama"):
+        create_backend("onnx-gguf4", str(tmp_path), device="cpu")
 
 
 # --- bench yardsticks

@@ -86,16 +86,21 @@ def default_device() -> str:
 def default_backend_name(device: str | None = None, model: str | None = None) -> str:
     """torch on CUDA when a GPU is present; on CPU, ONNX Runtime (when installed): onnx-gguf4 for a GGUF model
     (the bundled one by default: its own 4-bit blocks, fp32's next token at >= 99% of positions in `make bench`,
-    see README), else onnx (fp32)."""
+    see README) and for a llama's float weights (a folder, a hub id: quantized to the same blocks once, see
+    gguf_quantize.py), else onnx (fp32). The tiny test model stays on onnx."""
     if (device or default_device()).startswith("cuda"):
         return "torch"
     if "onnx" not in available_backends():
         return "torch"
     from ..models import ModelLoadError, resolve_model_spec
+    from .gguf_quantize import float_config, quantizable
     try:
-        return "onnx-gguf4" if resolve_model_spec(model).kind == "gguf" else "onnx"
+        source = resolve_model_spec(model)
     except ModelLoadError:
         return "onnx"
+    if source.kind == "gguf" or (source.kind in ("dir", "hub") and quantizable(float_config(source)) is None):
+        return "onnx-gguf4"
+    return "onnx"
 
 
 def available_backends() -> list[str]:
@@ -113,7 +118,7 @@ def create_backend(name: str | None = None, model: str | None = None, device: st
     if name is None and default_backend_name(device, model) == "onnx-gguf4":
         try:
             return BACKENDS["onnx-gguf4"].create(model, device, dtype, progress)
-        except ValueError as exc:   # a GGUF of other block types (Q4_K, ...): fp32 runs it
+        except ValueError as exc:   # a GGUF of other block types (Q4_K, ...), not a llama: fp32 runs it
             log.warning("onnx-gguf4 cannot run %s (%s); using onnx", model or "the bundled model", exc)
             name = "onnx"
     name = name or default_backend_name(device, model)

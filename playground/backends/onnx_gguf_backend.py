@@ -17,7 +17,10 @@ all-logits sibling (same kernels as decode, every position's logits), and `rollb
 A decode consumes its state: decoding twice from one state would write both branches into the same
 buffer, so it raises instead. `extend` (prefix caching) reads onto a copy, so a kept prefix stays reusable.
 
-Left out: models that are not a GGUF of Q4_1 layers (raises ValueError naming the model); batches.
+A model given as float weights runs on blocks quantized from them once (gguf_quantize.py).
+
+Left out: models that are neither a GGUF of Q4_1 layers nor a llama's float weights (ValueError naming the
+model); batches.
 """
 from __future__ import annotations
 
@@ -39,17 +42,21 @@ GROW = 2               # capacity factor when the cache fills up
 def gguf4_graphs(spec: str | None = None, variant: str = "", progress=None, cache_dir: Path | None = None,
                  rebuild: bool = False) -> tuple[Path, str]:
     """(folder of the rewritten graphs, model name) for model `spec`: exported and rewritten once, then cached.
-    ValueError when the model is not a GGUF file."""
+    A GGUF file brings its own blocks; float weights are quantized to the same block types first
+    (gguf_quantize.py). ValueError when neither works (other block types, not a llama)."""
     from ..models import resolve_model_spec
+    from .gguf_quantize import quantized_model
     from .onnx_export import exported_dir
     from .onnx_source import export_source
 
     source = resolve_model_spec(spec)
-    if source.kind != "gguf":
-        raise ValueError(f"onnx-gguf4 runs a GGUF file's own blocks; model {source.name!r} is a {source.kind}")
-    hf_dir, model_name = export_source(spec, cache_dir)
+    if source.kind == "gguf":
+        (hf_dir, model_name), blocks = export_source(spec, cache_dir), source.location
+    else:
+        quantized = quantized_model(spec, cache_dir, progress)
+        hf_dir, blocks, model_name = quantized.folder, quantized.blocks, f"{source.name} (Q4_1 by gguf-py)"
     fp32 = exported_dir(hf_dir, cache_dir=cache_dir, progress=progress)
-    return gguf4_dir(fp32, source.location, variant, progress, rebuild=rebuild), model_name
+    return gguf4_dir(fp32, blocks, variant, progress, rebuild=rebuild), model_name
 
 
 class KVBuffer:

@@ -8,7 +8,7 @@ This package and app.py are the only modules that import gradio. Nothing loads a
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
 generate_tab.py (+ live_view.py, live.js: drawn in the browser), tokens_tab.py, compare_tab.py,
-experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate);
+experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py (spaces.GPU on ZeroGPU);
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.
@@ -37,6 +37,7 @@ from .presenter import PRESENT_CSS, presenter_head, presenter_switch, wire_prese
 from .serve_job import gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
+from .zerogpu import WAITING, wrap_gpu_handlers, zero_gpu
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "app_kwargs", "build_demo"]
 
@@ -97,6 +98,8 @@ def build_demo(engine, traffic=None) -> gr.Blocks:
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.",
                     elem_id="page-header")
+        if zero_gpu():
+            gr.Markdown(WAITING, elem_id="zero-gpu-note")
         info = gr.Markdown("Loading the model…", elem_classes="model-info", elem_id="model-info")
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Generate", id="generate"):
@@ -115,4 +118,5 @@ def build_demo(engine, traffic=None) -> gr.Blocks:
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
         gate_cpu_events(demo, CPU_QUEUE, skip=[*serving, generate])   # CPU slots; a Serve workload alone
+        wrap_gpu_handlers(demo)   # on ZeroGPU only: the GPU work inside spaces.GPU (zerogpu.py)
     return demo
