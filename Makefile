@@ -96,7 +96,7 @@ test:                   ## the whole suite (unit, integration, the real llama.cp
 
 # In-process unit tests only (the tiny model, in this process): every test that needs the bundled model, a
 # browser, llama-server, a subprocess (the bench CLI, app.py) or long minutes carries a marker (pyproject.toml).
-FAST_TESTS := not integration and not browser and not server and not subprocess and not slow
+FAST_TESTS := not integration and not browser and not server and not subprocess and not slow and not space
 test-fast: install-dev  ## in-process unit tests only (about a minute)
 	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 

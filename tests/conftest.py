@@ -18,7 +18,7 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 # the tiers whose tests may start a Python subprocess; `make test-fast` deselects them all (pyproject.toml)
-SUBPROCESS_TIERS = ("subprocess", "integration", "server", "browser")
+SUBPROCESS_TIERS = ("subprocess", "integration", "server", "browser", "space")
 
 
 @pytest.fixture(autouse=True)
