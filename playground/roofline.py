@@ -305,6 +305,51 @@ def trace_points(trace, shape: ModelShape, storage: Storage, ceilings: Ceilings)
     return points
 
 
+MEASURED_HERE = "this run's Steps, timed here; FLOPs and bytes from the model's shape and the backend's storage"
+ESTIMATED = "estimated from the model's config and the client-side times (a server: its steps are not timed here)"
+SERVER_STORAGE = Storage("GGUF blocks as the bundled model ships (Q4_1 layers, Q8_0 head), f16 KV: assumed for a "
+                         "server", Q4_1, Q8_0, 2)
+
+
+@dataclass(frozen=True)
+class RooflineModel:
+    """What puts a source's steps on the roofline: the model's shape, how its weights are stored, and a label
+    saying whether the points are measured here or estimated (a server's run timed at the client)."""
+    shape: ModelShape
+    storage: Storage
+    label: str
+    estimated: bool
+
+
+def roofline_model(source) -> RooflineModel | None:
+    """A local backend's shape and storage (measured), a server's from its model's config when the server runs the
+    bundled model (estimated: client-side times, the bundled file's storage assumed), else None (nothing known)."""
+    backend = getattr(source, "backend", None)
+    if backend is not None and getattr(backend, "config", None) is not None:
+        return RooflineModel(ModelShape.of(backend.config), storage_of(backend), MEASURED_HERE, False)
+    config = getattr(getattr(source, "copy", None), "config", None)
+    if config is not None:
+        return RooflineModel(ModelShape.of(config), SERVER_STORAGE, ESTIMATED, True)
+    return None
+
+
+def sweep_points(sweep, shape: ModelShape, storage: Storage, ceilings: Ceilings, prompt_tokens: int) -> list[RooflinePoint]:
+    """The Serve tab's batch-size sweep on the roofline: one decode point per batch size, `concurrency` rows at the
+    middle of the decode (prompt + half the new tokens), measured: the median TPOT (one step serves the batch).
+
+    >>> from types import SimpleNamespace as NS
+    >>> shape, storage = ModelShape(2, 64, 128, 4, 2, 16, 100), Storage("fp32", 4, 4, 4)
+    >>> ceilings = Ceilings(1e10, 1e9, 1, "", "", 0.0)
+    >>> sweep = NS(kind="batch", settings={"new_tokens": 8}, points=[NS(concurrency=1, tpot_s=0.01),
+    ...            NS(concurrency=8, tpot_s=0.02), NS(concurrency=4, tpot_s=None)])
+    >>> [(p.rows, p.seq_len, round(p.intensity, 2)) for p in sweep_points(sweep, shape, storage, ceilings, 10)]
+    [(1, 14, 0.51), (8, 14, 3.54)]
+    """
+    seq = prompt_tokens + int(sweep.settings.get("new_tokens", 0)) // 2
+    return [point("decode", decode_cost(shape, storage, [seq] * p.concurrency), p.concurrency, seq, p.tpot_s, ceilings)
+            for p in sweep.points if p.tpot_s]
+
+
 def why_text(points: list[RooflinePoint]) -> str:
     """Two lines for people: the prefill and the median decode step, measured beside predicted.
 

@@ -136,29 +136,35 @@ def speculative_or_message(engine, k, ngram):
 
 
 def roofline_handler(registry):
-    """/roofline: (figure, text) of the session's last finished run on the roofline, or (None, why not)."""
+    """/roofline: (figure, text) of the session's last finished run on the roofline, or (None, why not). A local
+    run's points are measured here; a server's run (of the bundled model) is estimated from the model's config and
+    the client-side times, and labelled so."""
     from ..charts.roofline import plot_roofline
-    from ..roofline import ModelShape, machine_ceilings, storage_of, trace_points, why_text
+    from ..roofline import machine_ceilings, roofline_model, trace_points, why_text
 
     def roofline(backend, session: Session):
         trace = session.trace
         if trace is None or not trace.finished:
             return None, warn("generate first: the roofline is drawn from a finished run")
         engine = engine_or_message(registry, backend)
-        local = getattr(engine, "backend", None)
-        if isinstance(engine, str) or getattr(local, "config", None) is None or engine.info.name != trace.backend:
-            return None, warn(f"the roofline needs the run's local backend ({trace.backend}) selected above")
+        model = None if isinstance(engine, str) else roofline_model(engine)
+        if model is None or engine.info.name != trace.backend:
+            return None, warn(f"the roofline needs the run's source ({trace.backend}) selected above, running a "
+                              "model whose shape is known here (a local backend, or a server of the bundled model)")
         if not GATE.enter_shared(timeout=30.0):
             return None, warn("the machine's CPU slots are busy: try again in a moment")
         try:
             ceilings = machine_ceilings()   # measured once per process (a few seconds)
         finally:
             GATE.leave_shared()
-        points = trace_points(trace, ModelShape.of(local.config), storage_of(local), ceilings)
-        fig = plot_roofline(points, ceilings, "This run on the roofline", f"{trace.model} · {trace.backend}")
+        points = trace_points(trace, model.shape, model.storage, ceilings)
+        title = "This run on the roofline" + (" (estimated)" if model.estimated else "")
+        fig = plot_roofline(points, ceilings, title, f"{trace.model} · {trace.backend} · {model.label}")
         return fig, why_text(points).replace("\n", "  \n") + (
-            "  \nPredicted: max(FLOPs / peak, bytes / bandwidth), from the model's shape and the ceilings measured "
-            "here; the gap above 1x is what the roofline leaves out (launches, norms, attention, sampling).")
+            f"  \nPoints: {model.label}. Predicted: max(FLOPs / peak, bytes / bandwidth), from the model's shape and "
+            "the ceilings measured here; the gap above 1x is what the roofline leaves out (launches, norms, attention, "
+            "sampling" + (", and for a server the network and its machine, which may not be this one)." if
+                          model.estimated else ")."))
 
     return roofline
 

@@ -89,6 +89,8 @@ def _sweeps(registry, out):
             tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
+        out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
+                                     elem_id="serve-sweep-roofline")
         gr.Markdown("**What a token costs on this machine**: the machine's price per hour over the output tokens "
                     "it makes per hour, one at a time, batched at 8 (the batch-size sweep above) and with "
                     "speculative decoding (a Generate run): batching and speculation are why tokens are cheap.")

@@ -24,11 +24,12 @@ from ..serve.continuous import BatchConfig
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
 from ..config import GenerationSettings
 from ..cost import cost_markdown, measured_rates, token_costs
+from ..roofline import machine_ceilings
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
                      engine_or_message, loading_line, long_document, warn)
 from .serve_job import GATE, ServeJob
 from .serve_layout import NONE, layout
-from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_view, view
+from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
 
 
 def make_scheduler(registry, name: str, source_name: str, options: dict):
@@ -164,8 +165,15 @@ def make_handlers(registry, out: SimpleNamespace):
         slo = (float(ttft) if ttft else None, float(tpot) if tpot else None)
 
         def work(job):
+            job.roofline = None
             if kind == "batch":
-                run_batch_sweep(scheduler, sizes, int(new_tokens), progress=job.report, cancel=job.cancel, live=job.sweeps)
+                sweep = run_batch_sweep(scheduler, sizes, int(new_tokens), progress=job.report, cancel=job.cancel,
+                                        live=job.sweeps)
+                if not sweep.cancelled:   # the machine is still this job's alone: measure its ceilings (cached)
+                    job.report(1.0, "measuring the machine's ceilings for the roofline")
+                    ceilings = machine_ceilings(cancel=job.cancel)
+                    if not ceilings.cancelled:
+                        job.roofline = sweep_roofline(sweep, scheduler.source, ceilings)
             else:
                 run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
         yield from follow(job, work, lambda final, k: sweep_view(job, out, final))
