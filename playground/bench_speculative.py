@@ -48,7 +48,8 @@ def speculative_row(model: str | None = None, backend: str | None = None, new_to
     for p in result.presets:
         row["presets"][p.preset].update(plain_decode_tps=_round(p.plain_decode_tps), proposed=p.proposed,
                                         spec_decode_tps=_round(p.spec_decode_tps), accepted=p.accepted,
-                                        passes=p.passes, output_tokens=p.output_tokens)
+                                        passes=p.passes, output_tokens=p.output_tokens,
+                                        first_difference=p.first_difference)
         row[f"{p.preset}_speedup"] = None if p.speedup is None else round(p.speedup, 2)
     ids = text_ids(engine.tokenizer, AGREEMENT_TOKENS + 1)
     cost = verify_row_cost(engine.backend, ids, K + 1)

@@ -138,8 +138,8 @@ def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     after = client.predict(0.10, api_name="/token_cost")
     assert "batch-size sweep, 8 at once" in after and "batch-size sweep, 1 at once" in after
     assert after.count("missing: not measured in this session") == 1   # speculative decoding: not yet
-    out = generated(client.predict(*generate_args(REPEATS, max_new_tokens=24, backend="torch"), True, 4, 2,
-                                   api_name="/generate"))
+    out = generated(client.predict(*generate_args(REPEATS, max_new_tokens=24, backend="torch", speculate=True,
+                                                  spec_ngram=2), api_name="/generate"))
     assert "finished" in out["status"] and "tokens per forward pass" in out["metrics"]
     priced = client.predict(0.10, api_name="/token_cost")
     assert "Generate run, speculative" in priced and "missing" not in priced

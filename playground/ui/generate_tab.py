@@ -11,6 +11,10 @@ Each browser session keeps its own `Session` (session.py) in gr.State, so two ta
 Stop cancels the Gradio event and the run, keeping the partial trace. The first use of a backend loads
 it in a worker thread while the status line says what it is doing. A local run takes one of the
 machine's CPU slots (serve_job.GATE, saying so while it waits); a run on a remote server takes none.
+With speculative decoding on (k, n-gram size), the run is SpeculativeEngine's on the same backend: the
+same Steps, each saying whether its token was a draft accepted or replaced, so the page colours the chips
+by it; at the end the metrics panel adds passes, acceptance and the speedup against a plain run of the
+same prompt from the session's earlier runs (run_view.speculation_html), missing until there is one.
 The accordion "why" draws the last run's Steps on the roofline (playground/roofline.py: the machine's
 ceilings measured once, in a CPU slot, then FLOPs and bytes per Step) when asked.
 API names: /generate and /stop (outputs named by OUTPUTS), /top_k, /metrics, /roofline.
