@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..cost import DEFAULT_USD_PER_HOUR
+from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS

@@ -5,7 +5,7 @@ pick scheduler A (and B for the same workload replayed), Run: the workload runs 
 holding the machine alone (serve_job.py) while the handler redraws the Gantt charts, tables and the
 lesson sentences about once a second (serve_views.py). Stop cancels every request within one step.
 Sweeps (batch size, arrival rate with an SLO) run from the accordion below with the same gate.
-Below the sweeps, what a token costs on this machine (cost.py): a price per hour over the output tokens
+Below the sweeps, what a token costs on this machine (serve/cost.py): a price per hour over the output tokens
 per hour measured by the batch-size sweep and the Generate tab's runs.
 API names: /serve, /serve_stop, /serve_sweep, /token_cost.
 
@@ -23,7 +23,7 @@ from ..serve.batching import PoolConfig
 from ..serve.continuous import BatchConfig
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
 from ..config import GenerationSettings
-from ..cost import cost_markdown, measured_rates, token_costs
+from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
                      engine_or_message, loading_line, long_document, warn)
@@ -205,7 +205,7 @@ def watch_clients(traffic, out, cancel_after: float = WATCH_FOR):
 
 
 def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
-    """What a token costs on this machine (cost.py): the job's batch-size sweeps and the Generate session's runs."""
+    """What a token costs on this machine (serve/cost.py): the job's batch-size sweeps and the Generate session's runs."""
     traces = [] if session is None else [*session.earlier, *([session.trace] if session.trace is not None else [])]
     try:
         rows = token_costs(usd_per_hour, measured_rates(job.sweeps, traces))
