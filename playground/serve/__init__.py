@@ -9,8 +9,7 @@ Modules: workload.py (requests, classes, arrivals), prompts.py (the lesson's cla
 registry.py (the schedulers), schedulers.py (the harness, one at a time), batching.py and
 batching_adapter.py (transformers' continuous-batching manager), concurrent.py (requests in parallel
 to a server), records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the
-lesson sentence), sweeps.py (batch-size and rate sweeps), cost.py (what a token costs on this machine,
-from the sweep's and the Generate runs' measured rates), report.py (a standalone HTML report),
+lesson sentence), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),
 cli.py (`python -m playground.experiments serve`).
 
 Left out: gradio (playground/ui/serve_tab.py) and charts (playground/charts/serve.py).
