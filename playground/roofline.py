@@ -287,22 +287,36 @@ def point(phase: str, cost: StepCost, rows: int, seq_len: int, measured_s: float
 
 
 def trace_points(trace, shape: ModelShape, storage: Storage, ceilings: Ceilings) -> list[RooflinePoint]:
-    """One point per Step: the first is the prefill of the prompt (measured: TTFT), the others decode steps
-    (measured: their latency; a step of a batch of `rows` counts every row at this row's seq_len)."""
+    """One point per forward pass: the first is the prefill of the prompt (measured: TTFT), the others decode steps
+    (measured: their latency; a step of a batch of `rows` counts every row at this row's seq_len; a speculative
+    verify pass counts a row per token it made, its Steps' latencies summed)."""
     prompt = len(trace.prompt_ids)
     points = []
-    for step in trace.steps:
-        if step.latency is None or step.latency <= 0:
+    for step, latency, made in _passes(trace.steps):
+        if latency is None or latency <= 0:
             continue
         seq = step.seq_len if step.seq_len is not None else prompt + step.index
         if step.index == 0:
-            points.append(point("prefill", prefill_cost(shape, storage, prompt), prompt, prompt, step.latency,
-                                ceilings))
+            points.append(point("prefill", prefill_cost(shape, storage, prompt), prompt, prompt, latency, ceilings))
         else:
-            rows = step.rows or 1
-            points.append(point("decode", decode_cost(shape, storage, [seq] * rows), rows, seq, step.latency,
-                                ceilings))
+            rows = step.rows or made
+            points.append(point("decode", decode_cost(shape, storage, [seq] * rows), rows, seq, latency, ceilings))
     return points
+
+
+def _passes(steps):
+    """(first Step, summed latency, tokens made) per forward pass: a speculative pass (Step.forward_pass) makes
+    several tokens, timed as one pass; its rows are at least the tokens it made (the rejected proposals after the
+    first replaced token are not in the Steps). Other Steps are one pass each."""
+    out = []
+    for step in steps:
+        last = out[-1] if out else None
+        made_by = getattr(step, "forward_pass", None)   # records without the field: one pass each
+        if last and made_by is not None and made_by == getattr(last[0], "forward_pass", None):
+            out[-1] = (last[0], last[1] + step.latency, last[2] + 1)
+        else:
+            out.append((step, step.latency, 1))
+    return out
 
 
 MEASURED_HERE = "this run's Steps, timed here; FLOPs and bytes from the model's shape and the backend's storage"

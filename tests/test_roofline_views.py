@@ -84,3 +84,18 @@ def test_the_serve_tabs_sweep_view_draws_the_roofline(tiny_onnx_engine):
     measured = next(t for t in data if t["name"].startswith("decode (measured"))
     assert len(measured["x"]) == 2 and measured["x"][1] > measured["x"][0]
     assert sweep_roofline(Sweep("rate", "batching", "onnx", {}, []), tiny_onnx_engine, CEILINGS) is None
+
+
+def test_a_speculative_verify_pass_is_one_point_with_a_row_per_token_it_made():
+    from playground.trace import Step
+
+    def step(i, latency, forward_pass):
+        return Step(i, 1, "a", False, "prefill" if i == 0 else "decode", 0.0, latency, None, None, None, 20 + i, None,
+                    draft=None, forward_pass=forward_pass)
+    trace = SimpleNamespace(prompt_ids=list(range(20)),
+                            steps=[step(0, 0.5, 0), step(1, 0.03, 1), step(2, 0.001, 1), step(3, 0.001, 1),
+                                   step(4, 0.02, 2)])
+    storage = storage_of(SimpleNamespace(name="onnx", kv_shape=SimpleNamespace(bytes_per_element=4), dtype="float32"))
+    points = trace_points(trace, SMOLLM2, storage, CEILINGS)
+    assert [(p.phase, p.rows) for p in points] == [("prefill", 20), ("decode", 3), ("decode", 1)]
+    assert points[1].measured_s == pytest.approx(0.032) and points[1].seq_len == 21
