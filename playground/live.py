@@ -4,14 +4,18 @@ One JSON document per line: a head, then one array per Step (fields named by `FI
 being its sequence number), then an end line with the full Plotly figures of charts/run.py (their
 shared template sent once).
 
-    {"run": "3f2a…", "prompt_tokens": 9, "backend": "onnx", "greedy": true, "kv": [30, 3, 64, 4], "fields": [...]}
-    [0, 504, " The", "·The", false, "prefill", 0.1234, 0.1234, 1733…, 0.41, 1.0, 10, 245760, 1, [[504, "·The", 0.41, 1.0], …]]
+    {"run": "3f2a…", "prompt_tokens": 9, "backend": "onnx", "greedy": true, "speculation": null, "kv": [30, 3, 64, 4],
+     "fields": [...]}
+    [0, 504, " The", "·The", false, "prefill", 0.1234, 0.1234, 1733…, 0.41, 1.0, 10, 245760, 1, [[504, "·The", 0.41, 1.0], …],
+     null, null]
     {"end": "length", "steps": 64, "error": null, "figures": {"timeline": {…}, …, "topk": …}, "template": {…}}
 
 The text only grows during a run, so Gradio's streaming diff sends each update as an "append" of the
 new lines: O(new steps) on the wire, and a browser that skipped an update (Gradio keeps only the last
 value per animation frame) still finds every step in the next one. The page checks the sequence
-numbers and says so if one is missing. `shown` is the token made visible (tokens.visible: whitespace
+numbers and says so if one is missing. A speculative run (speculative.py) names its k and n-gram size in
+the head, and each step says whether its token was a draft accepted or replaced and which forward pass
+made it (the page colours the chips by that). `shown` is the token made visible (tokens.visible: whitespace
 drawn, controls and split characters named); it is plain text, never HTML: the page sets it with
 textContent and escapes it for Plotly. A figure the source does not give is null (drawn "missing").
 
@@ -20,7 +24,7 @@ textContent and escapes it for Plotly. A figure the source does not give is null
     ...                                     settings=SimpleNamespace(greedy=True)), run_id="r1")
     >>> text = stream.add([Step(0, 7, "<b>", False, "prefill", 0.5, 0.5, None, None, None, None, None, 9)])
     >>> text.splitlines()[1]
-    '[0, 7, "<b>", "<b>", false, "prefill", 0.5, 0.5, 9, null, null, null, null, 1, null]'
+    '[0, 7, "<b>", "<b>", false, "prefill", 0.5, 0.5, 9, null, null, null, null, 1, null, null, null]'
     >>> head, steps, end = read_stream(text)
     >>> head["run"], steps[0]["shown"], steps[0]["kv_bytes"], end
     ('r1', '<b>', None, None)
@@ -38,7 +42,7 @@ from types import SimpleNamespace  # noqa: F401 - used by the doctest
 from .tokens import visible
 
 FIELDS = ("seq", "token_id", "text", "shown", "special", "phase", "time", "latency", "wall_ns", "prob",
-          "sample_prob", "seq_len", "kv_bytes", "tokens", "top")
+          "sample_prob", "seq_len", "kv_bytes", "tokens", "top", "draft", "forward_pass")
 TOP_FIELDS = ("token_id", "shown", "prob", "sample_prob")   # each top-k candidate
 GENERATE_OUTPUTS = ("stream", "status", "text", "metrics", "files")   # the app's /generate and /stop, in order
 
@@ -58,7 +62,12 @@ def step_record(step) -> list:
                                          for c in step.top]
     return [step.index, step.token_id, step.text, shown(step.text), step.special, step.phase, round(step.time, 6),
             round(step.latency, 6), step.wall_ns, _round(step.prob, 5), _round(step.sample_prob, 5), step.seq_len,
-            step.kv_bytes, step.tokens, top]
+            step.kv_bytes, step.tokens, top, step.draft, step.forward_pass]
+
+
+def _speculation_settings(counts) -> dict | None:
+    """A speculative run's k and n-gram size (what the page's legend names), None for a plain run."""
+    return {"k": counts["k"], "ngram": counts["ngram"]} if counts else None
 
 
 def _line(value) -> str:
@@ -80,6 +89,7 @@ class StepStream:
         self.trace, self.run_id = trace, run_id or uuid.uuid4().hex   # 122 random bits: not guessable
         self.head = {"run": self.run_id, "prompt_tokens": len(trace.prompt_ids), "backend": trace.backend,
                      "greedy": bool(trace.settings.greedy),
+                     "speculation": _speculation_settings(getattr(trace, "speculation", None)),
                      "kv": None if shape is None else [shape.layers, shape.kv_heads, shape.head_dim,
                                                        shape.bytes_per_element],
                      "fields": list(FIELDS)}

@@ -287,22 +287,81 @@ def point(phase: str, cost: StepCost, rows: int, seq_len: int, measured_s: float
 
 
 def trace_points(trace, shape: ModelShape, storage: Storage, ceilings: Ceilings) -> list[RooflinePoint]:
-    """One point per Step: the first is the prefill of the prompt (measured: TTFT), the others decode steps
-    (measured: their latency; a step of a batch of `rows` counts every row at this row's seq_len)."""
+    """One point per forward pass: the first is the prefill of the prompt (measured: TTFT), the others decode steps
+    (measured: their latency; a step of a batch of `rows` counts every row at this row's seq_len; a speculative
+    verify pass counts a row per token it made, its Steps' latencies summed)."""
     prompt = len(trace.prompt_ids)
     points = []
-    for step in trace.steps:
-        if step.latency is None or step.latency <= 0:
+    for step, latency, made in _passes(trace.steps):
+        if latency is None or latency <= 0:
             continue
         seq = step.seq_len if step.seq_len is not None else prompt + step.index
         if step.index == 0:
-            points.append(point("prefill", prefill_cost(shape, storage, prompt), prompt, prompt, step.latency,
-                                ceilings))
+            points.append(point("prefill", prefill_cost(shape, storage, prompt), prompt, prompt, latency, ceilings))
         else:
-            rows = step.rows or 1
-            points.append(point("decode", decode_cost(shape, storage, [seq] * rows), rows, seq, step.latency,
-                                ceilings))
+            rows = step.rows or made
+            points.append(point("decode", decode_cost(shape, storage, [seq] * rows), rows, seq, latency, ceilings))
     return points
+
+
+def _passes(steps):
+    """(first Step, summed latency, tokens made) per forward pass: a speculative pass (Step.forward_pass) makes
+    several tokens, timed as one pass; its rows are at least the tokens it made (the rejected proposals after the
+    first replaced token are not in the Steps). Other Steps are one pass each."""
+    out = []
+    for step in steps:
+        last = out[-1] if out else None
+        made_by = getattr(step, "forward_pass", None)   # records without the field: one pass each
+        if last and made_by is not None and made_by == getattr(last[0], "forward_pass", None):
+            out[-1] = (last[0], last[1] + step.latency, last[2] + 1)
+        else:
+            out.append((step, step.latency, 1))
+    return out
+
+
+MEASURED_HERE = "this run's Steps, timed here; FLOPs and bytes from the model's shape and the backend's storage"
+ESTIMATED = "estimated from the model's config and the client-side times (a server: its steps are not timed here)"
+SERVER_STORAGE = Storage("GGUF blocks as the bundled model ships (Q4_1 layers, Q8_0 head), f16 KV: assumed for a "
+                         "server", Q4_1, Q8_0, 2)
+
+
+@dataclass(frozen=True)
+class RooflineModel:
+    """What puts a source's steps on the roofline: the model's shape, how its weights are stored, and a label
+    saying whether the points are measured here or estimated (a server's run timed at the client)."""
+    shape: ModelShape
+    storage: Storage
+    label: str
+    estimated: bool
+
+
+def roofline_model(source) -> RooflineModel | None:
+    """A local backend's shape and storage (measured), a server's from its model's config when the server runs the
+    bundled model (estimated: client-side times, the bundled file's storage assumed), else None (nothing known)."""
+    backend = getattr(source, "backend", None)
+    if backend is not None and getattr(backend, "config", None) is not None:
+        return RooflineModel(ModelShape.of(backend.config), storage_of(backend), MEASURED_HERE, False)
+    config = getattr(getattr(source, "copy", None), "config", None)
+    if config is not None:
+        return RooflineModel(ModelShape.of(config), SERVER_STORAGE, ESTIMATED, True)
+    return None
+
+
+def sweep_points(sweep, shape: ModelShape, storage: Storage, ceilings: Ceilings, prompt_tokens: int) -> list[RooflinePoint]:
+    """The Serve tab's batch-size sweep on the roofline: one decode point per batch size, `concurrency` rows at the
+    middle of the decode (prompt + half the new tokens), measured: the median TPOT (one step serves the batch).
+
+    >>> from types import SimpleNamespace as NS
+    >>> shape, storage = ModelShape(2, 64, 128, 4, 2, 16, 100), Storage("fp32", 4, 4, 4)
+    >>> ceilings = Ceilings(1e10, 1e9, 1, "", "", 0.0)
+    >>> sweep = NS(kind="batch", settings={"new_tokens": 8}, points=[NS(concurrency=1, tpot_s=0.01),
+    ...            NS(concurrency=8, tpot_s=0.02), NS(concurrency=4, tpot_s=None)])
+    >>> [(p.rows, p.seq_len, round(p.intensity, 2)) for p in sweep_points(sweep, shape, storage, ceilings, 10)]
+    [(1, 14, 0.51), (8, 14, 3.54)]
+    """
+    seq = prompt_tokens + int(sweep.settings.get("new_tokens", 0)) // 2
+    return [point("decode", decode_cost(shape, storage, [seq] * p.concurrency), p.concurrency, seq, p.tpot_s, ceilings)
+            for p in sweep.points if p.tpot_s]
 
 
 def why_text(points: list[RooflinePoint]) -> str:

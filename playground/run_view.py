@@ -61,13 +61,16 @@ def chip_title(step) -> str:
         parts.append(f"sampled p={step.sample_prob:.3f}")
     if step.tokens != 1:
         parts.append(f"{step.tokens} tokens in this event")
+    if step.draft:
+        parts.append(f"draft {step.draft} (forward pass {step.forward_pass})")
     parts += [f"{step.latency * 1e3:.1f} ms",
               "KV not measured" if step.kv_bytes is None else f"KV {format_bytes(step.kv_bytes)}"]
     return " · ".join(parts)
 
 
 def chip_html(step) -> str:
-    classes = f"tok tok-c{step.index % PALETTE_SIZE}" + " tok-special" * step.special
+    classes = f"tok tok-c{step.index % PALETTE_SIZE}" + " tok-special" * step.special + (
+        f" tok-{step.draft}" if step.draft else "")
     title = chip_title(step)
     text = visible(step.text.encode()) or "∅"   # ∅: a token ending inside a multi-byte character
     return f'<span class="{classes}" title="{html.escape(title, quote=True)}">{html.escape(text, quote=True)}</span>'
@@ -118,6 +121,43 @@ def server_html(trace) -> str:
     items = "".join(f"<li>{html.escape(line, quote=True)}</li>" for line in lines)
     return (f'<div class="server-says"><b>Server-reported</b> by {html.escape(trace.backend, quote=True)} '
             f"(the cards above are measured at this client)<ul>{items}</ul></div>")
+
+
+def speculation_html(trace, earlier=()) -> str:
+    """Speculative decoding's figures for the latest run `trace` ('' when neither it nor a comparable earlier run
+    of the session was speculative): tokens per forward pass, acceptance, and the speedup against a plain run of
+    the same prompt on the same backend, measured in this session, labelled with which run it is; missing
+    (with how to measure it) when there is none.
+
+    >>> from types import SimpleNamespace as NS
+    >>> speculation_html(NS(speculation={}, prompt_ids=[1], backend="x"))
+    ''
+    """
+    from .speculative import plain_baseline, speculation_report
+    spec, plain, first = plain_baseline(trace, earlier)
+    report = None if spec is None else speculation_report(spec, plain)
+    if report is None:
+        return ""
+    def pct(x):
+        return "none proposed" if x is None else f"{x:.0%}"
+    against = {"plain": "against the plain run before it", "speculative": "the speculative run before, against "
+               "this plain run"}.get(first, "")
+    speedup = ("missing: run the same prompt with speculative decoding off (same backend and settings) to "
+               "measure it" if report.speedup is None else f"{report.speedup:.2f}× ({against}: "
+               f"{report.decode_tps:.1f} against {report.plain_decode_tps:.1f} decode tok/s)")
+    cards = [("tokens per forward pass", "–" if report.tokens_per_pass is None else f"{report.tokens_per_pass:.2f}"),
+             ("acceptance (accepted / proposed)", f"{pct(report.acceptance)} ({report.accepted} / {report.proposed})"),
+             ("rejected and replaced", f"{report.replaced}"), ("speedup, decode tok/s (measured)", speedup)]
+    if report.same_tokens is not None:
+        cards.append(("same tokens as plain decoding", "yes" if report.same_tokens else "no (a near-tie flipped, "
+                      "or sampling without a seed)"))
+    body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
+                   f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
+    title = (f"Speculative decoding (prompt lookup, k = {report.k}, n-gram {report.ngram}): "
+             f"{report.output_tokens} tokens in {report.passes} forward passes")
+    return (f'<div class="speculation" id="pg-speculation"><b>{html.escape(title)}</b> — chips: '
+            '<span class="tok tok-accepted">accepted</span> <span class="tok tok-replaced">rejected and replaced'
+            f'</span> <span class="tok">ordinary</span><div class="metrics">{body}</div></div>')
 
 
 def status_line(trace) -> str:

@@ -11,6 +11,7 @@ Left out: gradio (playground/ui/ wires this in) and anything kept after the tab 
 from __future__ import annotations
 
 import queue
+from collections import deque
 import shutil
 import tempfile
 import threading
@@ -31,11 +32,13 @@ ABANDONED_AFTER = 5.0
 # (the live channel, ui/live_channel.py) needs them only as a backup: one a second.
 UPDATE_INTERVAL = 0.05
 WATCHED_INTERVAL = 1.0
+EARLIER_KEPT = 4   # earlier runs a session keeps (their traces), to measure a speedup against
 
 
 class Session:
     def __init__(self):
         self.run, self.background, self.steps, self.stream = None, None, None, None
+        self.earlier: deque = deque(maxlen=EARLIER_KEPT)   # the session's earlier runs' traces, oldest first
         self.exports = ExportFolder("trace-")
 
     @property
@@ -46,6 +49,8 @@ class Session:
         """Supersede any earlier run of this session (cancelling it) and start the new one; returns its stream
         and its batches (a handler keeps those: another handler of this session may start a run meanwhile)."""
         self.stop()
+        if self.run is not None:
+            self.earlier.append(self.run.trace)   # what a later run is compared with (run_view.speculation_html)
         stream = StepStream(run.trace)   # each step goes in as it is made (a live channel's reader sees it at once)
         background = BackgroundRun(run, lease=ABANDONED_AFTER, on_step=lambda step: stream.add((step,)),
                                    interval=lambda: WATCHED_INTERVAL if stream.watched else interval)

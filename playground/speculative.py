@@ -41,7 +41,8 @@ from typing import Iterator
 from .engine import Engine
 from .trace import Candidate, Step
 
-__all__ = ["BACKOFF_MAX", "Speculation", "SpeculativeEngine", "propose"]
+__all__ = ["BACKOFF_MAX", "Speculation", "SpeculationReport", "SpeculativeEngine", "plain_baseline", "propose",
+           "speculation_report"]
 
 BACKOFF_MAX = 16   # the longest pause (in steps) after failed proposals
 
@@ -155,6 +156,12 @@ class SpeculativeEngine(Engine):
         if self.speculation.enabled and not backend.verifies:
             raise ValueError(f"{backend.name} cannot verify several tokens in one pass (no speculative decoding)")
 
+    def _start(self, prompt, text, ids, settings, t0, ignore_eos=False, use_cache=True, prefix=None):
+        run = super()._start(prompt, text, ids, settings, t0, ignore_eos, use_cache, prefix)
+        if self.speculation.enabled and use_cache:   # known before the first step (a live page's head names it)
+            run.trace.speculation = {**asdict(self.speculation), "passes": 0, "proposed": 0, "accepted": 0}
+        return run
+
     def _steps(self, run, prefix=None) -> Iterator[Step]:
         if not self.speculation.enabled or not run.trace.use_cache:
             yield from super()._steps(run, prefix)
@@ -213,6 +220,121 @@ class SpeculativeEngine(Engine):
                 rows = [logits]
             b.synchronize()
             policy.timed(len(rows), clock() - began)
+
+
+class PassCounts:
+    """Tokens per forward pass and acceptance, from `output_tokens`, `passes`, `proposed`, `accepted`."""
+    output_tokens: int
+    passes: int
+    proposed: int
+    accepted: int
+
+    @property
+    def tokens_per_pass(self) -> float | None:
+        return self.output_tokens / self.passes if self.passes else None
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.proposed if self.proposed else None
+
+
+@dataclass(frozen=True)
+class SpeculationReport(PassCounts):
+    """A speculative run's figures, from its Steps and counts; the speedup only against a measured plain run."""
+    k: int
+    ngram: int
+    output_tokens: int
+    passes: int                      # forward passes that made tokens (the prefill included)
+    proposed: int                    # draft tokens verified
+    accepted: int                    # of those, the ones the model agreed with
+    replaced: int                    # tokens the model chose where it rejected a proposal
+    decode_tps: float | None         # this run's, measured from its Steps
+    plain_decode_tps: float | None   # the plain run's (None: no comparable plain run measured)
+    same_tokens: bool | None         # the two runs chose the same tokens (None: no plain run)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.decode_tps and self.plain_decode_tps:
+            return self.decode_tps / self.plain_decode_tps
+        return None
+
+
+def speculation_report(trace, plain=None) -> SpeculationReport | None:
+    """The figures of a speculative `trace` (None for a plain one), its speedup against `plain` (a plain run of
+    the same prompt on the same backend: see plain_baseline) when given.
+
+    >>> from types import SimpleNamespace as NS
+    >>> steps = [NS(draft=None, tokens=1), NS(draft="accepted", tokens=1), NS(draft="replaced", tokens=1)]
+    >>> spec = NS(speculation={"k": 4, "ngram": 3, "passes": 2, "proposed": 3, "accepted": 1}, steps=steps,
+    ...           output_tokens=3, output_ids=[1, 2, 3], metrics=lambda: NS(decode_tps=30.0))
+    >>> r = speculation_report(spec, NS(output_ids=[1, 2, 3], metrics=lambda: NS(decode_tps=20.0)))
+    >>> r.tokens_per_pass, round(r.acceptance, 3), r.replaced, r.speedup, r.same_tokens
+    (1.5, 0.333, 1, 1.5, True)
+    >>> speculation_report(spec).speedup is None       # no plain run measured: no speedup
+    True
+    """
+    counts = trace.speculation
+    if not counts:
+        return None
+    plain_tps = plain.metrics().decode_tps if plain is not None else None
+    return SpeculationReport(counts["k"], counts["ngram"], trace.output_tokens, counts["passes"], counts["proposed"],
+                             counts["accepted"], sum(s.draft == "replaced" for s in trace.steps),
+                             trace.metrics().decode_tps, plain_tps,
+                             None if plain is None else list(plain.output_ids) == list(trace.output_ids))
+
+
+def comparable(a, b) -> bool:
+    """Two finished runs of the same prompt ids on the same backend with the same sampling and budget."""
+    keys = ("temperature", "top_k", "top_p", "max_new_tokens", "seed")
+    return (a.backend == b.backend and list(a.prompt_ids) == list(b.prompt_ids)
+            and all(getattr(a.settings, k) == getattr(b.settings, k) for k in keys)
+            and a.stop_reason in ("eos", "length", "context") and b.stop_reason in ("eos", "length", "context"))
+
+
+def plain_baseline(trace, earlier) -> tuple:
+    """(speculative trace, plain trace or None, which came first) to report, from the latest run `trace` and the
+    session's `earlier` runs (oldest first): a speculative run with the latest comparable plain run before it; a
+    plain run with the latest comparable speculative run before it; (None, None, None) when there is nothing to
+    report. `which came first`: "plain" | "speculative"."""
+    other = [t for t in reversed(list(earlier)) if comparable(t, trace) and bool(t.speculation) != bool(trace.speculation)]
+    if trace.speculation:
+        return trace, (other[0] if other else None), "plain" if other else None
+    if other:
+        return other[0], trace, "speculative"
+    return None, None, None
+
+
+def verify_row_cost(backend, ids: list[int], rows: int, repeats: int = 7) -> dict:
+    """A verify row's cost as a fraction of a decode step, measured: after a prefill of `ids`, one-row decodes
+    and `rows`-row verifies alternate `repeats` times (each rolled back), medians of each.
+
+    {"decode_s": .., "verify_s": .., "rows": rows, "row_cost": (verify_s / decode_s - 1) / (rows - 1)}"""
+    import statistics
+    _, state = backend.prefill(ids[:-rows])
+    length, fed = backend.cache_length(state), ids[-rows:]
+    decode, verify = [], []
+    for _ in range(repeats):
+        for times, call in ((decode, lambda: backend.decode(fed[0], state)), (verify, lambda: backend.verify(fed, state))):
+            began = time.perf_counter()
+            _, after = call()
+            backend.synchronize()
+            times.append(time.perf_counter() - began)
+            state = backend.rollback(after, length)
+    decode_s, verify_s = statistics.median(decode), statistics.median(verify)
+    return {"decode_s": decode_s, "verify_s": verify_s, "rows": rows,
+            "row_cost": max(0.0, (verify_s / decode_s - 1) / (rows - 1))}
+
+
+def speedup_bound(tokens_per_pass: float, proposed_per_pass: float, row_cost: float) -> float:
+    """The decode speedup a run's passes allow when a pass costs 1 + row_cost x proposals decode steps (a bound:
+    it leaves out sampling and the proposal search).
+
+    >>> speedup_bound(tokens_per_pass=1.5, proposed_per_pass=2.0, row_cost=0.25)   # 1.5 tokens for 1.5 steps
+    1.0
+    >>> speedup_bound(2.0, 3.0, 0.0)     # verify rows free: the speedup is the tokens per pass
+    2.0
+    """
+    return tokens_per_pass / (1 + row_cost * proposed_per_pass)
 
 
 def verify_agreement(backend, ids: list[int], rows: int = 5, start: int = 2) -> tuple[int, int]:

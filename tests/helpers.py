@@ -26,7 +26,7 @@ from tests.fakes import SlowBackend, SwervingBackend
 
 FRANCE = "What is the capital of France?"
 DEFAULTS = dict(temperature=0, top_k=0, top_p=1, seed="", max_new_tokens=16, chat=True,
-                price_in=0.15, price_out=0.6, backend="torch")
+                price_in=0.15, price_out=0.6, backend="torch", speculate=False, spec_k=4, spec_ngram=3)
 SWERVE_AT = 3   # the "copy" source's answer departs from torch's at this output token
 EXPERIMENT = {"prefill": dict(max_length=64, points=3, repeats=1), "cache": dict(prompt_tokens=16, new_tokens=4),
               "depth": dict(prompt_tokens=16, new_tokens=4), "short-long": dict(max_new_tokens=4)}
@@ -49,7 +49,7 @@ def generated(result) -> dict:
 def generate_args(prompt=FRANCE, **changes):
     a = {**DEFAULTS, **changes}
     return (prompt, a["temperature"], a["top_k"], a["top_p"], a["seed"], a["max_new_tokens"], a["chat"],
-            a["price_in"], a["price_out"], a["backend"])
+            a["price_in"], a["price_out"], a["backend"], a["speculate"], a["spec_k"], a["spec_ngram"])
 
 
 def experiment_args(name, backend="torch", **changes):

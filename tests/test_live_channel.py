@@ -154,7 +154,7 @@ def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backe
     c = SimpleNamespace(stream="stream", status="status", text="text", metrics="metrics", files="files")
     generate = make_handlers(registry, c)[0]
     session = Session()
-    args = ("Hello", 0.0, 0, 1.0, "", 20, False, 0.15, 0.6, "slow", session)
+    args = ("Hello", 0.0, 0, 1.0, "", 20, False, 0.15, 0.6, "slow", False, 4, 3, session)   # speculative off
     first, second = generate(*args), generate(*args)
     assert "stream" in next(first) and "stream" in next(second)   # each yielded its head: run 2 superseded run 1
     ended_first = list(first)[-1]   # the first handler to the end: its own (cancelled) run only

@@ -1,5 +1,6 @@
 """The Serve tab driven through gradio_client (tiny model): two schedulers side by side with exports, clear
-messages for bad input, Stop, one workload per session, and other CPU work waiting while a workload runs."""
+messages for bad input, Stop, one workload per session, other CPU work waiting while a workload runs, and the
+batch-size sweep drawn on the roofline and pricing a token."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ import time
 
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AppError
 
 from playground.engine import Engine
 from playground.registry import SourceRegistry
@@ -120,3 +122,30 @@ def test_the_gate_lets_a_workload_run_alone():
     assert not entered.wait(0.2)                 # other work waits while the workload runs
     gate.release_alone()
     assert entered.wait(2)
+
+
+REPEATS = "the cat sat on the mat and the cat sat on the mat and the dog sat on the mat and the cat"
+
+
+def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
+    client = Client(app_url, verbose=False)
+    before = client.predict(0.10, api_name="/token_cost")
+    assert before.count("missing: not measured in this session") == 3 and "$0.60" in before
+    final = client.submit("batch", "batching", "onnx", "1,8", 8, "1", 2, 2.0, 0.2,
+                          api_name="/serve_sweep").result(timeout=300)
+    assert "sweep done" in final[OUT["status"]]
+    shown = final[OUT["sweep_roofline"]]   # an update: made visible, with the figure
+    assert shown["visible"] is True
+    roofline = json.loads(shown["value"]["plot"])
+    measured = next(t for t in roofline["data"] if t["name"].startswith("decode (measured"))
+    assert len(measured["x"]) == 2 and measured["x"][1] > measured["x"][0]   # 8 rows: further right than 1
+    after = client.predict(0.10, api_name="/token_cost")
+    assert "batch-size sweep, 8 at once" in after and "batch-size sweep, 1 at once" in after
+    assert after.count("missing: not measured in this session") == 1   # speculative decoding: not yet
+    out = generated(client.predict(*generate_args(REPEATS, max_new_tokens=24, backend="torch", speculate=True,
+                                                  spec_ngram=2), api_name="/generate"))
+    assert "finished" in out["status"] and "tokens per forward pass" in out["metrics"]
+    priced = client.predict(0.10, api_name="/token_cost")
+    assert "Generate run, speculative" in priced and "missing" not in priced
+    with pytest.raises(AppError, match="less than minimum value 0"):   # the field refuses it, in words
+        client.predict(-1, api_name="/token_cost")

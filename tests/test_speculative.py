@@ -215,14 +215,14 @@ def test_experiment_compares_with_plain_decoding_on_the_same_backend(tiny_engine
 
     spec = EXPERIMENTS["speculative"]
     result = spec.run(tiny_engine, {"new_tokens": 12, "k": 3, "ngram": 2})
-    assert [p.preset for p in result.presets] == ["reread", "summary", "question"]
+    assert [p.preset for p in result.presets] == ["reread", "quote", "summary", "question"]
     for p in result.presets:
         assert p.same_tokens and p.first_difference is None      # greedy, torch fp32: lossless
         assert 1 <= p.tokens_per_pass <= 4 and p.passes <= p.output_tokens
         assert p.accepted <= p.proposed and p.speedup is not None and p.speedup > 0
     reread = result.presets[0]
     assert reread.accepted > 0 and reread.tokens_per_pass > 1   # the document read again: copying pays
-    assert set(result.summary()) == {"reread", "summary", "question"}
+    assert set(result.summary()) == {"reread", "quote", "summary", "question"}
     assert "Speculative" in spec.plot(result).layout.title.text
     with pytest.raises(ValueError, match="between 1 and 8"):
         spec.values({"k": 9})
@@ -309,7 +309,14 @@ def test_bench_row_reports_speedups_against_the_targets():
 
     row = speculative_row(model="tiny", backend="torch", new_tokens=8, repeats=1)
     assert row["bench"] == "speculative" and row["backend"] == "torch"
-    assert set(row["presets"]) == {"reread", "summary", "question"}
+    assert set(row["presets"]) == {"reread", "quote", "summary", "question"}
     assert set(row["targets_met"]) == set(TARGETS) and row["summary_speedup"] is not None
     assert row["targets_met"]["summary_speedup"] == (row["summary_speedup"] >= 1.5)
     assert row["verify_vs_decode_top1_differ"] == {"positions": 199, "differ": 0}
+    cost = row["verify_pass"]
+    assert cost["rows"] == 5 and cost["row_cost"] == pytest.approx(
+        max(0.0, (cost["verify_ms"] / cost["decode_ms"] - 1) / 4), abs=0.01)
+    for name, preset in row["presets"].items():   # the bounds: tokens per pass, less the verify rows' cost
+        assert preset["bound_speedup_free_verify"] == round(preset["tokens_per_pass"], 2)
+        assert preset["bound_speedup_at_row_cost"] <= preset["bound_speedup_free_verify"]
+        assert (name in row["beyond_bound"]) == (preset["speedup"] > 1.1 * preset["bound_speedup_free_verify"])

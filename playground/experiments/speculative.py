@@ -4,7 +4,8 @@
     result.presets[0].speedup, result.presets[0].tokens_per_pass, result.presets[0].acceptance
 
 Presets: where it shines (`reread`: raw text, the long document then its first sentence again, so the
-model continues by copying what it read), the lesson's case (`summary`: summarize the long document,
+model continues by copying what it read; `quote`: raw text, the document then the start of a list of its
+key sentences "quoted word for word", an extractive summary), the lesson's case (`summary`: summarize the long document,
 chat template; a small model paraphrases more than it copies) and where it does not (`question`: a
 short open question, nothing to copy). Each preset runs plain (Engine) then speculative
 (SpeculativeEngine on the same backend), greedy, `repeats` times alternating; decode tok/s of each is
@@ -21,16 +22,19 @@ import threading
 from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
+from ..speculative import PassCounts
 from .common import Progress, ProgressFn, ResultBase, RunInfo, follow, long_document, warm_up
 from .short_long import long_prompt
 
 OPEN_QUESTION = "Why is the sky blue? Answer in a few sentences."
-PRESETS = ("reread", "summary", "question")
+# an extractive summary, raw text: the document, then the start of a quoted list the model fills by copying
+QUOTE_END = "\n\nThe three most important sentences of the document above, quoted word for word:\n\n1. \""
+PRESETS = ("reread", "quote", "summary", "question")
 REREAD_TOKENS = 32   # the document's first tokens, read again at the end of the prompt
 
 
 @dataclass
-class PresetMeasure:
+class PresetMeasure(PassCounts):
     preset: str
     prompt_tokens: int
     output_tokens: int
@@ -42,14 +46,6 @@ class PresetMeasure:
     same_tokens: bool            # the two runs chose the same tokens
     first_difference: int | None     # index of the first differing token (None: none)
     text: str                    # the speculative run's text
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return self.output_tokens / self.passes
-
-    @property
-    def acceptance(self) -> float | None:
-        return self.accepted / self.proposed if self.proposed else None
 
     @property
     def speedup(self) -> float | None:
@@ -84,6 +80,10 @@ def preset_run(engine, preset: str, new_tokens: int):
         ids = engine.encode(long_document())
         room = max(REREAD_TOKENS, engine.backend.context_window - new_tokens - REREAD_TOKENS - 1)
         return engine.run_ids(ids[:room] + ids[:REREAD_TOKENS], settings)
+    if preset == "quote":
+        end = engine.encode(QUOTE_END)
+        ids = engine.encode(long_document())
+        return engine.run_ids(ids[:max(16, engine.backend.context_window - new_tokens - len(end) - 1)] + end, settings)
     if preset == "summary":   # cut by tokens to fit a small context window (short_long.long_prompt)
         prompt = long_prompt(engine.tokenizer, engine.backend.context_window, new_tokens)[0]
     else:

@@ -8,7 +8,8 @@
 | step | title                          | what runs (budgets sized for a 2-core machine)            |
 | 1    | It works in tokens             | the seed sentence in two tokenizers                        |
 | 2    | One token at a time            | a short greedy answer at full speed (its Steps replayable) |
-| 3    | Prefill, then decode           | that run's timeline: TTFT against the mean decode step     |
+| 3    | Prefill, then decode           | that run's timeline: TTFT against the mean decode step,    |
+|      |                                | and its Steps on the roofline (why decode is slow)         |
 | 4    | The KV cache                   | its growth; cache vs none; a shared prefix reused          |
 | 5    | Cost and latency scale with tokens | short vs long; a 100-page contract extrapolated         |
 | 6    | No two requests are the same   | a long and a short request through one engine              |

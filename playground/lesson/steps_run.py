@@ -92,4 +92,27 @@ def step_prefill(lesson, report) -> StepResult:
     if m.tpot is not None:
         takeaway += (f" Each later token (one decode step) took {format_seconds(m.tpot)} on average."
                      f" The first cost {m.ttft / m.tpot:.1f}× as much.")
-    return StepResult(3, "Prefill, then decode", takeaway, numbers, figures)
+    notes = roofline_figure(lesson.source, trace, report, figures, numbers)
+    return StepResult(3, "Prefill, then decode", takeaway, numbers, figures, notes=notes)
+
+
+def roofline_figure(source, trace, report, figures: dict, numbers: dict) -> list[str]:
+    """Why: the run's Steps on the roofline (the machine's ceilings measured here, once per process), added to
+    `figures` and `numbers`; returns the notes (estimated for a server, missing when the model's shape is unknown)."""
+    from ..charts.roofline import plot_roofline
+    from ..roofline import machine_ceilings, roofline_model, trace_points
+    model = roofline_model(source)
+    if model is None:
+        return [f"the roofline needs the model's shape; {source.info.name} does not say it: missing"]
+    report(0.9, "measuring the machine's ceilings (matmul peak, memory bandwidth)")
+    ceilings = machine_ceilings(cancel=report.event)
+    if ceilings.cancelled:
+        return ["the roofline was cancelled while the ceilings were measured: missing"]
+    points = trace_points(trace, model.shape, model.storage, ceilings)
+    figures["roofline"] = plot_roofline(points, ceilings, "Why decode is slow: this run on the roofline"
+                                        + (" (estimated)" if model.estimated else ""), model.label)
+    for phase in ("prefill", "decode"):   # measured over predicted: above 1, what the roofline leaves out
+        ratios = sorted(p.ratio for p in points if p.phase == phase)
+        if ratios:
+            numbers[f"{phase}_measured_over_roofline"] = ratios[len(ratios) // 2]
+    return [f"the roofline is {model.label}"] if model.estimated else []

@@ -31,6 +31,7 @@ class LocalCopy:
     tokenizer: Any       # a transformers tokenizer
     kv_shape: KVShape
     label: str           # "local copy of SmolLM2-135M-Instruct's tokenizer"
+    config: Any = None   # the model's transformers config (the roofline's shape for a server's run)
 
 
 def serves_bundled(model_id: str) -> bool:
@@ -60,7 +61,8 @@ def bundled_copy() -> LocalCopy | None:
         tokenizer, config = AutoTokenizer.from_pretrained(folder), AutoConfig.from_pretrained(folder)
     except Exception:  # noqa: BLE001 - no local copy: the source falls back to the server's tokenizer or cl100k
         return None
-    return LocalCopy(tokenizer, kv_shape_of(config, SERVER_KV_BYTES), "local copy of SmolLM2-135M-Instruct's tokenizer")
+    return LocalCopy(tokenizer, kv_shape_of(config, SERVER_KV_BYTES), "local copy of SmolLM2-135M-Instruct's tokenizer",
+                     config)
 
 
 @functools.lru_cache(maxsize=1)

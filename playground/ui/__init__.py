@@ -108,7 +108,7 @@ def build_demo(engine, traffic=None) -> gr.Blocks:
             compare_tab(registry, c.prompt)
             experiments_tab(registry)
             lesson = lesson_tab(registry)
-            serving = serve_tab(registry, traffic)
+            serving = serve_tab(registry, traffic, session)
         generate = wire_generate(c, registry, session)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)

@@ -18,6 +18,7 @@ from ..registry import BackendUnavailable, SourceRegistry
 from ..experiments.common import LONG_DOCUMENT_PATH, long_document as read_long_document
 from ..experiments.short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION,  # noqa: F401
                                       SUMMARIZE_INSTRUCTION)
+from ..experiments.speculative import OPEN_QUESTION, QUOTE_END  # noqa: F401
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CPU_SLOTS = 2              # local runs at once: 2 CPU cores; more only slows every run (serve_job.GATE holds the rest)

@@ -11,6 +11,10 @@ Each browser session keeps its own `Session` (session.py) in gr.State, so two ta
 Stop cancels the Gradio event and the run, keeping the partial trace. The first use of a backend loads
 it in a worker thread while the status line says what it is doing. A local run takes one of the
 machine's CPU slots (serve_job.GATE, saying so while it waits); a run on a remote server takes none.
+With speculative decoding on (k, n-gram size), the run is SpeculativeEngine's on the same backend: the
+same Steps, each saying whether its token was a draft accepted or replaced, so the page colours the chips
+by it; at the end the metrics panel adds passes, acceptance and the speedup against a plain run of the
+same prompt from the session's earlier runs (run_view.speculation_html), missing until there is one.
 The accordion "why" draws the last run's Steps on the roofline (playground/roofline.py: the machine's
 ceilings measured once, in a CPU slot, then FLOPs and bytes per Step) when asked.
 API names: /generate and /stop (outputs named by OUTPUTS), /top_k, /metrics, /roofline.
@@ -28,10 +32,11 @@ from ..charts.run import plot_top_k
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics, files
 from ..source import SourceError
-from ..run_view import metrics_html, status_line
+from ..run_view import metrics_html, speculation_html, status_line
 from ..session import Session
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
-                     SUMMARIZE, backend_dropdown, caption, engine_or_message, loading_line, long_document, warn)
+                     OPEN_QUESTION, QUOTE_END, SUMMARIZE, backend_dropdown, caption, engine_or_message,
+                     loading_line, long_document, warn)
 from .serve_job import GATE
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
@@ -57,16 +62,18 @@ def make_handlers(registry, c):
         stream = stream or session.stream
         trace = stream.trace
         update = {c.stream: session.finish_stream(stream), c.status: status_line(trace), c.text: trace.text,
-                  c.metrics: metrics_html(trace, *prices)}
+                  c.metrics: metrics_html(trace, *prices) + speculation_html(trace, session.earlier)}
         if stream is session.stream:   # a run superseded by a later one of this session leaves the files to it
             update[c.files] = session.export()
         return update
 
     def generate(prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, price_in, price_out, backend,
-                 session: Session):
+                 speculate, spec_k, spec_ngram, session: Session):
         for line in registry.loading(backend):
             yield {c.status: loading_line(line)}
         engine = engine_or_message(registry, backend)
+        if not isinstance(engine, str) and speculate:
+            engine = speculative_or_message(engine, spec_k, spec_ngram)
         if isinstance(engine, str):
             yield {c.status: warn(engine)}
             return
@@ -112,36 +119,56 @@ def make_handlers(registry, c):
 
     def metrics(price_in, price_out, session: Session):
         trace = session.trace
-        return metrics_html(trace, price_in, price_out, element_id=None if trace is None or trace.finished
-                            else LIVE_METRICS_ID)
+        if trace is None or not trace.finished:
+            return metrics_html(trace, price_in, price_out, element_id=None if trace is None else LIVE_METRICS_ID)
+        return metrics_html(trace, price_in, price_out) + speculation_html(trace, session.earlier)
 
     return generate, stop, top_k, metrics
 
 
+def speculative_or_message(engine, k, ngram):
+    """`engine`'s backend driven by SpeculativeEngine (k proposals, n-gram size), or a message saying why not."""
+    from ..speculative import Speculation, SpeculativeEngine
+    backend = getattr(engine, "backend", None)
+    if backend is None or not getattr(backend, "verifies", False):
+        return (f"speculative decoding needs a local backend with a verify pass (one forward pass over several "
+                f"tokens on the KV cache); {engine.info.name} has none: untick it or pick a local backend")
+    try:
+        return SpeculativeEngine(backend, Speculation(k=int(k), ngram=int(ngram)))
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+
+
 def roofline_handler(registry):
-    """/roofline: (figure, text) of the session's last finished run on the roofline, or (None, why not)."""
+    """/roofline: (figure, text) of the session's last finished run on the roofline, or (None, why not). A local
+    run's points are measured here; a server's run (of the bundled model) is estimated from the model's config and
+    the client-side times, and labelled so."""
     from ..charts.roofline import plot_roofline
-    from ..roofline import ModelShape, machine_ceilings, storage_of, trace_points, why_text
+    from ..roofline import machine_ceilings, roofline_model, trace_points, why_text
 
     def roofline(backend, session: Session):
         trace = session.trace
         if trace is None or not trace.finished:
             return None, warn("generate first: the roofline is drawn from a finished run")
         engine = engine_or_message(registry, backend)
-        local = getattr(engine, "backend", None)
-        if isinstance(engine, str) or getattr(local, "config", None) is None or engine.info.name != trace.backend:
-            return None, warn(f"the roofline needs the run's local backend ({trace.backend}) selected above")
+        model = None if isinstance(engine, str) else roofline_model(engine)
+        if model is None or engine.info.name != trace.backend:
+            return None, warn(f"the roofline needs the run's source ({trace.backend}) selected above, running a "
+                              "model whose shape is known here (a local backend, or a server of the bundled model)")
         if not GATE.enter_shared(timeout=30.0):
             return None, warn("the machine's CPU slots are busy: try again in a moment")
         try:
             ceilings = machine_ceilings()   # measured once per process (a few seconds)
         finally:
             GATE.leave_shared()
-        points = trace_points(trace, ModelShape.of(local.config), storage_of(local), ceilings)
-        fig = plot_roofline(points, ceilings, "This run on the roofline", f"{trace.model} · {trace.backend}")
+        points = trace_points(trace, model.shape, model.storage, ceilings)
+        title = "This run on the roofline" + (" (estimated)" if model.estimated else "")
+        fig = plot_roofline(points, ceilings, title, f"{trace.model} · {trace.backend} · {model.label}")
         return fig, why_text(points).replace("\n", "  \n") + (
-            "  \nPredicted: max(FLOPs / peak, bytes / bandwidth), from the model's shape and the ceilings measured "
-            "here; the gap above 1x is what the roofline leaves out (launches, norms, attention, sampling).")
+            f"  \nPoints: {model.label}. Predicted: max(FLOPs / peak, bytes / bandwidth), from the model's shape and "
+            "the ceilings measured here; the gap above 1x is what the roofline leaves out (launches, norms, attention, "
+            "sampling" + (", and for a server the network and its machine, which may not be this one)." if
+                          model.estimated else ")."))
 
     return roofline
 
@@ -158,6 +185,11 @@ def generate_tab(registry) -> SimpleNamespace:
                 france = gr.Button(f"Preset: {FRANCE}", size="sm")
                 summarize = gr.Button("Preset: summarize a long document", size="sm")
             with gr.Row():
+                quote = gr.Button("Preset: quote from the long document (speculation can copy)", size="sm",
+                                  elem_id="preset-quote")
+                question = gr.Button("Preset: a short open question (nothing to copy)", size="sm",
+                                     elem_id="preset-question")
+            with gr.Row():
                 c.generate = gr.Button("Generate", variant="primary", elem_id="generate")
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
             c.status = gr.Markdown(elem_classes="status", elem_id="status")
@@ -173,6 +205,14 @@ def generate_tab(registry) -> SimpleNamespace:
                 c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
                                              elem_id="max-new-tokens")
             c.chat = gr.Checkbox(value=True, label="Apply the chat template")
+            c.speculate = gr.Checkbox(value=False, label="Speculative decoding: draft tokens from the text so far "
+                                      "(prompt lookup), verify them in one forward pass", elem_id="speculate")
+            with gr.Accordion("Speculative decoding's settings", open=False, elem_id="speculation-settings"):
+                with gr.Row():
+                    c.spec_k = gr.Slider(1, 8, value=4, step=1, label="k: proposals per pass at most")
+                    c.spec_ngram = gr.Slider(1, 8, value=3, step=1, label="n-gram size matched")
+                caption("Local backends only. Greedy and seeded sampling give the tokens plain decoding gives; "
+                        "run the same prompt with it off to measure the speedup.")
             with gr.Row():
                 c.price_in = gr.Number(DEFAULT_USD_PER_M_INPUT, label="USD per 1M input tokens (for the estimate)",
                                        elem_id="price-in")
@@ -180,6 +220,11 @@ def generate_tab(registry) -> SimpleNamespace:
                                         elem_id="price-out")
     france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
     summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
+    # raw text (no chat template): the model goes on with the quoted list, copying from the document
+    quote.click(lambda: (long_document() + QUOTE_END, False, True), None, [c.prompt, c.chat, c.speculate],
+                api_name=False, queue=False)
+    question.click(lambda: (OPEN_QUESTION, True, True), None, [c.prompt, c.chat, c.speculate], api_name=False,
+                   queue=False)
     c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=2, max_lines=2,
                           interactive=False, container=False)   # read by live.js, never shown
     with gr.Row():
@@ -218,7 +263,7 @@ def wire_generate(c: SimpleNamespace, registry, session):
     """Wire the tab's events; returns the generate handler (it takes its CPU slot itself, see make_handlers)."""
     generate, stop, top_k, metrics = make_handlers(registry, c)
     inputs = [c.prompt, c.temperature, c.top_k, c.top_p, c.seed, c.max_new_tokens, c.chat, c.price_in,
-              c.price_out, c.backend, session]
+              c.price_out, c.backend, c.speculate, c.spec_k, c.spec_ngram, session]
     outputs = [getattr(c, name) for name in OUTPUTS]
     event = c.generate.click(generate, inputs, outputs, api_name="generate",
                              concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

@@ -9,7 +9,7 @@ EventSource on ui/live_channel.py), which sends each step as the run makes it: G
 and, while the channel reads, comes once a second as a backup. A step is drawn once, from whichever
 path brings it first, in sequence order; a page whose channel is refused still gets every step.
 Chips, the answer text, the token count, the metrics panel and the four charts (timeline, latency per
-step, KV cache, top-k) are drawn here: chips at every update, charts at most every CHART_MS and with
+step, KV cache, top-k) are drawn here (a speculative run's chips coloured accepted / replaced / ordinary): chips at every update, charts at most every CHART_MS and with
 at most four fifths of the main thread, one chart per task (so a chip never waits for a whole cycle);
 while the run streams the charts are pictures (Plotly's staticPlot) with fixed margins, and the end
 line's figures replace them, interactive.
@@ -133,7 +133,12 @@ Left out: anything the server can tell better (the final figures come from chart
     run.steps.push(rec);
     run.tokens += rec[F.tokens];
     const chip = document.createElement("span");
-    chip.className = `tok tok-c${seq % PALETTE}` + (rec[F.special] ? " tok-special" : "");
+    // a speculative run colours by what verification made of the token: accepted, replaced, ordinary
+    const draft = F.draft == null ? null : rec[F.draft];
+    chip.className = (run.head.speculation ? `tok tok-${draft || "ordinary"}` : `tok tok-c${seq % PALETTE}`)
+      + (rec[F.special] ? " tok-special" : "");
+    if (draft === "accepted") run.accepted++;
+    if (F.forward_pass != null && rec[F.forward_pass] != null) run.passes = rec[F.forward_pass] + 1;
     chip.textContent = rec[F.shown];
     chip.title = chipTitle(rec);
     chip.dataset.seq = String(seq);
@@ -147,6 +152,7 @@ Left out: anything the server can tell better (the final figures come from chart
       prob == null ? "model p missing" : `model p=${prob.toFixed(3)}`];
     if (sampled != null) parts.push(`sampled p=${sampled.toFixed(3)}`);
     if (rec[F.tokens] !== 1) parts.push(`${rec[F.tokens]} tokens in this event`);
+    if (F.draft != null && rec[F.draft]) parts.push(`draft ${rec[F.draft]} (forward pass ${rec[F.forward_pass]})`);
     parts.push(`${(rec[F.latency] * 1e3).toFixed(1)} ms`, kv == null ? "KV not measured" : `KV ${formatBytes(kv)}`);
     return parts.join(" · ");
   }
@@ -158,6 +164,7 @@ Left out: anything the server can tell better (the final figures come from chart
     if (run) closeChannel(run);
     const F = Object.fromEntries(head.fields.map((name, i) => [name, i]));
     run = {head, headLine, F, offset: headLine.length + 1, text: "", steps: [], next: 0, tokens: 0, answer: "",
+           accepted: 0, passes: 0,
            end: null, drawn: {}, timer: null, lastDraw: 0, follow: true, selected: 0, topkShown: null,
            finalShown: false, logAxis: false, cycles: 0, busy: 0, channel: null};
     const box = $("pg-chips");
@@ -511,6 +518,10 @@ Left out: anything the server can tell better (the final figures come from chart
       ["E2E", `${e2e.toFixed(2)} s`],
       ["KV cache now (measured)", last[F.kv_bytes] == null ? "not measured by this source" : formatBytes(last[F.kv_bytes])],
       ["cost (estimate)", `$${cost.toFixed(6)}`]];
+    if (r.head.speculation && r.passes) {   // as run_view.speculation_html; acceptance and speedup come at the end
+      cards.push(["tokens per forward pass (so far)", (r.tokens / r.passes).toFixed(2)],
+                 ["drafts accepted (so far)", r.accepted.toLocaleString("en-US")]);
+    }
     panel.replaceChildren(...cards.map(([k, v]) => {
       const card = document.createElement("div"), key = document.createElement("div"), value = document.createElement("div");
       card.className = "card"; key.className = "label"; value.className = "value";

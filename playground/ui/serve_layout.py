@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS
@@ -88,7 +89,17 @@ def _sweeps(registry, out):
             tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
-    return [kind, sched, src, sizes, new, rates, n, ttft, tpot], run
+        out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
+                                     elem_id="serve-sweep-roofline")
+        gr.Markdown("**What a token costs on this machine**: the machine's price per hour over the output tokens "
+                    "it makes per hour, one at a time, batched at 8 (the batch-size sweep above) and with "
+                    "speculative decoding (a Generate run): batching and speculation are why tokens are cheap.")
+        with gr.Row():
+            price = gr.Number(DEFAULT_USD_PER_HOUR, label="Machine price, USD per hour (an assumption)",
+                              minimum=0, elem_id="cost-usd-per-hour")
+            cost = gr.Button("Work out what a token costs", elem_id="cost-run")
+        out.token_cost = gr.Markdown(elem_id="token-cost")
+    return [kind, sched, src, sizes, new, rates, n, ttft, tpot], run, price, cost
 
 
 def _clients(out, traffic):
@@ -159,8 +170,8 @@ def layout(registry, traffic=None):
             out.goodput = gr.Markdown(elem_id="serve-goodput")
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
-        sweep_inputs, sweep = _sweeps(registry, out)
+        sweep_inputs, sweep, price, cost = _sweeps(registry, out)
         watch, unwatch = _clients(out, traffic)
     inputs = [n, arrival, rate, seed, *short, *long, sa, src_a, sb, src_b, slots, chunk, mbt, blocks, mgr]
     return out, inputs, sweep_inputs, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot],
-                                                     watch=watch, unwatch=unwatch)
+                                                     watch=watch, unwatch=unwatch, price=price, cost=cost)

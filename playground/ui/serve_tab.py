@@ -5,7 +5,9 @@ pick scheduler A (and B for the same workload replayed), Run: the workload runs 
 holding the machine alone (serve_job.py) while the handler redraws the Gantt charts, tables and the
 lesson sentences about once a second (serve_views.py). Stop cancels every request within one step.
 Sweeps (batch size, arrival rate with an SLO) run from the accordion below with the same gate.
-API names: /serve, /serve_stop, /serve_sweep.
+Below the sweeps, what a token costs on this machine (serve/cost.py): a price per hour over the output tokens
+per hour measured by the batch-size sweep and the Generate tab's runs.
+API names: /serve, /serve_stop, /serve_sweep, /token_cost.
 
 Left out: more than two classes in the editor (the CLI replays any workload.json).
 """
@@ -21,11 +23,13 @@ from ..serve.batching import PoolConfig
 from ..serve.continuous import BatchConfig
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
 from ..config import GenerationSettings
-from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE, engine_or_message, loading_line,
-                     long_document, warn)
+from ..serve.cost import cost_markdown, measured_rates, token_costs
+from ..roofline import machine_ceilings
+from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
+                     engine_or_message, loading_line, long_document, warn)
 from .serve_job import GATE, ServeJob
 from .serve_layout import NONE, layout
-from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_view, view
+from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
 
 
 def make_scheduler(registry, name: str, source_name: str, options: dict):
@@ -161,8 +165,15 @@ def make_handlers(registry, out: SimpleNamespace):
         slo = (float(ttft) if ttft else None, float(tpot) if tpot else None)
 
         def work(job):
+            job.roofline = None
             if kind == "batch":
-                run_batch_sweep(scheduler, sizes, int(new_tokens), progress=job.report, cancel=job.cancel, live=job.sweeps)
+                sweep = run_batch_sweep(scheduler, sizes, int(new_tokens), progress=job.report, cancel=job.cancel,
+                                        live=job.sweeps)
+                if not sweep.cancelled:   # the machine is still this job's alone: measure its ceilings (cached)
+                    job.report(1.0, "measuring the machine's ceilings for the roofline")
+                    ceilings = machine_ceilings(cancel=job.cancel)
+                    if not ceilings.cancelled:
+                        job.roofline = sweep_roofline(sweep, scheduler.source, ceilings)
             else:
                 run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
         yield from follow(job, work, lambda final, k: sweep_view(job, out, final))
@@ -193,8 +204,20 @@ def watch_clients(traffic, out, cancel_after: float = WATCH_FOR):
     return watch
 
 
-def serve_tab(registry, traffic=None) -> list:
-    """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate)."""
+def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
+    """What a token costs on this machine (serve/cost.py): the job's batch-size sweeps and the Generate session's runs."""
+    traces = [] if session is None else [*session.earlier, *([session.trace] if session.trace is not None else [])]
+    try:
+        rows = token_costs(usd_per_hour, measured_rates(job.sweeps, traces))
+    except ValueError as exc:
+        return warn(str(exc))
+    return cost_markdown(rows, float(usd_per_hour), DEFAULT_USD_PER_M_OUTPUT)
+
+
+def serve_tab(registry, traffic=None, session=None) -> list:
+    """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate).
+
+    `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates)."""
     out, inputs, sweep_inputs, buttons = layout(registry, traffic)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
     serve, stop, sweep, rejudge = make_handlers(registry, out)
@@ -205,6 +228,9 @@ def serve_tab(registry, traffic=None) -> list:
     swept = buttons.sweep.click(sweep, [*sweep_inputs, job], outputs, api_name="serve_sweep",
                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
+    cost_inputs = [buttons.price, job] + ([session] if session is not None else [])   # no model call: no queue
+    buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
+    swept.then(token_cost, cost_inputs, out.token_cost, api_name=False, concurrency_limit=None)
     if traffic is not None:   # drawing only: the endpoint's engine loop computes, not this handler
         clients = [out.clients_status, out.clients_gantt, out.clients_kv_map, out.clients_classes]
         watching = buttons.watch.click(watch_clients(traffic, out), None, clients, api_name="serve_watch",

@@ -27,7 +27,7 @@ REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)
                    "end"]
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
-           "sweep_plot")
+           "sweep_plot", "sweep_roofline")
 
 
 def _s(v):
@@ -120,11 +120,29 @@ def clients_view(result, out) -> dict:
             out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS)}
 
 
+def sweep_roofline(sweep, source, ceilings):
+    """A batch-size sweep's decode steps on the roofline (roofline.sweep_points): decode moves right as the batch
+    grows. None for a rate sweep, or a source whose model shape or prompt length is not known here."""
+    from ..charts.roofline import plot_roofline
+    from ..config import GenerationSettings
+    from ..roofline import roofline_model, sweep_points
+    model = roofline_model(source)
+    if sweep.kind != "batch" or model is None or not source.capabilities.local_tokenizer:
+        return None
+    prompt_tokens = len(source.prompt_ids(sweep.settings.get("prompt", ""), GenerationSettings())[1])
+    points = sweep_points(sweep, model.shape, model.storage, ceilings, prompt_tokens)
+    return plot_roofline(points, ceilings, "The batch-size sweep on the roofline: decode moves right as the batch "
+                         "grows" + (" (estimated)" if model.estimated else ""),
+                         f"{sweep.source} · one point per batch size, measured: the median TPOT · {model.label}")
+
+
 def sweep_view(job, out, final: bool = False) -> dict:
     updates = {out.status: error_html(job.error) if job.error else f"⏳ {html.escape(job.message)}"}
     if job.sweeps:
         sweep = job.sweeps[-1]
         updates[out.sweep_plot] = plot_batch_sweep(sweep) if sweep.kind == "batch" else plot_rate_sweep(sweep)
+        if final and getattr(job, "roofline", None) is not None:
+            updates[out.sweep_roofline] = gr.update(value=job.roofline, visible=True)
         if final:
             updates[out.status] = "cancelled: partial sweep" if sweep.cancelled else f"sweep done in {sweep.elapsed:.0f} s"
             updates[out.download] = job.exports.write({f"sweep-{sweep.kind}.json": json.dumps(sweep.to_dict()),
