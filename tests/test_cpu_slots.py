@@ -9,7 +9,7 @@ from gradio_client import Client
 
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
-from playground.ui.serve_job import GATE, MachineGate
+from playground.ui.serve_job import MachineGate
 from tests.helpers import free_port, generate_args, generated
 
 
@@ -24,11 +24,14 @@ class ServerLike:
         return getattr(self._engine, name)
 
 
+GATE = MachineGate()   # the app's gate, handed to build_demo: the test holds its slots
+
+
 @pytest.fixture(scope="module")
 def app_url(tiny_engine):
     registry = SourceRegistry(lambda name, progress: tiny_engine if name == "torch" else ServerLike(tiny_engine),
                               ["torch", "server"], default="torch")
-    demo = build_demo(registry)
+    demo = build_demo(registry, gate=GATE)
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(),
                                     server_name="127.0.0.1", quiet=True)
     yield url
@@ -60,3 +63,24 @@ def test_a_server_run_streams_while_every_cpu_slot_is_taken(app_url):
         for _ in range(GATE.slots):
             GATE.leave_shared()
     assert "finished" in generated(local.result(timeout=60))["status"]   # and runs once one is free
+
+
+@pytest.mark.slow
+def test_each_app_has_its_own_gate(app_url, tiny_engine):
+    """Two apps in one process (the test suite's case) do not wait for each other's CPU slots."""
+    registry = SourceRegistry(lambda name, progress: tiny_engine, ["torch"], default="torch")
+    other = build_demo(registry)   # no gate handed in: a gate of its own
+    _, url, _ = other.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                     quiet=True)
+    for _ in range(GATE.slots):
+        assert GATE.enter_shared(timeout=5)   # the first app's machine is full
+    try:
+        job = Client(url, verbose=False).submit(*generate_args(max_new_tokens=4, backend="torch"),
+                                                api_name="/generate")
+        reply = job.result(timeout=60)
+        assert "finished" in generated(reply)["status"]
+        assert not any("Waiting for a CPU slot" in str(update) for update in job.outputs())
+    finally:
+        for _ in range(GATE.slots):
+            GATE.leave_shared()
+        other.close()

@@ -62,12 +62,13 @@ def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny
     """A browser can send a lone surrogate as a JSON escape; no HTTP client here can, so the handler is
     called as Gradio would call it."""
     from playground.session import Session
-    from playground.ui.generate_tab import make_handlers
-
-    from playground.ui.generate_tab import OUTPUTS
     from types import SimpleNamespace
 
-    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), SimpleNamespace(**{n: n for n in OUTPUTS}))[0]
+    from playground.ui.generate_tab import OUTPUTS, make_handlers
+    from playground.ui.serve_job import MachineGate
+
+    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), SimpleNamespace(**{n: n for n in OUTPUTS}),
+                             MachineGate())[0]
     session = Session()
     outputs = list(generate(*generate_args("broken \ud800 utf-8"), session))
     assert "surrogate" in outputs[-1]["status"] and session.run is None

@@ -148,11 +148,12 @@ def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backe
     from playground.engine import Engine
     from playground.registry import SourceRegistry
     from playground.ui.generate_tab import make_handlers
+    from playground.ui.serve_job import MachineGate
     from tests.fakes import SlowBackend
     engine = Engine(SlowBackend(tiny_backend, pause=0.01))
     registry = SourceRegistry(lambda name, progress: engine, ["slow"], default="slow")
     c = SimpleNamespace(stream="stream", status="status", text="text", metrics="metrics", files="files")
-    generate = make_handlers(registry, c)[0]
+    generate = make_handlers(registry, c, MachineGate())[0]
     session = Session()
     args = ("Hello", 0.0, 0, 1.0, "", 20, False, 0.15, 0.6, "slow", False, 4, 3, session)   # speculative off
     first, second = generate(*args), generate(*args)

@@ -34,7 +34,7 @@ from .lesson_tab import lesson_tab
 from .live_channel import app_kwargs
 from .live_view import LIVE_CSS, live_head
 from .presenter import PRESENT_CSS, presenter_head, presenter_switch, wire_presenter
-from .serve_job import gate_cpu_events
+from .serve_job import MachineGate, gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 from .zerogpu import WAITING, wrap_gpu_handlers, zero_gpu
@@ -82,12 +82,14 @@ THEME = gr.themes.Default(text_size="lg", font=["ui-sans-serif", "system-ui", "s
                           font_mono=["ui-monospace", "Consolas", "monospace"])
 
 
-def build_demo(engine, traffic=None) -> gr.Blocks:
+def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends()).
     `traffic`: the OpenAI-compatible endpoint's live record of its clients (api.ClientTraffic), drawn on the
-    Serve tab; None when the app serves no endpoint."""
+    Serve tab; None when the app serves no endpoint. `gate`: the machine's CPU slots and a workload's turn
+    alone (serve_job.MachineGate), one per app; a new one when not given."""
     registry = as_registry(engine)
+    gate = gate or MachineGate()
     css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     with gr.Blocks(title="LLM Serving Playground", css=css, theme=THEME,
                    head=live_head() + presenter_head(),   # Plotly.js, live.js (Generate draws in the
@@ -108,8 +110,8 @@ def build_demo(engine, traffic=None) -> gr.Blocks:
             compare_tab(registry, c.prompt)
             experiments_tab(registry)
             lesson = lesson_tab(registry)
-            serving = serve_tab(registry, traffic, session)
-        generate = wire_generate(c, registry, session)
+            serving = serve_tab(registry, gate, traffic, session)
+        generate = wire_generate(c, registry, session, gate)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
         wire_presenter(demo, present)
@@ -117,6 +119,6 @@ def build_demo(engine, traffic=None) -> gr.Blocks:
         demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
-        gate_cpu_events(demo, CPU_QUEUE, skip=[*serving, generate])   # CPU slots; a Serve workload alone
+        gate_cpu_events(demo, CPU_QUEUE, gate, skip=[*serving, generate])   # CPU slots; a Serve workload alone
         wrap_gpu_handlers(demo)   # on ZeroGPU only: the GPU work inside spaces.GPU (zerogpu.py)
     return demo

@@ -21,7 +21,7 @@ from ..experiments.short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M
 from ..experiments.speculative import OPEN_QUESTION, QUOTE_END  # noqa: F401
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-CPU_SLOTS = 2              # local runs at once: 2 CPU cores; more only slows every run (serve_job.GATE holds the rest)
+CPU_SLOTS = 2              # local runs at once: 2 CPU cores; more only slows every run (the app's MachineGate holds the rest)
 GENERATE_CONCURRENCY = 8   # events of the CPU queue in flight: a run on a remote server streams without a CPU slot
 CPU_QUEUE = "generate"     # the concurrency_id shared by everything that measures the CPU (see __init__)
 # The lesson's two requests, the same as the short-vs-long experiment's

@@ -10,7 +10,7 @@ line of the stream carries the four full figures of charts/run.py, which the pag
 Each browser session keeps its own `Session` (session.py) in gr.State, so two tabs never mix runs;
 Stop cancels the Gradio event and the run, keeping the partial trace. The first use of a backend loads
 it in a worker thread while the status line says what it is doing. A local run takes one of the
-machine's CPU slots (serve_job.GATE, saying so while it waits); a run on a remote server takes none.
+machine's CPU slots (the app's MachineGate, saying so while it waits); a run on a remote server takes none.
 With speculative decoding on (k, n-gram size), the run is SpeculativeEngine's on the same backend: the
 same Steps, each saying whether its token was a draft accepted or replaced, so the page colours the chips
 by it; at the end the metrics panel adds passes, acceptance and the speedup against a plain run of the
@@ -37,7 +37,7 @@ from ..session import Session
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
                      OPEN_QUESTION, QUOTE_END, SUMMARIZE, backend_dropdown, caption, engine_or_message,
                      loading_line, long_document, warn)
-from .serve_job import GATE
+from .serve_job import MachineGate
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live.js fills it while the run streams
@@ -52,7 +52,7 @@ def parse_seed(seed) -> int | None:
         raise ValueError(f"seed must be a whole number (or empty for random), got {text!r}") from None
 
 
-def make_handlers(registry, c):
+def make_handlers(registry, c, gate: MachineGate):
     """generate, stop, top_k, metrics; `c` names the output components (OUTPUTS), the keys of every update."""
     def live(stream, batch) -> dict:   # constant but the stream: Gradio's diff sends only new lines
         return {c.stream: stream.add(batch), c.status: RUNNING_STATUS, c.text: "", c.metrics: LIVE_METRICS,
@@ -78,15 +78,15 @@ def make_handlers(registry, c):
             yield {c.status: warn(engine)}
             return
         local = engine.info.origin != "remote"   # a server computes elsewhere: no CPU slot here
-        while local and not GATE.enter_shared(timeout=1.0):
-            yield {c.status: f"Waiting for a CPU slot: the machine's {GATE.slots} are busy (or a Serve workload "
+        while local and not gate.enter_shared(timeout=1.0):
+            yield {c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve workload "
                              "runs alone)…"}
         try:
             yield from stream(engine, prompt, temperature, top_k, top_p, seed, max_new_tokens, chat,
                               (price_in, price_out), session)
         finally:
             if local:
-                GATE.leave_shared()
+                gate.leave_shared()
 
     def stream(engine, prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, prices, session: Session):
         try:
@@ -139,7 +139,7 @@ def speculative_or_message(engine, k, ngram):
         return str(exc)
 
 
-def roofline_handler(registry):
+def roofline_handler(registry, gate: MachineGate):
     """/roofline: (figure, text) of the session's last finished run on the roofline, or (None, why not). A local
     run's points are measured here; a server's run (of the bundled model) is estimated from the model's config and
     the client-side times, and labelled so."""
@@ -155,12 +155,12 @@ def roofline_handler(registry):
         if model is None or engine.info.name != trace.backend:
             return None, warn(f"the roofline needs the run's source ({trace.backend}) selected above, running a "
                               "model whose shape is known here (a local backend, or a server of the bundled model)")
-        if not GATE.enter_shared(timeout=30.0):
+        if not gate.enter_shared(timeout=30.0):
             return None, warn("the machine's CPU slots are busy: try again in a moment")
         try:
             ceilings = machine_ceilings()   # measured once per process (a few seconds)
         finally:
-            GATE.leave_shared()
+            gate.leave_shared()
         points = trace_points(trace, model.shape, model.storage, ceilings)
         title = "This run on the roofline" + (" (estimated)" if model.estimated else "")
         fig = plot_roofline(points, ceilings, title, f"{trace.model} · {trace.backend} · {model.label}")
@@ -259,9 +259,9 @@ def generate_tab(registry) -> SimpleNamespace:
     return c
 
 
-def wire_generate(c: SimpleNamespace, registry, session):
+def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate):
     """Wire the tab's events; returns the generate handler (it takes its CPU slot itself, see make_handlers)."""
-    generate, stop, top_k, metrics = make_handlers(registry, c)
+    generate, stop, top_k, metrics = make_handlers(registry, c, gate)
     inputs = [c.prompt, c.temperature, c.top_k, c.top_p, c.seed, c.max_new_tokens, c.chat, c.price_in,
               c.price_out, c.backend, c.speculate, c.spec_k, c.spec_ngram, session]
     outputs = [getattr(c, name) for name in OUTPUTS]
@@ -270,7 +270,7 @@ def wire_generate(c: SimpleNamespace, registry, session):
     c.stop.click(stop, [c.price_in, c.price_out, session], outputs, api_name="stop",
                  cancels=[event], concurrency_limit=None)
     c.stream.change(None, c.stream, None, js="(text) => { window.pgLive && window.pgLive.apply(text); }")
-    c.roofline_button.click(roofline_handler(registry), [c.backend, session], [c.roofline_plot, c.roofline_text],
+    c.roofline_button.click(roofline_handler(registry, gate), [c.backend, session], [c.roofline_plot, c.roofline_text],
                             api_name="roofline", concurrency_limit=1)
     c.topk_button.click(top_k, [c.topk_step, session], c.topk_figure, api_name="top_k", concurrency_limit=None)
     gr.on([c.price_in.change, c.price_out.change], metrics, [c.price_in, c.price_out, session], c.metrics,

@@ -1,8 +1,9 @@
 """What the Serve tab keeps: the machine gate (a workload runs alone) and one session's workload job.
 
-    with GATE.shared(): …                   # any other CPU work (Generate, Compare, Experiments)
-    if GATE.acquire_alone(timeout=60): …    # a workload: waits for the others to end, then runs alone
-    gate_cpu_events(demo)                   # wraps every handler of the "generate" CPU queue in GATE.shared()
+    gate = MachineGate()                    # one per app (build_demo makes it, or is handed one)
+    with gate.shared(): …                   # any other CPU work (Generate, Compare, Experiments)
+    if gate.acquire_alone(timeout=60): …    # a workload: waits for the others to end, then runs alone
+    gate_cpu_events(demo, queue, gate)      # wraps every handler of the CPU queue in gate.shared()
 
 The gate is also the CPU limit: at most CPU_SLOTS local runs share the machine (2 cores); Gradio lets
 more events of the queue in (GENERATE_CONCURRENCY), so a Generate run on a remote server, which takes no
@@ -76,32 +77,29 @@ class MachineGate:
             self._cond.notify_all()
 
 
-GATE = MachineGate()
-
-
-def _shared(fn):
+def _shared(fn, gate: MachineGate):
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def generator(*args, **kwargs):
-            with GATE.shared():
+            with gate.shared():
                 yield from fn(*args, **kwargs)
         return generator
 
     @functools.wraps(fn)
     def function(*args, **kwargs):
-        with GATE.shared():
+        with gate.shared():
             return fn(*args, **kwargs)
     return function
 
 
-def gate_cpu_events(demo, queue: str, skip=()) -> int:
-    """Run every handler of concurrency group `queue` (except `skip`) inside GATE.shared(); returns how many."""
+def gate_cpu_events(demo, queue: str, gate: MachineGate, skip=()) -> int:
+    """Run every handler of concurrency group `queue` (except `skip`) inside gate.shared(); returns how many."""
     wrapped = 0
     for block_fn in demo.fns.values():
         fn = block_fn.fn
         if (block_fn.concurrency_id == queue and fn is not None and fn not in skip
                 and not inspect.iscoroutinefunction(fn) and not inspect.isasyncgenfunction(fn)):
-            block_fn.fn = _shared(fn)
+            block_fn.fn = _shared(fn, gate)
             wrapped += 1
     return wrapped
 
@@ -121,8 +119,8 @@ class ServeJob:
     def running(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
 
-    def start(self, work) -> None:
-        """Run `work(job)` in a thread holding the machine alone (the caller acquired GATE)."""
+    def start(self, work, gate: MachineGate) -> None:
+        """Run `work(job)` in a thread holding the machine alone (the caller acquired `gate` alone)."""
         self.cancel, self.error, self.results, self.sweeps = threading.Event(), None, [], []
         self.asked = time.monotonic()
 
@@ -132,7 +130,7 @@ class ServeJob:
             except Exception as exc:   # noqa: BLE001 - shown on screen; the app keeps serving
                 self.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
             finally:
-                GATE.release_alone()
+                gate.release_alone()
         self.thread = threading.Thread(target=body, daemon=True, name="serve-workload")
         self.thread.start()
 

@@ -27,7 +27,7 @@ from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
                      engine_or_message, loading_line, long_document, warn)
-from .serve_job import GATE, ServeJob
+from .serve_job import MachineGate, ServeJob
 from .serve_layout import NONE, layout
 from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
 
@@ -66,18 +66,18 @@ def build_workload(scheduler, n, arrival, rate, seed, sp, st, ss, lp, lt, ls) ->
     return workload
 
 
-def acquire(job):
+def acquire(job, gate: MachineGate):
     """Wait (up to a minute, saying so) for the machine; yields status lines; sets job.message to 'ok' on success."""
     start = time.monotonic()
     while time.monotonic() - start < 60:
-        if GATE.acquire_alone(timeout=1.0):
+        if gate.acquire_alone(timeout=1.0):
             job.message = "ok"
             return
         yield f"⏳ waiting for the machine: other runs are in progress ({time.monotonic() - start:.0f} s)"
     job.message = "the machine stayed busy for a minute (another workload or other runs); try again"
 
 
-def make_handlers(registry, out: SimpleNamespace):
+def make_handlers(registry, out: SimpleNamespace, gate: MachineGate):
     def prepare(job, names):
         if job.running():
             yield {out.status: warn("a workload is already running in this session: Stop it first")}
@@ -108,7 +108,7 @@ def make_handlers(registry, out: SimpleNamespace):
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        for line in acquire(job):
+        for line in acquire(job, gate):
             yield {out.status: line}
         if job.message != "ok":
             yield {out.status: warn(job.message)}
@@ -121,7 +121,7 @@ def make_handlers(registry, out: SimpleNamespace):
         yield from follow(job, work, lambda final, k: view(job, out, charts=k % 3 == 0, final=final))
 
     def follow(job, work, draw):
-        job.start(work)
+        job.start(work, gate)
         k = 0
         try:
             while job.running():
@@ -157,7 +157,7 @@ def make_handlers(registry, out: SimpleNamespace):
         except ValueError as exc:
             yield {out.status: warn(str(exc))}
             return
-        for line in acquire(job):
+        for line in acquire(job, gate):
             yield {out.status: line}
         if job.message != "ok":
             yield {out.status: warn(job.message)}
@@ -214,13 +214,13 @@ def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
     return cost_markdown(rows, float(usd_per_hour), DEFAULT_USD_PER_M_OUTPUT)
 
 
-def serve_tab(registry, traffic=None, session=None) -> list:
+def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate).
 
     `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates)."""
     out, inputs, sweep_inputs, buttons = layout(registry, traffic)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
-    serve, stop, sweep, rejudge = make_handlers(registry, out)
+    serve, stop, sweep, rejudge = make_handlers(registry, out, gate)
     outputs = [getattr(out, name) for name in OUTPUTS]
     # in the CPU queue, like Generate; the machine gate (not the queue) makes a workload run alone
     run = buttons.run.click(serve, [*inputs, job], outputs, api_name="serve", concurrency_limit=GENERATE_CONCURRENCY,
