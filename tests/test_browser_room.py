@@ -37,16 +37,20 @@ OVERFLOWS = """() => {
   }
   return out;
 }"""
-# The smallest font of the visible text outside charts, and of the text inside them
+# The smallest font of the visible text outside charts, and of the text inside them: each text node's own
+# element, so a <tspan> line drawn smaller than its <text> (a subtitle, a <sup>) is measured too
 FONTS = """() => {
   const px = (el) => parseFloat(getComputedStyle(el).fontSize);
   const shown = (el) => el.offsetParent !== null && el.getBoundingClientRect().height >= 4;
+  const own = (el) => [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
   const body = [...document.querySelectorAll('.gradio-container *')].filter((el) => shown(el) && !el.closest('svg, .sr-only')
-    && [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()));
+    && own(el));
   const small = body.filter((el) => px(el) < 20).map((el) => `${el.tagName}.${el.className} "${el.textContent.trim().slice(0, 30)}" ${px(el)}`);
-  const chart = [...document.querySelectorAll('.js-plotly-plot text')].filter((t) => t.textContent.trim()
+  const chart = [...document.querySelectorAll('.js-plotly-plot text, .js-plotly-plot tspan')].filter((t) => own(t)
     && t.getBoundingClientRect().width && t.closest('.js-plotly-plot').offsetParent !== null);
-  return {small: small.slice(0, 8), body: Math.min(...body.map(px)), chart: Math.min(...chart.map(px)), charts: chart.length};
+  const tiny = chart.filter((t) => px(t) < 18).map((t) => `${(t.closest('[id]') || {}).id} "${t.textContent.slice(0, 30)}" ${px(t)}`);
+  return {small: small.slice(0, 8), body: Math.min(...body.map(px)), chart: Math.min(...chart.map(px)), charts: chart.length,
+          tiny: tiny.slice(0, 8)};
 }"""
 
 

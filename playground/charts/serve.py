@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ..serve.summary import over_time
-from .run import DECODE, FORMULA, PREFILL, _empty, _figure
+from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
 ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context": ("diamond", "#16a34a"),
@@ -25,7 +25,7 @@ ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context"
 
 def _title(text: str, result) -> dict:
     state = " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)"
-    return {"text": f"{text}{state}<br><sup>{result.scheduler} on {result.source}</sup>"}
+    return titled(f"{text}{state}", f"{result.scheduler} on {result.source}")
 
 
 def _legend_below(fig: go.Figure) -> go.Figure:
