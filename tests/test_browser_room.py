@@ -11,20 +11,40 @@ from scripts.screenshot import generate
 
 pytestmark = [pytest.mark.browser]
 
-# Visible text cut by its own box (a scrolling box is fine: tables and chip views scroll), and Plotly text
-# outside its figure. Left out: screen-reader-only text, sliders' range inputs, Gradio's 1-px copies of
-# the tab buttons (measured for its overflow menu).
+# Visible text cut by its own box (a scrolling box is fine: tables and chip views scroll) or spilling out
+# of its component's box, a label squeezed onto more than two lines, and Plotly text outside its figure.
+# Left out: screen-reader-only text, sliders' range inputs, Gradio's 1-px copies of the tab buttons
+# (measured for its overflow menu), icons (an accordion's arrow sits in its box's padding).
 OVERFLOWS = """() => {
   const out = [];
+  const lines = (el) => {   // how many lines the element's own text takes
+    const tops = new Set();
+    for (const n of el.childNodes) {
+      if (n.nodeType !== 3 || !n.textContent.trim()) continue;
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects()) tops.add(Math.round(r.top));
+    }
+    return tops.size;
+  };
   const scrolls = (el) => /(auto|scroll)/.test(getComputedStyle(el).overflowX + getComputedStyle(el).overflowY);
   for (const el of document.querySelectorAll('.gradio-container *')) {
-    if (el.offsetParent === null || el.clientHeight < 4 || el.closest('svg, .sr-only')) continue;
+    if (el.offsetParent === null || el.clientHeight < 4 || el.closest('svg, .sr-only, .icon')) continue;
     const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
     if (!(own || (el.tagName === 'INPUT' && el.type !== 'range' && el.type !== 'checkbox'))) continue;
     if (scrolls(el) || el.tagName === 'TEXTAREA') continue;
     const what = `${el.tagName}#${el.id}.${el.className} "${(el.value || el.textContent).trim().slice(0, 40)}"`;
     if (el.scrollWidth > el.clientWidth + 1) out.push(`wide ${what} ${el.scrollWidth}>${el.clientWidth}`);
     else if (el.scrollHeight > el.clientHeight + 1) out.push(`tall ${what} ${el.scrollHeight}>${el.clientHeight}`);
+    const block = el.closest('.block'), r = el.getBoundingClientRect();
+    let inside = el.parentElement;   // a box that scrolls between the text and its component may hold it
+    while (inside && inside !== block && !scrolls(inside)) inside = inside.parentElement;
+    if (block && inside === block) {
+      const b = block.getBoundingClientRect(), pad = getComputedStyle(block);   // its content box
+      const left = b.left + parseFloat(pad.paddingLeft), right = b.right - parseFloat(pad.paddingRight);
+      if (r.left < left - 1 || r.right > right + 1) out.push(`spills ${what} ${r.left}..${r.right} outside ${left}..${right}`);
+    }
+    if (el.closest('label, [data-testid="block-info"]') && lines(el) > 2) out.push(`cramped ${what}: ${lines(el)} lines`);
   }
   for (const gd of document.querySelectorAll('.js-plotly-plot')) {
     if (gd.offsetParent === null) continue;

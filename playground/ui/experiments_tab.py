@@ -75,6 +75,15 @@ class Job:
         return self.thread is not None and self.thread.is_alive()
 
 
+def slider_label(param) -> str:
+    """A parameter's label without its experiment's name (the Experiment dropdown above says it).
+
+    >>> slider_label(EXPERIMENTS["prefill"].params[0])
+    'min prompt length'
+    """
+    return param.label.partition(": ")[2] or param.label
+
+
 def summary_markdown(result) -> str:
     """The result in words with units (the result's own findings), under a line naming what it ran on."""
     head = f"**{EXPERIMENTS[result.NAME].title}** on {result.info.describe()} · {format_seconds(result.elapsed)}"
@@ -150,8 +159,8 @@ def experiments_tab(registry) -> None:
         groups, sliders = {}, []
         for spec in EXPERIMENTS.values():
             with gr.Row(visible=spec.name == "prefill") as groups[spec.name]:
-                sliders += [gr.Slider(p.low, p.high, value=p.default, step=1, label=p.label,
-                                      elem_id=f"experiment-{spec.name}-{p.name}") for p in spec.params]
+                sliders += [gr.Slider(p.low, p.high, value=p.default, step=1, label=slider_label(p),
+                                      elem_id=f"experiment-{spec.name}-{p.name}", min_width=320) for p in spec.params]
         with gr.Row():
             start = gr.Button("Run", variant="primary", elem_id="experiment-run")
             stop = gr.Button("Cancel", variant="stop", elem_id="experiment-cancel")
