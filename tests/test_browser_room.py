@@ -102,6 +102,15 @@ def enlarged(page, timeout_s: float = 10) -> None:
         pass
 
 
+def settle(page, check: str, timeout_s: float = 5) -> None:
+    """Wait until `check` (a function returning a list of problems) finds none; a timeout leaves the
+    assertion after it to list them."""
+    try:
+        page.wait_for_function(f"({check})().length === 0", timeout=timeout_s * 1000)
+    except Exception:   # noqa: BLE001 - playwright's TimeoutError: the caller's assert lists what is wrong
+        pass
+
+
 def lesson_step(page, n: int) -> None:
     page.wait_for_function(f"document.querySelector('#lesson-title').innerText.includes('Step {n} of 6') && "
                            "document.querySelector('#lesson-takeaway').innerText.length > 40", timeout=120_000)
@@ -113,9 +122,10 @@ def run_tabs(page):
     yield "Generate"
     page.get_by_role("tab", name="Tokens").click()
     page.wait_for_selector(".tok-title", timeout=30_000)
-    generate_prompt = page.locator("#prompt textarea").input_value()   # the tab's own box, in step with Generate's
-    assert page.locator("#tokens-prompt textarea").input_value() == generate_prompt != ""
-    assert "a tab" in page.locator("#tokens-legend").inner_text()
+    page.wait_for_function("(() => { const mine = document.querySelector('#tokens-prompt textarea').value;"   # its own
+                           " return mine !== '' && mine === document.querySelector('#prompt textarea').value; })()",
+                           timeout=10_000)   # box, in step with Generate's
+    page.wait_for_function("document.querySelector('#tokens-legend').innerText.includes('a tab')", timeout=10_000)
     yield "Tokens"
     page.get_by_role("tab", name="Compare").click()
     page.locator("#compare-run").click()
@@ -139,13 +149,19 @@ def run_tabs(page):
     yield "Serve"
 
 
-@pytest.mark.parametrize("width,height", [(1400, 1000), (1024, 768)])
-def test_nothing_is_cut_off_and_the_console_stays_clean(browser_app, width, height):
-    page = open_page(browser_app, width, height)
+@pytest.mark.parametrize("width,height,query", [(1400, 1000, ""), (1024, 768, ""), (1024, 768, "?present=1")])
+def test_nothing_is_cut_off_and_the_console_stays_clean(browser_app, width, height, query):
+    """Every tab after a run, at both sizes and in presenter mode (where every text is >= 20 px and every
+    chart text >= 18 px too)."""
+    page = open_page(browser_app, width, height, query)
     try:
         for tab in run_tabs(page):
-            page.wait_for_timeout(1200)   # the charts' last redraw
-            assert page.evaluate(OVERFLOWS) == [], f"{tab} at {width}x{height}"
+            if query:
+                enlarged(page)
+                fonts = page.evaluate(FONTS)
+                assert fonts["small"] == [] and fonts["tiny"] == [] and fonts["body"] >= 20, f"{tab}: {fonts}"
+            settle(page, OVERFLOWS)   # the charts' last redraw
+            assert page.evaluate(OVERFLOWS) == [], f"{tab} at {width}x{height}{query}"
         assert page.errors == []
     finally:
         page.close()

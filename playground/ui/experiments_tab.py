@@ -30,7 +30,7 @@ import gradio as gr
 from ..experiments import EXPERIMENTS
 from ..run_view import format_seconds
 from ..session import ABANDONED_AFTER, ExportFolder
-from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, warn
+from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, described_dropdown, engine_or_message, loading_line, warn
 
 # the sliders, in the order the handler receives them: every parameter of every experiment
 SLIDERS = [(spec, param) for spec in EXPERIMENTS.values() for param in spec.params]
@@ -73,6 +73,16 @@ class Job:
 
     def running(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
+
+
+def describe_experiment(name: str) -> str:
+    """The info line under the Experiment dropdown (its box shows the short name).
+
+    >>> describe_experiment("cache")
+    'Cache vs no cache: what does the KV cache save?'
+    """
+    spec = EXPERIMENTS.get(name)
+    return f"{spec.title}: {spec.question}" if spec else ""
 
 
 def slider_label(param) -> str:
@@ -153,8 +163,8 @@ def experiments_tab(registry) -> None:
         gr.Markdown("Each experiment measures the chosen backend directly (greedy, no sampling); every "
                     "number is measured, and fits are labelled as fits. TTFT = time to first token.")
         with gr.Row():
-            name = gr.Dropdown([(spec.title, spec.name) for spec in EXPERIMENTS.values()], value="prefill",
-                               label="Experiment", elem_id="experiment-name")
+            name = described_dropdown(list(EXPERIMENTS), "prefill", "Experiment", describe_experiment,
+                                      elem_id="experiment-name")
             backend = backend_dropdown(registry, elem_id="experiment-backend")
         groups, sliders = {}, []
         for spec in EXPERIMENTS.values():
