@@ -12,7 +12,8 @@ from scripts.screenshot import generate
 pytestmark = [pytest.mark.browser]
 
 # Visible text cut by its own box (a scrolling box is fine: tables and chip views scroll) or spilling out
-# of its component's box, a label squeezed onto more than two lines, and Plotly text outside its figure.
+# of its component's box, a label squeezed onto more than two lines, and Plotly text outside its figure
+# or a legend over an axis title.
 # Left out: screen-reader-only text, sliders' range inputs, Gradio's 1-px copies of the tab buttons
 # (measured for its overflow menu), icons (an accordion's arrow sits in its box's padding).
 OVERFLOWS = """() => {
@@ -53,6 +54,14 @@ OVERFLOWS = """() => {
       const r = t.getBoundingClientRect();
       if (r.width && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1))
         out.push(`plot ${(gd.closest('[id]') || {}).id} ${t.getAttribute('class')} "${t.textContent.slice(0, 40)}"`);
+    }
+    for (const entry of gd.querySelectorAll('.legendtext')) {   // a legend entry drawn over an axis title
+      const l = entry.getBoundingClientRect();
+      for (const t of l.width ? gd.querySelectorAll('.xtitle, .ytitle') : []) {
+        const r = t.getBoundingClientRect();
+        if (r.width && r.left < l.right - 1 && l.left < r.right - 1 && r.top < l.bottom - 1 && l.top < r.bottom - 1)
+          out.push(`plot ${(gd.closest('[id]') || {}).id} "${entry.textContent.slice(0, 30)}" over "${t.textContent.slice(0, 30)}"`);
+      }
     }
   }
   return out;

@@ -5,10 +5,10 @@ the page's text sizes (presenter.py's CSS). Plotly figures are drawn by Gradio's
 live.js; here every figure on the page is checked once a second while presenting, and one whose fonts
 are under MIN px (titles and subtitles, ticks, axis titles, legend, annotations such as subplot titles,
 value labels) gets a relayout with MIN (titles TITLE; a text with a <sup> or <sub> line more, so that
-line reaches MIN too) and margins that grow to fit (automargin); the lesson's first figure (FIT) is
-made short enough to end inside the window, so a step's heading, takeaway and first chart show
-together without scrolling. The values it replaced are kept on the figure's div and put back when
-presenter mode is switched off.
+line reaches MIN too) and margins that grow to fit (automargin); a legend under the plot moves down out
+of the grown axis labels' way; the lesson's first figure (FIT) is made short enough to end inside the
+window, so a step's heading, takeaway and first chart show together without scrolling. The values it
+replaced are kept on the figure's div and put back when presenter mode is switched off.
 Left out: live.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
 chart redrawn many times a second is not relaid out after each redraw. */
 (function () {
@@ -98,8 +98,22 @@ chart redrawn many times a second is not relaid out after each redraw. */
     }
   }
 
+  // a legend under the plot moves down when the x axes' labels and titles, grown, reach into it
+  const X_TEXT = ".xtitle, .x2title, .x3title, .xtick text, .x2tick text, .x3tick text";
+  function clearLegend(gd) {
+    const L = gd._fullLayout, legend = gd.querySelector(".legend");
+    if (!L || !L.legend || !(L.legend.y < 0) || !legend || !L._size) return;
+    const top = Math.min(...[...legend.querySelectorAll(".legendtext")].map((t) => t.getBoundingClientRect().top));
+    const low = Math.max(...[...gd.querySelectorAll(X_TEXT)].map((t) => t.getBoundingClientRect())
+      .filter((r) => r.width).map((r) => r.bottom));
+    if (!isFinite(top) || !isFinite(low) || top >= low + 2) return;
+    gd.__presentKept = gd.__presentKept || {lay: {}, traces: []};
+    if (!("legend.y" in gd.__presentKept.lay)) gd.__presentKept.lay["legend.y"] = gd.layout.legend ? gd.layout.legend.y ?? null : null;
+    try { window.Plotly.relayout(gd, {"legend.y": L.legend.y - (low + 6 - top) / L._size.h}); } catch (e) { console.warn("presenter legend", e); }
+  }
+
   const plots = () => [...document.querySelectorAll(".js-plotly-plot")].filter((gd) => gd.offsetParent !== null);
-  function pass() { if (on()) plots().forEach((gd) => { enlarge(gd); fit(gd); }); }
+  function pass() { if (on()) plots().forEach((gd) => { enlarge(gd); clearLegend(gd); fit(gd); }); }
   setInterval(pass, 1000);
 
   function set(value) {
