@@ -95,8 +95,12 @@ def test_roofline_in_words():
 
 
 def test_speculative_in_words():
-    copied = PresetMeasure("reread", 800, 32, 12, 40, 20, 20.0, 41.0, True, None, "…")
-    none = PresetMeasure("question", 20, 32, 32, 0, 0, 20.0, None, False, 5, "…")
+    def measure(preset, passes, proposed, accepted, spec_tps, same, first):
+        return PresetMeasure(preset=preset, prompt_tokens=800, output_tokens=32, passes=passes, proposed=proposed,
+                             accepted=accepted, plain_decode_tps=20.0, spec_decode_tps=spec_tps, same_tokens=same,
+                             first_difference=first, text="…")
+    copied = measure("reread", 12, 40, 20, 41.0, True, None)
+    none = measure("question", 32, 0, 0, None, False, 5)
     result = SpeculativeComparison(INFO, 4, 3, 32, 1, [copied, none])
     assert result.findings() == [
         "reread: decode 41.0 tokens/s speculative against 20.0 tokens/s plain (2.0× plain's speed) · 2.67 tokens a "

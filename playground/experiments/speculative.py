@@ -94,8 +94,10 @@ def _preset_words(p: PresetMeasure) -> str:
         f"{p.accepted} of {p.proposed} proposed tokens accepted ({p.acceptance:.0%})"
     same = "the same tokens as plain decoding" if p.same_tokens else \
         f"the tokens differ from plain decoding from token {p.first_difference}"
+    per_pass = "no forward pass counted" if p.tokens_per_pass is None else \
+        f"{p.tokens_per_pass:.2f} tokens a forward pass"
     return (f"{p.preset}: decode {tps(p.spec_decode_tps)} speculative against {tps(p.plain_decode_tps)} plain"
-            f"{speed} · {p.tokens_per_pass:.2f} tokens a forward pass · {accepted} · {same}")
+            f"{speed} · {per_pass} · {accepted} · {same}")
 
 
 def preset_run(engine, preset: str, new_tokens: int):
