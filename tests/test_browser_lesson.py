@@ -39,7 +39,8 @@ def test_walk_all_six_steps_forward_and_back(browser_app):
     for n in range(5, 0, -1):   # back: each step shows the result it kept, without running again
         page.locator("#lesson-prev").click()
         assert wait_for_step(page, n) == takeaways[n]
-        assert "kept from earlier" in page.locator("#lesson-status").inner_text()
+        page.wait_for_function("document.querySelector('#lesson-status').innerText.includes('kept from earlier')",
+                               timeout=10_000)
     page.keyboard.press("ArrowRight")   # the arrow keys move too (focus is on no text box)
     assert wait_for_step(page, 2) == takeaways[2]
     # step 2's answer plays token by token where the answer goes (no chips of it elsewhere), and again on demand
@@ -51,6 +52,7 @@ def test_walk_all_six_steps_forward_and_back(browser_app):
     page.locator("#present input").check()
     page.wait_for_function("document.body.classList.contains('present')", timeout=10_000)
     page.locator("#present input").uncheck()
+    page.wait_for_function("!document.body.classList.contains('present')", timeout=10_000)
 
 
 def test_a_deep_link_opens_a_step(browser_app):

@@ -5,7 +5,10 @@ from playground.experiments.cache import CacheComparison
 from playground.experiments.common import Fit, RunInfo
 from playground.experiments.depth import DepthSweep
 from playground.experiments.prefill import PrefillSweep, _point
+from playground.experiments.roofline import RooflineSweep
 from playground.experiments.short_long import RequestMeasure, ShortLongComparison
+from playground.experiments.speculative import PresetMeasure, SpeculativeComparison
+from playground.roofline import Ceilings, RooflinePoint
 from playground.ui.experiments_tab import summary_markdown
 from playground.units import formula, precise_duration, times, tokens, usd
 
@@ -73,3 +76,37 @@ def test_short_vs_long_in_words():
         "output tokens",
         "the document was cut to fit the model's context window"]
     assert "est_cost_usd" not in summary_markdown(cmp)
+
+
+def test_roofline_in_words():
+    ceilings = Ceilings(peak_flops=50e9, bandwidth=10e9, threads=2, peak_method="matmul", bandwidth_method="copy",
+                        seconds=1.0)
+    prefill = RooflinePoint("prefill", 1024, 1024, 2.6e11, 2.7e8, 7.0, 3.7, "compute")
+    decodes = [RooflinePoint("decode", 1, 1030, 2.7e8, 1.3e8, s, 0.0129, "memory") for s in (0.042, 0.030, 0.050)]
+    batch = RooflinePoint("decode", 8, 33, 2.2e9, 1.4e8, 0.02, 0.014, "memory")
+    sweep = RooflineSweep(INFO, "4-bit blocks", ceilings, [prefill, *decodes, batch])
+    assert sweep.findings() == [
+        "this machine, measured here: matmul peak 50.0 GFLOP/s, memory bandwidth 10.0 GB/s; below 5.0 FLOPs per "
+        "byte a step is memory-bound",
+        "prefill of 1,024 tokens: 7 s measured, 3.7 s predicted (1.9× the prediction, compute-bound)",
+        "one decode step (one request): 42 ms measured, 12.9 ms predicted (3.3× the prediction, memory-bound)",
+        "one decode step for 8 requests at once: 20 ms measured, 14 ms predicted (1.4× the prediction, memory-bound)"]
+    assert "_s" not in summary_markdown(sweep) and "gflops" not in summary_markdown(sweep)
+
+
+def test_speculative_in_words():
+    def measure(preset, passes, proposed, accepted, spec_tps, same, first):
+        return PresetMeasure(preset=preset, prompt_tokens=800, output_tokens=32, passes=passes, proposed=proposed,
+                             accepted=accepted, plain_decode_tps=20.0, spec_decode_tps=spec_tps, same_tokens=same,
+                             first_difference=first, text="…")
+    copied = measure("reread", 12, 40, 20, 41.0, True, None)
+    none = measure("question", 32, 0, 0, None, False, 5)
+    result = SpeculativeComparison(INFO, 4, 3, 32, 1, [copied, none])
+    assert result.findings() == [
+        "reread: decode 41.0 tokens/s speculative against 20.0 tokens/s plain (2.0× plain's speed) · 2.67 tokens a "
+        "forward pass · 20 of 40 proposed tokens accepted (50%) · the same tokens as plain decoding",
+        "question: decode not measured speculative against 20.0 tokens/s plain · 1.00 tokens a forward pass · "
+        "no proposal made · the tokens differ from plain decoding from token 5",
+        "speculative: up to 4 tokens proposed a pass, copied from where the last 3 tokens appeared before; decode "
+        "speed is the median of 1 run each way"]
+    assert "tokens_per_pass" not in summary_markdown(result)

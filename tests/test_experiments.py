@@ -156,7 +156,12 @@ def test_cli_writes_json_and_standalone_html(tmp_path, capsys):
         assert d["experiment"] == name and d["info"]["model"] == "tiny-random-llama"
         html = (tmp_path / f"{name}.html").read_text()
         assert len(html) > 1_000_000 and "<script src=\"https://cdn.plot.ly" not in html  # plotly.js inlined
-    assert "%" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert "%" in printed.err
+    # the results in words with units, never the JSON's raw keys or exponent notation
+    assert "fit to the medians: TTFT ≈" in printed.out and "estimated cost (USD) $" in printed.out
+    for raw in ("max_length", "median_s", "est_cost_usd", "e-0", "tokens_per_pass", "{"):
+        assert raw not in printed.out, raw
 
 
 # --- the bundled model

@@ -15,13 +15,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..units import formula
+from .run import titled
 
 CACHED, UNCACHED = "#1f77b4", "#d62728"
 
 
 def _title(text: str, result) -> dict:
     note = " (cancelled: partial)" if result.cancelled else ""
-    return {"text": f"{text}{note}<br><sup>{result.info.describe()}</sup>"}
+    return titled(f"{text}{note}", result.info.describe())
 
 
 # --- prefill sweep
@@ -102,7 +103,7 @@ def plot_short_vs_long(cmp, keys: tuple[str, ...] | None = None) -> go.Figure:
     panels = [p for p in PANELS if keys is None or p[1] in keys]
     missing = {key: [r.label for r in (cmp.short, cmp.long) if r is not None and getattr(r, key) is None]
                for _, key, _ in panels}
-    titles = [title + (f"<br><sup>missing for {', '.join(missing[key])}</sup>" if missing[key] else "")
+    titles = [title + (f"<br>missing for {', '.join(missing[key])}" if missing[key] else "")
               for title, key, _ in panels]
     rows = -(-len(panels) // PANEL_COLUMNS)
     fig = make_subplots(rows=rows, cols=PANEL_COLUMNS, subplot_titles=titles, vertical_spacing=0.22)

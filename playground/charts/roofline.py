@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from .run import titled
+
 PHASE_COLORS = {"prefill": "#d62728", "decode": "#1f77b4"}
 PREDICTED, MEASURED = "predicted", "measured"
 
@@ -56,8 +58,7 @@ def plot_roofline(points, ceilings, title: str = "Roofline", subtitle: str = "")
                                  marker={"color": color, "size": 9, "symbol": "circle-open"}, hovertemplate=HOVER))
     fig.add_vline(x=ceilings.ridge, line={"dash": "dot", "color": "#888"},
                   annotation_text=f"ridge {ceilings.ridge:.1f} FLOP/byte", annotation_position="bottom right")
-    sub = f"<br><sup>{subtitle}</sup>" if subtitle else ""
-    fig.update_layout(title={"text": f"{title}{sub}"}, xaxis={"type": "log", "title": "FLOPs per byte moved"},
+    fig.update_layout(title=titled(title, subtitle), xaxis={"type": "log", "title": "FLOPs per byte moved"},
                       yaxis={"type": "log", "title": "FLOP/s"}, legend={"orientation": "h", "y": -0.25})
     return fig
 

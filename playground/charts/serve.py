@@ -12,11 +12,13 @@ Left out: sweeps (charts/serve_sweeps.py).
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from .run import DECODE, FORMULA, PREFILL, _empty, _figure
+from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
 ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context": ("diamond", "#16a34a"),
@@ -41,7 +43,7 @@ def over_time(result, window: float = 1.0) -> dict:
 
 def _title(text: str, result) -> dict:
     state = " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)"
-    return {"text": f"{text}{state}<br><sup>{result.scheduler} on {result.source}</sup>"}
+    return titled(f"{text}{state}", f"{result.scheduler} on {result.source}")
 
 
 def _legend_below(fig: go.Figure) -> go.Figure:
@@ -49,6 +51,16 @@ def _legend_below(fig: go.Figure) -> go.Figure:
     fig.update_layout(height=380, margin=dict(b=130),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-0.32, yanchor="top"))
     return fig
+
+
+def _lines(text: str, width: int = 36) -> str:
+    """A long legend entry on lines of `width` characters at most: one line would run past a half-width
+    figure (in presenter mode's larger type too).
+
+    >>> _lines("paged KV blocks allocated, of the pool's 64 (16 tokens each)")
+    "paged KV blocks allocated, of the<br>pool's 64 (16 tokens each)"
+    """
+    return "<br>".join(textwrap.wrap(text, width)) or text
 
 
 def _row(record) -> str:
@@ -128,7 +140,7 @@ def plot_kv_in_use(result) -> go.Figure:
         return _empty(fig, f"missing: {result.source} does not give its KV-cache use")
     if not result.kv:
         return _empty(fig, "no sample yet")
-    fig.add_scatter(name=result.kv_note or "in use", x=[t for t, _ in result.kv], y=[v * scale for _, v in result.kv],
+    fig.add_scatter(name=_lines(result.kv_note or "in use"), x=[t for t, _ in result.kv], y=[v * scale for _, v in result.kv],
                     mode="lines", line=dict(color=DECODE, width=3, shape="hv"))
     if result.kv_total:
         fig.add_scatter(name=f"pool: {result.kv_total * scale:g} {label}", mode="lines", line=dict(color=FORMULA, dash="dash"),

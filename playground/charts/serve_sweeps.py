@@ -8,12 +8,12 @@ Left out: fits; a knee is read off the measured points.
 """
 from __future__ import annotations
 
-from .run import DECODE, FORMULA, PREFILL, _empty, _figure
+from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
 
 
 def _title(text: str, sweep) -> dict:
     note = " (cancelled: partial)" if sweep.cancelled else ""
-    return {"text": f"{text}{note}<br><sup>{sweep.scheduler} · {sweep.source}</sup>"}
+    return titled(f"{text}{note}", f"{sweep.scheduler} · {sweep.source}")
 
 
 def plot_batch_sweep(sweep):

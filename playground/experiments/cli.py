@@ -5,8 +5,9 @@
     python -m playground.experiments cache --out results/ --backend onnx --cache-prompt 256
     python -m playground.experiments serve --requests 16 --rate 2 --scheduler batching --out results/serve
 
-Writes DIR/<name>.json (the result's to_dict()) and DIR/<name>.html (the chart, plotly.js inlined so
-it opens offline) per experiment, and prints one progress line per update on stderr.
+Writes DIR/<name>.json (the result's to_dict(): raw keys, for programs) and DIR/<name>.html (the chart,
+plotly.js inlined so it opens offline) per experiment; prints the result in words with units (its
+findings) on stdout, and one progress line per update on stderr.
 
 On a machine shared with other busy processes, `--threads 1` gives far steadier timings with torch on
 CPU: with 2 threads each parallel region waits for a thread the OS has put aside, and a 100 ms
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..backends import create_backend
     from ..config import AppConfig
     from ..engine import Engine
+    from ..run_view import format_seconds
 
     def say(fraction, message, name="load"):
         print(f"[{name}] {fraction:4.0%} {message}", file=sys.stderr, flush=True)
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         stem = args.out / name
         stem.with_suffix(".json").write_text(json.dumps(result.to_dict(), indent=1, ensure_ascii=False))
         spec.plot(result).write_html(str(stem.with_suffix(".html")), include_plotlyjs=True)
-        print(f"{name}: {result.elapsed:.1f} s -> {stem}.json, {stem}.html  {json.dumps(result.summary())}",
-              flush=True)
+        print(f"{name}: {format_seconds(result.elapsed)} -> {stem}.json, {stem}.html", flush=True)
+        for line in result.findings() or ["(too little measured for a summary)"]:
+            print(f"  - {line}", flush=True)
     return 0

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from ..config import GenerationSettings
 from ..roofline import (Ceilings, ModelShape, RooflinePoint, decode_cost, machine_ceilings, point, storage_of,
                         trace_points)
+from ..units import precise_duration, times, tokens
 from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, follow, require, warm_up
 from .prefill import geometric_lengths
 
@@ -56,12 +57,43 @@ class RooflineSweep(ResultBase):
             out["decode_ratio_median"] = statistics.median(single)
         return out
 
+    def findings(self) -> list[str]:
+        c = self.ceilings
+        out = [f"this machine, measured here: matmul peak {c.peak_flops / 1e9:,.1f} GFLOP/s, memory bandwidth "
+               f"{c.bandwidth / 1e9:,.1f} GB/s; below {c.ridge:,.1f} FLOPs per byte a step is memory-bound"]
+        prefill = [p for p in self.points if p.phase == "prefill"]
+        decode = [p for p in self.points if p.phase == "decode"]
+        if prefill:
+            p = max(prefill, key=lambda p: p.rows)
+            out.append(f"prefill of {tokens(p.rows)}: {_against(p)}")
+        single = [p for p in decode if p.rows == 1]
+        if single:
+            out.append(f"one decode step (one request): {_against(_median_point(single))}")
+        batched = [p for p in decode if p.rows > 1]
+        if batched:
+            p = max(batched, key=lambda p: p.rows)
+            out.append(f"one decode step for {p.rows} requests at once: {_against(p)}")
+        if self.batch_note:
+            out.append(self.batch_note)
+        return out
+
     def to_dict(self) -> dict:
         """As ResultBase, each point with its derived figures too (intensity, achieved FLOP/s, ratio)."""
         out = super().to_dict()
         for d, p in zip(out["points"], self.points):
             d.update(intensity=p.intensity, achieved_flops=p.achieved_flops, ratio=p.ratio)
         return out
+
+
+def _against(p: RooflinePoint) -> str:
+    """A point's measured time against the roofline's prediction, in words."""
+    return (f"{precise_duration(p.measured_s)} measured, {precise_duration(p.predicted_s)} predicted "
+            f"({times(p.ratio)} the prediction, {p.bound}-bound)")
+
+
+def _median_point(points: list[RooflinePoint]) -> RooflinePoint:
+    """The point of median measured/predicted ratio (the upper one of an even count)."""
+    return sorted(points, key=lambda p: p.ratio)[len(points) // 2]
 
 
 def batched_decode_s(backend, rows: int, context: int, cancel: threading.Event | None = None) -> float | None:

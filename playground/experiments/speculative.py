@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
 from ..speculative import PassCounts
+from ..units import times
 from .common import Progress, ProgressFn, ResultBase, RunInfo, follow, long_document, warm_up
 from .short_long import long_prompt
 
@@ -71,6 +72,28 @@ class SpeculativeComparison(ResultBase):
                            "acceptance": None if p.acceptance is None else round(p.acceptance, 3),
                            "speedup": None if p.speedup is None else round(p.speedup, 3),
                            "same_tokens": p.same_tokens} for p in self.presets}
+
+    def findings(self) -> list[str]:
+        out = [_preset_words(p) for p in self.presets]
+        if out:
+            out.append(f"speculative: up to {self.k} tokens proposed a pass, copied from where the last "
+                       f"{self.ngram} tokens appeared before; decode speed is the median of {self.repeats} "
+                       f"run{'s' if self.repeats != 1 else ''} each way")
+        return out
+
+
+def _preset_words(p: PresetMeasure) -> str:
+    def tps(v):
+        return "not measured" if v is None else f"{v:,.1f} tokens/s"
+    speed = f" ({times(p.speedup)} plain's speed)" if p.speedup else ""
+    accepted = "no proposal made" if p.acceptance is None else \
+        f"{p.accepted} of {p.proposed} proposed tokens accepted ({p.acceptance:.0%})"
+    same = "the same tokens as plain decoding" if p.same_tokens else \
+        f"the tokens differ from plain decoding from token {p.first_difference}"
+    per_pass = "no forward pass counted" if p.tokens_per_pass is None else \
+        f"{p.tokens_per_pass:.2f} tokens a forward pass"
+    return (f"{p.preset}: decode {tps(p.spec_decode_tps)} speculative against {tps(p.plain_decode_tps)} plain"
+            f"{speed} · {per_pass} · {accepted} · {same}")
 
 
 def preset_run(engine, preset: str, new_tokens: int):

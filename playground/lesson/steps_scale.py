@@ -94,6 +94,24 @@ def _prefix_reuse(source) -> dict:
 
 # --- 5: cost and latency scale with tokens
 
+RATIO_NAMES = {"ttft": "the TTFT ratio", "est_cost_usd": "the cost ratio"}
+
+
+def scale_sentence(ratios: dict) -> str:
+    """Step 5's first sentence from the long ÷ short ratios; a ratio the source could not give is left out,
+    never written as 0.
+
+    >>> scale_sentence({"input_tokens": 17.9, "ttft": 0.94, "est_cost_usd": 5.7})
+    "The document had 18× the question's tokens: 0.9× the TTFT (wait for a first token) and 5.7× the estimated cost."
+    >>> scale_sentence({"input_tokens": 17.9, "est_cost_usd": 5.7})
+    "The document had 18× the question's tokens: 5.7× the estimated cost."
+    """
+    parts = ([f"{ratios['ttft']:.1f}× the TTFT (wait for a first token)"] if "ttft" in ratios else []) \
+        + ([f"{ratios['est_cost_usd']:.1f}× the estimated cost"] if "est_cost_usd" in ratios else [])
+    return f"The document had {ratios['input_tokens']:.0f}× the question's tokens" \
+        + (": " + " and ".join(parts) if parts else "") + "."
+
+
 def step_scale(lesson, report) -> StepResult:
     source, notes = lesson.source, []
     cmp = EXPERIMENTS["short-long"].run(source, {"max_new_tokens": 16}, cancel=report.event,
@@ -102,8 +120,8 @@ def step_scale(lesson, report) -> StepResult:
         return StepResult(5, "Cost and latency scale with tokens", "cancelled before both requests ran")
     r = cmp.summary()["ratios"]
     numbers = {"input_ratio": r["input_tokens"], "ttft_ratio": r.get("ttft"), "cost_ratio": r.get("est_cost_usd")}
-    takeaway = (f"The document had {r['input_tokens']:.0f}× the question's tokens: {r.get('ttft', 0):.1f}× the "
-                f"TTFT (wait for a first token) and {r.get('est_cost_usd', 0):.1f}× the estimated cost.")
+    takeaway = scale_sentence(r)
+    notes += [f"{what}: missing (the source did not give it)" for key, what in RATIO_NAMES.items() if key not in r]
     tokens = CONTRACT_PAGES * TOKENS_PER_PAGE
     shape, config = source.info.kv_shape, getattr(getattr(source, "backend", None), "config", None)
     needs = []   # what a 100-page contract would need: KV cache (formula), prefill time (extrapolated)

@@ -85,7 +85,8 @@ def compare_tab(registry, generate_prompt) -> None:
         with gr.Row():
             max_new = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=32, step=1, label="Max new tokens",
                                 elem_id="compare-max-new-tokens")
-            temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy; else seed 0 on both)")
+            temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
+                                    info="above 0: seed 0 on both")
             chat = gr.Checkbox(value=True, label="Apply the chat template")
         run = gr.Button("Compare", variant="primary", elem_id="compare-run")
         out = SimpleNamespace(status=gr.Markdown(elem_classes="status", elem_id="compare-status"),

@@ -30,7 +30,7 @@ import gradio as gr
 from ..experiments import EXPERIMENTS
 from ..run_view import format_seconds
 from ..session import ABANDONED_AFTER, ExportFolder
-from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, warn
+from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, described_dropdown, engine_or_message, loading_line, warn
 
 # the sliders, in the order the handler receives them: every parameter of every experiment
 SLIDERS = [(spec, param) for spec in EXPERIMENTS.values() for param in spec.params]
@@ -73,6 +73,25 @@ class Job:
 
     def running(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
+
+
+def describe_experiment(name: str) -> str:
+    """The info line under the Experiment dropdown (its box shows the short name).
+
+    >>> describe_experiment("cache")
+    'Cache vs no cache: what does the KV cache save?'
+    """
+    spec = EXPERIMENTS.get(name)
+    return f"{spec.title}: {spec.question}" if spec else ""
+
+
+def slider_label(param) -> str:
+    """A parameter's label without its experiment's name (the Experiment dropdown above says it).
+
+    >>> slider_label(EXPERIMENTS["prefill"].params[0])
+    'min prompt length'
+    """
+    return param.label.partition(": ")[2] or param.label
 
 
 def summary_markdown(result) -> str:
@@ -144,14 +163,14 @@ def experiments_tab(registry) -> None:
         gr.Markdown("Each experiment measures the chosen backend directly (greedy, no sampling); every "
                     "number is measured, and fits are labelled as fits. TTFT = time to first token.")
         with gr.Row():
-            name = gr.Dropdown([(spec.title, spec.name) for spec in EXPERIMENTS.values()], value="prefill",
-                               label="Experiment", elem_id="experiment-name")
+            name = described_dropdown(list(EXPERIMENTS), "prefill", "Experiment", describe_experiment,
+                                      elem_id="experiment-name")
             backend = backend_dropdown(registry, elem_id="experiment-backend")
         groups, sliders = {}, []
         for spec in EXPERIMENTS.values():
             with gr.Row(visible=spec.name == "prefill") as groups[spec.name]:
-                sliders += [gr.Slider(p.low, p.high, value=p.default, step=1, label=p.label,
-                                      elem_id=f"experiment-{spec.name}-{p.name}") for p in spec.params]
+                sliders += [gr.Slider(p.low, p.high, value=p.default, step=1, label=slider_label(p),
+                                      elem_id=f"experiment-{spec.name}-{p.name}", min_width=320) for p in spec.params]
         with gr.Row():
             start = gr.Button("Run", variant="primary", elem_id="experiment-run")
             stop = gr.Button("Cancel", variant="stop", elem_id="experiment-cancel")

@@ -41,6 +41,7 @@ from .serve_job import MachineGate
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live.js fills it while the run streams
+CONTROL_PX = 210   # a control's narrowest width: two a row in the side column at 1400 px, one at 1024 px
 
 
 def parse_seed(seed) -> int | None:
@@ -197,13 +198,15 @@ def generate_tab(registry) -> SimpleNamespace:
             c.backend = backend_dropdown(registry, elem_id="backend",
                                          info="the first use of a backend loads it (ONNX: export once, ~1 min)")
             c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+            # two controls a row where they fit side by side (at 1400 px), one a row below that (1024 px):
+            # side by side in a narrow column, "Top-p (1 = off)" took four lines and "2048" left its box
             with gr.Row():
-                c.top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)")
-                c.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
+                c.top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)", min_width=CONTROL_PX)
+                c.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)", min_width=CONTROL_PX)
             with gr.Row():
-                c.seed = gr.Textbox("", label="Seed (empty = random)", max_lines=1)
+                c.seed = gr.Textbox("", label="Seed (empty = random)", max_lines=1, min_width=CONTROL_PX)
                 c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
-                                             elem_id="max-new-tokens")
+                                             elem_id="max-new-tokens", min_width=CONTROL_PX)
             c.chat = gr.Checkbox(value=True, label="Apply the chat template")
             c.speculate = gr.Checkbox(value=False, label="Speculative decoding: draft tokens from the text so far "
                                       "(prompt lookup), verify them in one forward pass", elem_id="speculate")
@@ -215,9 +218,9 @@ def generate_tab(registry) -> SimpleNamespace:
                         "run the same prompt with it off to measure the speedup.")
             with gr.Row():
                 c.price_in = gr.Number(DEFAULT_USD_PER_M_INPUT, label="USD per 1M input tokens (for the estimate)",
-                                       elem_id="price-in")
+                                       elem_id="price-in", min_width=CONTROL_PX)
                 c.price_out = gr.Number(DEFAULT_USD_PER_M_OUTPUT, label="USD per 1M output tokens (for the estimate)",
-                                        elem_id="price-out")
+                                        elem_id="price-out", min_width=CONTROL_PX)
     france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
     summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
     # raw text (no chat template): the model goes on with the quoted list, copying from the document

@@ -3,10 +3,11 @@
 body.present (the switch, or ?present=1 in the URL) hides the page header and the model line and sets
 the page's text sizes (presenter.py's CSS). Plotly figures are drawn by Gradio's own Plotly and by
 live.js; here every figure on the page is checked once a second while presenting, and one whose fonts
-are under MIN px (titles, ticks, axis titles, legend, annotations such as subplot titles, value labels)
-gets a relayout with MIN (titles TITLE) and margins that grow to fit (automargin); the lesson's first
-figure (FIT) is made short enough to end inside the window, so a step's heading, takeaway and first
-chart show together without scrolling. The values it
+are under MIN px (titles and subtitles, ticks, axis titles, legend, annotations such as subplot titles,
+value labels) gets a relayout with MIN (titles TITLE; a text with a <sup> or <sub> line more, so that
+line reaches MIN too) and margins that grow to fit (automargin); a legend under the plot moves down out
+of the grown axis labels' way; the lesson's first figure (FIT) is made short enough to end inside the
+window, so a step's heading, takeaway and first chart show together without scrolling. The values it
 replaced are kept on the figure's div and put back when presenter mode is switched off.
 Left out: live.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
 chart redrawn many times a second is not relaid out after each redraw. */
@@ -15,6 +16,8 @@ chart redrawn many times a second is not relaid out after each redraw. */
   const MIN = 18, TITLE = 22;
   const on = () => document.body.classList.contains("present");
   const AXIS = /^[xy]axis\d*$/;
+  // the size a text needs for all of it to be at least MIN (or `size`): Plotly draws <sup> and <sub> at 70 %
+  const least = (text, size = MIN) => (/<su[bp]>/i.test(text || "") ? Math.max(size, Math.ceil(MIN / 0.7)) : size);
 
   // the relayout (and restyle) a figure needs for presenter fonts, or null when it has them already
   function needed(gd) {
@@ -22,15 +25,28 @@ chart redrawn many times a second is not relaid out after each redraw. */
     if (!L || !L.font) return null;
     const lay = {}, traces = [];
     if (L.font.size < MIN) lay["font.size"] = MIN;
-    if (L.title && L.title.text && L.title.font && L.title.font.size < TITLE) lay["title.font.size"] = TITLE;
+    let taller = 0;   // how much the title and its subtitle grow: the top margin grows with them
+    if (L.title && L.title.text && L.title.font && L.title.font.size < least(L.title.text, TITLE)) {
+      lay["title.font.size"] = least(L.title.text, TITLE);
+      taller += lay["title.font.size"] - L.title.font.size;
+    }
+    const sub = L.title && L.title.subtitle;
+    if (sub && sub.text && sub.font && sub.font.size < MIN) {
+      lay["title.subtitle.font.size"] = MIN;
+      taller += MIN - sub.font.size;
+    }
+    if (taller && L.margin) lay["margin.t"] = L.margin.t + Math.ceil(2 * taller);   // the title is centred in it
     if (L.legend && L.legend.font && L.legend.font.size < MIN) lay["legend.font.size"] = MIN;
     for (const key of Object.keys(L)) {
       if (!AXIS.test(key) || !L[key] || !L[key].tickfont) continue;
       const axis = L[key];
       if (axis.tickfont.size < MIN) lay[`${key}.tickfont.size`] = MIN;
-      if (axis.title && axis.title.text && axis.title.font && axis.title.font.size < MIN) lay[`${key}.title.font.size`] = MIN;
+      const t = axis.title;
+      if (t && t.text && t.font && t.font.size < least(t.text)) lay[`${key}.title.font.size`] = least(t.text);
     }
-    (L.annotations || []).forEach((a, i) => { if (a.font && a.font.size < MIN) lay[`annotations[${i}].font.size`] = MIN; });
+    (L.annotations || []).forEach((a, i) => {
+      if (a.font && a.font.size < least(a.text)) lay[`annotations[${i}].font.size`] = least(a.text);
+    });
     const labelled = (gd._fullData || []).filter((t) => t.visible !== false && t.text != null && t.textfont);
     labelled.forEach((t) => { if ((t.textfont.size || 0) < MIN) traces.push(t.index); });
     if (labelled.length && !(L.uniformtext && L.uniformtext.minsize >= MIN)) {
@@ -82,8 +98,22 @@ chart redrawn many times a second is not relaid out after each redraw. */
     }
   }
 
+  // a legend under the plot moves down when the x axes' labels and titles, grown, reach into it
+  const X_TEXT = ".xtitle, .x2title, .x3title, .xtick text, .x2tick text, .x3tick text";
+  function clearLegend(gd) {
+    const L = gd._fullLayout, legend = gd.querySelector(".legend");
+    if (!L || !L.legend || !(L.legend.y < 0) || !legend || !L._size) return;
+    const top = Math.min(...[...legend.querySelectorAll(".legendtext")].map((t) => t.getBoundingClientRect().top));
+    const low = Math.max(...[...gd.querySelectorAll(X_TEXT)].map((t) => t.getBoundingClientRect())
+      .filter((r) => r.width).map((r) => r.bottom));
+    if (!isFinite(top) || !isFinite(low) || top >= low + 2) return;
+    gd.__presentKept = gd.__presentKept || {lay: {}, traces: []};
+    if (!("legend.y" in gd.__presentKept.lay)) gd.__presentKept.lay["legend.y"] = gd.layout.legend ? gd.layout.legend.y ?? null : null;
+    try { window.Plotly.relayout(gd, {"legend.y": L.legend.y - (low + 6 - top) / L._size.h}); } catch (e) { console.warn("presenter legend", e); }
+  }
+
   const plots = () => [...document.querySelectorAll(".js-plotly-plot")].filter((gd) => gd.offsetParent !== null);
-  function pass() { if (on()) plots().forEach((gd) => { enlarge(gd); fit(gd); }); }
+  function pass() { if (on()) plots().forEach((gd) => { enlarge(gd); clearLegend(gd); fit(gd); }); }
   setInterval(pass, 1000);
 
   function set(value) {
@@ -92,5 +122,5 @@ chart redrawn many times a second is not relaid out after each redraw. */
     window.dispatchEvent(new Event("resize"));   // figures take the page's new width
   }
 
-  window.pgPresent = {on, set, needed, MIN, TITLE};
+  window.pgPresent = {on, set, needed, least, MIN, TITLE};
 })();

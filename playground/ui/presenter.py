@@ -41,6 +41,7 @@ PRESENT_CSS = (
     f" {{ font-size: {BODY_PX}px !important; }}\n"
     "body.present .gradio-container .prose h2 { font-size: 30px !important; margin: 0 !important; }\n"
     "body.present .lesson-takeaway, body.present .lesson-takeaway .prose { font-size: 24px !important; line-height: 1.35; }\n"
+    "body.present .reset-button { line-height: 1 !important; }\n"   # a slider's ↺ in its fixed-height box
 )
 
 

@@ -62,14 +62,17 @@ def _columns(out):
             with gr.Column():
                 setattr(out, f"gantt_{side}", gr.Plot(label=f"{name}: every request", elem_id=f"serve-gantt-{side}"))
                 setattr(out, f"classes_{side}", gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
-                                                             label=f"{name}: p50/p95 per class", wrap=True))
+                                                             label=f"{name}: p50/p95 per class", wrap=True,
+                                                             elem_classes="pg-scroll-table"))
                 setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
                 setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
                 setattr(out, f"kv_map_{side}", gr.Plot(label=f"{name}: KV memory map", elem_id=f"serve-kv-map-{side}"))
     with gr.Accordion("Every request: waiting, TTFT, TPOT, E2E", open=False):
         with gr.Row():
-            out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A", wrap=True)
-            out.requests_b = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="B", wrap=True)
+            out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A", wrap=True,
+                                          elem_classes="pg-scroll-table")
+            out.requests_b = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="B", wrap=True,
+                                          elem_classes="pg-scroll-table")
 
 
 def _sweeps(registry, out):
