@@ -87,10 +87,10 @@ def step_prefill(lesson, report) -> StepResult:
     numbers = {"prompt_tokens": m.prompt_tokens, "ttft_s": m.ttft, "tpot_s": m.tpot, "e2e_s": m.e2e,
                "prefill_share": m.ttft / m.e2e if m.ttft and m.e2e else None}
     figures = {"timeline": plot_timeline(trace), "latency": plot_step_latency(trace)}
-    takeaway = (f"Prefill read all {m.prompt_tokens} prompt tokens in one pass; the first token came after "
+    takeaway = (f"Prefill read {m.prompt_tokens} prompt tokens in one pass. The first token came after "
                 f"{format_seconds(m.ttft or 0)} (TTFT, time to first token).")
     if m.tpot is not None:
-        takeaway += (f" Each later token (one decode step) took {format_seconds(m.tpot)} on average."
+        takeaway += (f" Each later token (a decode step) averaged {format_seconds(m.tpot)}."
                      f" The first cost {m.ttft / m.tpot:.1f}× as much.")
     notes = roofline_figure(lesson.source, trace, report, figures, numbers)
     return StepResult(3, "Prefill, then decode", takeaway, numbers, figures, notes=notes)

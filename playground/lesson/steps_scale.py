@@ -58,8 +58,7 @@ def step_kv_cache(lesson, report) -> StepResult:
         cold, warm = numbers["ttft_cold_s"], numbers["ttft_cached_s"]
         shared = f"{_a(numbers['shared_tokens'])} {numbers['shared_tokens']}-token shared prompt"
         if warm < cold:
-            parts.append(f"Reusing {shared} cut the first token's wait from {format_seconds(cold)} to "
-                         f"{format_seconds(warm)}.")
+            parts.append(f"Reusing {shared} cut TTFT from {format_seconds(cold)} to {format_seconds(warm)}.")
         else:
             parts.append(f"Reusing {shared} saved nothing visible: {format_seconds(cold)} read whole, "
                          f"{format_seconds(warm)} from the cache.")
@@ -98,18 +97,20 @@ RATIO_NAMES = {"ttft": "the TTFT ratio", "est_cost_usd": "the cost ratio"}
 
 
 def scale_sentence(ratios: dict) -> str:
-    """Step 5's first sentence from the long ÷ short ratios; a ratio the source could not give is left out,
-    never written as 0.
+    """Step 5's first sentences from the long ÷ short ratios, one finding each; a ratio the source could not
+    give is left out, never written as 0.
 
     >>> scale_sentence({"input_tokens": 17.9, "ttft": 0.94, "est_cost_usd": 5.7})
-    "The document had 18× the question's tokens: 0.9× the TTFT (wait for a first token) and 5.7× the estimated cost."
+    "The document had 18× the question's tokens. Its TTFT was 0.9× the question's. Its estimated cost was 5.7×."
     >>> scale_sentence({"input_tokens": 17.9, "est_cost_usd": 5.7})
-    "The document had 18× the question's tokens: 5.7× the estimated cost."
+    "The document had 18× the question's tokens. Its estimated cost was 5.7×."
     """
-    parts = ([f"{ratios['ttft']:.1f}× the TTFT (wait for a first token)"] if "ttft" in ratios else []) \
-        + ([f"{ratios['est_cost_usd']:.1f}× the estimated cost"] if "est_cost_usd" in ratios else [])
-    return f"The document had {ratios['input_tokens']:.0f}× the question's tokens" \
-        + (": " + " and ".join(parts) if parts else "") + "."
+    sentences = [f"The document had {ratios['input_tokens']:.0f}× the question's tokens."]
+    if "ttft" in ratios:
+        sentences.append(f"Its TTFT was {ratios['ttft']:.1f}× the question's.")
+    if "est_cost_usd" in ratios:
+        sentences.append(f"Its estimated cost was {ratios['est_cost_usd']:.1f}×.")
+    return " ".join(sentences)
 
 
 def step_scale(lesson, report) -> StepResult:
@@ -135,7 +136,7 @@ def step_scale(lesson, report) -> StepResult:
         low, mid, high = model.predict(tokens)
         numbers.update(contract_prefill_s=(low, mid, high), calibration=list(model.points))
         window = source.info.context_window
-        needs.append(f"{format_seconds(mid)} of prefill here (extrapolated)")
+        needs.append(f"{format_seconds(mid)} of prefill (extrapolated)")
         notes.append(f"the prefill time is an extrapolation: a FLOP model calibrated on this session's "
                      f"{len(model.points)} measured prefills gives {format_seconds(low)} to {format_seconds(high)}"
                      + (f"; the contract is {tokens / window:.0f}× past this model's {window:,}-token context "
@@ -143,7 +144,7 @@ def step_scale(lesson, report) -> StepResult:
     else:
         notes.append("the 100-page prefill estimate needs the model's shape and exact-length runs: missing here")
     if needs:
-        takeaway += f" A {CONTRACT_PAGES}-page contract (~{tokens:,} tokens) would need {' and '.join(needs)}."
+        takeaway += f" A {CONTRACT_PAGES}-page contract (~{tokens:,} tokens): {', '.join(needs)}."
     return StepResult(5, "Cost and latency scale with tokens", takeaway, numbers,
                       {"short_long": plot_short_vs_long(cmp, ("input_tokens", "ttft", "est_cost_usd"))}, notes=notes)
 
@@ -201,7 +202,7 @@ def step_mixed(lesson, report) -> StepResult:
                "short_ttft_seen_all_s": [r.ttft for r in shorts]}
     own = first.prefill
     takeaway = (f"One at a time, a short question queued behind {_a(long.prompt_tokens)} {long.prompt_tokens}-token "
-                f"document: its first token took {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
+                f"document. Its first token took {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
                 f"{format_seconds(own)} alone.")
     figures = {"gantt": plot_gantt(result)}
     notes = []
@@ -210,8 +211,7 @@ def step_mixed(lesson, report) -> StepResult:
         worst = max(r.ttft for r in batched)
         numbers["batched_scheduler"] = results[1].scheduler
         numbers["short_ttft_batched_all_s"] = [r.ttft for r in batched]
-        takeaway += (f" Continuous batching let the questions join the running batch: every first token "
-                     f"within {format_seconds(worst)}.")
+        takeaway += f" With continuous batching, every question's first token came within {format_seconds(worst)}."
         figures["gantt_batched"] = plot_gantt(results[1])
     else:
         notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")
