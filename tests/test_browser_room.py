@@ -227,3 +227,16 @@ def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_three_runs_in_one_page_log_no_error(browser_app):
+    """Each run replaces the live charts' traces; a third run in the same page once logged 'live chart 0
+    Error: indices must be valid indices for gd.data' dozens of times."""
+    page = open_page(browser_app, 1400, 1000)
+    try:
+        for _ in range(3):
+            generate(page)
+            page.wait_for_function("document.querySelectorAll('#chips .tok').length > 0", timeout=30_000)
+        assert page.errors == []
+    finally:
+        page.close()
