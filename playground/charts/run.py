@@ -97,8 +97,13 @@ def log_ms_ticks(values_ms) -> dict:
     """Tick values and labels in ms for a log axis over `values_ms`: 1, 2, 5 in every decade, named
     "20 ms" (Plotly's own minor log labels read "2 … 5", so 200 ms read as "2"); as live.js logMsTicks.
 
+    1, 2 and 5 are at most 2.5× apart, so a tick sits at or below the lowest value and one at or above the
+    highest.
+
     >>> log_ms_ticks([14, 230])["ticktext"]
     ['10 ms', '20 ms', '50 ms', '100 ms', '200 ms', '500 ms']
+    >>> log_ms_ticks([4.02, 22.8])["tickvals"]
+    [2.0, 5.0, 10.0, 20.0, 50.0]
     """
     positive = [v for v in values_ms if v and v > 0]
     if not positive:
@@ -106,7 +111,7 @@ def log_ms_ticks(values_ms) -> dict:
     low, high = min(positive), max(positive)
     vals, decade = [], 10.0 ** math.floor(math.log10(low))
     while decade <= high * 10:
-        vals += [m * decade for m in (1, 2, 5) if low / 2 <= m * decade <= high * 2.5]
+        vals += [m * decade for m in (1, 2, 5) if low / 2.5 <= m * decade <= high * 2.5]
         decade *= 10
     text = [f"{v / 1e3:g} s" if v >= 1e3 else f"{v:g} ms" for v in vals]
     return {"tickvals": vals, "ticktext": text}

@@ -379,7 +379,7 @@ Left out: anything the server can tell better (the final figures come from chart
     if (!(low > 0)) return {};
     const tickvals = [];
     for (let decade = 10 ** Math.floor(Math.log10(low)); decade <= high * 10; decade *= 10) {
-      for (const m of [1, 2, 5]) { const v = m * decade; if (v >= low / 2 && v <= high * 2.5) tickvals.push(v); }
+      for (const m of [1, 2, 5]) { const v = m * decade; if (v >= low / 2.5 && v <= high * 2.5) tickvals.push(v); }
     }
     const ticktext = tickvals.map((v) => (v >= 1e3 ? `${+(v / 1e3).toPrecision(6)} s` : `${+v.toPrecision(6)} ms`));
     return {tickvals, ticktext};
