@@ -27,7 +27,7 @@ def test_lesson_step_3_draws_the_run_on_the_roofline(tiny_engine):
                           machine_ceilings())   # cached per process: the ceilings the step drew with
     ratios = sorted(p.ratio for p in points if p.phase == "decode")
     assert three.numbers["decode_measured_over_roofline"] == ratios[len(ratios) // 2]
-    assert MEASURED_HERE in three.figures["roofline"].layout.title.text and three.notes == []
+    assert MEASURED_HERE in three.figures["roofline"].layout.title.subtitle.text and three.notes == []
 
 
 def test_a_local_backend_is_measured_and_a_server_of_the_bundled_model_estimated(tiny_engine, fake_server):
