@@ -208,13 +208,14 @@ def generate_tab(registry) -> SimpleNamespace:
                 c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
                                              elem_id="max-new-tokens", min_width=CONTROL_PX)
             c.chat = gr.Checkbox(value=True, label="Apply the chat template")
-            c.speculate = gr.Checkbox(value=False, label="Speculative decoding: draft tokens from the text so far "
-                                      "(prompt lookup), verify them in one forward pass", elem_id="speculate")
+            c.speculate = gr.Checkbox(value=False, label="Speculative decoding", elem_id="speculate",
+                                      info="draft from the text so far, verify in one pass")
             with gr.Accordion("Speculative decoding's settings", open=False, elem_id="speculation-settings"):
                 with gr.Row():
                     c.spec_k = gr.Slider(1, 8, value=4, step=1, label="k: proposals per pass at most")
                     c.spec_ngram = gr.Slider(1, 8, value=3, step=1, label="n-gram size matched")
-                caption("Local backends only. Greedy and seeded sampling give the tokens plain decoding gives; "
+                caption("Drafts come from the text so far (prompt lookup); one forward pass verifies them. "
+                        "Local backends only. Greedy and seeded sampling give the tokens plain decoding gives; "
                         "run the same prompt with it off to measure the speedup.")
             with gr.Row():
                 c.price_in = gr.Number(DEFAULT_USD_PER_M_INPUT, label="USD per 1M input tokens (for the estimate)",
