@@ -37,8 +37,8 @@ def step_kv_cache(lesson, report) -> StepResult:
     parts = []
     if len(kv) > 1:
         numbers["kv_per_token"] = (kv[-1] - kv[0]) / (len(kv) - 1)
-        parts.append(f"The KV cache grew {format_bytes(round(numbers['kv_per_token']))} per token, to "
-                     f"{format_bytes(kv[-1])} (measured).")
+        parts.append(f"Measured KV cache: {format_bytes(round(numbers['kv_per_token']))} per token, "
+                     f"{format_bytes(kv[-1])} in all.")
     else:
         notes.append(f"{trace.backend} does not report its KV cache: only the formula can be drawn")
     if source.capabilities.no_cache and not report.cancelled:
@@ -48,8 +48,8 @@ def step_kv_cache(lesson, report) -> StepResult:
         s = cmp.summary()
         numbers.update(cache_ratio=s["ratio"], identical=s["identical"])
         if s["ratio"]:
-            parts.append(f"Without it, {cmp.new_tokens} new tokens took {s['ratio']:.1f}× as long"
-                         f"{'' if s['identical'] else ', and the tokens differed'}.")
+            parts.append(f"Without it, {cmp.new_tokens} tokens took {s['ratio']:.1f}× as long."
+                         f"{'' if s['identical'] else ' Their tokens differed.'}")
     else:
         notes.append(f"{source.info.name} cannot run without its cache: that comparison is missing")
     if hasattr(source, "cache_prefix") and not report.cancelled:
@@ -60,8 +60,8 @@ def step_kv_cache(lesson, report) -> StepResult:
         if warm < cold:
             parts.append(f"Reusing {shared} cut TTFT from {format_seconds(cold)} to {format_seconds(warm)}.")
         else:
-            parts.append(f"Reusing {shared} saved nothing visible: {format_seconds(cold)} read whole, "
-                         f"{format_seconds(warm)} from the cache.")
+            parts.append(f"Reusing {shared} saved nothing ({format_seconds(cold)} whole, "
+                         f"{format_seconds(warm)} cached).")
     else:
         notes.append(f"{source.info.name}: no prefix cache the playground can drive here")
     return StepResult(4, "The KV cache", " ".join(parts), numbers, figures, KV_CACHE_TERM, notes)
