@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +31,10 @@ import numpy as np
 from ..config import default_cache_dir
 from ..models import ModelSource, gguf_content_key, resolve_model_spec
 from .gguf_blocks import BLOCK, EMBEDDING, llama_row_order, read_gguf_blocks
-from .onnx_cache import say, staging
+from .onnx_cache import is_complete, say, seal, staging
 
 QUANTIZE_EDITS = "q4_1-layers,q8_0-embed-head"   # part of the cache key: change it when the choices below change
 BLOCKS_FILE = "blocks.gguf"
-MARKER = "playground-complete.json"
 LAYER_TENSORS = {   # GGUF name -> transformers parameter under model.layers.<i>.
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
@@ -113,18 +111,13 @@ def quantized_model(spec: str | None, cache_dir: Path | None = None, progress=No
         raise ValueError(f"cannot quantize {source.name!r} to Q4_1 blocks: {why_not}")
     name = source.name.replace("/", "--")
     target = Path(cache_dir or default_cache_dir()) / "quantized" / f"{name}-{content_key(folder)}"
-    if not (target / MARKER).is_file():
+    if not is_complete(target, BLOCKS_FILE):
         say(progress, 0.05, "quantizing the float weights to Q4_1 blocks with gguf-py (once, ~10 s for 135M)",
             f"quantizing {folder} to Q4_1/Q8_0 blocks in {target}")
         work = staging(target)
         work.mkdir(parents=True)
         write_quantized(folder, work)
-        (work / MARKER).write_text(json.dumps({"source": str(folder), "edits": QUANTIZE_EDITS}))
-        if (target / MARKER).is_file():   # another process finished first
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            shutil.rmtree(target, ignore_errors=True)
-            work.replace(target)
+        seal(work, target, {"source": str(folder), "edits": QUANTIZE_EDITS}, required=BLOCKS_FILE)
     return QuantizedModel(target, target / BLOCKS_FILE)
 
 

@@ -45,21 +45,21 @@ def cache_key(source: Path | str) -> str:
     return f"{name}-{digest}"
 
 
-def is_complete(folder: Path) -> bool:
-    """True when the marker exists and every file it lists has the size it had when written."""
+def is_complete(folder: Path, required: str = MODEL_FILE) -> bool:
+    """True when the marker exists, lists `required`, and every file it lists has the size it had when written."""
     try:
         sizes = json.loads((folder / MARKER).read_text())["sizes"]
     except (OSError, ValueError, KeyError):
         return False
-    return MODEL_FILE in sizes and all(
+    return required in sizes and all(
         (folder / n).is_file() and (folder / n).stat().st_size == s for n, s in sizes.items())
 
 
-def seal(staging: Path, target: Path, info: dict) -> Path:
+def seal(staging: Path, target: Path, info: dict, required: str = MODEL_FILE) -> Path:
     """Write the marker, then move the staging folder into place (another process may have won)."""
     sizes = {p.name: p.stat().st_size for p in staging.iterdir() if p.is_file()}
     (staging / MARKER).write_text(json.dumps({**info, **versions(), "sizes": sizes}, indent=1))
-    if is_complete(target):
+    if is_complete(target, required):
         shutil.rmtree(staging, ignore_errors=True)
     else:
         shutil.rmtree(target, ignore_errors=True)
