@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from .engine import Engine
-from .trace import Candidate, Step
+from .trace import COMPLETED, Candidate, Step
 
 __all__ = ["BACKOFF_MAX", "Speculation", "SpeculationReport", "SpeculativeEngine", "plain_baseline", "propose",
            "speculation_report"]
@@ -288,7 +288,7 @@ def comparable(a, b) -> bool:
     keys = ("temperature", "top_k", "top_p", "max_new_tokens", "seed")
     return (a.backend == b.backend and list(a.prompt_ids) == list(b.prompt_ids)
             and all(getattr(a.settings, k) == getattr(b.settings, k) for k in keys)
-            and a.stop_reason in ("eos", "length", "context") and b.stop_reason in ("eos", "length", "context"))
+            and a.stop_reason in COMPLETED and b.stop_reason in COMPLETED)
 
 
 def plain_baseline(trace, earlier) -> tuple:

@@ -69,6 +69,9 @@ class Step:
     forward_pass: int | None = None   # speculative decoding: which forward pass made the token (0: prefill)
 
 
+COMPLETED = ("eos", "length", "context")   # the stop reasons of a run that ended on its own (not cancelled, no error)
+
+
 @dataclass
 class Trace:
     prompt: str                     # what the user typed ("" for a run from exact token ids)

@@ -18,6 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from ..trace import COMPLETED
 from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
@@ -28,7 +29,7 @@ ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context"
 def over_time(result, window: float = 1.0) -> dict:
     """Output tokens/s and finished requests/s per `window` seconds (measured token times, bucketed)."""
     times = [(t, n) for r in result.records if r.steps for t, n in r.token_times()]
-    ends = [r.last_token for r in result.records if r.steps and r.stop_reason in ("eos", "length", "context")]
+    ends = [r.last_token for r in result.records if r.steps and r.stop_reason in COMPLETED]
     if not times:
         return {"t": [], "output_tps": [], "requests_per_s": []}
     buckets = int(max(t for t, _ in times) // window) + 1

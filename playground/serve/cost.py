@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..trace import COMPLETED
+
 __all__ = ["DEFAULT_USD_PER_HOUR", "Rate", "TokenCost", "cost_markdown", "measured_rates", "token_costs",
            "usd_per_million"]
 
@@ -57,7 +59,7 @@ def measured_rates(sweeps=(), traces=()) -> dict:
         if kind and point.total_tps:
             rates[kind] = Rate(point.total_tps, f"batch-size sweep, {point.concurrency} at once, {batch.source}")
     for trace in reversed(list(traces)):
-        tps = trace.metrics().decode_tps if trace.stop_reason in ("eos", "length", "context") else None
+        tps = trace.metrics().decode_tps if trace.stop_reason in COMPLETED else None
         kind = "speculative decoding" if trace.speculation else "one at a time"
         if tps and kind not in rates:
             rates[kind] = Rate(tps, f"Generate run, {'speculative' if trace.speculation else 'plain'}, "

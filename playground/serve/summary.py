@@ -20,6 +20,8 @@ import statistics
 
 import numpy as np
 
+from ..trace import COMPLETED
+
 METRICS = ("waiting", "ttft", "tpot", "e2e")
 
 
@@ -50,14 +52,14 @@ def throughput(result) -> dict:
     recs = served(result)
     end = max((r.last_token for r in recs), default=None)
     tokens = sum(r.output_tokens for r in recs)
-    done = sum(r.stop_reason in ("eos", "length", "context") for r in result.records)
+    done = sum(r.stop_reason in COMPLETED for r in result.records)
     return {"output_tokens": tokens, "wall_s": end, "completed": done,
             "output_tps": tokens / end if end else None, "requests_per_s": done / end if end else None}
 
 
 def goodput(result, ttft: float | None = None, tpot: float | None = None) -> dict:
     """Requests/s that finished and met every SLO given (seconds; None: not checked)."""
-    ok = [r for r in served(result) if r.stop_reason in ("eos", "length", "context")
+    ok = [r for r in served(result) if r.stop_reason in COMPLETED
           and (ttft is None or r.ttft <= ttft) and (tpot is None or r.tpot is None or r.tpot <= tpot)]
     wall = throughput(result)["wall_s"]
     return {"ttft_slo_s": ttft, "tpot_slo_s": tpot, "met": len(ok), "of": len(result.records),
