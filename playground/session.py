@@ -11,11 +11,11 @@ Left out: gradio (playground/ui/ wires this in) and anything kept after the tab 
 from __future__ import annotations
 
 import queue
-from collections import deque
 import shutil
 import tempfile
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Iterator
 
