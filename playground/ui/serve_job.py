@@ -112,6 +112,7 @@ class ServeJob:
         self.results, self.sweeps, self.message, self.asked = [], [], "", time.monotonic()
         self.exports = ExportFolder("serve-")
         self.slo: tuple[float | None, float | None] = DEFAULT_SLO   # (TTFT, TPOT) seconds the goodput is judged by
+        self.roofline = None   # the last batch-size sweep on the roofline (a figure), once its ceilings are measured
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session
         return ServeJob()

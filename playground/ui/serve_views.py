@@ -141,7 +141,7 @@ def sweep_view(job, out, final: bool = False) -> dict:
     if job.sweeps:
         sweep = job.sweeps[-1]
         updates[out.sweep_plot] = plot_batch_sweep(sweep) if sweep.kind == "batch" else plot_rate_sweep(sweep)
-        if final and getattr(job, "roofline", None) is not None:
+        if final and job.roofline is not None:
             updates[out.sweep_roofline] = gr.update(value=job.roofline, visible=True)
         if final:
             updates[out.status] = "cancelled: partial sweep" if sweep.cancelled else f"sweep done in {sweep.elapsed:.0f} s"
