@@ -144,8 +144,8 @@ class PacedEngine(Engine):
             now, seq_len = self.clock(), len(trace.prompt_ids) + i + 1
             top = tuple(Candidate(100 + (i + j) % len(WORDS), WORDS[(i + j) % len(WORDS)], 0.5 / (j + 1), 1.0 * (j == 0))
                         for j in range(5))
-            step = Step(i, top[0].token_id, top[0].text, False, "prefill" if i == 0 else "decode", now - run.t0,
-                        now - prev, 0.5, 1.0, top, seq_len, shape.formula_bytes(seq_len), time.time_ns())
+            step = Step(index=i, token_id=top[0].token_id, text=top[0].text, special=False, phase="prefill" if i == 0 else "decode", time=now - run.t0,
+                        latency=now - prev, prob=0.5, sample_prob=1.0, top=top, seq_len=seq_len, kv_bytes=shape.formula_bytes(seq_len), wall_ns=time.time_ns())
             prev = now
             trace.steps.append(step)
             yield step

@@ -152,10 +152,10 @@ class Engine:
             token = pick.token
             ids.append(token)
             kv = b.kv_cache_bytes(state) if trace.use_cache else None   # no cache kept: nothing to measure
-            step = Step(index, token, detok.add(token), token in detok.special_ids,
-                        "prefill" if index == 0 else "decode", t - run.t0, t - t_prev, pick.prob, pick.sample_prob,
-                        tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
-                        len(ids) - 1, kv, wall_ns, 1, cpu - cpu_prev)
+            step = Step(index=index, token_id=token, text=detok.add(token), special=token in detok.special_ids,
+                        phase="prefill" if index == 0 else "decode", time=t - run.t0, latency=t - t_prev, prob=pick.prob, sample_prob=pick.sample_prob,
+                        top=tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
+                        seq_len=len(ids) - 1, kv_bytes=kv, wall_ns=wall_ns, tokens=1, cpu=cpu - cpu_prev)
             t_prev, cpu_prev = t, cpu
             trace.steps.append(step)
             yield step

@@ -19,10 +19,12 @@ made it (the page colours the chips by that). `shown` is the token made visible 
 drawn, controls and split characters named); it is plain text, never HTML: the page sets it with
 textContent and escapes it for Plotly. A figure the source does not give is null (drawn "missing").
 
-    >>> from playground.trace import Step
+    >>> from playground.trace import Phase, Step
     >>> stream = StepStream(SimpleNamespace(prompt_ids=[1, 2], backend="fake", kv_shape=None,
     ...                                     settings=SimpleNamespace(greedy=True)), run_id="r1")
-    >>> text = stream.add([Step(0, 7, "<b>", False, "prefill", 0.5, 0.5, None, None, None, None, None, 9)])
+    >>> text = stream.add([Step(index=0, token_id=7, text="<b>", special=False, phase=Phase.PREFILL, time=0.5,
+    ...                         latency=0.5, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None,
+    ...                         wall_ns=9)])
     >>> text.splitlines()[1]
     '[0, 7, "<b>", "<b>", false, "prefill", 0.5, 0.5, 9, null, null, null, null, 1, null, null, null]'
     >>> head, steps, end = read_stream(text)

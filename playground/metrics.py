@@ -11,8 +11,10 @@ tokens, ITL is per event, and TPOT / decode tok/s divide by the tokens after the
 Example: steps at 0.5, 0.6, 0.8 s for a 10-token prompt give TTFT 0.5, ITL [0.1, 0.2],
 TPOT 0.15, E2E 0.8, decode 6.67 tok/s (2 tokens in 0.3 s), prefill 20 tok/s.
 
-    >>> from playground.trace import Step
-    >>> def step(i, t, prev): return Step(i, 5, "x", False, "decode", t, t - prev, None, None, None, None, None)
+    >>> from playground.trace import Phase, Step
+    >>> def step(i, t, prev): return Step(index=i, token_id=5, text="x", special=False, phase=Phase.DECODE, time=t,
+    ...                                     latency=t - prev, prob=None, sample_prob=None, top=None, seq_len=None,
+    ...                                     kv_bytes=None)
     >>> m = compute_metrics(SimpleNamespace(steps=[step(0, .5, 0), step(1, .6, .5), step(2, .8, .6)],
     ...                                     prompt_ids=list(range(10))))
     >>> m.ttft, [round(x, 3) for x in m.itl], round(m.tpot, 3), m.e2e, round(m.decode_tps, 2), m.prefill_tps

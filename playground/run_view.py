@@ -8,10 +8,12 @@ the one it was sampled with, step latency, KV bytes; what the source did not giv
 All text goes through `html.escape(..., quote=True)` because gr.HTML inserts markup as is.
 
 Example:
-    >>> from playground.trace import Step
-    >>> chip_html(Step(1, 42, " <b>", False, "decode", 0.1, 0.02, 0.5, 1.0, (), 10, 1024))
+    >>> from playground.trace import Phase, Step
+    >>> chip_html(Step(index=1, token_id=42, text=" <b>", special=False, phase=Phase.DECODE, time=0.1, latency=0.02,
+    ...                prob=0.5, sample_prob=1.0, top=(), seq_len=10, kv_bytes=1024))
     '<span class="tok tok-c1" title="id 42 · model p=0.500 · sampled p=1.000 · 20.0 ms · KV 1.0 KiB">·&lt;b&gt;</span>'
-    >>> chip_html(Step(0, None, "Hi", False, "prefill", 0.1, 0.1, None, None, None, None, None))
+    >>> chip_html(Step(index=0, token_id=None, text="Hi", special=False, phase=Phase.PREFILL, time=0.1, latency=0.1,
+    ...                prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None))
     '<span class="tok tok-c0" title="id ? · model p missing · 100.0 ms · KV not measured">Hi</span>'
 
 Left out: the charts (charts/run.py) and anything gradio: this module returns strings.

@@ -16,6 +16,7 @@ Left out: the loops themselves (engine.py for local runtimes, remote/ for server
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from .config import GenerationSettings
@@ -51,6 +52,16 @@ class Capabilities:
         return [self.LABELS[f.name] for f in fields(self) if not getattr(self, f.name)]
 
 
+class Origin(StrEnum):
+    """Where a source's steps are made. Serialized as its string.
+
+    >>> Origin.REMOTE == "remote"
+    True
+    """
+    LOCAL = "local"     # this process
+    REMOTE = "remote"   # a server, over HTTP
+
+
 @dataclass(frozen=True)
 class SourceInfo:
     name: str                      # what the dropdowns show: "onnx", "llama.cpp @ 127.0.0.1:8080"
@@ -60,7 +71,7 @@ class SourceInfo:
     dtype: str
     context_window: int | None     # None: the source does not say
     kv_shape: KVShape | None       # None: the model's shape is unknown (no KV formula)
-    origin: str = "local"          # "local" (this process) | "remote" (over HTTP)
+    origin: Origin = Origin.LOCAL
 
     def describe(self) -> str:
         return " · ".join(v for v in (self.name, self.device, self.dtype) if v)

@@ -193,10 +193,10 @@ class SpeculativeEngine(Engine):
             kv = b.kv_cache_bytes(state)
             for pick, how, t, wall_ns, cpu in picks:
                 index, token = len(trace.steps), pick.token
-                step = Step(index, token, detok.add(token), token in detok.special_ids,
-                            "prefill" if index == 0 else "decode", t - run.t0, t - t_prev, pick.prob,
-                            pick.sample_prob, tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
-                            b.cache_length(state), kv, wall_ns, 1, cpu - cpu_prev, draft=how,
+                step = Step(index=index, token_id=token, text=detok.add(token), special=token in detok.special_ids,
+                            phase="prefill" if index == 0 else "decode", time=t - run.t0, latency=t - t_prev, prob=pick.prob,
+                            sample_prob=pick.sample_prob, top=tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
+                            seq_len=b.cache_length(state), kv_bytes=kv, wall_ns=wall_ns, tokens=1, cpu=cpu - cpu_prev, draft=how,
                             forward_pass=counts["passes"] - 1)
                 t_prev, cpu_prev = t, cpu
                 trace.steps.append(step)

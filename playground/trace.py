@@ -15,8 +15,36 @@ import csv
 import io
 import json
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 from .config import GenerationSettings
+
+
+class Phase(StrEnum):
+    """Which pass made a token: the prompt's prefill (the first token) or one decode step.
+
+    A StrEnum: it compares equal to, and serializes as, its string ("prefill"), so exports keep their text.
+
+    >>> Phase.PREFILL == "prefill", f"{Phase.DECODE}", Phase("decode") is Phase.DECODE
+    (True, 'decode', True)
+    """
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class StopReason(StrEnum):
+    """Why a run ended (`Trace.stop_reason`; None while it runs). Serialized as its string.
+
+    >>> [r.value for r in StopReason]
+    ['eos', 'length', 'context', 'cancelled', 'error']
+    >>> StopReason.LENGTH in COMPLETED, StopReason.CANCELLED in COMPLETED
+    (True, False)
+    """
+    EOS = "eos"              # the model emitted an end-of-sequence token
+    LENGTH = "length"        # max_new_tokens reached
+    CONTEXT = "context"      # the context window is full
+    CANCELLED = "cancelled"  # the user (or a closed page) stopped it
+    ERROR = "error"          # the source failed; Trace.error says how
 
 
 @dataclass(frozen=True)
@@ -40,7 +68,7 @@ class Candidate:
     sample_prob: float | None = None   # under the sampling distribution (after temperature, top-k, top-p)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """One output token (or, from a remote server, one streamed event carrying `tokens` tokens).
 
@@ -51,7 +79,7 @@ class Step:
     token_id: int | None        # None: the source did not say which token it was
     text: str                   # UTF-8-safe piece: "" while a character is incomplete, whole once it completes
     special: bool               # a special token (e.g. <|im_end|>): shown, but not part of the answer text
-    phase: str                  # "prefill" (the first token) | "decode"
+    phase: Phase                # PREFILL (the first token) | DECODE
     time: float                 # t_i - t0, seconds
     latency: float              # t_i - t_(i-1); for the first token, TTFT
     prob: float | None          # the model's probability of this token (softmax at temperature 1, before warpers)
@@ -69,7 +97,7 @@ class Step:
     forward_pass: int | None = None   # speculative decoding: which forward pass made the token (0: prefill)
 
 
-COMPLETED = ("eos", "length", "context")   # the stop reasons of a run that ended on its own (not cancelled, no error)
+COMPLETED = (StopReason.EOS, StopReason.LENGTH, StopReason.CONTEXT)   # a run that ended on its own
 
 
 @dataclass
@@ -85,7 +113,7 @@ class Trace:
     kv_shape: KVShape | None        # None: the model's shape is unknown (no KV formula to draw)
     tokenize_time: float = 0.0      # seconds from t0 until the prompt was tokenized
     steps: list[Step] = field(default_factory=list)
-    stop_reason: str | None = None  # None while running; "eos" | "length" | "context" | "cancelled" | "error"
+    stop_reason: StopReason | None = None  # None while running
     error: str | None = None
     seed: int | None = None         # the sampler's seed: the one asked for, or the one it drew
     ignore_eos: bool = False        # the run went on past end-of-sequence tokens (experiments)

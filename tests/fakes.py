@@ -113,7 +113,7 @@ class ThreadSafeFakeSource:
                     if prompt in self.cut and i == 2:
                         raise ConnectionError("stream cut")
                     t = time.perf_counter() - t0
-                    step = Step(i, None, "x", False, "decode" if i else "prefill", t, t, None, None, None, None, None)
+                    step = Step(index=i, token_id=None, text="x", special=False, phase="decode" if i else "prefill", time=t, latency=t, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
                     trace.steps.append(step)
                     yield step
                 trace.stop_reason = "length"

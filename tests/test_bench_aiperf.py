@@ -24,8 +24,8 @@ CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a
 
 def served_trace(rid, received_ns, first_wall_ns, times):
     """A finished request as the endpoint records it: Steps at `times` (s since admission) and its server dict."""
-    steps = [Step(i, 5, "x", False, "prefill" if i == 0 else "decode", t, t - (times[i - 1] if i else 0.0),
-                  None, None, None, None, None, wall_ns=first_wall_ns + round((t - times[0]) * 1e9))
+    steps = [Step(index=i, token_id=5, text="x", special=False, phase="prefill" if i == 0 else "decode", time=t, latency=t - (times[i - 1] if i else 0.0),
+                  prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None, wall_ns=first_wall_ns + round((t - times[0]) * 1e9))
              for i, t in enumerate(times)]
     server = {"received_ns": received_ns} | ({"x_request_id": rid} if rid else {})
     return Trace("", "", [1, 2, 3], GenerationSettings(), "onnx", "cpu", "float32", "m", None, steps=steps,

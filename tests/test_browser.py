@@ -215,9 +215,9 @@ class HostileEngine(Engine):
             time.sleep(0.02)
             now = time.perf_counter()
             top = tuple(Candidate(100 + j, HOSTILE[(i + j) % len(HOSTILE)], 0.5 / (j + 1)) for j in range(3))
-            step = Step(i, 100 + i, HOSTILE[i % len(HOSTILE)], False, "prefill" if i == 0 else "decode",
-                        now - run.t0, now - prev, None if i % 2 else 0.5, None, top, len(trace.prompt_ids) + i + 1,
-                        None, time.time_ns())
+            step = Step(index=i, token_id=100 + i, text=HOSTILE[i % len(HOSTILE)], special=False, phase="prefill" if i == 0 else "decode",
+                        time=now - run.t0, latency=now - prev, prob=None if i % 2 else 0.5, sample_prob=None, top=top, seq_len=len(trace.prompt_ids) + i + 1,
+                        kv_bytes=None, wall_ns=time.time_ns())
             prev = now
             trace.steps.append(step)
             yield step

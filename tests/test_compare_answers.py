@@ -8,8 +8,8 @@ from playground.trace import Step, Trace
 
 def run(name: str, *texts: str, special_last: bool = False) -> Trace:
     t = Trace("p", "p", [1], GenerationSettings(), name, "cpu", "float32", "m", None)
-    t.steps = [Step(i, sum(map(ord, x)), x, special_last and i == len(texts) - 1, "decode", 0.1 * i, 0.1,
-                    None, None, None, None, None) for i, x in enumerate(texts)]
+    t.steps = [Step(index=i, token_id=sum(map(ord, x)), text=x, special=special_last and i == len(texts) - 1, phase="decode", time=0.1 * i, latency=0.1,
+                    prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None) for i, x in enumerate(texts)]
     return t
 
 

@@ -33,8 +33,8 @@ def test_a_record_carries_every_field_of_its_step_by_name(trace):
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_token_text_travels_as_plain_visible_text(text):
-    record = dict(zip(FIELDS, step_record(Step(0, 1, text, False, "prefill", .1, .1, .5, 1., (Candidate(1, text, .5),),
-                                                5, 100))))
+    record = dict(zip(FIELDS, step_record(Step(index=0, token_id=1, text=text, special=False, phase="prefill", time=.1, latency=.1, prob=.5, sample_prob=1., top=(Candidate(1, text, .5),),
+                                                seq_len=5, kv_bytes=100))))
     assert record["text"] == text and "\n" not in record["shown"] and record["shown"] != ""
     assert record["top"][0][1] == record["shown"]
     line = json.dumps(record, ensure_ascii=False)
@@ -42,7 +42,7 @@ def test_token_text_travels_as_plain_visible_text(text):
 
 
 def test_missing_figures_travel_as_null_never_zero():
-    step = Step(0, None, "x", False, "prefill", .1, .1, None, None, None, None, None)
+    step = Step(index=0, token_id=None, text="x", special=False, phase="prefill", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
     record = dict(zip(FIELDS, step_record(step)))
     assert [record[k] for k in ("token_id", "prob", "sample_prob", "top", "seq_len", "kv_bytes")] == [None] * 6
 
@@ -76,7 +76,7 @@ def test_the_final_stream_carries_the_four_figures_of_the_session(tiny_engine):
 def test_a_missing_sequence_number_is_named():
     stream = StepStream(type("T", (), {"prompt_ids": [1], "backend": "x", "kv_shape": None,
                                        "settings": GenerationSettings()})())
-    steps = [Step(i, i, "t", False, "decode", .1, .1, None, None, None, None, None) for i in range(3)]
+    steps = [Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None) for i in range(3)]
     text = stream.add([steps[0], steps[2]])
     with pytest.raises(ValueError, match="step 1 is missing"):
         read_stream(text)
@@ -89,7 +89,7 @@ def test_updates_are_coalesced_to_one_per_interval():
         def __iter__(self):
             for i in range(40):
                 time.sleep(0.005)
-                yield Step(i, i, "t", False, "decode", .1, .1, None, None, None, None, None)
+                yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
 
         def cancel(self):
             pass

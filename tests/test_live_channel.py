@@ -26,7 +26,7 @@ from tests.helpers import free_port, wait_for
 def fake_trace(n: int = 0):
     trace = type("T", (), {"prompt_ids": [1, 2], "backend": "fake", "kv_shape": None,
                            "settings": GenerationSettings(), "stop_reason": "length", "error": None})()
-    trace.steps = [Step(i, 10 + i, f"t{i}", False, "decode", .1 * i, .1, None, None, None, None, None, i)
+    trace.steps = [Step(index=i, token_id=10 + i, text=f"t{i}", special=False, phase="decode", time=.1 * i, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None, wall_ns=i)
                    for i in range(n)]
     return trace
 

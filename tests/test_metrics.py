@@ -17,8 +17,8 @@ def make_trace(times, prompt_tokens=10, tokens=None):
     shape = KVShape(2, 2, 4, 4)
     steps, prev = [], 0.0
     for i, t in enumerate(times):
-        steps.append(Step(i, 5, "x", False, "prefill" if i == 0 else "decode", t, t - prev, 0.5, 1.0, (),
-                          prompt_tokens + i, MEASURED * (i + 1), tokens=tokens[i] if tokens else 1))
+        steps.append(Step(index=i, token_id=5, text="x", special=False, phase="prefill" if i == 0 else "decode", time=t, latency=t - prev, prob=0.5, sample_prob=1.0, top=(),
+                          seq_len=prompt_tokens + i, kv_bytes=MEASURED * (i + 1), tokens=tokens[i] if tokens else 1))
         prev = t
     return Trace("p", "p", list(range(prompt_tokens)), GenerationSettings(), "torch", "cpu", "float32",
                  "m", shape, steps=steps)

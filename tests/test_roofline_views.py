@@ -91,7 +91,7 @@ def test_a_speculative_verify_pass_is_one_point_with_a_row_per_token_it_made():
     from playground.trace import Step
 
     def step(i, latency, forward_pass):
-        return Step(i, 1, "a", False, "prefill" if i == 0 else "decode", 0.0, latency, None, None, None, 20 + i, None,
+        return Step(index=i, token_id=1, text="a", special=False, phase="prefill" if i == 0 else "decode", time=0.0, latency=latency, prob=None, sample_prob=None, top=None, seq_len=20 + i, kv_bytes=None,
                     draft=None, forward_pass=forward_pass)
     trace = SimpleNamespace(prompt_ids=list(range(20)),
                             steps=[step(0, 0.5, 0), step(1, 0.03, 1), step(2, 0.001, 1), step(3, 0.001, 1),

@@ -9,7 +9,7 @@ from playground.trace import Step
 
 
 def step(text=" <b>", index=1, special=False) -> Step:
-    return Step(index, 42, text, special, "decode", 0.1, 0.02, 0.5, 0.25, (), 10, 1024)
+    return Step(index=index, token_id=42, text=text, special=special, phase="decode", time=0.1, latency=0.02, prob=0.5, sample_prob=0.25, top=(), seq_len=10, kv_bytes=1024)
 
 
 def test_chip_escapes_text_shows_whitespace_and_carries_the_measurements():

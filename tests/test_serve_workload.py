@@ -103,8 +103,8 @@ def record(req_id, cls, arrival, admitted, token_times, chunks=(), stop="length"
     trace = Trace("p", "p", [1] * prompt_tokens, GenerationSettings(), "fake", "cpu", "float32", "m", None)
     prev = 0.0
     for i, t in enumerate(token_times):
-        trace.steps.append(Step(i, 5, "x", False, "decode" if i else "prefill", t - admitted, t - admitted - prev,
-                                None, None, None, None, None))
+        trace.steps.append(Step(index=i, token_id=5, text="x", special=False, phase="decode" if i else "prefill", time=t - admitted, latency=t - admitted - prev,
+                                prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None))
         prev = t - admitted
     trace.stop_reason = stop
     return RequestRecord(Request(req_id, cls, "p", 8, arrival), prompt_tokens, admitted, trace, list(chunks),

@@ -53,8 +53,8 @@ class FakeServer:
         for i in range(trace.settings.max_new_tokens):
             time.sleep(SECONDS_PER_PROMPT_TOKEN * len(trace.prompt_ids) if i == 0 else SECONDS_PER_STEP)
             now = time.perf_counter()
-            step = Step(i, None, f" w{i}", False, "prefill" if i == 0 else "decode", now - run.t0, now - prev,
-                        None, None, None, None, None, time.time_ns())
+            step = Step(index=i, token_id=None, text=f" w{i}", special=False, phase="prefill" if i == 0 else "decode", time=now - run.t0, latency=now - prev,
+                        prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None, wall_ns=time.time_ns())
             prev = now
             trace.steps.append(step)
             yield step

@@ -115,9 +115,9 @@ class EventSteps:
         self.entries += entries
         one = entries[0] if len(entries) == 1 else TokenEntry(None, "", None, None)
         index = len(self.steps)
-        step = Step(index, one.token_id, reasoning + content, bool(reasoning) and not content,
-                    "prefill" if index == 0 else "decode", arrived - self.t0, arrived - self.t_prev, one.prob, None,
-                    one.top, self.prompt_len + self.counted - 1 if self.exact_prompt else None, None, wall_ns, tokens)
+        step = Step(index=index, token_id=one.token_id, text=reasoning + content, special=bool(reasoning) and not content,
+                    phase="prefill" if index == 0 else "decode", time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, sample_prob=None,
+                    top=one.top, seq_len=self.prompt_len + self.counted - 1 if self.exact_prompt else None, kv_bytes=None, wall_ns=wall_ns, tokens=tokens)
         self.t_prev = arrived
         self.steps.append(step)
         return step

@@ -155,9 +155,9 @@ class BatchingScheduler(Scheduler):
         record = records[state.request_id]
         steps, detok = record.trace.steps, self._detok[record.request.id]
         at = clock.since(t) - record.admitted
-        steps.append(Step(len(steps), token, detok.add(token), token in detok.special_ids,
-                          "decode" if steps else "prefill", at, at - (steps[-1].time if steps else 0.0),
-                          None, None, None, len(record.trace.prompt_ids) + len(steps), None, wall_ns, 1, None))
+        steps.append(Step(index=len(steps), token_id=token, text=detok.add(token), special=token in detok.special_ids,
+                          phase="decode" if steps else "prefill", time=at, latency=at - (steps[-1].time if steps else 0.0),
+                          prob=None, sample_prob=None, top=None, seq_len=len(record.trace.prompt_ids) + len(steps), kv_bytes=None, wall_ns=wall_ns, tokens=1, cpu=None))
         if reason:
             record.stop_reason = record.trace.stop_reason = reason
             record.finished = clock.since(t)

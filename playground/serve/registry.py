@@ -2,7 +2,7 @@
 
     scheduler = SCHEDULERS["batching"].create(onnx_engine, batch=BatchConfig(slots=8, prefill_chunk=128))
     SCHEDULERS["batching-torch"].create(torch_engine, pool=PoolConfig(max_batch_tokens=128))
-    SCHEDULERS["concurrent"].needs    # "remote": a source whose runs may be iterated from several threads
+    SCHEDULERS["concurrent"].needs    # Needs.REMOTE: a source whose runs may be iterated from several threads
 
 | name           | what it is                                                  | source it needs                |
 | one-at-a-time  | first come first served, one request at a time              | any StepSource                 |
@@ -20,17 +20,29 @@ To add one: a Scheduler subclass (schedulers.py) and one SchedulerSpec below.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Callable
 
 from .schedulers import OneAtATime, Scheduler
+
+
+class Needs(StrEnum):
+    """The source a scheduler needs. Serialized as its string.
+
+    >>> SCHEDULERS["concurrent"].needs is Needs.REMOTE, Needs.ONNX == "onnx"
+    (True, True)
+    """
+    ANY = "any"         # any StepSource
+    ONNX = "onnx"       # a local ONNX backend
+    TORCH = "torch"     # the local torch backend
+    REMOTE = "remote"   # a source whose runs may be iterated from several threads
 
 
 @dataclass(frozen=True)
 class SchedulerSpec:
     name: str
     label: str
-    needs: str                      # "any" | "onnx" (a local ONNX backend) | "torch" (the local torch backend)
-    #                                 | "remote" (requests in parallel)
+    needs: Needs
     create: Callable[..., Scheduler]
 
 
@@ -50,11 +62,11 @@ def _concurrent(source, **_):
 
 
 SCHEDULERS: dict[str, SchedulerSpec] = {spec.name: spec for spec in (
-    SchedulerSpec(OneAtATime.name, OneAtATime.label, "any", lambda source, **_: OneAtATime(source)),
-    SchedulerSpec("batching", "continuous batching (ours: KV slots, chunked prefill; ONNX Runtime)", "onnx", _batching),
-    SchedulerSpec("batching-torch", "continuous batching (transformers' manager, paged KV; torch)", "torch",
+    SchedulerSpec(OneAtATime.name, OneAtATime.label, Needs.ANY, lambda source, **_: OneAtATime(source)),
+    SchedulerSpec("batching", "continuous batching (ours: KV slots, chunked prefill; ONNX Runtime)", Needs.ONNX, _batching),
+    SchedulerSpec("batching-torch", "continuous batching (transformers' manager, paged KV; torch)", Needs.TORCH,
                   _batching_torch),
-    SchedulerSpec("concurrent", "concurrent requests (the server batches them itself)", "remote", _concurrent),
+    SchedulerSpec("concurrent", "concurrent requests (the server batches them itself)", Needs.REMOTE, _concurrent),
 )}
 
 
