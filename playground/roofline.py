@@ -7,7 +7,7 @@
     points = trace_points(trace, shape, storage, ceilings)   # one RooflinePoint per Step, measured beside predicted
 
 The ceilings are measured on the spot, with the model's thread count (ONNX Runtime intra-op threads =
-physical cores): the peak as ONNX Runtime's fp32 MatMul [256, 1024] x [1024, 1024] (bench_peer's
+physical cores): the peak as ONNX Runtime's fp32 MatMul [256, 1024] x [1024, 1024] (bench/peer.py's
 matmul_peak_row, smaller), the bandwidth as ONNX Runtime's ReduceSum over a 256 MiB fp32 tensor (one
 streaming read of memory that no cache holds). Each takes the best of repeats within a time budget and
 stops between repeats once `cancel` is set; a complete measurement is cached per process and thread count.

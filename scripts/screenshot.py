@@ -4,60 +4,19 @@
     python scripts/screenshot.py --tab serve --out assets/serve.png   # the Serve tab after its default workload
     python scripts/screenshot.py --tab lesson --present --out assets/lesson-present.png   # step 1 at 1024x768
 
-The helpers here (launch the demo in-process, drive a page through a run) are shared with
-tests/test_browser.py. Left out: any browser but Debian's Chromium or the one PLAYGROUND_CHROMIUM names (no playwright download).
+The helpers that launch the demo in-process and drive a page through a run are tests/browser.py's (the
+browser tests use them too). Left out: any browser but Debian's Chromium or the one PLAYGROUND_CHROMIUM names (no playwright download).
 """
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import socket
 import sys
 from pathlib import Path
 
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))   # run as a script: the repository's packages (playground, tests) importable
 
-
-def launch(demo) -> str:
-    """Serve `demo` (with the live channel's route) on a free 127.0.0.1 port without blocking; returns its URL."""
-    from playground.ui import app_kwargs
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=port, server_name="127.0.0.1",
-                                    quiet=True, app_kwargs=app_kwargs())
-    return url
-
-
-def open_page(playwright, url: str, width: int = 1400, height: int = 1000, load_timeout_s: float = 120):
-    """A Chromium page on the app (`url` may carry a query, e.g. ?present=1), once the model has loaded."""
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.goto(url)
-    page.wait_for_selector("#generate", timeout=60_000)
-    page.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')",
-                           timeout=load_timeout_s * 1000)
-    return browser, page
-
-
-def set_max_new_tokens(page, n: int) -> None:
-    box = page.locator("#max-new-tokens input[type=number]")
-    box.fill(str(n))
-    box.press("Enter")
-
-
-def generate(page, preset: str = "Preset: What is the capital", timeout_s: float = 120) -> None:
-    """Click a preset, then Generate, and wait until the run has finished and the charts are drawn."""
-    page.get_by_role("button", name=preset).click()
-    page.locator("#generate").click()
-    page.wait_for_selector("#chips .tok", timeout=timeout_s * 1000)
-    page.wait_for_function("document.querySelector('#status').innerText.includes('finished')",
-                           timeout=timeout_s * 1000)
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=30_000)
+from tests.browser import generate, launch, open_page  # noqa: E402
 
 
 def serve(page, timeout_s: float = 900) -> None:
@@ -87,7 +46,6 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    sys.path.insert(0, str(ROOT))
     import app   # the real entry point: the default model, loaded on first use
     url = launch(app.demo)
     try:

@@ -111,7 +111,7 @@ def app_url(tiny_backend, tiny_engine):
 def browser_app(tiny_engine):
     """(page, url): a Chromium page on the app over the tiny engine, once the model has loaded."""
     from playground.ui import build_demo
-    from scripts.screenshot import launch, open_page
+    from tests.browser import launch, open_page
     from tests.helpers import require_browser
     sync_api = require_browser()
     demo = build_demo(tiny_engine)

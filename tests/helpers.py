@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 
 import pytest
 
+from playground.chromium import chromium_path
 from playground.engine import Engine
 from playground.models import ModelLoadError
+from playground.ports import free_port  # noqa: F401 - the tests take it from here with the other helpers
 from playground.registry import SourceRegistry
-from scripts.screenshot import CHROMIUM
 from tests.fakes import SlowBackend, SwervingBackend
 
 FRANCE = "What is the capital of France?"
@@ -63,12 +63,6 @@ def trace_from(files) -> dict:
     path = next(f for f in files if str(f).endswith(".json"))
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate, timeout=60.0):
@@ -129,8 +123,8 @@ def check_timelines(result, slack: float = 0.05):
 
 def require_browser():
     """Fail (never skip) with one line saying what to install: `make test` installs both itself."""
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (or apt-get install chromium, or set "
+    if not os.path.exists(chromium := chromium_path()):
+        pytest.fail(f"{chromium} is missing: run `make browser` (or apt-get install chromium, or set "
                     "PLAYGROUND_CHROMIUM)", pytrace=False)
     try:
         from playwright import sync_api
@@ -141,7 +135,7 @@ def require_browser():
 
 def require_llama() -> None:
     """Fail under CI (`make test` runs `make llama` first), skip elsewhere, when llama-server is missing."""
-    from playground.llamacpp import LlamaCppMissing, llama_binary
+    from playground.remote.llamacpp import LlamaCppMissing, llama_binary
     try:
         llama_binary("llama-server")
     except LlamaCppMissing as exc:

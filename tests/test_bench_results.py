@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from scripts.bench_results import main, markdown, page_name, stamp_row
+from playground.bench.results import main, markdown, page_name
+from playground.bench.rows import Stamp
 
 STAMP = {"row": "stamp", "commit": "abc123def456", "uncommitted_changes": False, "date": "2026-12-03 21:00 UTC",
          "machine": {"cpu": "Some CPU", "cores": 2}, "load_average": [0.5, 0.4, 0.3], "command": "python -m playground.bench"}
@@ -13,7 +14,7 @@ UI = {"row": "ui", "backend": "onnx", "with_chromium_on_its_own_cpu": {"chip_in_
 
 
 def test_the_stamp_names_the_commit_the_machine_and_the_date():
-    row = stamp_row("python -m playground.bench --speed onnx")
+    row = Stamp.now("python -m playground.bench --speed onnx").to_json()
     assert row["row"] == "stamp" and len(row["commit"]) == 12 and row["machine"]["cores"] >= 1
     assert row["date"].endswith("UTC") and len(row["load_average"]) == 3
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground.bench_serve import TARGETS, serve_row, throughput_ratio_ceiling, work_bounds
+from playground.bench.serve import TARGETS, serve_row, throughput_ratio_ceiling, work_bounds
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_the_tiny_row_does_not_start_a_server_for_another_model(row):
 
 @pytest.mark.server
 def test_llama_server_serves_the_workload_one_at_a_time_and_concurrently():
-    from playground.bench_serve import server_rows
+    from playground.bench.serve import server_rows
     from playground.serve import Workload, default_classes
     workload = Workload.build(default_classes(None, 6, {"short": 1.0, "long": 0.0}), 3)
     out = server_rows(workload, None, parallel=2)

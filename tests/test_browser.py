@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from playground.bench_ui import RECORDER
+from playground.bench.recorder import RECORDER
 from playground.engine import Engine
 from playground.live import FIELDS, read_stream, shown
 from playground.trace import Candidate, Step
 from playground.ui import build_demo
-from scripts.screenshot import generate, launch, set_max_new_tokens
+from tests.browser import generate, launch, set_max_new_tokens
 from tests.fakes import CountingBackend, RecordingEngine, SlowBackend
 from tests.helpers import calls_settle, wait_for
 

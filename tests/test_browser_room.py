@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.screenshot import generate
+from tests.browser import generate
 
 pytestmark = [pytest.mark.browser]
 

@@ -61,8 +61,8 @@ def test_a_wrong_line_is_reported(repo, line, reason):
 
 
 def test_a_flag_is_checked_against_the_program_that_reads_it(repo):
-    """--rounds is bench_interleaved's flag; the lesson does not read it."""
-    assert problems_in("`python -m playground.bench_interleaved onnx --rounds 4`", repo) == []
+    """--rounds is the bench's interleaved command's flag; the lesson does not read it."""
+    assert problems_in("`python -m playground.bench interleaved onnx --rounds 4`", repo) == []
     assert problems_in("`python -m playground.lesson --rounds 4`", repo) == [
         "`--rounds`: not a flag of playground.lesson"]
 

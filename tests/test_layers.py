@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "playground"
 
 LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
-    ("config", "metrics", "tiny", "tokens", "units", "llamacpp", "replay", "prompts"),   # no playground imports
+    ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium"),   # no playground imports
     ("models", "trace", "sampling", "measure"),
     ("source", "backends"),
     ("engine", "roofline"),
@@ -23,8 +23,7 @@ LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own 
     ("experiments",),
     ("lesson", "session", "prompt_tokens", "api"),
     ("ui",),                                                                    # the only gradio importer
-    ("bench", "bench_aiperf", "bench_backends", "bench_batch", "bench_fidelity", "bench_interleaved",
-     "bench_peer", "bench_remote", "bench_roofline", "bench_serve", "bench_speculative", "bench_ui", "bench_wire"),
+    ("bench",),                                                                 # make bench: every row, as JSON lines
 ]
 
 

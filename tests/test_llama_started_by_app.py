@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from playground.config import GenerationSettings
-from playground.llamacpp import INSTALL_HINT, LlamaCppMissing
+from playground.remote.llamacpp import INSTALL_HINT, LlamaCppMissing
 from playground.registry import BackendUnavailable, SourceRegistry
 from playground.remote import llama_server
 from playground.remote.llama_server import APP_SOURCE, add_llama_server

@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType as QType
 from gguf.quants import dequantize, quantize
 from onnx import TensorProto, helper
 
-from playground import bench_peer
+from playground.bench import peer
 from playground.backends import create_backend, gguf_blocks, onnx_gguf, onnx_nbits
 from playground.backends.gguf_blocks import (
     llama_row_order,
@@ -39,7 +39,7 @@ def one_hot(k: int) -> np.ndarray:
     return np.eye(k, dtype=np.float32)[None]      # [1, K, K]: row i picks input i, so y = w^T exactly
 
 
-@pytest.mark.parametrize("module", [gguf_blocks, onnx_nbits, onnx_gguf, bench_peer])
+@pytest.mark.parametrize("module", [gguf_blocks, onnx_nbits, onnx_gguf, peer])
 def test_docstring_examples(module):
     assert doctest.testmod(module).failed == 0
 
@@ -96,12 +96,12 @@ def test_a_model_that_is_neither_a_gguf_nor_a_llama_is_refused(tmp_path):
 # --- bench yardsticks
 
 def test_llama_bench_row_names_make_llama_when_missing(monkeypatch):
-    from playground import llamacpp
+    from playground.remote import llamacpp
 
     def missing(name):
         raise llamacpp.LlamaCppMissing(f"{name} is not installed: {llamacpp.INSTALL_HINT}")
     monkeypatch.setattr(llamacpp, "llama_binary", missing)
-    row = bench_peer.llama_bench_row()
+    row = peer.llama_bench_row()
     assert row["backend"] == "llama.cpp" and "make llama" in row["error"] and "decode_tps" not in row
     json.dumps(row)
 
@@ -109,7 +109,7 @@ def test_llama_bench_row_names_make_llama_when_missing(monkeypatch):
 def test_ratios_are_taken_against_llama_cpp():
     llama = {"decode_tps": 100.0, "prefill_s": 4.0}
     rows = [{"backend": "a", "engine_decode_tps": 50.0, "engine_ttft_s": 0.05}, {"backend": "b", "error": "x"}]
-    out = bench_peer.ratios_row(llama, {"matmul_peak_gflops": 100.0}, rows, [{"backend": "a", "prefill_s": 2.0}],
+    out = peer.ratios_row(llama, {"matmul_peak_gflops": 100.0}, rows, [{"backend": "a", "prefill_s": 2.0}],
                                 {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                                  "num_attention_heads": 4, "vocab_size": 100}, {"one_pass_int8_ms": 5.0})
     assert out["ceilings"]["decode_x_max_one_pass_int8"] == 2.0   # llama.cpp's 10 ms token over the kernels' 5 ms
@@ -131,7 +131,7 @@ def test_the_kernel_floor_graph_holds_every_matmulnbits_alone_with_its_weights(t
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, n])], inits8 + inits4)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
     assert len(model.graph.node) > 2
-    kernels = bench_peer.kernels_only(model, rows=3)
+    kernels = peer.kernels_only(model, rows=3)
     assert [n.op_type for n in kernels.graph.node] == ["MatMulNBits"] * 2
     assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in kernels.graph.input] == [[1, 3, k], [1, 3, n]]
     session = ort.InferenceSession(kernels.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -139,14 +139,14 @@ def test_the_kernel_floor_graph_holds_every_matmulnbits_alone_with_its_weights(t
     got = session.run(["y0"], {"x0": x, "x1": np.zeros((1, 3, n), np.float32)})[0]
     assert np.array_equal(got, run_nbits(q8, x, "int8"))   # the same weights and attributes as in the model
     onnx.save(kernels, tmp_path / "model.onnx")
-    row = bench_peer.kernel_floor_row(tmp_path, repeats=2)
+    row = peer.kernel_floor_row(tmp_path, repeats=2)
     assert row["nodes"] == 2 and row["one_pass_int8_ms"] > 0 and row["hi_lo_int8x2_ms"] > 0
     with pytest.raises(ValueError, match="no MatMulNBits"):
-        bench_peer.kernels_only(onnx.ModelProto(), rows=1)
+        peer.kernels_only(onnx.ModelProto(), rows=1)
 
 
 def test_matmul_peak_is_measured():
-    row = bench_peer.matmul_peak_row(m=128, k=256, n=256, repeats=2)
+    row = peer.matmul_peak_row(m=128, k=256, n=256, repeats=2)
     assert row["matmul_peak_gflops"] >= row["matmul_median_gflops"] > 0
 
 
@@ -154,12 +154,13 @@ def test_matmul_peak_is_measured():
 def test_fidelity_is_perfect_against_itself_and_not_against_a_perturbed_copy(tmp_path, monkeypatch):
     import torch
 
-    from playground import backends, bench_fidelity
+    from playground import backends
+    from playground.bench import fidelity
 
-    ref = bench_fidelity.write_reference(tmp_path / "ref.npy", tokens=24, model="tiny", reference="torch")
-    same = bench_fidelity.fidelity_row("torch", tmp_path / "ref.npy", model="tiny")
-    assert same["top1_agreement_with_fp32"] == 1.0 and same["mean_kl_from_fp32_nats"] < 1e-6
-    assert same["perplexity"] == pytest.approx(ref["perplexity"], rel=1e-5) and same["fidelity_tokens"] == 24
+    ref = fidelity.write_reference(tmp_path / "ref.npy", tokens=24, model="tiny", reference="torch")
+    same = fidelity.fidelity_row("torch", tmp_path / "ref.npy", model="tiny")
+    assert same.top1_agreement_with_fp32 == 1.0 and same.mean_kl_from_fp32_nats < 1e-6
+    assert same.perplexity == pytest.approx(ref.perplexity, rel=1e-5) and same.fidelity_tokens == 24
 
     real = backends.create_backend("torch", "tiny", device="cpu")
     noise = torch.Generator().manual_seed(0)
@@ -175,8 +176,8 @@ def test_fidelity_is_perfect_against_itself_and_not_against_a_perturbed_copy(tmp
             logits, state = real.decode(token, state)
             return logits + torch.randn(logits.shape, generator=noise), state
     monkeypatch.setattr(backends, "create_backend", lambda *a, **k: Noisy())
-    noisy = bench_fidelity.fidelity_row("noisy", tmp_path / "ref.npy", model="tiny")
-    assert noisy["top1_agreement_with_fp32"] < 1.0 and noisy["mean_kl_from_fp32_nats"] > 0.01
+    noisy = fidelity.fidelity_row("noisy", tmp_path / "ref.npy", model="tiny")
+    assert noisy.top1_agreement_with_fp32 < 1.0 and noisy.mean_kl_from_fp32_nats > 0.01
 
 
 # --- the bundled GGUF's real blocks, and the backend on it
@@ -277,7 +278,7 @@ def test_int8x2_greedy_tokens_equal_fp32_and_kv_bytes_are_measured():
 def test_the_default_follows_fp32_teacher_forced(gguf4):
     """The default's gate (make bench, 2,000 tokens): top-1 = fp32's at >= 99% of positions. Here 300 tokens of
     the same text (measured: the default 99.3%, one int8 pass everywhere 96.3%, int8x2 everywhere 100%)."""
-    from playground.bench_fidelity import teacher_forced_logprobs, text_ids
+    from playground.bench.fidelity import teacher_forced_logprobs, text_ids
 
     fp32 = create_backend("onnx", None, device="cpu")
     ids = text_ids(fp32.tokenizer, 300)

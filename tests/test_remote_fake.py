@@ -14,7 +14,7 @@ from playground.remote import (RemoteAuthError, RemoteError, RemoteMalformed, Re
                                RemoteServerError, RemoteSource, RemoteStreamCut, RemoteTimeout, RemoteTLSError,
                                RemoteUnreachable)
 from playground.remote.endpoints import add_endpoints, endpoint_urls
-from playground.remote.llama_server import free_port
+from playground.ports import free_port
 from playground.remote.report import server_lines
 from playground.run_view import metrics_html
 from playground.trace import Trace

@@ -11,7 +11,7 @@ import pytest
 
 from playground import roofline
 from playground.charts import plot_roofline, plot_roofline_sweep
-from playground.bench_roofline import TARGETS, roofline_row
+from playground.bench.roofline import TARGETS, roofline_row
 from playground.experiments import EXPERIMENTS, run_roofline
 from playground.experiments.cli import main
 from playground.roofline import (Ceilings, ModelShape, Storage, decode_cost, machine_ceilings, measure_bandwidth,

@@ -242,7 +242,7 @@ def test_the_default_batched_decode_follows_one_row_teacher_forced(gguf4_pair):
     """The default's int8 projections take another kernel path at one row than at several (measured: logits
     0.1 apart, int8x2's rows bit-identical), so its batched decode is gated like a backend: teacher-forced on
     300 tokens of the bench text, each batched row's top-1 equals the one-row decode's at >= 99% of positions."""
-    from playground.bench_fidelity import text_ids
+    from playground.bench.fidelity import text_ids
 
     _, default = gguf4_pair
     b = default.backend

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from playground.bench import measure_prefill
+from playground.bench.prefill import measure_prefill
 from playground.charts import plot_kv_cache, plot_top_k
 from playground.config import GenerationSettings
 from playground.experiments import EXPERIMENTS
@@ -97,8 +97,8 @@ def test_short_vs_long_on_the_source_labels_the_missing_kv_cache():
 
 def test_the_bench_prefill_row_runs_on_the_source():
     row = measure_prefill(FakeServer(), tokens=500, repeats=1)
-    assert row["backend"] == "fake-server" and row["prefill_tokens"] == 500
-    assert row["prefill_s"] >= 500 * SECONDS_PER_PROMPT_TOKEN
+    assert row.backend == "fake-server" and row.prefill_tokens == 500
+    assert row.prefill_s >= 500 * SECONDS_PER_PROMPT_TOKEN
 
 
 def test_every_view_labels_what_the_source_lacks():

@@ -295,7 +295,7 @@ def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
     """Verify runs the decode graph's all-logits sibling (int8 activations, as decode), several rows a pass;
     measured on 200 tokens of the bench text: how often its top token differs from decode's (measured: 0 of
     199; the prefill graph's fp32 activations as verifier: 2 of 199, hence the decode graph)."""
-    from playground.bench_fidelity import text_ids
+    from playground.bench.fidelity import text_ids
     from playground.speculative import verify_agreement
 
     differ, compared = verify_agreement(gguf4, text_ids(gguf4.tokenizer, 201), rows=5)
@@ -305,7 +305,7 @@ def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
 
 @pytest.mark.slow
 def test_bench_row_reports_speedups_against_the_targets():
-    from playground.bench_speculative import TARGETS, speculative_row
+    from playground.bench.speculative import TARGETS, speculative_row
 
     row = speculative_row(model="tiny", backend="torch", new_tokens=8, repeats=1)
     assert row["bench"] == "speculative" and row["backend"] == "torch"

@@ -103,7 +103,7 @@ def test_a_source_without_a_verify_pass_gets_a_message_not_a_crash(tiny_engine):
 
 @pytest.mark.browser
 def test_a_speculative_run_colours_its_chips_then_a_plain_run_measures_the_speedup(browser_app):
-    from scripts.screenshot import set_max_new_tokens
+    from tests.browser import set_max_new_tokens
     page = browser_app[0]
     page.locator("#preset-question").click()   # ticks speculative decoding on
     page.wait_for_function("document.querySelector('#speculate input').checked")

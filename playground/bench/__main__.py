@@ -1,116 +1,120 @@
 """`make bench` (`python -m playground.bench`): speed figures and ratios, as JSON lines.
 
+`python -m playground.bench COMMAND [ARGS]` runs one part (`--help` lists the commands); with no command
+(backend names and flags alone) it runs `all`:
+
 In order, each backend measured in its own process on the bundled model:
-  - llama.cpp's own `llama-bench` on the same GGUF (bench_peer.py), the machine's fp32 matmul peak, and
+  - llama.cpp's own `llama-bench` on the same GGUF (peer.py), the machine's fp32 matmul peak, and
     the kernel floor (onnx-gguf4's MatMulNBits alone, per decode token);
   - one row per backend (every registry entry): the engine's TTFT and decode tok/s against plain
     `generate()` on the same runtime, and their ratio (`decode_ratio_engine_vs_generate` >= 0.97 means
     instrumentation costs under 3%), peak RSS, and for the ONNX variants their greedy agreement with fp32;
   - a 1024-token prefill per backend;
-  - fidelity per backend (bench_fidelity.py): teacher-forced top-1 agreement with fp32, mean KL, perplexity;
+  - fidelity per backend (fidelity.py): teacher-forced top-1 agreement with fp32, mean KL, perplexity;
   - llama-bench again, and a summary: every decode and prefill as a multiple of llama.cpp's (the mean
     of its two runs, which bracket ours), prefill as a share of the matmul peak, and the ceilings the
     floors set on those ratios;
-  - the rows "ui" and "ui-flat" (bench_ui.py): the app against a headless run, and its work per update;
-  - with every backend (no names given): the batch row (bench_batch.py: our continuous batching's
+  - the rows "ui" and "ui-flat" (ui.py): the app against a headless run, and its work per update;
+  - with every backend (no names given): the batch row (batch.py: our continuous batching's
     batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
-    the serve row (bench_serve.py: the pinned workload one at a time and with our batching, the same backend),
-    the aiperf row, and the speculative row (bench_speculative.py: prompt-lookup speculative decoding against
+    the serve row (serve.py: the pinned workload one at a time and with our batching, the same backend),
+    the aiperf row, and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
-  - last, the remote row (bench_remote.py): this client against a llama-server the bench starts on the
+  - last, the remote row (remote.py): this client against a llama-server the bench starts on the
     same model.
 
     python -m playground.bench                 # every backend
     python -m playground.bench onnx-int8       # just one (with llama.cpp and the fidelity reference)
     python -m playground.bench --speed onnx onnx-gguf4   # no fidelity rows (they take ~1-5 min a backend)
     python -m playground.bench --model tiny torch   # the tiny test model (what the test suite runs)
+    python -m playground.bench serve --model tiny   # one part: the serve row alone
 
 Figures, not tests: they depend on the machine and its load; report them with this command.
 """
+
 from __future__ import annotations
 
-import json
-import statistics
+import argparse
 import subprocess
 import sys
 
-from .bench_backends import DEFAULT_BACKENDS, row_in_subprocess
-from .bench_fidelity import fidelity_rows
-from .bench_peer import (
-    kernel_floor_row,
-    llama_bench_row,
-    matmul_peak_row,
-    mean_llama_row,
-    model_config,
-    ratios_row,
-)
-
-PREFILL_TOKENS = 1024
+from . import aiperf, backends, batch, fidelity, interleaved, paced, peer, prefill, remote, results, roofline, serve, \
+    speculative, ui
+from .process import row_in_subprocess
+from .rows import PREFILL, say
 
 
-def prefill_row(name: str, tokens: int = PREFILL_TOKENS, repeats: int = 3, model: str | None = None) -> dict:
-    """The prefill figure of backend `name` (see measure_prefill)."""
-    from .backends import create_backend
-    from .engine import Engine
+def run_all(argv: list[str]) -> None:
+    """Every row of `make bench`, in the order the module docstring gives."""
+    p = argparse.ArgumentParser(prog="python -m playground.bench [all]", description="every row of make bench")
+    p.add_argument("names", nargs="*", help=f"backends (default: {' '.join(backends.DEFAULT_BACKENDS)})")
+    p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
+    p.add_argument("--speed", action="store_true", help="no fidelity rows (they take ~1-5 min a backend)")
+    args = p.parse_args(argv)
+    names = args.names or backends.DEFAULT_BACKENDS
+    model = args.model
+    on_bundled = model is None   # llama.cpp and fidelity on the bundled model only
+    llama_runs = [say(peer.llama_bench_row()), say(peer.matmul_peak_row())] if on_bundled else []
+    floor = say(peer.kernel_floor_row()) if on_bundled else None
+    rows = [say(row_in_subprocess("backends", name, "--one", label=name, model=model))
+            for name in names]   # each in its own process
+    prefills = [say(row_in_subprocess(PREFILL, name, label=name, model=model)) for name in names]
+    # the app's cost to what it measures: rows "ui" and "ui-flat", in a process of its own (--pin)
+    subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
+                    *(["--model", model] if model else []), *ui.browser_flags()], check=True)
+    if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
+        for command in ("batch", "serve", "aiperf", "roofline", "speculative"):
+            say(row_in_subprocess(command, model=model))
+    if not on_bundled:
+        return
+    if not args.speed:
+        fidelity.fidelity_rows(names)   # prints its rows
+    llama_runs.append(say(peer.llama_bench_row()))
+    llama = peer.mean_llama_row(llama_runs[0], llama_runs[2])
+    say(peer.ratios_row(llama, llama_runs[1], rows, prefills, peer.model_config(), floor))
+    if not args.names:   # the client against llama.cpp's own server
+        say(remote.remote_row())
 
-    return measure_prefill(Engine(create_backend(name, model)), tokens, repeats)
+
+COMMANDS = {   # name -> (function of the arguments after it, what it prints); PREFILL is the prefill row's kind
+    "all": (run_all, "every row below, in make bench's order (the default: backend names and flags alone)"),
+    "backends": (backends.main, "the engine against plain generate(), one process a backend"),
+    PREFILL: (prefill.main, "a 1024-token prefill on one backend"),
+    "fidelity": (fidelity.main, "teacher-forced agreement with onnx fp32, KL, perplexity"),
+    "peer": (peer.main, "llama.cpp's llama-bench, the fp32 matmul peak, the 4-bit kernel floor"),
+    "batch": (batch.main, "continuous batching's batch-size sweep against llama-batched-bench"),
+    "serve": (serve.main, "the pinned workload one at a time and with continuous batching"),
+    "aiperf": (aiperf.main, "NVIDIA AIPerf against the API, beside the Steps' own figures"),
+    "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
+    "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
+    "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),
+    "remote": (remote.main, "this client against a llama-server (started here, or at a URL)"),
+    "interleaved": (interleaved.main, "ratios to llama.cpp, llama-bench and our backends alternating"),
+    "results": (results.main, "the stamp row, and the dated results page of a JSON-lines file"),
+    "paced-app": (paced.main, "the app over a PacedEngine on --port (what the ui-flat row starts)"),
+}
 
 
-def measure_prefill(source, tokens: int = PREFILL_TOKENS, repeats: int = 3) -> dict:
-    """Median TTFT of a one-token Run from exactly `tokens` prompt ids (warm-up run excluded): the
-    prefill experiment's measurement, through the source's own step loop like every other figure."""
-    from .config import GenerationSettings
-    from .experiments.common import exact_length_ids, require
-
-    require(source, "exact_ids", "the prefill row")
-    name = source.info.name
-    tokens = min(tokens, (source.info.context_window or 2**31) - 1)   # the tiny test model's window is 512
-    ids = exact_length_ids(source, tokens)   # real text, as the prefill experiment uses
-    one = GenerationSettings(max_new_tokens=1)
-    source.run_ids(ids[:64], one).wait()
-    times = [source.run_ids(ids, one).wait().steps[0].time for _ in range(repeats)]
-    return {"backend": name, "prefill_tokens": tokens, "prefill_s": round(statistics.median(times), 3),
-            "prefill_tps": round(tokens / statistics.median(times), 1)}
+def usage() -> argparse.ArgumentParser:
+    """The top-level help: the commands and what each prints."""
+    p = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__.splitlines()[0],
+                                epilog="`python -m playground.bench COMMAND --help` gives a command's options; "
+                                       "with no command, backend names and --model/--speed run `all`.")
+    sub = p.add_subparsers(title="commands", metavar="COMMAND")
+    for name, (_, text) in COMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False)
+    return p
 
 
 def main(argv: list[str]) -> None:
-    from .bench_backends import parse_args
-    args = parse_args([a for a in argv if a not in ("--prefill", "--speed")])
-    if "--prefill" in argv:
-        print(json.dumps(prefill_row(args.one or args.names[0], model=args.model)), flush=True)
+    """Dispatch to COMMANDS[argv[0]], or run `all` with argv (backend names and flags, as make bench passes)."""
+    if argv[:1] in (["-h"], ["--help"]):
+        usage().print_help()
         return
-    names = args.names or DEFAULT_BACKENDS
-    peer = args.model is None   # llama.cpp and fidelity on the bundled model only
-    llama_runs = [_say(llama_bench_row()), _say(matmul_peak_row())] if peer else []
-    floor = _say(kernel_floor_row()) if peer else None
-    rows = [_say(json.loads(row_in_subprocess("playground.bench_backends", "--one", name, args.model)))
-            for name in names]   # each in its own process
-    prefills = [_say(json.loads(row_in_subprocess("playground.bench", "--prefill", name, args.model)))
-                for name in names]
-    from .bench_ui import browser_flags   # the app's cost to what it measures: rows "ui" and "ui-flat"
-    subprocess.run([sys.executable, "-m", "playground.bench_ui", "--backend", "onnx" if "onnx" in names else names[0],
-                    *(["--model", args.model] if args.model else []), *browser_flags()], check=True)   # --pin: its own process
-    if not args.names:   # continuous batching: the batch-size sweep (bench_batch.py), then the workload (bench_serve.py)
-        _say(json.loads(row_in_subprocess("playground.bench_batch", "--row", "batch", args.model)))
-        _say(json.loads(row_in_subprocess("playground.bench_serve", "--row", "serve", args.model)))
-        _say(json.loads(row_in_subprocess("playground.bench_aiperf", "--row", "aiperf", args.model)))  # AIPerf vs Steps
-        _say(json.loads(row_in_subprocess("playground.bench_roofline", "--row", "roofline", args.model)))  # issue 26
-        _say(json.loads(row_in_subprocess("playground.bench_speculative", "--row", "speculative", args.model)))
-    if not peer:
-        return
-    if "--speed" not in argv:
-        fidelity_rows(names)   # prints its rows
-    llama_runs.append(_say(llama_bench_row()))
-    llama = mean_llama_row(llama_runs[0], llama_runs[2])
-    _say(ratios_row(llama, llama_runs[1], rows, prefills, model_config(), floor))
-    if not args.names:   # the client against llama.cpp's own server (bench_remote.py)
-        from .bench_remote import remote_row
-        _say(remote_row())
-
-
-def _say(row: dict) -> dict:
-    print(json.dumps(row), flush=True)
-    return row
+    command, rest = (argv[0], argv[1:]) if argv and argv[0] in COMMANDS else ("all", argv)
+    code = COMMANDS[command][0](rest)
+    if code:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """`make bench`'s aiperf row: a standard client (NVIDIA's AIPerf) against this app's OpenAI-compatible endpoint,
 each request's figures compared with the server's own Step records.
 
-    python -m playground.bench_aiperf                    # the bundled model; aiperf from .venv-aiperf (make bench)
-    python -m playground.bench_aiperf --model tiny --aiperf /path/to/bin/aiperf
+    python -m playground.bench aiperf                    # the bundled model; aiperf from .venv-aiperf (make bench)
+    python -m playground.bench aiperf --model tiny --aiperf /path/to/bin/aiperf
 
 The endpoint (uvicorn over `api_routes(ApiService(...))`, continuous batching on ONNX Runtime) runs in a
 thread of this process on 127.0.0.1; AIPerf runs in its own venv (`make aiperf`), offline: cl100k_base for
@@ -31,12 +31,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .rows import parser, say_timed
 
 REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCIES = 8, 40, 64, (1, 4)
 TTFT_TARGET_MS, TTFT_TARGET_PCT, ITL_TARGET_PCT = 10.0, 5.0, 5.0
@@ -228,7 +229,7 @@ class Endpoint:
         import uvicorn
         from fastapi import FastAPI
 
-        from .api import ApiConfig, ApiService, ClientTraffic, api_routes
+        from ..api import ApiConfig, ApiService, ClientTraffic, api_routes
         self.traffic = ClientTraffic(keep_s=3600)   # as the app records its clients (app.py --openai-api)
         self.service = ApiService(lambda: engine, ApiConfig(), observer=self.traffic)
         self.service.start_loading()
@@ -260,9 +261,9 @@ class Endpoint:
 
 def aiperf_row(model: str | None = None, aiperf: str | None = None) -> dict:
     """The row: per concurrency, AIPerf's figures against the server's (medians) and client - server."""
-    from .api import batching_backend
-    from .backends import available_backends, create_backend, default_backend_name
-    from .engine import Engine
+    from ..api import batching_backend
+    from ..backends import available_backends, create_backend, default_backend_name
+    from ..engine import Engine
 
     row: dict = {"backend": "aiperf", "model": model or "bundled", "requests": REQUESTS,
                  "prompt_tokens_cl100k": PROMPT_TOKENS, "output_tokens": OUTPUT_TOKENS}
@@ -293,18 +294,12 @@ def aiperf_row(model: str | None = None, aiperf: str | None = None) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m playground.bench_aiperf")
-    p.add_argument("--row", default=None, help=argparse.SUPPRESS)   # bench.py's row_in_subprocess passes a name
-    p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
+    p = parser("aiperf", __doc__)
     p.add_argument("--aiperf", default=None, help="the aiperf executable (default: .venv-aiperf/bin/aiperf)")
     args = p.parse_args(argv)
-    start = time.perf_counter()
-    row = aiperf_row(args.model, args.aiperf)
-    row["bench_s"] = round(time.perf_counter() - start, 1)
-    row["load_average_1m"] = round(os.getloadavg()[0], 2)   # the figures depend on the machine's load
-    print(json.dumps(row), flush=True)
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    def row() -> dict:
+        out = aiperf_row(args.model, args.aiperf)
+        out["load_average_1m"] = round(os.getloadavg()[0], 2)   # the figures depend on the machine's load
+        return out
+    say_timed(row)

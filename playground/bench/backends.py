@@ -1,7 +1,7 @@
 """One benchmark row per backend: the engine's step loop vs the runtime's own plain `generate()`.
 
-    python -m playground.bench_backends                # one JSON row per backend in the registry
-    python -m playground.bench_backends onnx-int8      # just the named ones
+    python -m playground.bench backends                # one JSON row per backend in the registry
+    python -m playground.bench backends onnx-int8      # just the named ones
 
 `bench_backend(name, prompt, max_new_tokens)` measures, on the same backend and the same chat prompt ids
 (templated and tokenized once, outside both timed regions):
@@ -19,17 +19,16 @@ Left out: CUDA timings (torch on GPU is measured by the same code, but this mach
 """
 from __future__ import annotations
 
-import json
 import resource
 import statistics
-import subprocess
-import sys
 import time
 
-from .backends import BACKENDS, create_backend
-from .compare import token_agreement
-from .config import GenerationSettings
-from .engine import Engine
+from ..backends import BACKENDS, create_backend
+from ..compare import token_agreement
+from ..config import GenerationSettings
+from ..engine import Engine
+from .process import row_in_subprocess
+from .rows import BackendRow, say
 
 PROMPT = "Explain in two sentences why the KV cache makes decoding cheaper than prefill."
 MAX_NEW_TOKENS = 64
@@ -72,7 +71,7 @@ def rss_mb() -> float:
 # --- one row
 
 def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS, model: str | None = None,
-                  repeats: int = 3) -> dict:
+                  repeats: int = 3) -> BackendRow:
     t = time.perf_counter()
     backend = create_backend(name, model, device="cpu" if name != "torch" else None)
     load_s = time.perf_counter() - t
@@ -86,24 +85,21 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
         runs.append(engine.run_ids(ids, settings).wait())
         plain.append(time_generate(backend, ids, max_new_tokens))
     metrics = [r.metrics() for r in runs]
-    row = {
-        "backend": name, "device": backend.device, "dtype": backend.dtype, "model": backend.model_name,
-        "prompt_tokens": len(ids), "new_tokens": metrics[0].output_tokens,
-        "generate_new_tokens": len(plain[0]["ids"]), "repeats": repeats,
-        "engine_ttft_s": _median(m.ttft for m in metrics),
-        "engine_decode_tps": _median(m.decode_tps for m in metrics),
-        "generate_ttft_s": _median(p["ttft"] for p in plain),
-        "generate_decode_tps": _median(p["decode_tps"] for p in plain),
-        "engine_matches_generate": token_agreement(runs[0].output_ids, plain[0]["ids"])[0],
-        "load_s": round(load_s, 2), "peak_rss_mb": round(peak_rss_mb(), 1), "rss_mb": round(rss_mb(), 1),
-    }
-    row["decode_ratio_engine_vs_generate"] = _ratio(row["engine_decode_tps"], row["generate_decode_tps"])
-    row["ttft_ratio_engine_vs_generate"] = _ratio(row["engine_ttft_s"], row["generate_ttft_s"])
+    engine_ttft, engine_tps = _median(m.ttft for m in metrics), _median(m.decode_tps for m in metrics)
+    plain_ttft, plain_tps = _median(p["ttft"] for p in plain), _median(p["decode_tps"] for p in plain)
+    agreement = divergence = None
     if BACKENDS[name].runtime == "onnx" and BACKENDS[name].variant:
         fp32 = Engine(create_backend("onnx", model, device="cpu")).run_ids(ids, settings).wait()
-        row["agreement_with_fp32"], row["first_divergence_from_fp32"] = token_agreement(
-            runs[0].output_ids, fp32.output_ids)
-    return row
+        agreement, divergence = token_agreement(runs[0].output_ids, fp32.output_ids)
+    return BackendRow(
+        backend=name, device=backend.device, dtype=backend.dtype, model=backend.model_name,
+        prompt_tokens=len(ids), new_tokens=metrics[0].output_tokens, generate_new_tokens=len(plain[0]["ids"]),
+        repeats=repeats, engine_ttft_s=engine_ttft, engine_decode_tps=engine_tps, generate_ttft_s=plain_ttft,
+        generate_decode_tps=plain_tps, engine_matches_generate=token_agreement(runs[0].output_ids, plain[0]["ids"])[0],
+        load_s=round(load_s, 2), peak_rss_mb=round(peak_rss_mb(), 1), rss_mb=round(rss_mb(), 1),
+        decode_ratio_engine_vs_generate=_ratio(engine_tps, plain_tps),
+        ttft_ratio_engine_vs_generate=_ratio(engine_ttft, plain_ttft),
+        agreement_with_fp32=agreement, first_divergence_from_fp32=divergence)
 
 
 def _ratio(a, b) -> float | None:
@@ -118,31 +114,15 @@ def _median(values) -> float | None:
 # --- command line
 
 def main(argv: list[str]) -> None:
-    args = parse_args(argv)
-    if args.one:
-        print(json.dumps(bench_backend(args.one, model=args.model)), flush=True)
-        return
-    for name in args.names or DEFAULT_BACKENDS:
-        print(row_in_subprocess("playground.bench_backends", "--one", name, args.model), flush=True)
-
-
-def parse_args(argv: list[str]):
+    """`python -m playground.bench backends [NAMES] [--model M]`: one row per backend, each in its own process."""
     import argparse
-    p = argparse.ArgumentParser(prog="python -m playground.bench_backends")
+    p = argparse.ArgumentParser(prog="python -m playground.bench backends", description=__doc__.splitlines()[0])
     p.add_argument("names", nargs="*", help=f"backends (default: {' '.join(DEFAULT_BACKENDS)})")
     p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
-    p.add_argument("--one", default=None, help=argparse.SUPPRESS)   # one row, in this process
-    return p.parse_args(argv)
-
-
-def row_in_subprocess(module: str, flag: str, name: str, model: str | None = None, extra: tuple[str, ...] = ()) -> str:
-    """`python -m module flag name [extra...] [--model M]` in a fresh process (so one backend's memory never
-    counts in another's); its last JSON line, or a JSON error row carrying the end of its stderr."""
-    cmd = [sys.executable, "-m", module, flag, name, *extra] + (["--model", model] if model else [])
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    return lines[-1] if lines else json.dumps({"backend": name, "error": out.stderr.strip()[-500:]})
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    p.add_argument("--one", action="store_true", help="one backend, in this process (what each subprocess runs)")
+    args = p.parse_args(argv)
+    if args.one:
+        say(bench_backend(args.names[0], model=args.model))
+        return
+    for name in args.names or DEFAULT_BACKENDS:
+        say(row_in_subprocess("backends", name, "--one", label=name, model=args.model))

@@ -1,7 +1,7 @@
 """The batch row of `make bench`: our continuous batching's batch-size sweep, llama.cpp's, and the bound the kernels set.
 
-    python -m playground.bench_batch               # one JSON row: the bundled model on onnx-gguf4 (a few minutes)
-    python -m playground.bench_batch --model tiny  # the tiny model on onnx fp32, no llama.cpp (what the tests run)
+    python -m playground.bench batch               # one JSON row: the bundled model on onnx-gguf4 (a few minutes)
+    python -m playground.bench batch --model tiny  # the tiny model on onnx fp32, no llama.cpp (what the tests run)
 
 Method, in one process (one session: the figures share the machine's state):
 1. Our sweep (serve/sweeps.py) with our scheduler (serve/continuous.py: as many KV slots as the largest
@@ -9,12 +9,12 @@ Method, in one process (one session: the figures share the machine's state):
    4, 8, 16 copies of the lesson's short question at once, 64 new tokens each, EOS ignored, after the same
    sweep at 4 tokens, untimed (warm-up). Per b: total decode tok/s (all b requests' tokens while all of
    them decoded, over that window), the median of the requests' TPOT, and the most rows a decode step carried.
-2. llama.cpp's own sweep on the same GGUF (bench_peer.llama_batched_bench_row): `llama-batched-bench
+2. llama.cpp's own sweep on the same GGUF (peer.llama_batched_bench_row): `llama-batched-bench
    -npp 32 -ntg 64 -npl 1,2,4,8,16 -t <cores>`; its S_TG column is the total decode tok/s of B sequences
    decoding in lockstep, so each one's TPOT is B / S_TG. Bundled model only.
 3. The decode step alone: `decode_rows` (the scheduler's batched decode call) at 1 and 8 rows, every row at
    context 64, median of 20 calls after 5 untimed; and the decode graph's MatMulNBits alone
-   (bench_peer.kernels_only) at the rows they multiply for 1 and for 8 requests: n rows for a one-pass node,
+   (peer.kernels_only) at the rows they multiply for 1 and for 8 requests: n rows for a one-pass node,
    2n for an int8x2 node (it splits each activation row into hi and lo rows; `decode_plan` names the groups).
 
 Ratios, each of two figures measured here, and the targets set on them (issue 21):
@@ -32,11 +32,11 @@ Left out: sizes past 16 (the slots' memory); sampling other than greedy; a GPU.
 """
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 import time
 from pathlib import Path
+
+from .rows import parser, say_timed
 
 AT, SIZES, NEW_TOKENS, CONTEXT = 8, (1, 2, 4, 8, 16), 64, 64
 TARGETS = {"total_x_8_vs_1": (">=", 3.0), "tpot_x_8_vs_1": ("<=", 2.5), "total_x_8_vs_llama": (">=", 1.0)}
@@ -77,7 +77,7 @@ def gain_ceiling(step_ms_1: float, kernels_ms_n: float, n: int) -> float:
 
 def decode_step_ms(backend, rows: int, context: int = CONTEXT, repeats: int = 20, warm_up: int = 5) -> float:
     """Median ms of one `decode_rows` call with `rows` rows, each at `context` positions (a pool of its own)."""
-    from .backends.onnx_batch import KVSlots, decode_rows
+    from ..backends.onnx_batch import KVSlots, decode_rows
 
     kv = KVSlots(backend, rows, context + 1)
     tokens, lengths = [(100 + r) % 256 for r in range(rows)], [context] * rows   # each step writes position `context`
@@ -92,7 +92,7 @@ def decode_step_ms(backend, rows: int, context: int = CONTEXT, repeats: int = 20
 def prefill_tps(backend, tokens: int, repeats: int = 3) -> float:
     """Prompt tokens/s of one `prefill_chunk` call reading `tokens` tokens into an empty slot (the prefill graph),
     median of `repeats` after one untimed call."""
-    from .backends.onnx_batch import KVSlots, prefill_chunk
+    from ..backends.onnx_batch import KVSlots, prefill_chunk
 
     kv, ids = KVSlots(backend, 1, tokens + 1), [(100 + i) % 256 for i in range(tokens)]
     times = []
@@ -108,9 +108,9 @@ def decode_kernels_ms(backend, requests: int, repeats: int = 30) -> dict:
     nodes twice as many), median ms; or why not (a graph without MatMulNBits: fp32)."""
     import onnx
 
-    from .backends.onnx_cache import MODEL_FILE
-    from .backends.onnx_nbits import reads_hi_lo
-    from .bench_peer import kernels_ms, kernels_only
+    from ..backends.onnx_cache import MODEL_FILE
+    from ..backends.onnx_nbits import reads_hi_lo
+    from .peer import kernels_ms, kernels_only
 
     try:
         model = onnx.load(str(Path(backend.folder) / MODEL_FILE))   # the decode graph (onnx-gguf4: model.onnx)
@@ -123,9 +123,9 @@ def decode_kernels_ms(backend, requests: int, repeats: int = 30) -> dict:
 
 def our_sweep(engine, sizes=SIZES, new_tokens: int = NEW_TOKENS, prefill_chunk: int = 128) -> dict:
     """Our scheduler's batch-size sweep (after the same sweep at 4 tokens, untimed): the points, rounded."""
-    from .serve import SCHEDULERS
-    from .serve.continuous import BatchConfig
-    from .serve.sweeps import run_batch_sweep
+    from ..serve import SCHEDULERS
+    from ..serve.continuous import BatchConfig
+    from ..serve.sweeps import run_batch_sweep
 
     scheduler = SCHEDULERS["batching"].create(engine, batch=BatchConfig(slots=max(sizes), prefill_chunk=prefill_chunk))
     run_batch_sweep(scheduler, sizes, new_tokens=4)   # warm-up: every size's first calls
@@ -162,9 +162,9 @@ def step_bound(backend, n: int = AT) -> dict:
 def batch_row(model: str | None = None, backend: str | None = None, sizes=SIZES, new_tokens: int = NEW_TOKENS,
               llama: bool | None = None) -> dict:
     """The row (see the module doc). `llama`: run llama-batched-bench (default: on the bundled model only)."""
-    from .backends import create_backend, default_backend_name
-    from .bench_peer import llama_batched_bench_row
-    from .engine import Engine
+    from ..backends import create_backend, default_backend_name
+    from .peer import llama_batched_bench_row
+    from ..engine import Engine
 
     name = backend or default_backend_name("cpu", model)
     engine = Engine(create_backend(name, model, device="cpu"))
@@ -191,19 +191,10 @@ def _round(v, digits: int):
 
 
 def main(argv: list[str]) -> None:
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m playground.bench_batch")
-    p.add_argument("--row", default=None, help=argparse.SUPPRESS)   # bench.py's row_in_subprocess passes a name
-    p.add_argument("--model", default=None)
+    p = parser("batch", __doc__)
     p.add_argument("--backend", default=None, help="an ONNX backend (default: onnx-gguf4 for a GGUF, else onnx)")
     p.add_argument("--sizes", default=",".join(map(str, SIZES)))
     p.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
     args = p.parse_args(argv)
-    start = time.perf_counter()
-    row = batch_row(args.model, args.backend, tuple(int(s) for s in args.sizes.split(",")), args.new_tokens)
-    row["bench_s"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(row), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    say_timed(lambda: batch_row(args.model, args.backend, tuple(int(s) for s in args.sizes.split(",")),
+                                args.new_tokens))

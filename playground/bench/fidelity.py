@@ -1,7 +1,7 @@
 """How closely each backend follows onnx fp32 on a fixed text (llama-perplexity style), for `make bench`.
 
-    python -m playground.bench_fidelity                  # fp32 reference, then one row per backend
-    python -m playground.bench_fidelity onnx-gguf4       # just that backend (and the reference)
+    python -m playground.bench fidelity                  # fp32 reference, then one row per backend
+    python -m playground.bench fidelity onnx-gguf4       # just that backend (and the reference)
 
 Teacher forcing: every backend reads the same `FIDELITY_TOKENS` ids of the long document (repeated to
 length by `exact_length_ids`, so the second and later copies are easier to predict than the first):
@@ -22,14 +22,15 @@ Left out: the int8 / int4 weight variants' calibration (they are measured as the
 """
 from __future__ import annotations
 
-import json
 import math
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from .process import row_in_subprocess
+from .rows import FidelityRow, say
 
 FIDELITY_TOKENS = 2000
 REFERENCE = "onnx"
@@ -37,13 +38,13 @@ REFERENCE = "onnx"
 
 def text_ids(tokenizer, tokens: int = FIDELITY_TOKENS) -> list[int]:
     """`tokens` ids of the long document, repeated as needed."""
-    from .experiments.common import exact_length_ids
+    from ..experiments.common import exact_length_ids
     return exact_length_ids(tokenizer, tokens)
 
 
 def document_tokens(tokenizer) -> int:
     """Length of one copy of the document: positions past it can be predicted by copying."""
-    from .experiments.common import long_document
+    from ..experiments.common import long_document
     return len(tokenizer(long_document(), add_special_tokens=False)["input_ids"])
 
 
@@ -59,9 +60,9 @@ def teacher_forced_logprobs(backend, ids: list[int]):
 
 
 def write_reference(path: Path, tokens: int = FIDELITY_TOKENS, model: str | None = None,
-                    reference: str = REFERENCE) -> dict:
+                    reference: str = REFERENCE) -> FidelityRow:
     """Write the reference's (fp32's) log-probabilities over the text to `path` (.npy); return its own row."""
-    from .backends import create_backend
+    from ..backends import create_backend
 
     backend = create_backend(reference, model, device="cpu")
     ids = text_ids(backend.tokenizer, tokens)
@@ -73,14 +74,13 @@ def write_reference(path: Path, tokens: int = FIDELITY_TOKENS, model: str | None
         out[i] = row
         nll -= float(row[ids[i + 1]])
     out.flush()
-    return {"backend": reference, "fidelity_tokens": len(ids), "top1_agreement_with_fp32": 1.0,
-            "mean_kl_from_fp32_nats": 0.0, "perplexity": round(math.exp(nll / (len(ids) - 1)), 4),
-            "seconds": round(time.perf_counter() - t, 1)}
+    return FidelityRow(reference, len(ids), 1.0, 0.0, round(math.exp(nll / (len(ids) - 1)), 4),
+                       seconds=round(time.perf_counter() - t, 1))
 
 
-def fidelity_row(name: str, reference: Path, model: str | None = None) -> dict:
+def fidelity_row(name: str, reference: Path, model: str | None = None) -> FidelityRow:
     """Compare backend `name` with the fp32 log-probabilities stored at `reference`."""
-    from .backends import create_backend
+    from ..backends import create_backend
 
     ref = np.load(reference, mmap_mode="r")
     backend = create_backend(name, model, device="cpu")
@@ -93,41 +93,43 @@ def fidelity_row(name: str, reference: Path, model: str | None = None) -> dict:
         agree[i] = row.argmax() == p_log.argmax()
         kl[i] = np.sum(np.exp(p_log) * (p_log - row), dtype=np.float64)
         nll -= float(row[ids[i + 1]])
-    return {"backend": name, "fidelity_tokens": len(ids), "top1_agreement_with_fp32": round(float(agree.mean()), 4),
-            "mean_kl_from_fp32_nats": float(f"{kl.mean():.3g}"), "perplexity": round(math.exp(nll / len(kl)), 4),
-            "first_copy_tokens": min(first_copy, len(kl)) + 1,   # the same on the unrepeated text alone
-            "first_copy_top1_agreement": round(float(agree[:first_copy].mean()), 4),
-            "first_copy_mean_kl_nats": float(f"{kl[:first_copy].mean():.3g}"),
-            "seconds": round(time.perf_counter() - t, 1)}
+    return FidelityRow(name, len(ids), round(float(agree.mean()), 4), float(f"{kl.mean():.3g}"),
+                       round(math.exp(nll / len(kl)), 4),
+                       first_copy_tokens=min(first_copy, len(kl)) + 1,   # the same on the unrepeated text alone
+                       first_copy_top1_agreement=round(float(agree[:first_copy].mean()), 4),
+                       first_copy_mean_kl_nats=float(f"{kl[:first_copy].mean():.3g}"),
+                       seconds=round(time.perf_counter() - t, 1))
 
 
 def fidelity_rows(names: list[str], tokens: int = FIDELITY_TOKENS) -> list[dict]:
-    """The fp32 reference row, then one row per other backend, each backend in its own process."""
-    from .bench_backends import row_in_subprocess
-
+    """The fp32 reference row, then one row per other backend, each backend in its own process (printed
+    as they come)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="playground-fidelity-") as tmp:
         reference = Path(tmp) / "fp32_logprobs.npy"
-        for name in [REFERENCE] + [n for n in names if n != REFERENCE]:
-            extra = [str(tokens), str(reference)] if name == REFERENCE else [str(reference)]
-            flag = "--reference" if name == REFERENCE else "--compare"
-            line = row_in_subprocess("playground.bench_fidelity", flag, name, extra=tuple(extra))
-            print(line, flush=True)
-            rows.append(json.loads(line))
-            if name == REFERENCE and "error" in rows[-1]:
-                break   # nothing to compare with
+        rows.append(say(row_in_subprocess("fidelity", "--reference", str(reference), "--tokens", str(tokens),
+                                          label=REFERENCE)))
+        if "error" in rows[-1]:
+            return rows   # nothing to compare with
+        for name in [n for n in names if n != REFERENCE]:
+            rows.append(say(row_in_subprocess("fidelity", name, "--compare", str(reference), label=name)))
     return rows
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["--reference"]:   # --reference onnx TOKENS REF_PATH
-        print(json.dumps(write_reference(Path(argv[3]), int(argv[2]))), flush=True)
-    elif argv[:1] == ["--compare"]:   # --compare NAME REF_PATH
-        print(json.dumps(fidelity_row(argv[1], Path(argv[2]))), flush=True)
+    """`python -m playground.bench fidelity [NAMES]`: the reference, then one row per backend (each in its own
+    process); with --reference PATH or --compare PATH, that one row in this process."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m playground.bench fidelity", description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", help="backends (default: every backend)")
+    p.add_argument("--tokens", type=int, default=FIDELITY_TOKENS)
+    p.add_argument("--reference", type=Path, help="write fp32's log-probabilities there (one row, this process)")
+    p.add_argument("--compare", type=Path, help="compare the one backend named with the log-probabilities there")
+    args = p.parse_args(argv)
+    if args.reference:
+        say(write_reference(args.reference, args.tokens))
+    elif args.compare:
+        say(fidelity_row(args.names[0], args.compare))
     else:
-        from .bench_backends import DEFAULT_BACKENDS
-        fidelity_rows(argv or DEFAULT_BACKENDS)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+        from .backends import DEFAULT_BACKENDS
+        fidelity_rows(args.names or DEFAULT_BACKENDS, args.tokens)

@@ -1,6 +1,6 @@
 """Ratios to llama.cpp on a shared machine: llama-bench and our backends alternating, round after round.
 
-    python -m playground.bench_interleaved onnx onnx-gguf4 --rounds 5
+    python -m playground.bench interleaved onnx onnx-gguf4 --rounds 5
 
 `make bench` measures llama.cpp before and after all the backends; on shared cores the load can change
 several-fold in between (llama.cpp's threads poll for work, so it suffers most from a neighbour). Here
@@ -13,19 +13,18 @@ Left out: memory figures (all backends share this process; `make bench` isolates
 """
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 
-from .bench_backends import PROMPT
-from .bench_peer import NEW_TOKENS, PREFILL_TOKENS, llama_bench_row
+from .backends import PROMPT
+from .peer import NEW_TOKENS, llama_bench_row
+from .prefill import PREFILL_TOKENS, measure_prefill
+from .rows import say
 
 
 def interleaved_rows(names: list[str], rounds: int = 5) -> dict:
-    from .backends import create_backend
-    from .bench import measure_prefill
-    from .config import GenerationSettings
-    from .engine import Engine
+    from ..backends import create_backend
+    from ..config import GenerationSettings
+    from ..engine import Engine
 
     engines = {name: Engine(create_backend(name, device="cpu")) for name in names}
     settings = GenerationSettings(max_new_tokens=NEW_TOKENS, temperature=0.0)
@@ -41,22 +40,21 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> dict:
         entry = {"llama.cpp": {k: llama[k] for k in ("decode_tps", "prompt_s", "prefill_s")}}
         for name, engine in engines.items():
             m = engine.run_ids(prompt_ids[name], settings).wait().metrics()
-            prefill = measure_prefill(engine, PREFILL_TOKENS, repeats=1)["prefill_s"]
+            prefill = measure_prefill(engine, PREFILL_TOKENS, repeats=1).prefill_s
             entry[name] = {"decode_tps": round(m.decode_tps, 2), "ttft_s": round(m.ttft, 4), "prefill_s": prefill,
                            "decode_x": round(m.decode_tps / llama["decode_tps"], 3),
                            "prefill_x": round(llama["prefill_s"] / prefill, 3)}
         raw.append(entry)
-        print(json.dumps({"round": len(raw), **entry}), flush=True)
+        say({"round": len(raw), **entry})
     median = {name: {key: round(statistics.median(r[name][key] for r in raw), 3) for key in raw[0][name]}
               for name in raw[0]}
     return {"summary": f"medians over {rounds} interleaved rounds (ratios taken within each round)", **median}
 
 
 def main(argv: list[str]) -> None:
-    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 5
-    names = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] != "--rounds")]
-    print(json.dumps(interleaved_rows(names or ["onnx", "onnx-gguf4"], rounds)), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m playground.bench interleaved", description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", default=["onnx", "onnx-gguf4"], help="backends (default: onnx onnx-gguf4)")
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args(argv)
+    say(interleaved_rows(args.names, args.rounds))

@@ -1,6 +1,8 @@
 """The yardsticks of `make bench`: llama.cpp's own `llama-bench` (and `llama-batched-bench`) on the same GGUF, and
 the machine's fp32 matmul peak.
 
+    python -m playground.bench peer   # llama-bench, the matmul peak and the kernel floor: three JSON rows
+
     llama_bench_row()     # {"backend": "llama.cpp", "decode_tps": .., "prompt_s": .., "prefill_s": .., ...}
     llama_batched_bench_row()   # llama.cpp's batch-size sweep: total decode tok/s of 1, 2, 4, 8, 16 sequences
     matmul_peak_row()     # {"matmul_peak_gflops": .., "threads": 2, ...}
@@ -26,7 +28,7 @@ ratio those kernels allow. Likewise a prefill cannot beat its work at the fp32 m
 
 `llama-batched-bench` is llama.cpp's own answer to "how much does batching buy": B sequences of a
 P-token prompt each, then N tokens decoded for all B in lockstep (one batch of B rows a step); the
-batch row (bench_batch.py) sets our scheduler's sweep against its total decode tok/s at each B.
+batch row (bench.batch.py) sets our scheduler's sweep against its total decode tok/s at each B.
 
 Left out: llama.cpp's greedy tokens (llama-server would give them; not run here).
 """
@@ -39,19 +41,22 @@ import subprocess
 import time
 from pathlib import Path
 
-PROMPT_TOKENS, NEW_TOKENS, PREFILL_TOKENS = 46, 64, 1024
+from .prefill import PREFILL_TOKENS
+from .rows import say
+
+PROMPT_TOKENS, NEW_TOKENS = 46, 64
 
 
 def physical_cores() -> int:
-    from .backends.onnx_backend import physical_cores as cores
+    from ..backends.onnx_backend import physical_cores as cores
     return cores()
 
 
 def llama_tool(name: str, gguf=None) -> tuple[Path, Path]:
     """(llama.cpp's program `name`, the GGUF to run it on: the bundled one by default); LlamaCppMissing or
     FileNotFoundError saying which is absent."""
-    from .llamacpp import llama_binary
-    from .models import bundled_gguf_path
+    from ..models import bundled_gguf_path
+    from ..remote.llamacpp import llama_binary
 
     binary, gguf = llama_binary(name), gguf or bundled_gguf_path()
     if gguf is None:
@@ -61,7 +66,7 @@ def llama_tool(name: str, gguf=None) -> tuple[Path, Path]:
 
 def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, timeout: float = 600) -> dict:
     """llama.cpp's figures on the GGUF file (the bundled one by default), or a row saying why there are none."""
-    from .llamacpp import LlamaCppMissing, llama_env
+    from ..remote.llamacpp import LlamaCppMissing, llama_env
 
     threads = threads or physical_cores()
     row = {"backend": "llama.cpp", "tool": "llama-bench", "threads": threads}
@@ -98,7 +103,7 @@ def llama_batched_bench_row(sizes=BATCHED_SIZES, prompt_tokens: int = BATCHED_PR
     For each B it reads its prompts (B x P tokens), then decodes N tokens of B sequences in lockstep, one batch
     of B rows a step; its S_TG column, B x N over that decode time, is the total decode tok/s
     (`total_tps`), so each sequence's TPOT is B / S_TG. C holds every sequence's positions in one cache."""
-    from .llamacpp import LlamaCppMissing, llama_env
+    from ..remote.llamacpp import LlamaCppMissing, llama_env
 
     threads = threads or physical_cores()
     context = max(sizes) * (prompt_tokens + new_tokens) + 256   # + a margin: the tool's own warm-up batch
@@ -164,7 +169,7 @@ def mean_llama_row(before: dict, after: dict) -> dict:
 
 def model_config(model: str | None = None) -> dict | None:
     """The model's config.json as a dict (for the prefill work estimate), or None when not at hand."""
-    from .backends.onnx_source import export_source
+    from ..backends.onnx_source import export_source
 
     try:
         source = export_source(model)[0]
@@ -221,7 +226,7 @@ def kernels_only(model, rows: int, split_rows: int | None = None):
     with `split_rows`, the nodes that read hi + lo rows (int8x2, onnx_nbits.reads_hi_lo) read that many instead."""
     from onnx import TensorProto, helper
 
-    from .backends.onnx_nbits import reads_hi_lo
+    from ..backends.onnx_nbits import reads_hi_lo
 
     inits = {i.name: i for i in model.graph.initializer}
     nodes, weights, inputs, outputs = [], [], [], []
@@ -245,7 +250,7 @@ def kernels_ms(kernels, repeats: int = 30) -> float:
     import numpy as np
     import onnxruntime as ort
 
-    from .backends.onnx_backend import session_options
+    from ..backends.onnx_backend import session_options
 
     session = ort.InferenceSession(kernels.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
@@ -258,8 +263,8 @@ def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
     """ms per decode token of onnx-gguf4's MatMulNBits alone (see the module doc), per FLOOR_ROWS entry."""
     import onnx
 
-    from .backends.onnx_cache import MODEL_FILE
-    from .backends.onnx_gguf_backend import gguf4_graphs
+    from ..backends.onnx_cache import MODEL_FILE
+    from ..backends.onnx_gguf_backend import gguf4_graphs
 
     row = {"yardstick": "onnx-gguf4's MatMulNBits alone, one decode token (a floor, not a backend)"}
     try:
@@ -335,3 +340,12 @@ def ceilings(llama: dict, peak: dict, config: dict | None, floor: dict) -> dict:
 
 def _ratio(a, b) -> float | None:
     return round(a / b, 3) if a and b else None
+
+
+def main(argv: list[str]) -> None:
+    """`python -m playground.bench peer`: the yardsticks alone, on the bundled model."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m playground.bench peer", description=__doc__.splitlines()[0])
+    p.parse_args(argv)
+    for row in (llama_bench_row(), matmul_peak_row(), kernel_floor_row()):
+        say(row)

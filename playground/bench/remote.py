@@ -1,7 +1,7 @@
 """`make bench`'s remote row: the playground's client against a llama-server the bench starts on the bundled GGUF.
 
-    python -m playground.bench_remote                          # one JSON row, on a llama-server started here
-    python -m playground.bench_remote http://gpu:8000/v1       # against a server already running (vLLM script)
+    python -m playground.bench remote                         # one JSON row, on a llama-server started here
+    python -m playground.bench remote http://gpu:8000/v1       # against a server already running (vLLM script)
 
 For each of `repeats` requests (exact prompt ids, EOS ignored, a fresh prefill each time) the same request
 is measured twice: by this client (TTFT, decode tok/s from each event's arrival, metrics.py definitions)
@@ -16,12 +16,11 @@ Left out: standard clients (vLLM's `bench serve`, guidellm): not installed here;
 """
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 
-from .bench_backends import MAX_NEW_TOKENS, PROMPT
-from .config import GenerationSettings
+from ..config import GenerationSettings
+from .backends import MAX_NEW_TOKENS, PROMPT
+from .rows import say
 
 
 def measure(source, repeats: int = 3, max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
@@ -47,11 +46,11 @@ def measure(source, repeats: int = 3, max_new_tokens: int = MAX_NEW_TOKENS) -> d
 
 def remote_row(url: str | None = None, repeats: int = 3) -> dict:
     """Against `url`, or a llama-server started here (stopped afterwards); an error row when it cannot run."""
-    from .remote import RemoteSource
+    from ..remote import RemoteSource
     try:
         if url:
             return measure(RemoteSource(url, figure_interval=0), repeats)
-        from .remote.llama_server import LlamaServer
+        from ..remote.llama_server import LlamaServer
         with LlamaServer(threads=2, parallel=1) as server:
             return measure(RemoteSource(server.url, figure_interval=0), repeats)
     except Exception as exc:  # noqa: BLE001 - a bench row that cannot run says why
@@ -63,5 +62,8 @@ def _median(values) -> float | None:
     return round(statistics.median(values), 4) if values else None
 
 
-if __name__ == "__main__":
-    print(json.dumps(remote_row(sys.argv[1] if len(sys.argv) > 1 else None)), flush=True)
+def main(argv: list[str]) -> None:
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m playground.bench remote", description=__doc__.splitlines()[0])
+    p.add_argument("url", nargs="?", default=None, help="a server already running (default: start llama-server)")
+    say(remote_row(p.parse_args(argv).url))

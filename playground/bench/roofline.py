@@ -1,7 +1,7 @@
 """The roofline row of `make bench`: does the roofline explain a long prefill, and how far off is decode?
 
-    python -m playground.bench_roofline               # one JSON row: the bundled model on onnx-gguf4 (~1 minute)
-    python -m playground.bench_roofline --model tiny  # the tiny model on onnx fp32 (what the tests run)
+    python -m playground.bench roofline               # one JSON row: the bundled model on onnx-gguf4 (~1 minute)
+    python -m playground.bench roofline --model tiny  # the tiny model on onnx fp32 (what the tests run)
 
 Method, in one process: the machine's ceilings (playground.roofline.machine_ceilings: ONNX Runtime
 MatMul peak and ReduceSum bandwidth, the model's thread count, measured here); then, after a warm-up,
@@ -19,12 +19,11 @@ Left out: batched decode (the `roofline` experiment and the batch row measure it
 """
 from __future__ import annotations
 
-import json
 import statistics
-import sys
-import time
 
-from .bench_batch import targets_met, targets_text
+from ..trace import Phase
+from .batch import targets_met, targets_text
+from .rows import parser, say_timed
 
 PROMPT_TOKENS, DECODE_STEPS, REPEATS = 1024, 16, 2
 TARGETS = {"prefill_off_by": ("<=", 2.0)}
@@ -41,11 +40,11 @@ def off_by(ratio: float) -> float:
 
 def roofline_row(model: str | None = None, backend: str | None = None, prompt_tokens: int = PROMPT_TOKENS,
                  decode_steps: int = DECODE_STEPS, repeats: int = REPEATS) -> dict:
-    from .backends import create_backend, default_backend_name
-    from .config import GenerationSettings
-    from .engine import Engine
-    from .experiments.common import exact_length_ids
-    from .roofline import ModelShape, machine_ceilings, storage_of, trace_points
+    from ..backends import create_backend, default_backend_name
+    from ..config import GenerationSettings
+    from ..engine import Engine
+    from ..experiments.common import exact_length_ids
+    from ..roofline import ModelShape, machine_ceilings, storage_of, trace_points
 
     engine = Engine(create_backend(backend or default_backend_name("cpu", model), model, device="cpu"))
     engine.warm_up()
@@ -58,8 +57,8 @@ def roofline_row(model: str | None = None, backend: str | None = None, prompt_to
     for _ in range(repeats):
         trace = engine.run_ids(ids, GenerationSettings(max_new_tokens=decode_steps + 1), ignore_eos=True).wait()
         points += trace_points(trace, shape, storage, ceilings)
-    prefill = min((p for p in points if p.phase == "prefill"), key=lambda p: p.measured_s)
-    decode = [p for p in points if p.phase == "decode"]
+    prefill = min((p for p in points if p.phase == Phase.PREFILL), key=lambda p: p.measured_s)
+    decode = [p for p in points if p.phase == Phase.DECODE]
     row = {"bench": "roofline", "backend": backend_.name, "model": backend_.model_name, "storage": storage.label,
            "threads": ceilings.threads, "peak_gflops": round(ceilings.peak_flops / 1e9, 1),
            "bandwidth_gb_s": round(ceilings.bandwidth / 1e9, 1), "ridge_flop_per_byte": round(ceilings.ridge, 2),
@@ -78,18 +77,8 @@ def roofline_row(model: str | None = None, backend: str | None = None, prompt_to
 
 
 def main(argv: list[str]) -> None:
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m playground.bench_roofline")
-    p.add_argument("--row", default=None, help=argparse.SUPPRESS)   # bench.py's row_in_subprocess passes a name
-    p.add_argument("--model", default=None)
+    p = parser("roofline", __doc__)
     p.add_argument("--backend", default=None)
     p.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS)
     args = p.parse_args(argv)
-    start = time.perf_counter()
-    row = roofline_row(args.model, args.backend, args.prompt_tokens)
-    row["bench_s"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(row), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    say_timed(lambda: roofline_row(args.model, args.backend, args.prompt_tokens))

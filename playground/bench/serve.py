@@ -1,7 +1,7 @@
 """The serve row of `make bench`: the pinned workload one at a time and with our continuous batching, on one backend.
 
-    python -m playground.bench_serve              # one JSON row (all in this process: the same session)
-    python -m playground.bench_serve --model tiny --requests 4   # what the test suite runs
+    python -m playground.bench serve              # one JSON row (all in this process: the same session)
+    python -m playground.bench serve --model tiny --requests 4   # what the test suite runs
 
 1. The default CPU backend (onnx-gguf4 for the bundled GGUF; onnx for another model), both schedulers on
    it: one at a time, and ours (serve/continuous.py: 8 KV slots, 128-token prefill chunks).
@@ -34,15 +34,13 @@ Left out: transformers' manager on torch (`batching-torch`: a GPU's scheduler); 
 """
 from __future__ import annotations
 
-import json
 import statistics
-import sys
-import time
 
-from .bench_batch import CONTEXT, decode_step_ms, prefill_tps, ratio, targets_met, targets_text
-from .serve import SCHEDULERS, Workload, default_classes
-from .serve.continuous import BatchConfig
-from .serve.summary import percentile, served, throughput
+from ..serve import SCHEDULERS, Workload, default_classes
+from ..serve.continuous import BatchConfig
+from ..serve.summary import percentile, served, throughput
+from .batch import CONTEXT, decode_step_ms, prefill_tps, ratio, targets_met, targets_text
+from .rows import parser, say_timed
 
 MIX = {"short": 0.8, "long": 0.2}
 BATCH = BatchConfig(slots=8, prefill_chunk=128)
@@ -51,8 +49,8 @@ PREFILL_PROMPT = 1024   # tokens of the long prompt timed on the prefill graph (
 
 
 def load(name: str, model: str | None):
-    from .backends import create_backend
-    from .engine import Engine
+    from ..backends import create_backend
+    from ..engine import Engine
     engine = Engine(create_backend(name, model, device="cpu"))
     engine.warm_up()
     return engine
@@ -134,7 +132,7 @@ def _round(v, digits=3):
 
 def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int = 48, seed: int = 0,
               saturate: bool = True, backend: str | None = None) -> dict:
-    from .backends import default_backend_name
+    from ..backends import default_backend_name
     name = backend or default_backend_name("cpu", model)
     engine = load(name, model)
     capacity = single_stream(engine, max_new_tokens)
@@ -175,9 +173,9 @@ def server_rows(workload, at_once, parallel: int = SERVER_PARALLEL) -> dict:
     Ratios within the server only: its greedy answers are not the local backends' (llama.cpp quantizes
     activations to 8 bits; on the short question it departs at the first token and runs to the budget),
     so its output tokens differ from theirs (`output_tokens`)."""
-    from .llamacpp import LlamaCppMissing
-    from .remote import RemoteSource
-    from .remote.llama_server import LlamaServer
+    from ..remote.llamacpp import LlamaCppMissing
+    from ..remote import RemoteSource
+    from ..remote.llama_server import LlamaServer
     try:
         with LlamaServer(threads=2, parallel=parallel, ctx=parallel * 2048) as server:
             source = RemoteSource(server.url, figure_interval=0)
@@ -201,20 +199,11 @@ def server_rows(workload, at_once, parallel: int = SERVER_PARALLEL) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m playground.bench_serve")
-    p.add_argument("--row", default=None, help=argparse.SUPPRESS)   # bench.py's row_in_subprocess passes a name
-    p.add_argument("--model", default=None)
+    p = parser("serve", __doc__)
     p.add_argument("--backend", default=None, help="an ONNX backend (default: onnx-gguf4 for a GGUF, else onnx)")
     p.add_argument("--requests", type=int, default=16)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--no-saturate", action="store_true")
     args = p.parse_args(argv)
-    start = time.perf_counter()
-    row = serve_row(args.model, args.requests, args.max_new_tokens, saturate=not args.no_saturate, backend=args.backend)
-    row["bench_s"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(row), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    say_timed(lambda: serve_row(args.model, args.requests, args.max_new_tokens, saturate=not args.no_saturate,
+                                backend=args.backend))

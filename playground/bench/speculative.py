@@ -1,7 +1,7 @@
 """The speculative row of `make bench`: prompt-lookup speculative decoding against plain decoding, same backend.
 
-    python -m playground.bench_speculative               # one JSON row: the bundled model on its default backend
-    python -m playground.bench_speculative --model tiny  # the tiny model (what the tests run)
+    python -m playground.bench speculative               # one JSON row: the bundled model on its default backend
+    python -m playground.bench speculative --model tiny  # the tiny model (what the tests run)
 
 Method, in one process: the `speculative` experiment (experiments/speculative.py) with k = 4, n-gram 3,
 96 new tokens, greedy, 2 repeats alternating plain and speculative per preset, median decode tok/s of
@@ -10,7 +10,7 @@ each (from the Steps); presets `summary` (summarize the long document, the issue
 short open question). Per preset: tokens per forward pass, acceptance rate, speedup (speculative /
 plain decode tok/s) and whether both chose the same tokens. Presets: `reread`, `quote` (an extractive
 summary: key sentences quoted word for word), `summary`, `question`. Then, on 200 tokens of the bench
-text (bench_fidelity.text_ids): a verify pass of k + 1 rows against a one-row decode, alternated
+text (fidelity.text_ids): a verify pass of k + 1 rows against a one-row decode, alternated
 (`verify_pass`: medians, and `row_cost`, a row's cost as a fraction of a decode step); per preset two
 bounds, labelled: `bound_speedup_free_verify` (tokens per pass: the speedup if a verify pass cost one
 decode step) and `bound_speedup_at_row_cost` (tokens per pass / (1 + row_cost x proposals per pass));
@@ -23,11 +23,9 @@ Left out: sampling; other k and n-gram sizes (the experiment's CLI takes them).
 """
 from __future__ import annotations
 
-import json
-import sys
-import time
 
-from .bench_batch import targets_met, targets_text
+from .batch import targets_met, targets_text
+from .rows import parser, say_timed
 
 TARGETS = {"summary_speedup": (">=", 1.5), "question_speedup": (">=", 0.95)}
 K, NGRAM, NEW_TOKENS, REPEATS, AGREEMENT_TOKENS = 4, 3, 96, 2, 200
@@ -35,11 +33,11 @@ K, NGRAM, NEW_TOKENS, REPEATS, AGREEMENT_TOKENS = 4, 3, 96, 2, 200
 
 def speculative_row(model: str | None = None, backend: str | None = None, new_tokens: int = NEW_TOKENS,
                     repeats: int = REPEATS) -> dict:
-    from .backends import create_backend, default_backend_name
-    from .bench_fidelity import text_ids
-    from .engine import Engine
-    from .experiments.speculative import run_speculative
-    from .speculative import speedup_bound, verify_agreement, verify_row_cost
+    from ..backends import create_backend, default_backend_name
+    from .fidelity import text_ids
+    from ..engine import Engine
+    from ..experiments.speculative import run_speculative
+    from ..speculative import speedup_bound, verify_agreement, verify_row_cost
 
     engine = Engine(create_backend(backend or default_backend_name("cpu", model), model, device="cpu"))
     result = run_speculative(engine, K, NGRAM, new_tokens, repeats)
@@ -75,19 +73,9 @@ def _round(v, digits: int = 2):
 
 
 def main(argv: list[str]) -> None:
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m playground.bench_speculative")
-    p.add_argument("--row", default=None, help=argparse.SUPPRESS)   # bench.py's row_in_subprocess passes a name
-    p.add_argument("--model", default=None)
+    p = parser("speculative", __doc__)
     p.add_argument("--backend", default=None)
     p.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
     p.add_argument("--repeats", type=int, default=REPEATS)
     args = p.parse_args(argv)
-    start = time.perf_counter()
-    row = speculative_row(args.model, args.backend, args.new_tokens, args.repeats)
-    row["bench_s"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(row), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    say_timed(lambda: speculative_row(args.model, args.backend, args.new_tokens, args.repeats))

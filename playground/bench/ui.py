@@ -1,11 +1,11 @@
 """The "ui" benchmark rows: what the app costs the model it measures, and whether that cost grows with a run.
 
-    python -m playground.bench_ui                      # onnx, "Explain the KV cache in one paragraph.", 128 tokens
-    python -m playground.bench_ui --browser            # + one run watched by Chromium on this machine
-    python -m playground.bench_ui --browser --pin      # the model on CPU 0, Chromium on CPU 1 (a browser elsewhere)
-    python -m playground.bench_ui --model tiny --backend torch --tokens 16 --repeats 1   # what the tests run
+    python -m playground.bench ui                      # onnx, "Explain the KV cache in one paragraph.", 128 tokens
+    python -m playground.bench ui --browser            # + one run watched by Chromium on this machine
+    python -m playground.bench ui --browser --pin      # the model on CPU 0, Chromium on CPU 1 (a browser elsewhere)
+    python -m playground.bench ui --model tiny --backend torch --tokens 16 --repeats 1   # what the tests run
 
-Row "ui": app.py in a subprocess (bench_wire.AppProcess), driven by gradio_client, against a headless
+Row "ui": app.py in a subprocess (app_process.AppProcess), driven by gradio_client, against a headless
 run (Engine.generate) in this process on the same backend, prompt, greedy settings and token budget,
 alternating (headless, app, headless, app, …). Both decode tok/s are the ones each run's own trace
 reports (the app's: its exported trace.json); medians. Also: the bytes the app sent back for a run (the
@@ -21,7 +21,7 @@ chip entered the DOM against its step's wall-clock stamp (p50/p95), how often th
 and that run's decode tok/s. With --pin the app and the headless runs are on CPU 0, Chromium on CPU 1:
 a browser on another machine, emulated on 2 cores (both sides of the ratio then have one core); while
 the app serves a request, this process's threads (gradio_client, the counting proxy, Playwright) move
-to CPU 1 too, as a client elsewhere would be (the headless run has no client to pay for). Row "ui-flat": the app over a PacedEngine (bench_wire: steps at a fixed
+to CPU 1 too, as a client elsewhere would be (the headless run has no client to pay for). Row "ui-flat": the app over a PacedEngine (paced.py: steps at a fixed
 pace, no model, so the server's CPU is all the UI's) for 2048 steps: server CPU and bytes per update in
 the first and the last quarter of the run.
 
@@ -33,35 +33,18 @@ import contextlib
 import json
 import os
 import statistics
-import sys
 import threading
 
-from .bench_wire import AppProcess
-from .live import GENERATE_OUTPUTS, read_stream
+from ..chromium import chromium_path
+from ..live import GENERATE_OUTPUTS, read_stream
+from .app_process import AppProcess
+from .recorder import RECORDER
+from .rows import parser, say
 
 PROMPT = "Explain the KV cache in one paragraph."
 MAX_NEW_TOKENS = 128
 FLAT_STEPS, FLAT_STEPS_PER_S = 2048, 100.0
 PRICES = (0.15, 0.6)
-# Injected into a page by the browser run and tests/test_browser.py: when each chip entered the DOM, and
-# how many steps each chart showed, every 50 ms (live.js draws a timeline step as a segment: 2 x values).
-RECORDER = """() => {
-  const rec = window.pgRecord = {chips: {}, samples: []};
-  new MutationObserver((changes) => {
-    const now = Date.now();
-    for (const change of changes) for (const node of change.addedNodes)
-      if (node.dataset && node.dataset.seq !== undefined && !(node.dataset.seq in rec.chips)) rec.chips[node.dataset.seq] = now;
-  }).observe(document.getElementById('pg-chips'), {childList: true});
-  const points = (id, traces) => { const d = document.getElementById(id);   // drawn x values, gaps (null) left out
-    return d && d.data ? traces.reduce((n, i) => n + (d.data[i] ? d.data[i].x.filter((x) => x !== null).length : 0), 0) : 0; };
-  const title = (id) => { const d = document.getElementById(id); return d && d.layout && d.layout.title ? d.layout.title.text : ''; };
-  setInterval(() => rec.samples.push({chips: document.querySelectorAll('#pg-chips .tok').length,
-    timeline: points('pg-timeline', [1, 2]) / 2, latency: points('pg-latency', [1]), kv: points('pg-kv', [0]),
-    topk: title('pg-topk'),
-    running: document.querySelector('#status').innerText.includes('generating')}), 50);
-}"""
-
-
 def _decode_tps(steps: list[dict]) -> float | None:   # metrics.py's definition, from stream records
     after, span = sum(s["tokens"] for s in steps[1:]), steps[-1]["time"] - steps[0]["time"] if steps else 0
     return after / span if after and span > 0 else None
@@ -100,9 +83,9 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
            browser: bool = False) -> dict:
     from gradio_client import Client
 
-    from .backends import create_backend
-    from .config import GenerationSettings
-    from .engine import Engine
+    from ..backends import create_backend
+    from ..config import GenerationSettings
+    from ..engine import Engine
 
     engine = Engine(create_backend(backend, model))
     settings = GenerationSettings(max_new_tokens=tokens, temperature=0.0, chat=True)
@@ -140,12 +123,6 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
         watched["decode_ratio_vs_headless"] = round(watched["decode_tps"] / row["headless_decode_tps"], 3)
         row["with_chromium_on_its_own_cpu" if PINNED_CPUS else "with_chromium_on_the_same_machine"] = watched
     return row
-
-
-def chromium_path() -> str:
-    """The Chromium the browser runs use: PLAYGROUND_CHROMIUM (--pin's wrapper), else Debian's."""
-    import shutil
-    return os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def can_pin() -> bool:
@@ -288,10 +265,8 @@ def _median(values) -> float | None:
 
 
 def main(argv: list[str]) -> None:
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m playground.bench_ui", description=__doc__.splitlines()[0])
+    p = parser("ui", __doc__)
     p.add_argument("--backend", default="onnx")
-    p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
     p.add_argument("--tokens", type=int, default=MAX_NEW_TOKENS)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--browser", action="store_true", help="one more run watched by Chromium on this machine")
@@ -300,10 +275,6 @@ def main(argv: list[str]) -> None:
     args = p.parse_args(argv)
     if args.pin:
         pin_cpus()
-    print(json.dumps(ui_row(args.backend, args.model, args.tokens, args.repeats, args.browser)), flush=True)
+    say(ui_row(args.backend, args.model, args.tokens, args.repeats, args.browser))
     if args.flat_steps:
-        print(json.dumps(flat_row(args.flat_steps)), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+        say(flat_row(args.flat_steps))

@@ -10,7 +10,7 @@ its first Step is the prefill (measured: TTFT), the others one-row decode steps 
 latency). On an ONNX backend, one batched decode step (`decode_rows`, the continuous-batching scheduler's
 call) is timed at 1, 2, 4 … `max_batch` rows, every row at `min_length` positions (median of
 BATCH_REPEATS calls after a warm-up): the same weights are read once for B rows, so the point moves
-right as B grows. Seen with SmolLM2-135M (onnx-gguf4, 2 threads, a shared machine; bench_roofline):
+right as B grows. Seen with SmolLM2-135M (onnx-gguf4, 2 threads, a shared machine; bench/roofline.py):
 a 1024-token prefill took 7.0 s against 3.7 s predicted (compute-bound, 1.9x), a one-row decode step
 at depth ~1030 42 ms against 12.9 ms predicted (memory-bound, 3.3x): overhead, not bytes, dominates.
 

@@ -6,7 +6,7 @@
 
 The command is llama.cpp's usual one: `llama-server -m MODEL --host 127.0.0.1 --port PORT -t 2 --parallel 2
 --metrics --slots -c 4096` (each of the two slots then holds 2048 tokens). The binary comes from
-`make llama` (playground/llamacpp.py); its output goes to a log file whose tail is quoted when it fails.
+`make llama` (llamacpp.py); its output goes to a log file whose tail is quoted when it fails.
 The app's server is started by the registry's first `get` (so the page comes up at once), gets 2048
 tokens per slot, and is stopped by `registry.close()` or at interpreter exit, whichever comes first; a
 missing binary is that source's load error, naming `make llama`.
@@ -16,7 +16,6 @@ Left out: GPU offload flags, serving on anything but loopback, and restarting a 
 from __future__ import annotations
 
 import atexit
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,14 +23,9 @@ from pathlib import Path
 
 import httpx
 
-from ..llamacpp import llama_binary, llama_env
+from ..ports import free_port
+from .llamacpp import llama_binary, llama_env
 from .source import RemoteSource
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LlamaServer:
