@@ -27,6 +27,7 @@ import psutil  # noqa: E402
 
 from playground import Engine, GenerationSettings, create_backend  # noqa: E402
 from playground.live import GENERATE_OUTPUTS  # noqa: E402
+from playground.ports import free_port  # noqa: E402
 
 PROMPTS = ["What is the capital of France?", "Name three colours.", "Why is the sky blue?",
            "Write one sentence about tokens.", "2 + 2 = ?"]
@@ -48,14 +49,11 @@ def engine_runs(args):
 
 def app_runs(args):
     """Generations through the app's /generate endpoint: app.py in a subprocess, one client session."""
-    import socket
     import subprocess
 
     from gradio_client import Client
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     cmd = [sys.executable, str(ROOT / "app.py"), "--port", str(port), "--backend", args.backend]
     server = subprocess.Popen(cmd + (["--model", args.model] if args.model else []), cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

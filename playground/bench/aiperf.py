@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ports import free_port
 from .rows import parser, say_timed
 
 REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCIES = 8, 40, 64, (1, 4)
@@ -224,8 +225,6 @@ class Endpoint:
     """The app's endpoint over `engine`, served by uvicorn in a thread on 127.0.0.1 (a free port)."""
 
     def __init__(self, engine):
-        import socket
-
         import uvicorn
         from fastapi import FastAPI
 
@@ -233,9 +232,7 @@ class Endpoint:
         self.traffic = ClientTraffic(keep_s=3600)   # as the app records its clients (app.py --openai-api)
         self.service = ApiService(lambda: engine, ApiConfig(), observer=self.traffic)
         self.service.start_loading()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(self.service)), host="127.0.0.1",
                                                     port=port, log_level="warning", access_log=False))
         self.thread = threading.Thread(target=self.server.run, name="aiperf-endpoint", daemon=True)
