@@ -31,7 +31,7 @@ textContent and escapes it for Plotly. A figure the source does not give is null
     >>> head["run"], steps[0]["shown"], steps[0]["kv_bytes"], end
     ('r1', '<b>', None, None)
 
-Left out: drawing (playground/ui/live.js) and gradio (playground/ui/ wires the stream to a component).
+Left out: drawing (playground/ui/live/) and gradio (playground/ui/ wires the stream to a component).
 """
 from __future__ import annotations
 
