@@ -20,7 +20,9 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
   // Python's f"{x:.{digits}f}" for a finite x under 1e21: toFixed's text, except on an exact tie after an even
   // digit, which Python keeps (toFixed rounds every tie away from zero)
   function fixed(x, digits) {
-    const text = x.toFixed(digits), exact = Math.abs(x).toFixed(100);   // every digit of the binary value
+    const text = x.toFixed(digits);
+    if (!x.toFixed(digits + 1).endsWith("5")) return text;   // not a tie (a tie's next digit is an exact 5)
+    const exact = Math.abs(x).toFixed(100);   // every digit of the binary value
     const cut = exact.indexOf(".") + 1 + digits;   // the first digit dropped
     const tie = exact[cut] === "5" && !/[1-9]/.test(exact.slice(cut + 1));
     if (!tie || Number(exact[digits ? cut - 1 : cut - 2]) % 2 === 1) return text;
