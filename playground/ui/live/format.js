@@ -2,7 +2,7 @@
 
 Each formatter here has a Python counterpart, and tests/test_live_parity.py runs both on the same values:
   bytes        run_view.format_bytes      1536 -> "1.5 KiB"
-  ms           run_view._ms               0.0425 -> "43 ms", null -> "–"
+  ms           run_view._ms               0.0424 -> "42 ms", null -> "–"
   fixed        f"{x:.Nf}"                 Python's rounding: the exact binary value, a tie to the even digit
   prob         f"{p:.3f}"                 a probability as chips, titles and top-k bars show it
   label        charts/run.py _label       the token as `shown` in the stream (tokens.visible), escaped for Plotly
@@ -11,7 +11,8 @@ Each formatter here has a Python counterpart, and tests/test_live_parity.py runs
   logMsTicks   charts/run.py log_ms_ticks 1, 2, 5 a decade, "20 ms", "1 s"
   metricCards  run_view.metrics_html      the metrics panel's cards, from the steps so far
 JavaScript's own toFixed rounds a tie away from zero (0.0625 -> "0.063") where Python keeps the even digit
-("0.062"), and toLocaleString would round 12.5 up: `fixed` is the one place numbers become decimals.
+("0.062"), and Math.round takes 12.5 to 13 where Python writes 12: `fixed` turns every figure here into
+decimals.
 Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
 (function () {
   "use strict";
