@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from .config import GenerationSettings
-from .trace import KVShape, Step, Trace
+from .trace import KVShape, Step, StopReason, Trace
 
 
 class SourceError(RuntimeError):
@@ -124,7 +124,7 @@ class Run:
             trace.stop_reason, trace.error = "error", f"{type(exc).__name__}: {exc}"
             raise
         finally:   # cancel(), the iterator closed (GeneratorExit) or dropped: whatever was made is kept
-            trace.stop_reason = trace.stop_reason or "cancelled"
+            trace.stop_reason = trace.stop_reason or StopReason.CANCELLED
 
     def wait(self) -> Trace:
         """Run to the end (or until cancelled) and return the trace."""

@@ -23,9 +23,9 @@ from .config import GenerationSettings
 class Phase(StrEnum):
     """Which pass made a token: the prompt's prefill (the first token) or one decode step.
 
-    A StrEnum: it compares equal to, and serializes as, its string ("prefill"), so exports keep their text.
+    A StrEnum: it compares equal to, and serializes as, its value, so exports keep their text.
 
-    >>> Phase.PREFILL == "prefill", f"{Phase.DECODE}", Phase("decode") is Phase.DECODE
+    >>> Phase.DECODE == "decode", f"{Phase.DECODE}", Phase("decode") is Phase.DECODE
     (True, 'decode', True)
     """
     PREFILL = "prefill"

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-from ..trace import Candidate, Step
+from ..trace import Candidate, Phase, Step
 
 STOP_REASONS = {"stop": "eos", "length": "length"}   # finish_reason -> the engine's stop reasons
 
@@ -116,7 +116,7 @@ class EventSteps:
         one = entries[0] if len(entries) == 1 else TokenEntry(None, "", None, None)
         index = len(self.steps)
         step = Step(index=index, token_id=one.token_id, text=reasoning + content, special=bool(reasoning) and not content,
-                    phase="prefill" if index == 0 else "decode", time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, sample_prob=None,
+                    phase=Phase.PREFILL if index == 0 else Phase.DECODE, time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, sample_prob=None,
                     top=one.top, seq_len=self.prompt_len + self.counted - 1 if self.exact_prompt else None, kv_bytes=None, wall_ns=wall_ns, tokens=tokens)
         self.t_prev = arrived
         self.steps.append(step)
