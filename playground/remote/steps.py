@@ -16,8 +16,8 @@ Reasoning content is kept as a Step marked `special`: shown as chips, not part o
     True
     >>> s = m.add(0.5, 0, {"choices": [{"delta": {"content": "Hi"}, "logprobs": {"content": [
     ...     {"id": 9, "token": "Hi", "logprob": 0.0, "top_logprobs": [{"id": 9, "token": "Hi", "logprob": 0.0}]}]}}]})
-    >>> s.token_id, s.text, s.phase, s.time, s.prob, s.seq_len, s.top[0].token_id
-    (9, 'Hi', 'prefill', 0.5, 1.0, 3, 9)
+    >>> s.token_id, s.text, s.phase is Phase.PREFILL, s.time, s.prob, s.seq_len, s.top[0].token_id
+    (9, 'Hi', True, 0.5, 1.0, 3, 9)
 
 Left out: several choices per request (n > 1): only the first choice is read.
 """
