@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "playground"
 
 LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
-    ("config", "metrics", "tiny", "tokens", "units", "llamacpp", "replay", "prompts"),   # no playground imports
+    ("config", "metrics", "tiny", "tokens", "units", "llamacpp", "replay", "prompts"),   # settings, words, tokenizers
     ("models", "trace", "sampling", "measure"),
     ("source", "backends"),
     ("engine", "roofline"),
@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own 
     ("run_view", "charts"),                                                     # Steps in words and figures
     ("serve",),                                                                 # many requests at once
     ("experiments",),
-    ("lesson", "session", "prompt_tokens", "api"),
+    ("lesson", "session", "api"),
     ("ui",),                                                                    # the only gradio importer
     ("bench", "bench_aiperf", "bench_backends", "bench_batch", "bench_fidelity", "bench_interleaved",
      "bench_peer", "bench_remote", "bench_roofline", "bench_serve", "bench_speculative", "bench_ui", "bench_wire"),
