@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
 from ..run_view import format_seconds
-from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, follow, require, warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, follow, require, warm_up
+from .common import ResultBase, RunInfo
 from ..units import times, tokens
 from ..trace import StopReason
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
 from ..run_view import format_seconds
-from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, follow, \
-    require, warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, follow, require, warm_up
+from .common import Fit, ResultBase, RunInfo, fit_polynomial
 from ..units import precise_duration
 from ..trace import StopReason
 

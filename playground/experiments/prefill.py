@@ -21,8 +21,8 @@ import numpy as np
 
 from ..config import GenerationSettings
 from ..run_view import format_seconds
-from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, require, \
-    warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, require, warm_up
+from .common import Fit, ResultBase, RunInfo, fit_polynomial
 from ..units import formula
 from ..trace import Phase, StopReason
 

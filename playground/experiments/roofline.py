@@ -27,7 +27,8 @@ from ..config import GenerationSettings
 from ..roofline import (Ceilings, ModelShape, RooflinePoint, decode_cost, machine_ceilings, point, storage_of,
                         trace_points)
 from ..units import precise_duration, times, tokens
-from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, follow, require, warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, follow, require, warm_up
+from .common import ResultBase, RunInfo
 from .prefill import geometric_lengths
 from ..trace import Phase, StopReason
 

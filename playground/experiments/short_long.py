@@ -20,7 +20,7 @@ from ..config import GenerationSettings
 from ..metrics import estimate_cost
 from ..run_view import format_bytes, format_seconds
 from ..measure import Progress, ProgressFn, follow
-from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document, long_prompt  # noqa: F401 - the names the experiment reads
+from ..prompts import SHORT_QUESTION, long_prompt
 from .common import ResultBase, RunInfo
 from ..units import times, usd
 from ..trace import StopReason

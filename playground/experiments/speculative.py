@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from ..config import GenerationSettings
 from ..speculative import PassCounts
 from ..units import times
-from .common import Progress, ProgressFn, ResultBase, RunInfo, follow, long_document, warm_up
+from ..measure import Progress, ProgressFn, follow, warm_up
+from ..prompts import long_document
+from .common import ResultBase, RunInfo
 from .short_long import long_prompt
 from ..trace import StopReason
 
