@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
 from ..speculative import PassCounts
-from ..units import times
 from ..measure import Progress, ProgressFn, follow, warm_up
-from ..prompts import long_document
-from .common import ResultBase, RunInfo
-from .short_long import long_prompt
+from ..prompts import long_document, long_prompt
 from ..trace import StopReason
+from ..units import times
+from .common import ResultBase, RunInfo
 
 OPEN_QUESTION = "Why is the sky blue? Answer in a few sentences."
 # an extractive summary, raw text: the document, then the start of a quoted list the model fills by copying
