@@ -182,14 +182,14 @@ class Engine:
             logits, state = b.extend(ids[len(prefix.ids):], prefix.state)
         return sampler, detok, ids, eos, logits, state
 
-    def _stop_reason(self, run: Run, token: int, index: int, length: int, eos: frozenset[int]) -> str | None:
+    def _stop_reason(self, run: Run, token: int, index: int, length: int, eos: frozenset[int]) -> StopReason | None:
         """Why the run stops after output token `index` (the context now `length` ids long), or None."""
         if token in eos:
-            return "eos"
+            return StopReason.EOS
         if index + 1 == run.trace.settings.max_new_tokens:
-            return "length"
+            return StopReason.LENGTH
         if length >= self.backend.context_window:
-            return "context"
+            return StopReason.CONTEXT
         return StopReason.CANCELLED if run.cancelled else None
 
 

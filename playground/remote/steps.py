@@ -26,9 +26,9 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-from ..trace import Candidate, Phase, Step
+from ..trace import Candidate, Phase, Step, StopReason
 
-STOP_REASONS = {"stop": "eos", "length": "length"}   # finish_reason -> the engine's stop reasons
+STOP_REASONS = {"stop": StopReason.EOS, "length": StopReason.LENGTH}   # finish_reason -> the engine's stop reasons
 
 
 class TokenEntry(NamedTuple):
@@ -122,7 +122,7 @@ class EventSteps:
         self.steps.append(step)
         return step
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> StopReason | str | None:
         return STOP_REASONS.get(self.finish, self.finish)
 
     def report(self) -> dict:

@@ -68,7 +68,7 @@ class BatchingScheduler(Scheduler):
             try:
                 prompts[record.request.id] = self.source.prompt_ids(record.request.prompt, settings_for(record.request))
             except ValueError as exc:
-                record.stop_reason, record.error, record.finished = "error", str(exc), record.arrival
+                record.stop_reason, record.error, record.finished = StopReason.ERROR, str(exc), record.arrival
         lengths = [len(prompts[r.request.id][1]) + r.request.max_new_tokens for r in result.records if r.request.id in prompts]
         pool = self.pool if self.pool.num_blocks else replace(self.pool, num_blocks=self.pool.blocks_for(lengths))
         if pool.num_blocks > MAX_POOL_BLOCKS:
@@ -147,7 +147,7 @@ class BatchingScheduler(Scheduler):
             self._live[request.id] = (state, record)
             self._detok[request.id] = Detokenizer(b.tokenizer, ids)
         elif new == RequestStatus.FAILED:
-            record.stop_reason, record.finished = "error", clock.since(t)
+            record.stop_reason, record.finished = StopReason.ERROR, clock.since(t)
             if record.trace is not None:
                 record.trace.stop_reason = StopReason.ERROR
 

@@ -69,14 +69,14 @@ def drive(record: RequestRecord, run, clock: Clock, cancel: threading.Event | No
                 run.cancel()
             if on_step is not None:
                 on_step(record, step)
-    except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
+    except Exception:  # noqa: BLE001 - the trace holds the error (StopReason.ERROR)
         pass
     record.finished = clock.now()
     record.stop_reason, record.error = run.trace.stop_reason or StopReason.CANCELLED, run.trace.error
 
 
 def fail(record: RequestRecord, clock: Clock, exc: Exception) -> None:
-    record.finished, record.stop_reason = clock.now(), "error"
+    record.finished, record.stop_reason = clock.now(), StopReason.ERROR
     record.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
 
 
