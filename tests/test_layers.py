@@ -4,6 +4,9 @@ a module of its own layer or a lower one, no two packages import each other, and
 A module's layer is its package's (`playground.serve.cli` is in `serve`'s), or its own for a top-level
 module; `playground` is the package's `__init__` (the public API). A new package or top-level module gets a
 place in LAYERS; an import that points up is a layer to rethink, not an exception to list.
+
+A function-level import is checked like a top-level one, so none can dodge a cycle: an import inside a
+function only defers loading (a runtime such as torch or onnxruntime, a module one code path needs).
 """
 from __future__ import annotations
 
