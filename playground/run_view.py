@@ -24,10 +24,12 @@ import html
 
 from .metrics import estimate_cost
 from .tokens.chips import PALETTE_SIZE, visible
+from .trace import StopReason
 
-STOP_REASONS = {"eos": "finished (end-of-sequence token)", "length": "finished (max new tokens reached)",
-                "context": "finished (context window full)", "cancelled": "stopped by you",
-                "error": "failed"}
+STOP_REASONS = {StopReason.EOS: "finished (end-of-sequence token)",
+                StopReason.LENGTH: "finished (max new tokens reached)",
+                StopReason.CONTEXT: "finished (context window full)", StopReason.CANCELLED: "stopped by you",
+                StopReason.ERROR: "failed"}
 
 
 def format_bytes(n: int) -> str:
