@@ -193,7 +193,7 @@ def say_timed(make_row) -> dict:
     return say(row)
 
 
-def parser(command: str, doc: str | None, model_help: str | None = None):
+def parser(command: str, doc: str):
     """The argument parser of `python -m playground.bench COMMAND`, with --model (the first line of `doc` its
     description).
 
@@ -201,10 +201,8 @@ def parser(command: str, doc: str | None, model_help: str | None = None):
     Namespace(model='tiny')
     """
     import argparse
-    p = argparse.ArgumentParser(prog=f"python -m playground.bench {command}",
-                                description=(doc or "").splitlines()[0] if doc else None)
-    p.add_argument("--model", default=None,
-                   help=model_help or "model spec (default: the bundled SmolLM2; 'tiny' for tests)")
+    p = argparse.ArgumentParser(prog=f"python -m playground.bench {command}", description=doc.splitlines()[0])
+    p.add_argument("--model", default=None, help="model spec (default: the bundled SmolLM2; 'tiny' for tests)")
     return p
 
 
