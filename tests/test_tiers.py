@@ -1,10 +1,11 @@
 """The test tiers: `make test` runs every test, `make test-fast` deselects only registered markers."""
 import re
 import tomllib
+from pathlib import Path
 
 import pytest
 
-from scripts.check_docs import ROOT
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def recipe(target: str) -> list[str]:
