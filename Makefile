@@ -103,13 +103,13 @@ test-fast: install-dev  ## in-process unit tests only (about a minute)
 bench: install-dev llama aiperf ## speed figures and ratios, as JSON (ARGS="serve --model tiny": one command)
 	$(PY) -m playground.bench $(ARGS)
 
-# make bench, written as a dated page: the stamp (commit, machine, date, load) first, then the rows, then
-# docs/results/<date>-<commit>.md rendered from them (playground/bench/results.py); the JSON lines stay in bench-results/.
+# make bench, written as a dated page: the bench's JSON lines (its first line the stamp: commit, machine, date,
+# load), then docs/results/<date>-<commit>.md rendered from them (playground/bench/results.py); the JSON lines
+# stay in bench-results/.
 BENCH_JSONL := bench-results/bench.jsonl
 bench-results: install-dev llama aiperf ## make bench, then its rows as a page under docs/results/
 	mkdir -p bench-results
-	$(PY) -m playground.bench results stamp --command "python -m playground.bench $(ARGS)" > $(BENCH_JSONL)
-	$(PY) -m playground.bench $(ARGS) >> $(BENCH_JSONL)
+	$(PY) -m playground.bench $(ARGS) > $(BENCH_JSONL)
 	$(PY) -m playground.bench results markdown $(BENCH_JSONL) --out docs/results
 
 soak: install-dev       ## 200 generations in one process: RSS and thread counts

@@ -27,12 +27,14 @@ def test_prefill_row_times_exactly_the_requested_length():
 
 @pytest.mark.subprocess
 def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
-    """`python -m playground.bench` end to end on the tiny model: every row is JSON and none is an error."""
+    """`python -m playground.bench` end to end on the tiny model: the stamp first (and once: the child processes
+    print none), then the rows; every line is JSON and no row is an error."""
     out = subprocess.run([sys.executable, "-m", "playground.bench", "--model", "tiny", "torch"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert rows and not [r for r in rows if "error" in r], rows
+    stamp, *rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert stamp["row"] == "stamp" and stamp["command"] == "python -m playground.bench --model tiny torch"
+    assert rows and not [r for r in rows if "error" in r or r.get("row") == "stamp"], rows
     assert {"engine_decode_tps", "prefill_s"} <= {k for r in rows for k in r}
     assert {"ui", "ui-flat"} <= {r.get("row") for r in rows}   # the app's cost: bench/ui.py
     from playground.bench.ui import browser_flags
@@ -45,7 +47,7 @@ def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
 @pytest.mark.subprocess
 def test_the_ui_row_drives_the_app_against_a_headless_run_of_the_same_tokens():
     from playground.bench.ui import ui_row
-    row = ui_row("torch", model="tiny", tokens=8, repeats=1)
+    row = ui_row("torch", model="tiny", tokens=8, repeats=1).to_json()
     assert row["same_tokens"] and row["new_tokens"] == 8
     assert row["decode_ratio_ui_vs_headless"] == round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
     assert 3 <= row["sse_events"] and 1_000 < row["wire_bytes"] < 200_000   # the stream as received, compact
@@ -55,7 +57,7 @@ def test_the_ui_row_drives_the_app_against_a_headless_run_of_the_same_tokens():
 @pytest.mark.subprocess
 def test_the_flat_row_reads_the_work_per_update_early_and_late_in_a_run():
     from playground.bench.ui import flat_row
-    row = flat_row(steps=300)
+    row = flat_row(steps=300).to_json()
     assert row["steps"] == 300 and row["sse_events"] >= 10
     early, late = row["bytes_per_update_first_quarter"], row["bytes_per_update_last_quarter"]
     assert early and late and late < 2 * early   # O(new steps) per update, not O(run)

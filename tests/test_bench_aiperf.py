@@ -119,6 +119,6 @@ def test_without_aiperf_the_row_says_so_and_does_not_fail(tmp_path, monkeypatch)
     monkeypatch.setattr(aiperf, "AIPERF_VENV", tmp_path / "none")
     monkeypatch.delenv("PLAYGROUND_AIPERF", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    row = aiperf.aiperf_row("tiny")
+    row = aiperf.aiperf_row("tiny").to_json()
     assert row["error"].startswith("FileNotFoundError") and "make aiperf" in row["error"]
     assert "by_concurrency" not in row and row["requests"] == 8

@@ -46,7 +46,7 @@ def row():
         raise llamacpp.LlamaCppMissing(f"{name} is not installed: {llamacpp.INSTALL_HINT}")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(llamacpp, "llama_binary", missing)
-        out = batch_row("tiny", "onnx-int4", sizes=SIZES, new_tokens=NEW, llama=True)
+        out = batch_row("tiny", "onnx-int4", sizes=SIZES, new_tokens=NEW, llama=True).to_json()
     json.dumps(out)
     return out
 

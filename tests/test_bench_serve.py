@@ -10,7 +10,7 @@ from playground.bench.serve import TARGETS, serve_row, throughput_ratio_ceiling,
 
 @pytest.fixture(scope="module")
 def row():
-    return serve_row("tiny", requests=4, max_new_tokens=6)
+    return serve_row("tiny", requests=4, max_new_tokens=6).to_json()
 
 
 def test_both_schedulers_run_on_the_default_backend_at_0_8x_its_capacity(row):

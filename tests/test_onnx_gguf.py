@@ -101,7 +101,7 @@ def test_llama_bench_row_names_make_llama_when_missing(monkeypatch):
     def missing(name):
         raise llamacpp.LlamaCppMissing(f"{name} is not installed: {llamacpp.INSTALL_HINT}")
     monkeypatch.setattr(llamacpp, "llama_binary", missing)
-    row = peer.llama_bench_row()
+    row = peer.llama_bench_row().to_json()
     assert row["backend"] == "llama.cpp" and "make llama" in row["error"] and "decode_tps" not in row
     json.dumps(row)
 
@@ -111,7 +111,7 @@ def test_ratios_are_taken_against_llama_cpp():
     rows = [{"backend": "a", "engine_decode_tps": 50.0, "engine_ttft_s": 0.05}, {"backend": "b", "error": "x"}]
     out = peer.ratios_row(llama, {"matmul_peak_gflops": 100.0}, rows, [{"backend": "a", "prefill_s": 2.0}],
                                 {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                                 "num_attention_heads": 4, "vocab_size": 100}, {"one_pass_int8_ms": 5.0})
+                                 "num_attention_heads": 4, "vocab_size": 100}, {"one_pass_int8_ms": 5.0}).to_json()
     assert out["ceilings"]["decode_x_max_one_pass_int8"] == 2.0   # llama.cpp's 10 ms token over the kernels' 5 ms
     assert "decode_x_max_hi_lo_int8x2" not in out["ceilings"]     # no floor measured: no ceiling
     assert out["ceilings"]["prefill_x_max"] > out["a"]["prefill_x"] and out["ceilings"]["ttft_ms_at_peak"] > 0
@@ -139,14 +139,14 @@ def test_the_kernel_floor_graph_holds_every_matmulnbits_alone_with_its_weights(t
     got = session.run(["y0"], {"x0": x, "x1": np.zeros((1, 3, n), np.float32)})[0]
     assert np.array_equal(got, run_nbits(q8, x, "int8"))   # the same weights and attributes as in the model
     onnx.save(kernels, tmp_path / "model.onnx")
-    row = peer.kernel_floor_row(tmp_path, repeats=2)
+    row = peer.kernel_floor_row(tmp_path, repeats=2).to_json()
     assert row["nodes"] == 2 and row["one_pass_int8_ms"] > 0 and row["hi_lo_int8x2_ms"] > 0
     with pytest.raises(ValueError, match="no MatMulNBits"):
         peer.kernels_only(onnx.ModelProto(), rows=1)
 
 
 def test_matmul_peak_is_measured():
-    row = peer.matmul_peak_row(m=128, k=256, n=256, repeats=2)
+    row = peer.matmul_peak_row(m=128, k=256, n=256, repeats=2).to_json()
     assert row["matmul_peak_gflops"] >= row["matmul_median_gflops"] > 0
 
 

@@ -209,7 +209,7 @@ def test_roofline_cli_writes_json_and_html(tmp_path):
 # --- the bench row
 
 def test_bench_row_on_the_tiny_model():
-    row = roofline_row("tiny", "onnx", prompt_tokens=64, decode_steps=4, repeats=1)
+    row = roofline_row("tiny", "onnx", prompt_tokens=64, decode_steps=4, repeats=1).to_json()
     assert row["prefill_tokens"] == 64 and row["decode_steps"] == 4
     assert row["prefill_off_by"] >= 1 and row["prefill_off_by"] == pytest.approx(
         max(row["prefill_ratio"], 1 / row["prefill_ratio"]), rel=0.02)

@@ -307,7 +307,7 @@ def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
 def test_bench_row_reports_speedups_against_the_targets():
     from playground.bench.speculative import TARGETS, speculative_row
 
-    row = speculative_row(model="tiny", backend="torch", new_tokens=8, repeats=1)
+    row = speculative_row(model="tiny", backend="torch", new_tokens=8, repeats=1).to_json()
     assert row["bench"] == "speculative" and row["backend"] == "torch"
     assert set(row["presets"]) == {"reread", "quote", "summary", "question"}
     assert set(row["targets_met"]) == set(TARGETS) and row["summary_speedup"] is not None

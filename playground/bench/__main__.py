@@ -1,7 +1,10 @@
 """`make bench` (`python -m playground.bench`): speed figures and ratios, as JSON lines.
 
 `python -m playground.bench COMMAND [ARGS]` runs one part (`--help` lists the commands); with no command
-(backend names and flags alone) it runs `all`:
+(backend names and flags alone) it runs `all`. Whatever the command, the first line is the stamp
+(rows.Stamp: commit, machine, date, load, the command line), so the JSON lines are always stamped;
+`results` and `paced-app` print no rows and no stamp, and neither does a bench the bench started itself
+(process.CHILD: its rows are read back and printed by the parent). `all`, in order:
 
 In order, each backend measured in its own process on the bundled model:
   - llama.cpp's own `llama-bench` on the same GGUF (peer.py), the machine's fp32 matmul peak, and
@@ -35,13 +38,15 @@ Figures, not tests: they depend on the machine and its load; report them with th
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import subprocess
 import sys
 
 from . import aiperf, backends, batch, fidelity, interleaved, paced, peer, prefill, remote, results, roofline, serve, \
     speculative, ui
-from .process import row_in_subprocess
-from .rows import PREFILL, say
+from .process import CHILD, child_env, row_in_subprocess
+from .rows import PREFILL, Stamp, say
 
 
 def run_all(argv: list[str]) -> None:
@@ -61,7 +66,7 @@ def run_all(argv: list[str]) -> None:
     prefills = [say(row_in_subprocess(PREFILL, name, label=name, model=model)) for name in names]
     # the app's cost to what it measures: rows "ui" and "ui-flat", in a process of its own (--pin)
     subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
-                    *(["--model", model] if model else []), *ui.browser_flags()], check=True)
+                    *(["--model", model] if model else []), *ui.browser_flags()], check=True, env=child_env())
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
         for command in ("batch", "serve", "aiperf", "roofline", "speculative"):
             say(row_in_subprocess(command, model=model))
@@ -90,9 +95,10 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),
     "remote": (remote.main, "this client against a llama-server (started here, or at a URL)"),
     "interleaved": (interleaved.main, "ratios to llama.cpp, llama-bench and our backends alternating"),
-    "results": (results.main, "the stamp row, and the dated results page of a JSON-lines file"),
+    "results": (results.main, "the dated results page of a stamped JSON-lines file"),
     "paced-app": (paced.main, "the app over a PacedEngine on --port (what the ui-flat row starts)"),
 }
+UNSTAMPED = {"results", "paced-app"}   # commands that print no rows: no stamp
 
 
 def usage() -> argparse.ArgumentParser:
@@ -107,11 +113,14 @@ def usage() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> None:
-    """Dispatch to COMMANDS[argv[0]], or run `all` with argv (backend names and flags, as make bench passes)."""
+    """Dispatch to COMMANDS[argv[0]], or run `all` with argv (backend names and flags, as make bench passes),
+    after the stamp (see the module doc)."""
     if argv[:1] in (["-h"], ["--help"]):
         usage().print_help()
         return
     command, rest = (argv[0], argv[1:]) if argv and argv[0] in COMMANDS else ("all", argv)
+    if command not in UNSTAMPED and not os.environ.get(CHILD) and not {"-h", "--help"} & set(rest):
+        say(Stamp.now(shlex.join(["python", "-m", "playground.bench", *argv])))
     code = COMMANDS[command][0](rest)
     if code:
         raise SystemExit(code)

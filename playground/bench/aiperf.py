@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ports import free_port
-from .rows import parser, say_timed
+from .rows import AiperfRow, parser, say_timed
 
 REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCIES = 8, 40, 64, (1, 4)
 TTFT_TARGET_MS, TTFT_TARGET_PCT, ITL_TARGET_PCT = 10.0, 5.0, 5.0
@@ -256,22 +256,23 @@ class Endpoint:
         self.service.close()
 
 
-def aiperf_row(model: str | None = None, aiperf: str | None = None) -> dict:
-    """The row: per concurrency, AIPerf's figures against the server's (medians) and client - server."""
+def aiperf_row(model: str | None = None, aiperf: str | None = None) -> AiperfRow:
+    """The row: per concurrency, AIPerf's figures against the server's (medians) and client - server; the
+    machine's 1-minute load average when it is done (the figures depend on it)."""
     from ..api import batching_backend
     from ..backends import available_backends, create_backend, default_backend_name
     from ..engine import Engine
 
-    row: dict = {"backend": "aiperf", "model": model or "bundled", "requests": REQUESTS,
-                 "prompt_tokens_cl100k": PROMPT_TOKENS, "output_tokens": OUTPUT_TOKENS}
+    head = {"backend": "aiperf", "model": model or "bundled", "requests": REQUESTS,
+            "prompt_tokens_cl100k": PROMPT_TOKENS, "output_tokens": OUTPUT_TOKENS}
     try:
         exe = find_aiperf(aiperf)
-        row["aiperf_version"] = aiperf_version(exe)
+        head["aiperf_version"] = aiperf_version(exe)
         name = batching_backend(list(available_backends()), default_backend_name("cpu", model))
-        row["backend"] = f"aiperf -> endpoint ({name}, continuous batching)"
+        head["backend"] = f"aiperf -> endpoint ({name}, continuous batching)"
         endpoint = Endpoint(Engine(create_backend(name, model)))
         try:
-            row["model"] = endpoint.service.model_id
+            head["model"] = endpoint.service.model_id
             runs = {}
             with tempfile.TemporaryDirectory(prefix="aiperf-") as tmp:
                 for concurrency in CONCURRENCIES:
@@ -280,23 +281,22 @@ def aiperf_row(model: str | None = None, aiperf: str | None = None) -> dict:
         finally:
             endpoint.close()
     except Exception as exc:  # noqa: BLE001 - a bench row that cannot run says why; the bench goes on
-        row["error"] = f"{type(exc).__name__}: {exc}"
-        return row
-    row["by_concurrency"] = {str(c): r for c, r in runs.items()}
-    row["targets"] = {"ttft": f"|client - server| <= {TTFT_TARGET_MS:g} ms + {TTFT_TARGET_PCT:g}% of server, "
-                              "concurrency 1", "itl": f"|client - server| <= {ITL_TARGET_PCT:g}%, concurrency 1"}
-    row["targets_met"] = targets_met(runs[1])
-    row["overhead_means"] = "client (AIPerf) - server (the endpoint's Step records): HTTP, loopback, SSE"
-    return row
+        return AiperfRow(**head, error=f"{type(exc).__name__}: {exc}", load_average_1m=_load())
+    return AiperfRow(
+        **head, by_concurrency={str(c): r for c, r in runs.items()},
+        targets={"ttft": f"|client - server| <= {TTFT_TARGET_MS:g} ms + {TTFT_TARGET_PCT:g}% of server, "
+                         "concurrency 1", "itl": f"|client - server| <= {ITL_TARGET_PCT:g}%, concurrency 1"},
+        targets_met=targets_met(runs[1]),
+        overhead_means="client (AIPerf) - server (the endpoint's Step records): HTTP, loopback, SSE",
+        load_average_1m=_load())
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
 def main(argv: list[str]) -> None:
     p = parser("aiperf", __doc__)
     p.add_argument("--aiperf", default=None, help="the aiperf executable (default: .venv-aiperf/bin/aiperf)")
     args = p.parse_args(argv)
-
-    def row() -> dict:
-        out = aiperf_row(args.model, args.aiperf)
-        out["load_average_1m"] = round(os.getloadavg()[0], 2)   # the figures depend on the machine's load
-        return out
-    say_timed(row)
+    say_timed(lambda: aiperf_row(args.model, args.aiperf))

@@ -36,7 +36,7 @@ import statistics
 import time
 from pathlib import Path
 
-from .rows import parser, say_timed
+from .rows import BatchRow, parser, say_timed
 
 AT, SIZES, NEW_TOKENS, CONTEXT = 8, (1, 2, 4, 8, 16), 64, 64
 TARGETS = {"total_x_8_vs_1": (">=", 3.0), "tpot_x_8_vs_1": ("<=", 2.5), "total_x_8_vs_llama": (">=", 1.0)}
@@ -160,7 +160,7 @@ def step_bound(backend, n: int = AT) -> dict:
 
 
 def batch_row(model: str | None = None, backend: str | None = None, sizes=SIZES, new_tokens: int = NEW_TOKENS,
-              llama: bool | None = None) -> dict:
+              llama: bool | None = None) -> BatchRow:
     """The row (see the module doc). `llama`: run llama-batched-bench (default: on the bundled model only)."""
     from ..backends import create_backend, default_backend_name
     from .peer import llama_batched_bench_row
@@ -169,21 +169,21 @@ def batch_row(model: str | None = None, backend: str | None = None, sizes=SIZES,
     name = backend or default_backend_name("cpu", model)
     engine = Engine(create_backend(name, model, device="cpu"))
     engine.warm_up()
-    row = {"bench": "batch", "backend": engine.backend.name, "sizes": list(sizes), "new_tokens": new_tokens,
-           "ignore_eos": True, "ours": our_sweep(engine, sizes, new_tokens)}
+    sweep = our_sweep(engine, sizes, new_tokens)
     if llama if llama is not None else model is None:
-        row["llama"] = llama_batched_bench_row(sizes, new_tokens=new_tokens)
+        peer = llama_batched_bench_row(sizes, new_tokens=new_tokens)
     else:
-        row["llama"] = {"skipped": "llama-batched-bench runs the bundled GGUF only"}
-    row["step"] = step_bound(engine.backend)
-    ours, theirs = row["ours"]["points"], row["llama"].get("points", [])
-    row["total_x_8_vs_1"] = ratio(at(ours, AT, "total_tps"), at(ours, 1, "total_tps"))
-    row["tpot_x_8_vs_1"] = ratio(at(ours, AT, "tpot_ms"), at(ours, 1, "tpot_ms"))
-    row["total_x_8_vs_llama"] = ratio(at(ours, AT, "total_tps"), at(theirs, AT, "total_tps"))
-    row["llama_total_x_8_vs_1"] = ratio(at(theirs, AT, "total_tps"), at(theirs, 1, "total_tps"))
-    row["total_x_8_vs_1_max"] = row["step"].get(f"total_x_{AT}_vs_1_max")   # the bound (see row["step"]["bound"])
-    row["targets"], row["targets_met"] = targets_text(TARGETS), targets_met(row, TARGETS)
-    return row
+        peer = {"skipped": "llama-batched-bench runs the bundled GGUF only"}
+    step = step_bound(engine.backend)
+    ours, theirs = sweep["points"], peer.get("points", [])
+    ratios = {"total_x_8_vs_1": ratio(at(ours, AT, "total_tps"), at(ours, 1, "total_tps")),
+              "tpot_x_8_vs_1": ratio(at(ours, AT, "tpot_ms"), at(ours, 1, "tpot_ms")),
+              "total_x_8_vs_llama": ratio(at(ours, AT, "total_tps"), at(theirs, AT, "total_tps")),
+              "llama_total_x_8_vs_1": ratio(at(theirs, AT, "total_tps"), at(theirs, 1, "total_tps"))}
+    return BatchRow(backend=engine.backend.name, sizes=list(sizes), new_tokens=new_tokens, ignore_eos=True,
+                    ours=sweep, llama=peer, step=step, **ratios,
+                    total_x_8_vs_1_max=step.get(f"total_x_{AT}_vs_1_max"),   # the bound (see step["bound"])
+                    targets=targets_text(TARGETS), targets_met=targets_met(ratios, TARGETS))
 
 
 def _round(v, digits: int):

@@ -18,10 +18,11 @@ import statistics
 from .backends import PROMPT
 from .peer import NEW_TOKENS, llama_bench_row
 from .prefill import PREFILL_TOKENS, measure_prefill
-from .rows import say
+from .rows import InterleavedRoundRow, InterleavedRow, say
 
 
-def interleaved_rows(names: list[str], rounds: int = 5) -> dict:
+def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
+    """Print each round's row; return the medians' (or the error of a llama-bench that failed)."""
     from ..backends import create_backend
     from ..config import GenerationSettings
     from ..engine import Engine
@@ -35,20 +36,21 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> dict:
     raw = []
     for _ in range(rounds):
         llama = llama_bench_row(repeats=1)
-        if "error" in llama:
-            return {"error": llama["error"]}
-        entry = {"llama.cpp": {k: llama[k] for k in ("decode_tps", "prompt_s", "prefill_s")}}
+        if llama.error is not None:
+            return InterleavedRow(error=llama.error)
+        entry = {"llama.cpp": {"decode_tps": llama.decode_tps, "prompt_s": llama.prompt_s, "prefill_s": llama.prefill_s}}
         for name, engine in engines.items():
             m = engine.run_ids(prompt_ids[name], settings).wait().metrics()
             prefill = measure_prefill(engine, PREFILL_TOKENS, repeats=1).prefill_s
             entry[name] = {"decode_tps": round(m.decode_tps, 2), "ttft_s": round(m.ttft, 4), "prefill_s": prefill,
-                           "decode_x": round(m.decode_tps / llama["decode_tps"], 3),
-                           "prefill_x": round(llama["prefill_s"] / prefill, 3)}
+                           "decode_x": round(m.decode_tps / llama.decode_tps, 3),
+                           "prefill_x": round(llama.prefill_s / prefill, 3)}
         raw.append(entry)
-        say({"round": len(raw), **entry})
+        say(InterleavedRoundRow(round=len(raw), figures=entry))
     median = {name: {key: round(statistics.median(r[name][key] for r in raw), 3) for key in raw[0][name]}
               for name in raw[0]}
-    return {"summary": f"medians over {rounds} interleaved rounds (ratios taken within each round)", **median}
+    return InterleavedRow(summary=f"medians over {rounds} interleaved rounds (ratios taken within each round)",
+                          medians=median)
 
 
 def main(argv: list[str]) -> None:

@@ -3,13 +3,14 @@ the machine's fp32 matmul peak.
 
     python -m playground.bench peer   # llama-bench, the matmul peak and the kernel floor: three JSON rows
 
-    llama_bench_row()     # {"backend": "llama.cpp", "decode_tps": .., "prompt_s": .., "prefill_s": .., ...}
-    llama_batched_bench_row()   # llama.cpp's batch-size sweep: total decode tok/s of 1, 2, 4, 8, 16 sequences
-    matmul_peak_row()     # {"matmul_peak_gflops": .., "threads": 2, ...}
-    mean_llama_row(a, b)  # llama.cpp's figures averaged over a run before and a run after ours
-    kernel_floor_row()    # onnx-gguf4's 4-bit MatMulNBits alone: ms per decode token (a floor under its decode)
+    llama_bench_row()     # LlamaBenchRow: backend "llama.cpp", decode_tps, prompt_s, prefill_s, ...
+    llama_batched_bench_row()   # llama.cpp's batch-size sweep (a dict in the batch row): total decode tok/s of
+                                # 1, 2, 4, 8, 16 sequences
+    matmul_peak_row()     # MatmulPeakRow: matmul_peak_gflops, threads, ...
+    mean_llama_row(a, b)  # llama.cpp's figures averaged over a run before and a run after ours (not printed)
+    kernel_floor_row()    # KernelFloorRow: onnx-gguf4's MatMulNBits alone, ms per decode token (a floor)
     kernels_ms(kernels_only(model, rows, split_rows))   # a graph's MatMulNBits alone at the rows they multiply
-    ratios_row(rows)      # every backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's,
+    ratios_row(rows)      # SummaryRow: every backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's,
                           # and the ceilings the floors put on them
 
 `llama-bench -t <physical cores> -p 46,1024 -n 64 -o json` times a 46-token prompt (the chat prompt's
@@ -42,7 +43,7 @@ import time
 from pathlib import Path
 
 from .prefill import PREFILL_TOKENS
-from .rows import say
+from .rows import KernelFloorRow, LlamaBenchRow, MatmulPeakRow, SummaryRow, say
 
 PROMPT_TOKENS, NEW_TOKENS = 46, 64
 
@@ -64,32 +65,32 @@ def llama_tool(name: str, gguf=None) -> tuple[Path, Path]:
     return binary, gguf
 
 
-def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, timeout: float = 600) -> dict:
+def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, timeout: float = 600) -> LlamaBenchRow:
     """llama.cpp's figures on the GGUF file (the bundled one by default), or a row saying why there are none."""
     from ..remote.llamacpp import LlamaCppMissing, llama_env
 
     threads = threads or physical_cores()
-    row = {"backend": "llama.cpp", "tool": "llama-bench", "threads": threads}
     try:
         binary, gguf = llama_tool("llama-bench", gguf)
     except (LlamaCppMissing, FileNotFoundError) as exc:
-        return {**row, "error": str(exc)}
+        return LlamaBenchRow(threads=threads, error=str(exc))
     cmd = [str(binary), "-m", str(gguf), "-t", str(threads), "-p", f"{PROMPT_TOKENS},{PREFILL_TOKENS}",
            "-n", str(NEW_TOKENS), "-r", str(repeats), "-o", "json"]
     try:
         out = subprocess.run(cmd, env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
         tests = json.loads(out.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-        return {**row, "error": f"llama-bench failed ({type(exc).__name__}: {exc}); rebuild it with `make llama`"}
+        return LlamaBenchRow(threads=threads, error=f"llama-bench failed ({type(exc).__name__}: {exc}); "
+                                                     "rebuild it with `make llama`")
     if out.returncode != 0 or not tests:
-        return {**row, "error": f"llama-bench exited {out.returncode}: {out.stderr.strip()[-300:]}"}
+        return LlamaBenchRow(threads=threads, error=f"llama-bench exited {out.returncode}: {out.stderr.strip()[-300:]}")
     by_test = {(t["n_prompt"], t["n_gen"]): t for t in tests}
     prompt, prefill, gen = (by_test.get(k) for k in ((PROMPT_TOKENS, 0), (PREFILL_TOKENS, 0), (0, NEW_TOKENS)))
-    return {**row, "model": tests[0].get("model_type"), "repeats": repeats,
-            "prompt_tokens": PROMPT_TOKENS, "prompt_s": _seconds(prompt),
-            "new_tokens": NEW_TOKENS, "decode_tps": round(gen["avg_ts"], 2) if gen else None,
-            "prefill_tokens": PREFILL_TOKENS, "prefill_s": _seconds(prefill),
-            "prefill_tps": round(prefill["avg_ts"], 1) if prefill else None}
+    return LlamaBenchRow(threads=threads, model=tests[0].get("model_type"), repeats=repeats,
+                         prompt_tokens=PROMPT_TOKENS, prompt_s=_seconds(prompt),
+                         new_tokens=NEW_TOKENS, decode_tps=round(gen["avg_ts"], 2) if gen else None,
+                         prefill_tokens=PREFILL_TOKENS, prefill_s=_seconds(prefill),
+                         prefill_tps=round(prefill["avg_ts"], 1) if prefill else None)
 
 
 BATCHED_SIZES, BATCHED_PROMPT, BATCHED_NEW = (1, 2, 4, 8, 16), 32, 64
@@ -182,7 +183,8 @@ def _seconds(test: dict | None) -> float | None:
     return round(test["avg_ns"] / 1e9, 4) if test else None
 
 
-def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n: int = 2048, repeats: int = 5) -> dict:
+def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n: int = 2048,
+                    repeats: int = 5) -> MatmulPeakRow:
     """Best and median GFLOP/s of ONNX Runtime's fp32 MatMul [m,k] x [k,n] with `threads` intra-op threads."""
     import numpy as np
     import onnxruntime as ort
@@ -201,9 +203,8 @@ def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n:
                                    .SerializeToString(), options, providers=["CPUExecutionProvider"])
     times = _run_times(session, {"x": rng.standard_normal((m, k), dtype=np.float32)}, repeats, warm_up=1)
     flops = 2 * m * k * n
-    return {"yardstick": "fp32 matmul peak (onnxruntime MatMul)", "shape": [m, k, n], "threads": threads,
-            "matmul_peak_gflops": round(flops / min(times) / 1e9, 1),
-            "matmul_median_gflops": round(flops / statistics.median(times) / 1e9, 1)}
+    return MatmulPeakRow(shape=[m, k, n], threads=threads, matmul_peak_gflops=round(flops / min(times) / 1e9, 1),
+                         matmul_median_gflops=round(flops / statistics.median(times) / 1e9, 1))
 
 
 def _run_times(session, feed: dict, repeats: int, warm_up: int) -> list[float]:
@@ -259,24 +260,23 @@ def kernels_ms(kernels, repeats: int = 30) -> float:
     return statistics.median(_run_times(session, feed, repeats, warm_up=3)) * 1e3
 
 
-def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> dict:
+def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> KernelFloorRow:
     """ms per decode token of onnx-gguf4's MatMulNBits alone (see the module doc), per FLOOR_ROWS entry."""
     import onnx
 
     from ..backends.onnx_cache import MODEL_FILE
     from ..backends.onnx_gguf_backend import gguf4_graphs
 
-    row = {"yardstick": "onnx-gguf4's MatMulNBits alone, one decode token (a floor, not a backend)"}
     try:
         folder = folder or gguf4_graphs()[0]   # the default plan's graphs, built if missing
         model = onnx.load(str(Path(folder) / MODEL_FILE))   # external weights loaded too
     except (OSError, ValueError, RuntimeError) as exc:
-        return {**row, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        return KernelFloorRow(error=f"{type(exc).__name__}: {exc}"[:300])
+    floors = {}
     for key, rows in FLOOR_ROWS.items():
         kernels = kernels_only(model, rows)
-        row[f"{key}_ms"] = round(kernels_ms(kernels, repeats), 3)
-    row["nodes"] = len(kernels.graph.node)
-    return row
+        floors[f"{key}_ms"] = round(kernels_ms(kernels, repeats), 3)
+    return KernelFloorRow(**floors, nodes=len(kernels.graph.node))
 
 
 def prefill_gflop(config: dict, tokens: int = PREFILL_TOKENS) -> float:
@@ -295,12 +295,10 @@ def prefill_gflop(config: dict, tokens: int = PREFILL_TOKENS) -> float:
 
 
 def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dict], config: dict | None,
-               floor: dict | None = None) -> dict:
+               floor: dict | None = None) -> SummaryRow:
     """Each backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's (>1 = faster), prefill
     as a share of the matmul peak, and the ceilings the floors put on those ratios (`ceilings`)."""
-    row = {"summary": "ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)",
-           "llama_decode_tps": llama.get("decode_tps"), "llama_prefill_s": llama.get("prefill_s")}
-    row["ceilings"] = ceilings(llama, peak, config, floor or {})
+    entries = {}
     prefill_s = {p["backend"]: p.get("prefill_s") for p in prefills}
     for b in backends:
         name, tps = b.get("backend"), b.get("engine_decode_tps")
@@ -311,8 +309,9 @@ def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dic
             gflops = prefill_gflop(config) / prefill_s[name]
             entry["prefill_gflops"], entry["prefill_pct_of_peak"] = (
                 round(gflops, 1), round(100 * gflops / peak["matmul_peak_gflops"], 1))
-        row[name] = entry
-    return row
+        entries[name] = entry
+    return SummaryRow(llama_decode_tps=llama.get("decode_tps"), llama_prefill_s=llama.get("prefill_s"),
+                      ceilings=ceilings(llama, peak, config, floor or {}), backends=entries)
 
 
 def ceilings(llama: dict, peak: dict, config: dict | None, floor: dict) -> dict:

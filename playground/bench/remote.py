@@ -20,31 +20,32 @@ import statistics
 
 from ..config import GenerationSettings
 from .backends import MAX_NEW_TOKENS, PROMPT
-from .rows import say
+from .rows import ErrorRow, RemoteRow, say
 
 
-def measure(source, repeats: int = 3, max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
+def measure(source, repeats: int = 3, max_new_tokens: int = MAX_NEW_TOKENS) -> RemoteRow:
     _, ids = source.prompt_ids(PROMPT, GenerationSettings())
     settings = GenerationSettings(max_new_tokens=max_new_tokens)
     source.run_ids(ids, settings.with_(max_new_tokens=4), ignore_eos=True).wait()   # warm-up
     traces = [source.run_ids(ids, settings, ignore_eos=True).wait() for _ in range(repeats)]
     client = [t.metrics() for t in traces]
     timings = [t.server.get("timings") or {} for t in traces]
-    row = {"backend": source.info.name, "model": source.info.model, "prompt_tokens": len(ids),
-           "new_tokens": client[0].output_tokens, "repeats": repeats,
-           "client_ttft_s": _median(m.ttft for m in client), "client_decode_tps": _median(m.decode_tps for m in client)}
+    server = {}
     if all(t.get("predicted_n") and t.get("predicted_ms") for t in timings):
         server_tps = [(t["predicted_n"] - 1) / (t["predicted_ms"] / 1e3) for t in timings]
         overheads = [1 - m.decode_tps / s for m, s in zip(client, server_tps)]
-        row.update({"server_prompt_ms": _median(t["prompt_ms"] for t in timings),
-                    "server_cached_prompt_tokens": max(t.get("cache_n", 0) for t in timings),
-                    "server_decode_tps": _median(server_tps),
-                    "server_reported_predicted_per_second": _median(t["predicted_per_second"] for t in timings),
-                    "client_overhead": _median(overheads), "client_overhead_target": 0.03})
-    return row
+        server = {"server_prompt_ms": _median(t["prompt_ms"] for t in timings),
+                  "server_cached_prompt_tokens": max(t.get("cache_n", 0) for t in timings),
+                  "server_decode_tps": _median(server_tps),
+                  "server_reported_predicted_per_second": _median(t["predicted_per_second"] for t in timings),
+                  "client_overhead": _median(overheads), "client_overhead_target": 0.03}
+    return RemoteRow(backend=source.info.name, model=source.info.model, prompt_tokens=len(ids),
+                     new_tokens=client[0].output_tokens, repeats=repeats,
+                     client_ttft_s=_median(m.ttft for m in client),
+                     client_decode_tps=_median(m.decode_tps for m in client), **server)
 
 
-def remote_row(url: str | None = None, repeats: int = 3) -> dict:
+def remote_row(url: str | None = None, repeats: int = 3) -> RemoteRow | ErrorRow:
     """Against `url`, or a llama-server started here (stopped afterwards); an error row when it cannot run."""
     from ..remote import RemoteSource
     try:
@@ -54,7 +55,7 @@ def remote_row(url: str | None = None, repeats: int = 3) -> dict:
         with LlamaServer(threads=2, parallel=1) as server:
             return measure(RemoteSource(server.url, figure_interval=0), repeats)
     except Exception as exc:  # noqa: BLE001 - a bench row that cannot run says why
-        return {"backend": f"remote ({url or 'llama-server'})", "error": f"{type(exc).__name__}: {exc}"}
+        return ErrorRow(f"remote ({url or 'llama-server'})", f"{type(exc).__name__}: {exc}")
 
 
 def _median(values) -> float | None:

@@ -1,12 +1,12 @@
 """`make bench`'s JSON lines as a dated results page: docs/results/<date>-<commit>.md, never copied by hand.
 
-    python -m playground.bench results stamp [--command CMD] > bench.jsonl     # commit, machine, date, load
-    python -m playground.bench ... >> bench.jsonl                               # the rows, as the bench prints them
+    python -m playground.bench ... > bench.jsonl                                # the stamp, then the rows
     python -m playground.bench results markdown bench.jsonl --out docs/results  # the page (prints its path)
 
-The stamp is one JSON line (`"row": "stamp"`) taken just before the bench starts: the commit (and whether
-the tree had uncommitted changes), the machine (CPU model, cores, memory, OS, Python), the UTC date and the
-load average. Rows that carry their own `commit`, `machine` or `date` keep them. The page lists every row
+The stamp is the bench's first JSON line (`"row": "stamp"`, rows.Stamp), taken as it starts: the commit
+(and whether the tree had uncommitted changes), the machine (CPU model, cores, memory, OS, Python), the UTC
+date, the load average and the command line. Rows that carry their own `commit`, `machine` or `date` keep
+them. The page lists every row
 as printed, grouped by kind (consecutive rows of one kind share a table: one column a row), with nested
 figures flattened to dotted names; a figure a row lacks is blank, a figure given as null is "missing".
 Left out: any judgement of the figures (targets are in docs/benchmarks.md); charts.
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from .rows import PREFILL, STAMP, Stamp
+from .rows import PREFILL, STAMP
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,8 +72,8 @@ def stamp_of(rows: list[dict]) -> dict:
             stamp[key] = next((r[key] for r in rows if r.get(key) is not None), None)
     missing = [k for k in ("commit", "machine", "date") if stamp.get(k) is None]
     if missing:
-        raise ValueError(f"the rows carry no {', '.join(missing)}: start the file with "
-                         "`python -m playground.bench results stamp` (make bench-results does)")
+        raise ValueError(f"the rows carry no {', '.join(missing)}: write the file from "
+                         "`python -m playground.bench ...`, whose first line is the stamp")
     return stamp
 
 
@@ -129,15 +129,10 @@ def page_name(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m playground.bench results", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="action", required=True)
-    s = sub.add_parser("stamp", help="print the stamp row (commit, machine, date, load)")
-    s.add_argument("--command", default=None, help="the bench command the rows will come from")
     m = sub.add_parser("markdown", help="write the results page of a JSON-lines file")
     m.add_argument("rows", type=Path, help="the JSON lines: the stamp, then the bench's rows")
     m.add_argument("--out", type=Path, default=ROOT / "docs" / "results", help="the folder for the page")
     args = p.parse_args(argv)
-    if args.action == "stamp":
-        print(json.dumps(Stamp.now(args.command).to_json()), flush=True)
-        return 0
     rows = read_rows(args.rows.read_text().splitlines())
     try:
         page = markdown(rows)

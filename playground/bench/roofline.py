@@ -23,7 +23,7 @@ import statistics
 
 from ..trace import Phase
 from .batch import targets_met, targets_text
-from .rows import parser, say_timed
+from .rows import RooflineRow, parser, say_timed
 
 PROMPT_TOKENS, DECODE_STEPS, REPEATS = 1024, 16, 2
 TARGETS = {"prefill_off_by": ("<=", 2.0)}
@@ -39,7 +39,7 @@ def off_by(ratio: float) -> float:
 
 
 def roofline_row(model: str | None = None, backend: str | None = None, prompt_tokens: int = PROMPT_TOKENS,
-                 decode_steps: int = DECODE_STEPS, repeats: int = REPEATS) -> dict:
+                 decode_steps: int = DECODE_STEPS, repeats: int = REPEATS) -> RooflineRow:
     from ..backends import create_backend, default_backend_name
     from ..config import GenerationSettings
     from ..engine import Engine
@@ -59,21 +59,21 @@ def roofline_row(model: str | None = None, backend: str | None = None, prompt_to
         points += trace_points(trace, shape, storage, ceilings)
     prefill = min((p for p in points if p.phase == Phase.PREFILL), key=lambda p: p.measured_s)
     decode = [p for p in points if p.phase == Phase.DECODE]
-    row = {"bench": "roofline", "backend": backend_.name, "model": backend_.model_name, "storage": storage.label,
-           "threads": ceilings.threads, "peak_gflops": round(ceilings.peak_flops / 1e9, 1),
-           "bandwidth_gb_s": round(ceilings.bandwidth / 1e9, 1), "ridge_flop_per_byte": round(ceilings.ridge, 2),
-           "peak_method": ceilings.peak_method, "bandwidth_method": ceilings.bandwidth_method,
-           "prefill_tokens": prompt_tokens, "prefill_gflop": round(prefill.flops / 1e9, 2),
-           "prefill_measured_ms": round(prefill.measured_s * 1e3, 1),
-           "prefill_predicted_ms": round(prefill.predicted_s * 1e3, 1), "prefill_bound": prefill.bound,
-           "prefill_ratio": round(prefill.ratio, 2), "prefill_off_by": round(off_by(prefill.ratio), 2),
-           "prefill_achieved_gflops": round(prefill.achieved_flops / 1e9, 1),
-           "decode_steps": len(decode), "decode_bound": decode[0].bound if decode else None,
-           "decode_measured_ms": round(statistics.median(p.measured_s for p in decode) * 1e3, 2) if decode else None,
-           "decode_predicted_ms": round(statistics.median(p.predicted_s for p in decode) * 1e3, 2) if decode else None,
-           "decode_ratio": round(statistics.median(p.ratio for p in decode), 2) if decode else None}
-    row["targets"], row["targets_met"] = targets_text(TARGETS), targets_met(row, TARGETS)
-    return row
+    gated = {"prefill_off_by": round(off_by(prefill.ratio), 2)}
+    return RooflineRow(
+        backend=backend_.name, model=backend_.model_name, storage=storage.label, threads=ceilings.threads,
+        peak_gflops=round(ceilings.peak_flops / 1e9, 1), bandwidth_gb_s=round(ceilings.bandwidth / 1e9, 1),
+        ridge_flop_per_byte=round(ceilings.ridge, 2), peak_method=ceilings.peak_method,
+        bandwidth_method=ceilings.bandwidth_method, prefill_tokens=prompt_tokens,
+        prefill_gflop=round(prefill.flops / 1e9, 2), prefill_measured_ms=round(prefill.measured_s * 1e3, 1),
+        prefill_predicted_ms=round(prefill.predicted_s * 1e3, 1), prefill_bound=prefill.bound,
+        prefill_ratio=round(prefill.ratio, 2), **gated,
+        prefill_achieved_gflops=round(prefill.achieved_flops / 1e9, 1),
+        decode_steps=len(decode), decode_bound=decode[0].bound if decode else None,
+        decode_measured_ms=round(statistics.median(p.measured_s for p in decode) * 1e3, 2) if decode else None,
+        decode_predicted_ms=round(statistics.median(p.predicted_s for p in decode) * 1e3, 2) if decode else None,
+        decode_ratio=round(statistics.median(p.ratio for p in decode), 2) if decode else None,
+        targets=targets_text(TARGETS), targets_met=targets_met(gated, TARGETS))
 
 
 def main(argv: list[str]) -> None:

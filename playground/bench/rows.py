@@ -1,15 +1,18 @@
-"""The bench's rows as types: the stamp (commit, machine, date) and the per-backend rows, each to one JSON line.
+"""The bench's rows as types, each printed as one JSON line: the stamp (commit, machine, date), then the rows.
 
     say(Stamp.now("python -m playground.bench"))   # {"row": "stamp", "commit": "1a2b3c4d5e6f", "machine": {...}, ...}
     say(PrefillRow("onnx", 1024, 0.812, 1261.1))   # {"backend": "onnx", "prefill_tokens": 1024, ...}
-    say({"row": "batch", ...})                     # a row not typed here: printed as it is
+    say({"row": "batch", ...})                     # TypeError: every row printed has its type here
 
-`to_json()` gives the keys the bench has always printed (results.py and the tests read them); a None
-field of a row that has it only sometimes (the ONNX variants' agreement with fp32) is left out, as the
-rows leave it out. The stamp is what `make bench-results` writes before the rows; results.py renders
-the dated page from both. Typed here: the stamp, the backend, prefill, fidelity and error rows.
-Left out: types for the rows with nested figures (batch, serve, aiperf, roofline, speculative, ui,
-remote, the summary): they stay dicts, printed as built.
+`to_json()` gives the keys the bench has always printed, in their order (results.py and the tests read
+them); a field a row has only sometimes is left out when None (Row.OPTIONAL). Every command of
+`python -m playground.bench` that prints rows prints the stamp first (__main__.main; not in a child
+process the bench started, whose rows the parent prints again as `Relayed`); results.py renders the dated
+page from the stamp and the rows. Typed here: the stamp; per backend the backend, prefill, fidelity and
+error rows; llama-bench, the matmul peak, the kernel floor and the summary of ratios (peer.py); the
+interleaved rounds and their medians; the batch, serve, aiperf, roofline and speculative rows; ui and
+ui-flat; remote. Left out: types for the figures nested in a row (a sweep's points, a scheduler's
+figures, the bounds): they stay dicts, their keys named in the row's comments and its module.
 """
 from __future__ import annotations
 
@@ -30,12 +33,31 @@ PREFILL = Phase.PREFILL.value   # the prefill row's kind: the prefill phase's fi
 
 
 class Row:
-    """A typed row: its fields as the JSON object the bench prints, None fields of OPTIONAL left out."""
+    """A typed row: its fields as the JSON object the bench prints, in their order. OPTIONAL: fields left out
+    when None (keys a row has only sometimes). FLAT: dict fields whose items stand at the top level in the
+    field's place (keys named by what was measured: a backend, a preset). ON_ERROR: where set, a row with an
+    `error` prints only these fields and the error (the others were never measured).
+
+    >>> ErrorRow("onnx", "boom").to_json()
+    {'backend': 'onnx', 'error': 'boom'}
+    """
 
     OPTIONAL: tuple[str, ...] = ()
+    FLAT: tuple[str, ...] = ()
+    ON_ERROR: tuple[str, ...] | None = None
 
     def to_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if not (v is None and k in self.OPTIONAL)}
+        out: dict = {}
+        for key, value in asdict(self).items():
+            if value is None and key in self.OPTIONAL:
+                continue
+            if key in self.FLAT:
+                out.update(value)
+            else:
+                out[key] = value
+        if self.ON_ERROR is not None and out.get("error") is not None:
+            return {key: out[key] for key in (*self.ON_ERROR, "error")}
+        return out
 
 
 @dataclass(frozen=True)
@@ -68,32 +90,29 @@ class Machine(Row):
 
 @dataclass(frozen=True)
 class Stamp(Row):
-    """What a run of the bench was measured on: commit (None outside a git checkout), machine, UTC date, load."""
+    """What a run of the bench was measured on: commit (None outside a git checkout), machine, UTC date, load;
+    the first line every `python -m playground.bench` command that prints rows prints.
 
-    commit: str | None
-    uncommitted_changes: bool
+    >>> Stamp("abc", False, Machine("CPU", 2, 8.0, "Linux", "3.11"), "2026-12-04 02:00 UTC", [0.5]).to_json()
+    {'row': 'stamp', 'commit': 'abc', 'uncommitted_changes': False, 'machine': {'cpu': 'CPU', 'cores': 2, \
+'memory_gb': 8.0, 'os': 'Linux', 'python': '3.11'}, 'date': '2026-12-04 02:00 UTC', 'load_average': [0.5], 'command': None}
+    """
+
+    row: str = field(default=STAMP, init=False)
+    commit: str | None                   # 12 hex digits of HEAD; None outside a git checkout (or without git)
+    uncommitted_changes: bool            # tracked files differ from HEAD
     machine: Machine
-    date: str
-    load_average: list[float]
-    command: str | None = None
-    row: str = field(default=STAMP)
+    date: str                            # UTC, to the minute
+    load_average: list[float]            # 1, 5 and 15 minutes
+    command: str | None = None           # the command line that printed the rows
 
     @classmethod
     def now(cls, command: str | None = None) -> "Stamp":
+        """This checkout, this machine, now (the commit None outside a git checkout)."""
         return cls(git("rev-parse", "--short=12", "HEAD") or None,
                    bool(git("status", "--porcelain", "--untracked-files=no")), Machine.here(),
                    datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                    [round(x, 2) for x in os.getloadavg()], command)
-
-    def to_json(self) -> dict:
-        """The stamp's line, `row` first.
-
-        >>> Stamp("abc", False, Machine("CPU", 2, 8.0, "Linux", "3.11"), "2026-12-04 02:00 UTC", [0.5]).to_json()
-        {'row': 'stamp', 'commit': 'abc', 'uncommitted_changes': False, 'machine': {'cpu': 'CPU', 'cores': 2, \
-'memory_gb': 8.0, 'os': 'Linux', 'python': '3.11'}, 'date': '2026-12-04 02:00 UTC', 'load_average': [0.5], 'command': None}
-        """
-        out = super().to_json()
-        return {"row": out.pop("row"), **out}
 
 
 @dataclass(frozen=True)
@@ -169,29 +188,355 @@ class FidelityRow(Row):
     seconds: float = 0.0
 
 
-def as_json(row: Row | dict) -> dict:
-    """A typed row's JSON object, or a dict row as it is.
+@dataclass(frozen=True)
+class Relayed(Row):
+    """A row a child process printed (typed there: process.row_in_subprocess runs `python -m playground.bench
+    COMMAND`), read back from its JSON line and printed again as it came.
 
-    >>> as_json(ErrorRow("onnx", "boom")), as_json({"row": "batch"})
-    ({'backend': 'onnx', 'error': 'boom'}, {'row': 'batch'})
+    >>> Relayed({"backend": "onnx", "prefill_s": 0.8}).to_json()
+    {'backend': 'onnx', 'prefill_s': 0.8}
     """
-    return row.to_json() if isinstance(row, Row) else row
+
+    line: dict
+
+    def to_json(self) -> dict:
+        return dict(self.line)
 
 
-def say(row: Row | dict) -> dict:
-    """Print the row as one JSON line (flushed: a long bench shows each row as it comes); returns its object."""
-    out = as_json(row)
-    print(json.dumps(out), flush=True)
-    return out
+# --- peer.py: llama.cpp's llama-bench, the fp32 matmul peak, the kernel floor, the summary of ratios
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaBenchRow(Row):
+    """llama.cpp's `llama-bench` on the GGUF (peer.llama_bench_row): each figure the mean of `repeats` runs; with
+    an `error`, only the backend, tool and threads beside it.
+
+    >>> LlamaBenchRow(threads=2, error="llama-bench is not installed").to_json()
+    {'backend': 'llama.cpp', 'tool': 'llama-bench', 'threads': 2, 'error': 'llama-bench is not installed'}
+    """
+
+    OPTIONAL = ("error",)
+    ON_ERROR = ("backend", "tool", "threads")
+
+    backend: str = field(default="llama.cpp", init=False)
+    tool: str = field(default="llama-bench", init=False)
+    threads: int
+    model: str | None = None             # llama.cpp's name for the model type
+    repeats: int | None = None
+    prompt_tokens: int | None = None     # the chat prompt's length
+    prompt_s: float | None = None        # seconds to read it
+    new_tokens: int | None = None
+    decode_tps: float | None = None      # generated tokens/s from an empty context
+    prefill_tokens: int | None = None
+    prefill_s: float | None = None       # seconds to read prefill_tokens
+    prefill_tps: float | None = None     # prompt tokens/s of that prefill
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatmulPeakRow(Row):
+    """ONNX Runtime's fp32 MatMul on [m,k] x [k,n] (peer.matmul_peak_row): the machine's measured peak."""
+
+    yardstick: str = field(default="fp32 matmul peak (onnxruntime MatMul)", init=False)
+    shape: list[int]                     # [m, k, n]
+    threads: int                         # intra-op threads
+    matmul_peak_gflops: float            # GFLOP/s of the best run
+    matmul_median_gflops: float          # GFLOP/s of the median run
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelFloorRow(Row):
+    """onnx-gguf4's decode-graph MatMulNBits alone, ms per decode token (peer.kernel_floor_row): a floor, not a
+    backend; with an `error`, only the yardstick beside it."""
+
+    OPTIONAL = ("error",)
+    ON_ERROR = ("yardstick",)
+
+    yardstick: str = field(default="onnx-gguf4's MatMulNBits alone, one decode token (a floor, not a backend)",
+                           init=False)
+    one_pass_int8_ms: float | None = None   # at 1 activation row a token: llama.cpp's arithmetic
+    hi_lo_int8x2_ms: float | None = None    # at 2 rows a token: int8x2's hi + lo
+    nodes: int | None = None                # MatMulNBits nodes timed
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryRow(Row):
+    """Every backend's decode and 1024-token prefill as multiples of llama.cpp's (peer.ratios_row), and the
+    ceilings the floors put on them; one entry a backend, under its name.
+
+    >>> SummaryRow(llama_decode_tps=50.0, llama_prefill_s=2.0, ceilings={},
+    ...            backends={"onnx": {"decode_x": 0.5}}).to_json()   # doctest: +NORMALIZE_WHITESPACE
+    {'summary': 'ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)',
+     'llama_decode_tps': 50.0, 'llama_prefill_s': 2.0, 'ceilings': {}, 'onnx': {'decode_x': 0.5}}
+    """
+
+    FLAT = ("backends",)
+
+    summary: str = field(default="ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)",
+                         init=False)
+    llama_decode_tps: float | None       # llama.cpp's, the mean of its runs before and after ours
+    llama_prefill_s: float | None
+    ceilings: dict                       # the bounds the floors set (peer.ceilings); keys vary with the floors
+    backends: dict[str, dict]            # name -> decode_x, prefill_x, ttft_ms[, prefill_gflops, prefill_pct_of_peak]
+
+
+# --- interleaved.py: llama-bench and our backends alternating
+
+@dataclass(frozen=True, kw_only=True)
+class InterleavedRoundRow(Row):
+    """One round of interleaved.py: llama.cpp's figures and each backend's, under their names.
+
+    >>> InterleavedRoundRow(round=1, figures={"llama.cpp": {"decode_tps": 50.0}}).to_json()
+    {'round': 1, 'llama.cpp': {'decode_tps': 50.0}}
+    """
+
+    FLAT = ("figures",)
+
+    round: int
+    figures: dict[str, dict]   # "llama.cpp" -> decode_tps, prompt_s, prefill_s; a backend -> its own and the ratios
+
+
+@dataclass(frozen=True, kw_only=True)
+class InterleavedRow(Row):
+    """The medians over interleaved.py's rounds, under each name (as InterleavedRoundRow); with an `error`
+    (llama-bench failed), the error alone."""
+
+    OPTIONAL = ("summary", "error")
+    FLAT = ("medians",)
+    ON_ERROR = ()
+
+    summary: str | None = None            # what the medians are over
+    medians: dict[str, dict] = field(default_factory=dict)
+    error: str | None = None
+
+
+# --- batch.py, serve.py, aiperf.py, roofline.py, speculative.py: one row each, `bench_s` added by say_timed
+
+@dataclass(frozen=True, kw_only=True)
+class BatchRow(Row):
+    """Our continuous batching's batch-size sweep, llama.cpp's, and the bound the kernels set (batch.batch_row)."""
+
+    bench: str = field(default="batch", init=False)
+    backend: str
+    sizes: list[int]                      # the concurrencies swept
+    new_tokens: int                       # per request
+    ignore_eos: bool
+    ours: dict                            # our sweep: scheduler, slots, prefill_chunk, prompt, points
+    llama: dict                           # llama-batched-bench's sweep (peer.llama_batched_bench_row), or why not
+    step: dict                            # the decode step and the kernels alone at 1 and 8 rows, and the bound
+    total_x_8_vs_1: float | None          # total decode tok/s at 8 / at 1
+    tpot_x_8_vs_1: float | None           # median TPOT at 8 / at 1
+    total_x_8_vs_llama: float | None      # our total decode tok/s at 8 / llama.cpp's at 8
+    llama_total_x_8_vs_1: float | None
+    total_x_8_vs_1_max: float | None      # the bound (step["bound"] says how): not a measurement
+    targets: dict[str, str]               # ratio -> its target, e.g. ">= 3"
+    targets_met: dict[str, bool | None]   # None: a figure is missing
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeRow(Row):
+    """The pinned workload one at a time and with our continuous batching (serve.serve_row). A `figures`
+    dict (serve.figures): output_tps, output_tokens, requests_per_s, short_ttft_p50_s, short_ttft_p95_s,
+    completed, wall_s."""
+
+    OPTIONAL = ("saturated",)
+
+    bench: str = field(default="serve", init=False)
+    backend: str
+    requests: int
+    mix: dict[str, float]                 # class -> share of the requests
+    max_new_tokens: int
+    seed: int                             # of the Poisson arrivals
+    batch_config: dict                    # slots, prefill_chunk (tokens)
+    single_stream: dict                   # short_s, long_s, capacity_rps, tok_s: each class alone
+    rate_rps: float                       # the arrival rate, requests/s
+    rate_meaning: str = field(default="0.8 x one at a time's capacity on this backend (requests/s)", init=False)
+    one_at_a_time: dict                   # figures
+    batching: dict                        # figures
+    throughput_ratio: float | None        # output tok/s, batching / one at a time
+    short_p95_ttft_ratio: float | None    # the short class's p95 TTFT, batching / one at a time
+    throughput_ratio_ceiling: float | None   # a bound from the arrivals, not a measurement
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+    saturated: dict | None = None         # every request at once: both schedulers' figures, the ratio, the bounds
+    llama_server: dict                    # llama-server on the same workload, or why not (`error`, `skipped`)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AiperfRow(Row):
+    """AIPerf against the app's endpoint beside the Steps' own figures (aiperf.aiperf_row); with an `error`,
+    no figures."""
+
+    OPTIONAL = ("aiperf_version", "error", "by_concurrency", "targets", "targets_met", "overhead_means")
+
+    backend: str                          # "aiperf -> endpoint (<backend>, continuous batching)"
+    model: str
+    requests: int                         # per concurrency
+    prompt_tokens_cl100k: int             # prompt tokens a request, cl100k_base's count
+    output_tokens: int                    # per request, EOS ignored
+    aiperf_version: str | None = None
+    error: str | None = None
+    by_concurrency: dict[str, dict] | None = None   # "1", "4" -> medians of client, server, client - server (ms, %)
+    targets: dict[str, str] | None = None
+    targets_met: dict[str, bool] | None = None
+    overhead_means: str | None = None
+    load_average_1m: float                # the machine's, when the row was done
+
+
+@dataclass(frozen=True, kw_only=True)
+class RooflineRow(Row):
+    """Measured prefill and decode against the machine's roofline (roofline.roofline_row)."""
+
+    bench: str = field(default="roofline", init=False)
+    backend: str
+    model: str
+    storage: str                          # the weights' storage (e.g. fp32, 4-bit)
+    threads: int
+    peak_gflops: float                    # the measured MatMul peak, GFLOP/s
+    bandwidth_gb_s: float                 # the measured ReduceSum bandwidth, GB/s
+    ridge_flop_per_byte: float
+    peak_method: str
+    bandwidth_method: str
+    prefill_tokens: int
+    prefill_gflop: float                  # the prefill's work, GFLOP
+    prefill_measured_ms: float            # the best TTFT of the runs
+    prefill_predicted_ms: float
+    prefill_bound: str                    # "compute" or "memory"
+    prefill_ratio: float                  # measured / predicted
+    prefill_off_by: float                 # max(ratio, 1 / ratio)
+    prefill_achieved_gflops: float
+    decode_steps: int
+    decode_bound: str | None
+    decode_measured_ms: float | None      # medians over the decode steps
+    decode_predicted_ms: float | None
+    decode_ratio: float | None
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeculativeRow(Row):
+    """Prompt-lookup speculative decoding against plain decoding (speculative.speculative_row); each preset's
+    speedup also at the top level, as `<preset>_speedup`."""
+
+    FLAT = ("speedups",)
+
+    bench: str = field(default="speculative", init=False)
+    backend: str
+    k: int                                # tokens proposed a pass at most
+    ngram: int                            # the lookup's n-gram
+    new_tokens: int
+    repeats: int
+    presets: dict[str, dict]              # preset -> its figures and bounds (tokens per pass, tok/s, speedup, ...)
+    speedups: dict[str, float | None]     # "<preset>_speedup" -> speculative / plain decode tok/s
+    verify_pass: dict                     # rows, decode_ms, verify_ms, row_cost (a row's cost / a decode step)
+    beyond_bound: list[str]               # presets whose speedup exceeds 1.1 x the free-verify bound (noise)
+    verify_vs_decode_top1_differ: dict    # positions compared, how many differ
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+
+
+# --- ui.py: the app's cost to what it measures
+
+@dataclass(frozen=True, kw_only=True)
+class UiRow(Row):
+    """The app against a headless run on the same backend (ui.ui_row): medians over the runs; with --browser,
+    one run watched by Chromium, under a key that says where Chromium ran."""
+
+    OPTIONAL = ("with_chromium_on_its_own_cpu", "with_chromium_on_the_same_machine")
+
+    row: str = field(default="ui", init=False)
+    backend: str
+    model: str
+    prompt: str
+    new_tokens: int                       # the fewest of any run
+    same_tokens: bool                     # every run generated as many
+    repeats: int
+    headless_decode_tps: float | None
+    ui_decode_tps: float | None
+    wire_bytes: float | None              # the SSE stream of a run, bytes
+    sse_events: float | None
+    all_bytes_with_downloads: float | None
+    server_cpu_s_per_token: float | None  # the app's process, CPU seconds
+    model_cpu_s_per_token: float | None   # the headless run's steps
+    server_cpu_outside_model_s_per_token: float
+    decode_cpu_s_per_s_server_vs_headless: list[float | None]   # CPU seconds a second of decode: [server, headless]
+    client_cpu_s_per_run: float | None    # this process, CPU seconds
+    decode_ratio_ui_vs_headless: float
+    with_chromium_on_its_own_cpu: dict | None = None        # --pin: chip delays (ms), chart redraws, decode tok/s
+    with_chromium_on_the_same_machine: dict | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class UiFlatRow(Row):
+    """The app over a PacedEngine: its work per update in the first and the last quarter of a long run
+    (ui.flat_row)."""
+
+    row: str = field(default="ui-flat", init=False)
+    steps: int
+    steps_per_s: float
+    sse_events: int
+    wire_bytes: int
+    server_cpu_ms_per_update_first_quarter: float | None
+    server_cpu_ms_per_update_last_quarter: float | None
+    bytes_per_update_first_quarter: float | None
+    bytes_per_update_last_quarter: float | None
+
+
+# --- remote.py: this client against a server
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteRow(Row):
+    """The client's figures of a request against the server's own (remote.measure); the server's only where
+    it reports per-request timings (llama-server does, vLLM does not)."""
+
+    OPTIONAL = ("server_prompt_ms", "server_cached_prompt_tokens", "server_decode_tps",
+                "server_reported_predicted_per_second", "client_overhead", "client_overhead_target")
+
+    backend: str
+    model: str
+    prompt_tokens: int
+    new_tokens: int
+    repeats: int
+    client_ttft_s: float | None           # medians over the repeats
+    client_decode_tps: float | None
+    server_prompt_ms: float | None = None
+    server_cached_prompt_tokens: int | None = None
+    server_decode_tps: float | None = None            # (N - 1) tokens over the first-to-last span, as the client's
+    server_reported_predicted_per_second: float | None = None
+    client_overhead: float | None = None              # 1 - client / server decode tok/s
+    client_overhead_target: float | None = None
+
+
+def say(row: Row) -> dict:
+    """Print a typed row as one JSON line (flushed: a long bench shows each row as it comes); returns its
+    object. A dict is refused: every row the bench prints has its type in this module.
+
+    >>> say({"row": "batch"})
+    Traceback (most recent call last):
+    ...
+    TypeError: say() prints a Row (playground/bench/rows.py), not a dict
+    """
+    return _print(_typed(row).to_json())
 
 
 def say_timed(make_row) -> dict:
-    """Print the row `make_row()` builds with `bench_s`, the seconds it took, added; returns its object."""
+    """Print the typed row `make_row()` builds with `bench_s`, the seconds it took, added; returns its object."""
     start = time.perf_counter()
-    row = as_json(make_row())
-    row["bench_s"] = round(time.perf_counter() - start, 1)
-    return say(row)
+    out = _typed(make_row()).to_json()
+    out["bench_s"] = round(time.perf_counter() - start, 1)
+    return _print(out)
 
+
+def _typed(row) -> Row:
+    if not isinstance(row, Row):
+        raise TypeError(f"say() prints a Row (playground/bench/rows.py), not a {type(row).__name__}")
+    return row
+
+
+def _print(out: dict) -> dict:
+    print(json.dumps(out), flush=True)
+    return out
 
 def parser(command: str, doc: str):
     """The argument parser of `python -m playground.bench COMMAND`, with --model (the first line of `doc` its

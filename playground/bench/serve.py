@@ -40,7 +40,7 @@ from ..serve import SCHEDULERS, Workload, default_classes
 from ..serve.continuous import BatchConfig
 from ..serve.summary import percentile, served, throughput
 from .batch import CONTEXT, decode_step_ms, prefill_tps, ratio, targets_met, targets_text
-from .rows import parser, say_timed
+from .rows import ServeRow, parser, say_timed
 
 MIX = {"short": 0.8, "long": 0.2}
 BATCH = BatchConfig(slots=8, prefill_chunk=128)
@@ -131,7 +131,7 @@ def _round(v, digits=3):
 
 
 def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int = 48, seed: int = 0,
-              saturate: bool = True, backend: str | None = None) -> dict:
+              saturate: bool = True, backend: str | None = None) -> ServeRow:
     from ..backends import default_backend_name
     name = backend or default_backend_name("cpu", model)
     engine = load(name, model)
@@ -140,28 +140,27 @@ def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int 
     one, batching = SCHEDULERS["one-at-a-time"].create(engine), SCHEDULERS["batching"].create(engine, batch=BATCH)
     classes = default_classes(engine, max_new_tokens, MIX)
     workload = Workload.build(classes, requests, "poisson", rate, seed)
-    row = {"bench": "serve", "backend": engine.backend.name, "requests": requests, "mix": MIX,
-           "max_new_tokens": max_new_tokens, "seed": seed,
-           "batch_config": {"slots": BATCH.slots, "prefill_chunk": BATCH.prefill_chunk},
-           "single_stream": capacity, "rate_rps": rate,
-           "rate_meaning": "0.8 x one at a time's capacity on this backend (requests/s)"}
     batching.run(Workload.build(classes, 2))   # warm-up: the pool's first calls of both graphs
-    row["one_at_a_time"], row["batching"] = figures(one.run(workload)), figures(batching.run(workload))
-    row["throughput_ratio"] = ratio(row["batching"]["output_tps"], row["one_at_a_time"]["output_tps"])
-    row["short_p95_ttft_ratio"] = ratio(row["batching"]["short_ttft_p95_s"], row["one_at_a_time"]["short_ttft_p95_s"])
-    row["throughput_ratio_ceiling"] = throughput_ratio_ceiling(workload, row["one_at_a_time"])
-    row["targets"], row["targets_met"] = targets_text(TARGETS), targets_met(row, TARGETS)
+    alone, batched = figures(one.run(workload)), figures(batching.run(workload))
+    ratios = {"throughput_ratio": ratio(batched["output_tps"], alone["output_tps"]),
+              "short_p95_ttft_ratio": ratio(batched["short_ttft_p95_s"], alone["short_ttft_p95_s"])}
+    sat = None
     if saturate:   # every request at once: what each can serve at most, and the bounds its work sets
         at_once = Workload.build(classes, requests, "all-at-once", None, seed)
-        sat = row["saturated"] = {"one_at_a_time": figures(one.run(at_once))}
+        sat = {"one_at_a_time": figures(one.run(at_once))}
         result = batching.run(at_once)
         sat["batching"] = figures(result)
         sat["throughput_ratio"] = ratio(sat["batching"]["output_tps"], sat["one_at_a_time"]["output_tps"])
         sat["bounds"] = saturated_bounds(engine, result)
-    row["llama_server"] = (server_rows(workload, Workload.build(classes, requests, "all-at-once", None, seed)
-                                       if saturate else None) if model is None
-                           else {"skipped": "llama-server runs the bundled GGUF only"})
-    return row
+    llama_server = (server_rows(workload, Workload.build(classes, requests, "all-at-once", None, seed)
+                                if saturate else None) if model is None
+                    else {"skipped": "llama-server runs the bundled GGUF only"})
+    return ServeRow(backend=engine.backend.name, requests=requests, mix=MIX, max_new_tokens=max_new_tokens,
+                    seed=seed, batch_config={"slots": BATCH.slots, "prefill_chunk": BATCH.prefill_chunk},
+                    single_stream=capacity, rate_rps=rate, one_at_a_time=alone, batching=batched, **ratios,
+                    throughput_ratio_ceiling=throughput_ratio_ceiling(workload, alone),
+                    targets=targets_text(TARGETS), targets_met=targets_met(ratios, TARGETS), saturated=sat,
+                    llama_server=llama_server)
 
 
 SERVER_PARALLEL = 4   # llama-server slots: requests it decodes together

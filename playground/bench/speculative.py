@@ -25,14 +25,14 @@ from __future__ import annotations
 
 
 from .batch import targets_met, targets_text
-from .rows import parser, say_timed
+from .rows import SpeculativeRow, parser, say_timed
 
 TARGETS = {"summary_speedup": (">=", 1.5), "question_speedup": (">=", 0.95)}
 K, NGRAM, NEW_TOKENS, REPEATS, AGREEMENT_TOKENS = 4, 3, 96, 2, 200
 
 
 def speculative_row(model: str | None = None, backend: str | None = None, new_tokens: int = NEW_TOKENS,
-                    repeats: int = REPEATS) -> dict:
+                    repeats: int = REPEATS) -> SpeculativeRow:
     from ..backends import create_backend, default_backend_name
     from .fidelity import text_ids
     from ..engine import Engine
@@ -41,31 +41,31 @@ def speculative_row(model: str | None = None, backend: str | None = None, new_to
 
     engine = Engine(create_backend(backend or default_backend_name("cpu", model), model, device="cpu"))
     result = run_speculative(engine, K, NGRAM, new_tokens, repeats)
-    row = {"bench": "speculative", "backend": engine.backend.name, "k": K, "ngram": NGRAM,
-           "new_tokens": new_tokens, "repeats": repeats, "presets": result.summary()}
+    presets, speedups = result.summary(), {}
     for p in result.presets:
-        row["presets"][p.preset].update(plain_decode_tps=_round(p.plain_decode_tps), proposed=p.proposed,
-                                        spec_decode_tps=_round(p.spec_decode_tps), accepted=p.accepted,
-                                        passes=p.passes, output_tokens=p.output_tokens,
-                                        first_difference=p.first_difference)
-        row[f"{p.preset}_speedup"] = None if p.speedup is None else round(p.speedup, 2)
+        presets[p.preset].update(plain_decode_tps=_round(p.plain_decode_tps), proposed=p.proposed,
+                                 spec_decode_tps=_round(p.spec_decode_tps), accepted=p.accepted,
+                                 passes=p.passes, output_tokens=p.output_tokens, first_difference=p.first_difference)
+        speedups[f"{p.preset}_speedup"] = None if p.speedup is None else round(p.speedup, 2)
     ids = text_ids(engine.tokenizer, AGREEMENT_TOKENS + 1)
     cost = verify_row_cost(engine.backend, ids, K + 1)
-    row["verify_pass"] = {"rows": cost["rows"], "decode_ms": round(cost["decode_s"] * 1e3, 2),
-                          "verify_ms": round(cost["verify_s"] * 1e3, 2), "row_cost": round(cost["row_cost"], 3)}
     for p in result.presets:   # a bound (labelled): what the run's passes allow at the measured cost of a row
         per_pass = p.proposed / max(1, p.passes - 1)
-        row["presets"][p.preset]["bound_speedup_at_row_cost"] = round(
+        presets[p.preset]["bound_speedup_at_row_cost"] = round(
             speedup_bound(p.tokens_per_pass, per_pass, cost["row_cost"]), 2)
-        row["presets"][p.preset]["bound_speedup_free_verify"] = round(p.tokens_per_pass, 2)
-    # a measured speedup beyond the free-verify bound cannot come from the passes: the machine's load changed
-    # between the plain and the speculative runs (name them; their speedup is noise)
-    row["beyond_bound"] = [name for name, p in row["presets"].items() if p["speedup"] is not None
-                           and p["speedup"] > 1.1 * p["bound_speedup_free_verify"]]
+        presets[p.preset]["bound_speedup_free_verify"] = round(p.tokens_per_pass, 2)
     differ, compared = verify_agreement(engine.backend, ids)
-    row["verify_vs_decode_top1_differ"] = {"positions": compared, "differ": differ}
-    row["targets"], row["targets_met"] = targets_text(TARGETS), targets_met(row, TARGETS)
-    return row
+    return SpeculativeRow(
+        backend=engine.backend.name, k=K, ngram=NGRAM, new_tokens=new_tokens, repeats=repeats, presets=presets,
+        speedups=speedups,
+        verify_pass={"rows": cost["rows"], "decode_ms": round(cost["decode_s"] * 1e3, 2),
+                     "verify_ms": round(cost["verify_s"] * 1e3, 2), "row_cost": round(cost["row_cost"], 3)},
+        # a measured speedup beyond the free-verify bound cannot come from the passes: the machine's load changed
+        # between the plain and the speculative runs (name them; their speedup is noise)
+        beyond_bound=[name for name, p in presets.items() if p["speedup"] is not None
+                      and p["speedup"] > 1.1 * p["bound_speedup_free_verify"]],
+        verify_vs_decode_top1_differ={"positions": compared, "differ": differ},
+        targets=targets_text(TARGETS), targets_met=targets_met(speedups, TARGETS))
 
 
 def _round(v, digits: int = 2):

@@ -39,7 +39,7 @@ from ..chromium import chromium_path
 from ..live import GENERATE_OUTPUTS, read_stream
 from .app_process import AppProcess
 from .recorder import RECORDER
-from .rows import parser, say
+from .rows import UiFlatRow, UiRow, parser, say
 
 PROMPT = "Explain the KV cache in one paragraph."
 MAX_NEW_TOKENS = 128
@@ -80,7 +80,7 @@ def app_run(app: AppProcess, client, backend: str, tokens: int) -> dict:
 
 
 def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NEW_TOKENS, repeats: int = 5,
-           browser: bool = False) -> dict:
+           browser: bool = False) -> UiRow:
     from gradio_client import Client
 
     from ..backends import create_backend
@@ -108,21 +108,23 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
     model_decode = _median(sum(s.cpu or 0.0 for s in h.steps[1:]) / (h.steps[-1].time - h.steps[0].time)
                            for h in headless if len(h.steps) > 2)
     server_decode = _median(u["decode_cpu_per_s"] for u in ui)
-    row = {"row": "ui", "backend": backend, "model": engine.info.model, "prompt": PROMPT, "new_tokens": min(n),
-           "same_tokens": len(set(n)) == 1, "repeats": repeats,
-           "headless_decode_tps": _median(h.metrics().decode_tps for h in headless),
-           "ui_decode_tps": _median(u["trace"]["metrics"]["decode_tps"] for u in ui),
-           "wire_bytes": _median(u["bytes"] for u in ui), "sse_events": _median(u["events"] for u in ui),
-           "all_bytes_with_downloads": _median(u["all_bytes"] for u in ui),
-           "server_cpu_s_per_token": server_cpu, "model_cpu_s_per_token": model_cpu,
-           "server_cpu_outside_model_s_per_token": round(server_cpu - model_cpu, 5),
-           "decode_cpu_s_per_s_server_vs_headless": [server_decode, model_decode],
-           "client_cpu_s_per_run": _median(u["client_cpu"] for u in ui)}
-    row["decode_ratio_ui_vs_headless"] = round(row["ui_decode_tps"] / row["headless_decode_tps"], 3)
+    headless_tps = _median(h.metrics().decode_tps for h in headless)
+    ui_tps = _median(u["trace"]["metrics"]["decode_tps"] for u in ui)
     if watched:
-        watched["decode_ratio_vs_headless"] = round(watched["decode_tps"] / row["headless_decode_tps"], 3)
-        row["with_chromium_on_its_own_cpu" if PINNED_CPUS else "with_chromium_on_the_same_machine"] = watched
-    return row
+        watched["decode_ratio_vs_headless"] = round(watched["decode_tps"] / headless_tps, 3)
+    return UiRow(backend=backend, model=engine.info.model, prompt=PROMPT, new_tokens=min(n),
+                 same_tokens=len(set(n)) == 1, repeats=repeats, headless_decode_tps=headless_tps,
+                 ui_decode_tps=ui_tps, wire_bytes=_median(u["bytes"] for u in ui),
+                 sse_events=_median(u["events"] for u in ui),
+                 all_bytes_with_downloads=_median(u["all_bytes"] for u in ui),
+                 server_cpu_s_per_token=server_cpu, model_cpu_s_per_token=model_cpu,
+                 server_cpu_outside_model_s_per_token=round(server_cpu - model_cpu, 5),
+                 decode_cpu_s_per_s_server_vs_headless=[server_decode, model_decode],
+                 client_cpu_s_per_run=_median(u["client_cpu"] for u in ui),
+                 decode_ratio_ui_vs_headless=round(ui_tps / headless_tps, 3),
+                 # the watched run, under a key that says where Chromium ran
+                 with_chromium_on_its_own_cpu=watched if watched and PINNED_CPUS else None,
+                 with_chromium_on_the_same_machine=watched if watched and not PINNED_CPUS else None)
 
 
 def can_pin() -> bool:
@@ -214,7 +216,7 @@ def browser_run(app: AppProcess, tokens: int) -> dict:
             "server_cpu_s_per_token": round((cpu1 - cpu0) / len(steps), 5), "wire_bytes": bytes1 - bytes0}
 
 
-def flat_row(steps: int = FLAT_STEPS, steps_per_s: float = FLAT_STEPS_PER_S) -> dict:
+def flat_row(steps: int = FLAT_STEPS, steps_per_s: float = FLAT_STEPS_PER_S) -> UiFlatRow:
     """The UI's server CPU and bytes per update early and late in a long run (flat = no growth with length)."""
     from gradio_client import Client
     with AppProcess.paced(steps_per_s) as app:
@@ -236,13 +238,12 @@ def flat_row(steps: int = FLAT_STEPS, steps_per_s: float = FLAT_STEPS_PER_S) -> 
     def per_update(part, i):
         events = part[-1][3] - part[0][3]
         return (part[-1][i] - part[0][i]) / events if events else None
-    row = {"row": "ui-flat", "steps": len(run["trace"]["steps"]), "steps_per_s": steps_per_s,
-           "sse_events": run["events"], "wire_bytes": run["bytes"],
-           "server_cpu_ms_per_update_first_quarter": _round(per_update(first, 1), 1e3),
-           "server_cpu_ms_per_update_last_quarter": _round(per_update(last, 1), 1e3),
-           "bytes_per_update_first_quarter": _round(per_update(first, 2)),
-           "bytes_per_update_last_quarter": _round(per_update(last, 2))}
-    return row
+    return UiFlatRow(steps=len(run["trace"]["steps"]), steps_per_s=steps_per_s, sse_events=run["events"],
+                     wire_bytes=run["bytes"],
+                     server_cpu_ms_per_update_first_quarter=_round(per_update(first, 1), 1e3),
+                     server_cpu_ms_per_update_last_quarter=_round(per_update(last, 1), 1e3),
+                     bytes_per_update_first_quarter=_round(per_update(first, 2)),
+                     bytes_per_update_last_quarter=_round(per_update(last, 2)))
 
 
 def _own_cpu() -> float:
