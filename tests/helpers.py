@@ -1,6 +1,6 @@
 """Helpers the test modules share (fixtures live in tests/conftest.py, fake backends in tests/fakes.py):
 
-- the app's endpoints: FRANCE, DEFAULTS, generate_form, generate_args, generated, named, trace_from, EXPERIMENT,
+- the app's endpoints: FRANCE, DEFAULTS, generate_form, generate_args, compare_args, generated, named, trace_from, EXPERIMENT,
   experiment_args, free_port, wait_for;
 - tiny_registry (torch, onnx that fails, copy that swerves at SWERVE_AT, late, slow) and swerving_engine;
 - calls_settle (forward passes still being made), check_timelines (a serve result's stamps are consistent);
@@ -71,6 +71,14 @@ def generate_by_name():
 def generate_values(session, prompt=FRANCE, **changes) -> dict:
     """A call of the generate handler made with generate_by_name(): the form's fields and the session, by name."""
     return {**vars(generate_form(prompt, **changes)), "session": session}
+
+
+def compare_args(backend_a, backend_b, prompt=FRANCE, max_new_tokens=8, temperature=0, chat=True):
+    """/compare's inputs, named as CompareForm's fields, in the order a client passes them."""
+    from playground.ui.compare_tab import CompareForm
+    from playground.ui.forms import api_args
+    return api_args(CompareForm(backend_a, backend_b, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                                chat=chat))
 
 
 def experiment_args(name, backend="torch", **changes):

@@ -9,8 +9,8 @@ page is served at once, and the model info line says what is loading, what is re
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
 generate_tab.py (+ live_view.py, live.js: drawn in the browser), tokens_tab.py, compare_tab.py,
 experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py
-(spaces.GPU on ZeroGPU), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs), jobs.py (the
-background job every long-running tab follows);
+(spaces.GPU on ZeroGPU), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs); the long
+runs are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.

@@ -31,7 +31,7 @@ from ..run_view import format_seconds
 from ..session import ExportFolder
 from .common import (CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, described_dropdown,
                      loading_line, source, warn)
-from .jobs import BackgroundJob
+from ..jobs import BackgroundJob
 
 # the sliders, in the order /experiment takes them: every parameter of every experiment
 SLIDERS = [(spec, param) for spec in EXPERIMENTS.values() for param in spec.params]

@@ -18,7 +18,7 @@ import gradio as gr
 
 from ..lesson import STEPS, Lesson
 from .common import CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, error_html, source
-from .jobs import BackgroundJob
+from ..jobs import BackgroundJob
 
 FIGURE_SLOTS = 3
 OUTPUTS = ("title", "status", "takeaway", "notes", "body", "replay", "replay_data", "figure0", "figure1", "figure2")

@@ -27,7 +27,7 @@ import gradio as gr
 
 from ..session import ExportFolder
 from .common import CPU_SLOTS
-from .jobs import BackgroundJob
+from ..jobs import BackgroundJob
 
 DEFAULT_SLO = (2.0, 0.5)   # TTFT ≤ 2 s, TPOT ≤ 0.5 s: the Serve tab's goodput until the user moves them
 

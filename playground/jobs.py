@@ -1,5 +1,5 @@
-"""One session's long-running work (an experiment, a lesson step, a Serve workload or sweep) in a worker thread,
-followed by the page's handler: progress, cancel, cancel when the handler is closed, and the poll loop.
+"""One session's long-running work (an experiment, a lesson step, a Serve workload or sweep, a Generate run) in a
+worker thread, followed by the page's handler: progress, cancel, cancel when the handler is closed, the poll loop.
 
     job = BackgroundJob()                        # kept in gr.State (each session gets a fresh copy)
     job.start(lambda job: measure(job.report, job.cancel))   # returns at once; `work(job)` runs in a thread
@@ -9,7 +9,8 @@ followed by the page's handler: progress, cancel, cancel when the handler is clo
 Closing the following handler (Stop cancels the Gradio event, the tab goes away) cancels the work. A page
 that stops asking without closing it (its handler dropped) is noticed by `report`: after ABANDONED_AFTER
 seconds without a redraw the work is cancelled. An exception in `work` becomes `error`, a line for the page.
-Left out: what is drawn (each tab's own `draw`), and a Generate run (session.BackgroundRun streams its Steps).
+session.BackgroundRun is one too: a Run's Steps made in the worker, taken in batches by the Generate handler.
+Left out: gradio, and what is drawn (each tab's own `draw`).
 """
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from ..session import ABANDONED_AFTER
+# A page that asks for nothing for this long has gone (its handler was dropped without being closed): its work
+# stops. A live page asks every few hundred milliseconds, even while drawing charts.
+ABANDONED_AFTER = 5.0
 
 
 class BackgroundJob:
-    """A worker thread with a cancel Event, its last progress (`fraction`, `message`), `result` and `error`."""
+    """A worker thread with a cancel Event, its last progress (`fraction`, `message`), `result` and `error`.
+    `lease`: the seconds without a redraw after which the page counts as gone."""
+    lease: float | None = ABANDONED_AFTER
 
     def __init__(self):
         self.cancel, self.thread, self.result, self.error = threading.Event(), None, None, None
@@ -50,10 +55,14 @@ class BackgroundJob:
         self.thread = threading.Thread(target=body, daemon=True, name=name)
         self.thread.start()
 
+    def abandoned(self) -> bool:
+        """True once the page has asked for nothing for `lease` seconds (never without a lease)."""
+        return bool(self.lease) and time.monotonic() - self.asked > self.lease
+
     def report(self, fraction: float, message: str) -> None:
         """The work's progress callback; it cancels the work once the page has stopped asking."""
         self.fraction, self.message = fraction, message
-        if time.monotonic() - self.asked > ABANDONED_AFTER:
+        if self.abandoned():
             self.cancel.set()   # the page stopped asking: its handler was dropped without being closed
 
     def follow(self, draw: Callable[[bool, int], object], every: float) -> Iterator:
