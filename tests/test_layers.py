@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "playground"
 
 LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
-    ("config", "metrics", "tiny", "tokens", "units", "llamacpp", "replay", "prompts"),   # no playground imports
+    ("config", "metrics", "tiny", "tokens", "units", "llamacpp", "replay", "prompts", "jobs"),   # no playground imports
     ("models", "trace", "sampling", "measure"),
     ("source", "backends"),
     ("engine", "roofline"),

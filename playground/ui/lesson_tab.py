@@ -100,7 +100,8 @@ def make_handlers(registry, out: SimpleNamespace):
         yield from run_step(session)
 
     def run_step(session: LessonSession):
-        job, step = session.job, session.step
+        session.job = job = BackgroundJob()   # this step's own (another may be running); Stop cancels the latest
+        step = session.step
 
         def draw(final: bool, tick: int) -> dict:
             if not final:

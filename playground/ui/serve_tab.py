@@ -72,15 +72,24 @@ def build_workload(scheduler, form: WorkloadForm) -> Workload:
     return workload
 
 
-def acquire(job, gate: MachineGate):
-    """Wait (up to a minute, saying so) for the machine; yields status lines; sets job.message to 'ok' on success."""
+def sweep_mix(requests) -> WorkloadForm:
+    """The rate sweep's workload: the lesson's two requests (a question, a document to summarize), Poisson."""
+    return WorkloadForm(n=requests, arrival="poisson", rate=1.0, seed=0, short_prompt=FRANCE, short_tokens=48,
+                        short_share=0.8, long_prompt=SUMMARIZE + long_document(), long_tokens=48, long_share=0.2)
+
+
+BUSY = "the machine stayed busy for a minute (another workload or other runs); try again"
+
+
+def acquire(gate: MachineGate, status):
+    """Wait (up to a minute, saying so in `status` updates) for the machine alone; returns whether it was had
+    (`had = yield from acquire(gate, out.status)`)."""
     start = time.monotonic()
     while time.monotonic() - start < 60:
         if gate.acquire_alone(timeout=1.0):
-            job.message = "ok"
-            return
-        yield f"⏳ waiting for the machine: other runs are in progress ({time.monotonic() - start:.0f} s)"
-    job.message = "the machine stayed busy for a minute (another workload or other runs); try again"
+            return True
+        yield {status: f"⏳ waiting for the machine: other runs are in progress ({time.monotonic() - start:.0f} s)"}
+    return False
 
 
 def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: MachineGate):
@@ -117,10 +126,8 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        for line in acquire(job, gate):
-            yield {out.status: line}
-        if job.message != "ok":
-            yield {out.status: warn(job.message)}
+        if not (yield from acquire(gate, out.status)):
+            yield {out.status: warn(BUSY)}
             return
 
         def work(job):
@@ -148,15 +155,12 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
             if not sizes or not all(1 <= x <= MAX_REQUESTS for x in sizes):
                 raise ValueError(f"batch sizes must be whole numbers between 1 and {MAX_REQUESTS}, e.g. 1,2,4,8,16")
             rates = [float(x) for x in str(f.rates).split(",") if x.strip()]
-            base = build_workload(scheduler, WorkloadForm(f.requests, "poisson", 1.0, 0, FRANCE, 48, 0.8,
-                                                          SUMMARIZE + long_document(), 48, 0.2))
+            base = build_workload(scheduler, sweep_mix(f.requests))
         except ValueError as exc:
             yield {out.status: warn(str(exc))}
             return
-        for line in acquire(job, gate):
-            yield {out.status: line}
-        if job.message != "ok":
-            yield {out.status: warn(job.message)}
+        if not (yield from acquire(gate, out.status)):
+            yield {out.status: warn(BUSY)}
             return
         slo = (float(f.ttft) if f.ttft else None, float(f.tpot) if f.tpot else None)
 
