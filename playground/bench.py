@@ -60,7 +60,7 @@ def measure_prefill(source, tokens: int = PREFILL_TOKENS, repeats: int = 3) -> d
     """Median TTFT of a one-token Run from exactly `tokens` prompt ids (warm-up run excluded): the
     prefill experiment's measurement, through the source's own step loop like every other figure."""
     from .config import GenerationSettings
-    from .experiments.common import exact_length_ids, require
+    from .measure import exact_length_ids, require
 
     require(source, "exact_ids", "the prefill row")
     name = source.info.name

@@ -37,13 +37,13 @@ REFERENCE = "onnx"
 
 def text_ids(tokenizer, tokens: int = FIDELITY_TOKENS) -> list[int]:
     """`tokens` ids of the long document, repeated as needed."""
-    from .experiments.common import exact_length_ids
+    from .measure import exact_length_ids
     return exact_length_ids(tokenizer, tokens)
 
 
 def document_tokens(tokenizer) -> int:
     """Length of one copy of the document: positions past it can be predicted by copying."""
-    from .experiments.common import long_document
+    from .prompts import long_document
     return len(tokenizer(long_document(), add_special_tokens=False)["input_ids"])
 
 

@@ -44,7 +44,7 @@ def roofline_row(model: str | None = None, backend: str | None = None, prompt_to
     from .backends import create_backend, default_backend_name
     from .config import GenerationSettings
     from .engine import Engine
-    from .experiments.common import exact_length_ids
+    from .measure import exact_length_ids
     from .roofline import ModelShape, machine_ceilings, storage_of, trace_points
 
     engine = Engine(create_backend(backend or default_backend_name("cpu", model), model, device="cpu"))

@@ -9,7 +9,7 @@
 
 Sampling uses transformers' logits warpers (temperature, top-k, top-p) on the backend's logits; a
 seed fixes the sampler's own generator. `run.cancel()` (any thread) or closing the iterator stops
-compute within one step; the partial trace is kept with stop_reason "cancelled".
+compute within one step; the partial trace is kept with stop reason StopReason.CANCELLED.
 
 Left out: batching several requests into one forward pass; speculative decoding is speculative.py
 (SpeculativeEngine: the same Steps from a loop that verifies prompt-lookup drafts).
@@ -25,7 +25,7 @@ from .config import MAX_PROMPT_CHARS, GenerationSettings
 from .replay import replay_info
 from .sampling import Detokenizer, Sampler
 from .source import Capabilities, Run, SourceInfo
-from .trace import Candidate, Step, Trace
+from .trace import Candidate, Phase, Step, StopReason, Trace
 
 __all__ = ["Engine", "Prefix", "Run", "check_prompt", "common_prefix"]
 
@@ -153,7 +153,7 @@ class Engine:
             ids.append(token)
             kv = b.kv_cache_bytes(state) if trace.use_cache else None   # no cache kept: nothing to measure
             step = Step(index=index, token_id=token, text=detok.add(token), special=token in detok.special_ids,
-                        phase="prefill" if index == 0 else "decode", time=t - run.t0, latency=t - t_prev, prob=pick.prob, sample_prob=pick.sample_prob,
+                        phase=Phase.PREFILL if index == 0 else Phase.DECODE, time=t - run.t0, latency=t - t_prev, prob=pick.prob, sample_prob=pick.sample_prob,
                         top=tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
                         seq_len=len(ids) - 1, kv_bytes=kv, wall_ns=wall_ns, tokens=1, cpu=cpu - cpu_prev)
             t_prev, cpu_prev = t, cpu
@@ -182,15 +182,15 @@ class Engine:
             logits, state = b.extend(ids[len(prefix.ids):], prefix.state)
         return sampler, detok, ids, eos, logits, state
 
-    def _stop_reason(self, run: Run, token: int, index: int, length: int, eos: frozenset[int]) -> str | None:
+    def _stop_reason(self, run: Run, token: int, index: int, length: int, eos: frozenset[int]) -> StopReason | None:
         """Why the run stops after output token `index` (the context now `length` ids long), or None."""
         if token in eos:
-            return "eos"
+            return StopReason.EOS
         if index + 1 == run.trace.settings.max_new_tokens:
-            return "length"
+            return StopReason.LENGTH
         if length >= self.backend.context_window:
-            return "context"
-        return "cancelled" if run.cancelled else None
+            return StopReason.CONTEXT
+        return StopReason.CANCELLED if run.cancelled else None
 
 
 class Prefix(NamedTuple):

@@ -6,7 +6,7 @@ shared template sent once).
 
     {"run": "3f2a…", "prompt_tokens": 9, "backend": "onnx", "greedy": true, "speculation": null, "kv": [30, 3, 64, 4],
      "fields": [...]}
-    [0, 504, " The", "·The", false, "prefill", 0.1234, 0.1234, 1733…, 0.41, 1.0, 10, 245760, 1, [[504, "·The", 0.41, 1.0], …],
+    [1, 504, " The", "·The", false, "decode", 0.1534, 0.0300, 1733…, 0.41, 1.0, 10, 245760, 1, [[504, "·The", 0.41, 1.0], …],
      null, null]
     {"end": "length", "steps": 64, "error": null, "figures": {"timeline": {…}, …, "topk": …}, "template": {…}}
 
@@ -22,16 +22,16 @@ textContent and escapes it for Plotly. A figure the source does not give is null
     >>> from playground.trace import Phase, Step
     >>> stream = StepStream(SimpleNamespace(prompt_ids=[1, 2], backend="fake", kv_shape=None,
     ...                                     settings=SimpleNamespace(greedy=True)), run_id="r1")
-    >>> text = stream.add([Step(index=0, token_id=7, text="<b>", special=False, phase=Phase.PREFILL, time=0.5,
+    >>> text = stream.add([Step(index=0, token_id=7, text="<b>", special=False, phase=Phase.DECODE, time=0.5,
     ...                         latency=0.5, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None,
     ...                         wall_ns=9)])
     >>> text.splitlines()[1]
-    '[0, 7, "<b>", "<b>", false, "prefill", 0.5, 0.5, 9, null, null, null, null, 1, null, null, null]'
+    '[0, 7, "<b>", "<b>", false, "decode", 0.5, 0.5, 9, null, null, null, null, 1, null, null, null]'
     >>> head, steps, end = read_stream(text)
     >>> head["run"], steps[0]["shown"], steps[0]["kv_bytes"], end
     ('r1', '<b>', None, None)
 
-Left out: drawing (playground/ui/live.js) and gradio (playground/ui/ wires the stream to a component).
+Left out: drawing (playground/ui/live/) and gradio (playground/ui/ wires the stream to a component).
 """
 from __future__ import annotations
 

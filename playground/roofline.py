@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
+from .trace import Phase
+
 MiB = 1 << 20
 PEAK_SHAPE = (256, 1024, 1024)            # m, k, n of the MatMul probe
 STREAM_BYTES = 256 * MiB                  # the bandwidth probe's tensor
@@ -257,7 +259,7 @@ def decode_cost(shape: ModelShape, storage: Storage, seq_lens: Iterable[int]) ->
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    phase: str                 # "prefill" | "decode"
+    phase: Phase
     rows: int                  # rows of the forward pass (prefill: prompt tokens; decode: the batch)
     seq_len: int               # positions in the cache after the pass
     flops: float
@@ -297,10 +299,10 @@ def trace_points(trace, shape: ModelShape, storage: Storage, ceilings: Ceilings)
             continue
         seq = step.seq_len if step.seq_len is not None else prompt + step.index
         if step.index == 0:
-            points.append(point("prefill", prefill_cost(shape, storage, prompt), prompt, prompt, latency, ceilings))
+            points.append(point(Phase.PREFILL, prefill_cost(shape, storage, prompt), prompt, prompt, latency, ceilings))
         else:
             rows = step.rows or made
-            points.append(point("decode", decode_cost(shape, storage, [seq] * rows), rows, seq, latency, ceilings))
+            points.append(point(Phase.DECODE, decode_cost(shape, storage, [seq] * rows), rows, seq, latency, ceilings))
     return points
 
 
@@ -360,22 +362,22 @@ def sweep_points(sweep, shape: ModelShape, storage: Storage, ceilings: Ceilings,
     [(1, 14, 0.51), (8, 14, 3.54)]
     """
     seq = prompt_tokens + int(sweep.settings.get("new_tokens", 0)) // 2
-    return [point("decode", decode_cost(shape, storage, [seq] * p.concurrency), p.concurrency, seq, p.tpot_s, ceilings)
+    return [point(Phase.DECODE, decode_cost(shape, storage, [seq] * p.concurrency), p.concurrency, seq, p.tpot_s, ceilings)
             for p in sweep.points if p.tpot_s]
 
 
 def why_text(points: list[RooflinePoint]) -> str:
     """Two lines for people: the prefill and the median decode step, measured beside predicted.
 
-    >>> p = RooflinePoint("decode", 1, 9, 2e8, 1e8, 0.03, 0.01, "memory")
+    >>> p = RooflinePoint(Phase.DECODE, 1, 9, 2e8, 1e8, 0.03, 0.01, "memory")
     >>> why_text([p])
     'decode (median of 1 steps): measured 30.0 ms, predicted 10.0 ms (memory-bound): 3.0x the roofline'
     """
     lines = []
-    for p in (q for q in points if q.phase == "prefill"):
+    for p in (q for q in points if q.phase == Phase.PREFILL):
         lines.append(f"prefill of {p.rows} tokens: measured {p.measured_s * 1e3:.1f} ms, predicted "
                      f"{p.predicted_s * 1e3:.1f} ms ({p.bound}-bound): {p.ratio:.1f}x the roofline")
-    decode = [q for q in points if q.phase == "decode"]
+    decode = [q for q in points if q.phase == Phase.DECODE]
     if decode:
         measured, predicted = (statistics.median(getattr(q, k) for q in decode) for k in ("measured_s", "predicted_s"))
         lines.append(f"decode (median of {len(decode)} steps): measured {measured * 1e3:.1f} ms, predicted "

@@ -1,6 +1,6 @@
 """HTML for a run: output tokens as chips, the metrics panel and the status line, read from the Trace.
 
-The Generate page draws its chips and live metrics in the browser (ui/live.js mirrors `chip_title`
+The Generate page draws its chips and live metrics in the browser (ui/live/format.js mirrors `chip_title`
 and `metrics_html` there, from the step stream); the server sends `metrics_html` and `status_line` at
 the end of a run, and `chip_html` serves anything that renders a finished trace as HTML. Chips reuse the token-view style of `tokens/chips.py` (whitespace visible, colour by position); each
 chip's hover title holds what the Step recorded: token id, the model's probability (softmax at T=1) and
@@ -24,10 +24,12 @@ import html
 
 from .metrics import estimate_cost
 from .tokens.chips import PALETTE_SIZE, visible
+from .trace import StopReason
 
-STOP_REASONS = {"eos": "finished (end-of-sequence token)", "length": "finished (max new tokens reached)",
-                "context": "finished (context window full)", "cancelled": "stopped by you",
-                "error": "failed"}
+STOP_REASONS = {StopReason.EOS: "finished (end-of-sequence token)",
+                StopReason.LENGTH: "finished (max new tokens reached)",
+                StopReason.CONTEXT: "finished (context window full)", StopReason.CANCELLED: "stopped by you",
+                StopReason.ERROR: "failed"}
 
 
 def format_bytes(n: int) -> str:
@@ -96,7 +98,7 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
                  element_id: str | None = None) -> str:
     """Cards of measured metrics, then a cost estimate from the prices (labelled estimate).
 
-    `element_id` names the panel, for a page that redraws it live (the Generate page's live.js)."""
+    `element_id` names the panel, for a page that redraws it live (the Generate page's ui/live/metrics.js)."""
     div = '<div class="metrics"' + (f' id="{html.escape(element_id, quote=True)}"' if element_id else "") + ">"
     if trace is None:
         return f'{div}<p>Metrics appear here while the model generates.</p></div>'

@@ -4,7 +4,7 @@ The UI keeps a `Session` in gr.State, so each browser tab has its own and two ta
 The run goes on in its own thread (BackgroundRun, below); the page's handler takes the Steps made so
 far in batches, at most one batch per `UPDATE_INTERVAL`, and packs only those into the run's
 StepStream (live.py): the server's work per update does not grow with the run. Stop cancels the run
-within one step; the trace ends with stop_reason "cancelled" and keeps every token made so far.
+within one step; the trace ends with StopReason.CANCELLED and keeps every token made so far.
 
 Left out: gradio (playground/ui/ wires this in) and anything kept after the tab closes.
 """

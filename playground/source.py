@@ -20,13 +20,13 @@ from enum import StrEnum
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from .config import GenerationSettings
-from .trace import KVShape, Step, Trace
+from .trace import KVShape, Step, StopReason, Trace
 
 
 class SourceError(RuntimeError):
     """A source failed to serve a request (a server's error, a cut stream): the message says which and why.
 
-    Views show the message; a run that fails this way keeps its partial trace (stop_reason "error").
+    Views show the message; a run that fails this way keeps its partial trace (StopReason.ERROR).
     """
 
 
@@ -121,10 +121,10 @@ class Run:
             if not self.cancelled:
                 yield from self._produce(self)
         except Exception as exc:
-            trace.stop_reason, trace.error = "error", f"{type(exc).__name__}: {exc}"
+            trace.stop_reason, trace.error = StopReason.ERROR, f"{type(exc).__name__}: {exc}"
             raise
         finally:   # cancel(), the iterator closed (GeneratorExit) or dropped: whatever was made is kept
-            trace.stop_reason = trace.stop_reason or "cancelled"
+            trace.stop_reason = trace.stop_reason or StopReason.CANCELLED
 
     def wait(self) -> Trace:
         """Run to the end (or until cancelled) and return the trace."""

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from .engine import Engine
-from .trace import COMPLETED, Candidate, Step
+from .trace import COMPLETED, Candidate, Phase, Step
 
 __all__ = ["BACKOFF_MAX", "Speculation", "SpeculationReport", "SpeculativeEngine", "plain_baseline", "propose",
            "speculation_report"]
@@ -194,7 +194,7 @@ class SpeculativeEngine(Engine):
             for pick, how, t, wall_ns, cpu in picks:
                 index, token = len(trace.steps), pick.token
                 step = Step(index=index, token_id=token, text=detok.add(token), special=token in detok.special_ids,
-                            phase="prefill" if index == 0 else "decode", time=t - run.t0, latency=t - t_prev, prob=pick.prob,
+                            phase=Phase.PREFILL if index == 0 else Phase.DECODE, time=t - run.t0, latency=t - t_prev, prob=pick.prob,
                             sample_prob=pick.sample_prob, top=tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
                             seq_len=b.cache_length(state), kv_bytes=kv, wall_ns=wall_ns, tokens=1, cpu=cpu - cpu_prev, draft=how,
                             forward_pass=counts["passes"] - 1)

@@ -23,9 +23,9 @@ from .config import GenerationSettings
 class Phase(StrEnum):
     """Which pass made a token: the prompt's prefill (the first token) or one decode step.
 
-    A StrEnum: it compares equal to, and serializes as, its string ("prefill"), so exports keep their text.
+    A StrEnum: it compares equal to, and serializes as, its value, so exports keep their text.
 
-    >>> Phase.PREFILL == "prefill", f"{Phase.DECODE}", Phase("decode") is Phase.DECODE
+    >>> Phase.DECODE == "decode", f"{Phase.DECODE}", Phase("decode") is Phase.DECODE
     (True, 'decode', True)
     """
     PREFILL = "prefill"
@@ -113,7 +113,7 @@ class Trace:
     kv_shape: KVShape | None        # None: the model's shape is unknown (no KV formula to draw)
     tokenize_time: float = 0.0      # seconds from t0 until the prompt was tokenized
     steps: list[Step] = field(default_factory=list)
-    stop_reason: StopReason | None = None  # None while running
+    stop_reason: StopReason | str | None = None  # None while running; a str: a server's own finish_reason
     error: str | None = None
     seed: int | None = None         # the sampler's seed: the one asked for, or the one it drew
     ignore_eos: bool = False        # the run went on past end-of-sequence tokens (experiments)

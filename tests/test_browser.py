@@ -1,6 +1,6 @@
 """A real Chromium drives the app (tiny model): presets, Generate, chips, every chart, Stop, Compare, Experiments.
 
-The Generate page draws in the browser from the step stream (live.js): chips and all four charts grow
+The Generate page draws in the browser from the step stream (ui/live/*.js): chips and all four charts grow
 while the run streams, each chip is timed against its step's wall-clock stamp, and token text that tries
 to be markup stays text.
 """

@@ -217,7 +217,7 @@ def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path
             assert fonts["tiny"] == [] and (n < 3 or fonts["chart"] >= 18), f"step {n}: {fonts}"
             assert "est_cost_usd" not in page.locator("body").inner_text()   # words, never a result's raw key
         assert page.locator("#lesson-figure0 .js-plotly-plot").count() == 1   # step 6 has its chart
-        page.get_by_role("tab", name="Generate").click()   # a tab drawn by live.js, in presenter mode too
+        page.get_by_role("tab", name="Generate").click()   # a tab drawn by ui/live/*.js, in presenter mode too
         generate(page)
         enlarged(page)
         fonts = page.evaluate(FONTS)

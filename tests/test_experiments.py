@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from playground.charts import plot_cache_comparison, plot_depth_sweep, plot_prefill_sweep, plot_short_vs_long
-from playground.experiments import (exact_length_ids, fit_polynomial, geometric_lengths, long_document,
-                                    run_cache_comparison, run_depth_sweep, run_prefill_sweep, run_short_vs_long)
+from playground.experiments import (fit_polynomial, geometric_lengths, run_cache_comparison, run_depth_sweep,
+                                    run_prefill_sweep, run_short_vs_long)
+from playground.measure import exact_length_ids
+from playground.prompts import long_document
 from playground.experiments.cli import main
 from playground.metrics import estimate_cost
 

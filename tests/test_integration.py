@@ -74,6 +74,6 @@ def test_the_chat_template_opens_each_message_once(smol_engine):
 
 
 def test_the_tokens_view_and_the_engine_agree_in_raw_mode(smol_engine):
-    from playground.prompt_tokens import prompt_tokens
+    from playground.tokens.prompt import prompt_tokens
     view = prompt_tokens(smol_engine, SEED, GenerationSettings(chat=False))
     assert "the model's ids match these chips" in view.summary and "11 tokens" in view.html

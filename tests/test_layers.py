@@ -4,6 +4,9 @@ a module of its own layer or a lower one, no two packages import each other, and
 A module's layer is its package's (`playground.serve.cli` is in `serve`'s), or its own for a top-level
 module; `playground` is the package's `__init__` (the public API). A new package or top-level module gets a
 place in LAYERS; an import that points up is a layer to rethink, not an exception to list.
+
+A function-level import is checked like a top-level one, so none can dodge a cycle: an import inside a
+function only defers loading (a runtime such as torch or onnxruntime, a module one code path needs).
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "playground"
 
 LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
-    ("config", "metrics", "tiny", "tokens", "units", "llamacpp", "replay", "prompts", "jobs"),   # no playground imports
+    # settings, words, tokenizers, the background job
+    ("config", "metrics", "tiny", "tokens", "units", "llamacpp", "replay", "prompts", "jobs"),
     ("models", "trace", "sampling", "measure"),
     ("source", "backends"),
     ("engine", "roofline"),
@@ -21,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own 
     ("run_view", "charts"),                                                     # Steps in words and figures
     ("serve",),                                                                 # many requests at once
     ("experiments",),
-    ("lesson", "session", "prompt_tokens", "api"),
+    ("lesson", "session", "api"),
     ("ui",),                                                                    # the only gradio importer
     ("bench", "bench_aiperf", "bench_backends", "bench_batch", "bench_fidelity", "bench_interleaved",
      "bench_peer", "bench_remote", "bench_roofline", "bench_serve", "bench_speculative", "bench_ui", "bench_wire"),

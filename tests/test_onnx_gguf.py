@@ -290,7 +290,7 @@ def test_the_default_follows_fp32_teacher_forced(gguf4):
 
 @pytest.mark.integration
 def test_kv_buffer_grows_in_place_and_a_state_is_used_once(gguf4):
-    from playground.experiments.common import exact_length_ids
+    from playground.measure import exact_length_ids
 
     ids = exact_length_ids(gguf4.tokenizer, 260)
     _, state = gguf4.prefill(ids[:250])
@@ -312,7 +312,7 @@ def test_kv_buffer_grows_in_place_and_a_state_is_used_once(gguf4):
 @pytest.mark.integration
 def test_extend_leaves_a_kept_prefix_reusable(gguf4):
     """Prefix caching: the shared buffer is written in place, so extend must work on a copy."""
-    from playground.experiments.common import exact_length_ids
+    from playground.measure import exact_length_ids
 
     ids = exact_length_ids(gguf4.tokenizer, 300)
     _, prefix = gguf4.prefill(ids[:200])

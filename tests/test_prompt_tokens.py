@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from playground.config import GenerationSettings
-from playground.prompt_tokens import prompt_tokens
+from playground.tokens.prompt import prompt_tokens
 
 FRANCE = "What is the capital of France?"
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from playground.config import GenerationSettings
-from playground.experiments.short_long import SHORT_QUESTION, SUMMARIZE_INSTRUCTION
+from playground.prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION
 from playground.serve import RequestClass, Workload, check_tokens, default_classes, goodput, parse_mix, summarize
 from playground.serve.records import RequestRecord, WorkloadResult
 from playground.charts.serve import over_time

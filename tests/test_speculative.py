@@ -268,7 +268,7 @@ def gguf4():
 def test_gguf4_rollback_is_setting_the_length(gguf4):
     """Rolled back, the buffers answer as if the junk was never read: bit for bit whatever the junk was; a
     one-row verify is decode bit for bit; several rows at once differ from it by kernel rounding only."""
-    from playground.experiments.common import exact_length_ids
+    from playground.measure import exact_length_ids
 
     ids = exact_length_ids(gguf4.tokenizer, 120)
 

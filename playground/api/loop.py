@@ -26,7 +26,7 @@ from typing import Callable
 from ..config import GenerationSettings
 from ..serve.continuous import Batcher, Iteration, Sequence
 from ..serve.slots import BatchConfig
-from ..trace import Step
+from ..trace import Step, StopReason
 
 IDLE_WAIT_S = 1.0   # an idle loop wakes this often only to notice close(); a request wakes it at once
 
@@ -181,5 +181,5 @@ class EngineLoop:
             tickets, self.tickets = list(self.tickets.values()), {}
         for ticket in tickets:
             ticket.seq.trace.error = self.error
-            ticket.seq.trace.stop_reason = "error"
+            ticket.seq.trace.stop_reason = StopReason.ERROR
             ticket.notify()

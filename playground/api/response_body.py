@@ -27,10 +27,11 @@ import math
 import time
 
 from .request_body import CHAT, Asked
+from ..trace import StopReason
 
 DONE = "data: [DONE]\n\n"
 NO_PROB = -9999.0   # a probability of 0 (JSON has no -inf; vLLM sends the same)
-FINISH = {"eos": "stop", "stop": "stop", "length": "length", "context": "length"}
+FINISH = {StopReason.EOS: "stop", "stop": "stop", StopReason.LENGTH: "length", StopReason.CONTEXT: "length"}
 
 
 def sse(chunk: dict) -> str:

@@ -32,6 +32,7 @@ from .errors import ApiError, bad_request
 from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
 from .service import ApiService, Job, Received
+from ..trace import StopReason
 
 POLL_S = 0.5   # how often a request with no new Step checks that its client is still there
 
@@ -69,9 +70,9 @@ async def _events(job: Job, request: Request):
                     yield sse(chunk)
                 if answer.stopped:
                     break
-        if trace.stop_reason == "error":
+        if trace.stop_reason == StopReason.ERROR:
             yield sse(loop_failed(job).body())
-        elif answer.stopped or trace.stop_reason not in (None, "cancelled"):
+        elif answer.stopped or trace.stop_reason not in (None, StopReason.CANCELLED):
             for chunk in answer.end_chunks(trace):
                 yield sse(chunk)
             yield DONE
@@ -87,7 +88,7 @@ async def _whole(job: Job, request: Request):
                 if job.answer.stopped:
                     break
         trace = job.ticket.trace
-        if trace.stop_reason == "error":
+        if trace.stop_reason == StopReason.ERROR:
             return error_response(loop_failed(job))
         return JSONResponse(job.answer.whole(trace))
     finally:

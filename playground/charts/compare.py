@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .run import log_ms_ticks
+from ..trace import Phase
 
 COLOURS = ("#2563eb", "#d97706")
 
@@ -36,7 +37,7 @@ def plot_compare(comparison) -> go.Figure:
                                  marker=dict(size=4), hovertemplate="token %{x}: %{y:.3f} s<extra></extra>"),
                       row=1, col=1)
     for t, colour in runs:
-        decode = [s for s in t.steps if s.phase == "decode"]
+        decode = [s for s in t.steps if s.phase == Phase.DECODE]
         fig.add_trace(go.Scatter(x=[s.index for s in decode], y=[s.latency * 1000 for s in decode],
                                  mode="lines", name=f"{_label(t)} · decode", legendgroup=_label(t),
                                  showlegend=False, line=dict(color=colour),

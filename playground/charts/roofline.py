@@ -18,8 +18,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .run import titled
+from ..trace import Phase
 
-PHASE_COLORS = {"prefill": "#d62728", "decode": "#1f77b4"}
+PHASE_COLORS = {Phase.PREFILL: "#d62728", Phase.DECODE: "#1f77b4"}
 PREDICTED, MEASURED = "predicted", "measured"
 
 

@@ -95,7 +95,7 @@ def plot_step_latency(trace) -> go.Figure:
 
 def log_ms_ticks(values_ms) -> dict:
     """Tick values and labels in ms for a log axis over `values_ms`: 1, 2, 5 in every decade, named
-    "20 ms" (Plotly's own minor log labels read "2 … 5", so 200 ms read as "2"); as live.js logMsTicks.
+    "20 ms" (Plotly's own minor log labels read "2 … 5", so 200 ms read as "2"); as ui/live/format.js logMsTicks.
 
     1, 2 and 5 are at most 2.5× apart, so a tick sits at or below the lowest value and one at or above the
     highest.

@@ -18,12 +18,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from ..trace import COMPLETED
+from ..trace import COMPLETED, Phase, StopReason
 from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
-ENDS = {"eos": ("circle", "#16a34a"), "length": ("square", "#16a34a"), "context": ("diamond", "#16a34a"),
-        "cancelled": ("x", FAILED), "error": ("x", "#7f1d1d")}
+ENDS = {StopReason.EOS: ("circle", "#16a34a"), StopReason.LENGTH: ("square", "#16a34a"),
+        StopReason.CONTEXT: ("diamond", "#16a34a"), StopReason.CANCELLED: ("x", FAILED),
+        StopReason.ERROR: ("x", "#7f1d1d")}
 
 
 def over_time(result, window: float = 1.0) -> dict:
@@ -70,7 +71,7 @@ def _row(record) -> str:
 
 def _segments(result, now: float | None):
     """{phase: [(row, start, end, hover)]} from the records, open phases cut at `now`."""
-    out = {"waiting": [], "prefill": [], "prefill pass": [], "decode": []}
+    out = {"waiting": [], Phase.PREFILL: [], "prefill pass": [], Phase.DECODE: []}
     for r in result.records:
         row, clip = _row(r), (now if now is not None else r.finished)
         if r.arrival > (clip if clip is not None else r.arrival):
@@ -81,12 +82,12 @@ def _segments(result, now: float | None):
         if r.admitted is None:
             continue
         first = r.first_token if r.first_token is not None else (clip if r.stop_reason is None else r.finished)
-        kind = "prefill" if r.chunks else "prefill pass"   # passes known: draw them over the prefill phase
+        kind = Phase.PREFILL if r.chunks else "prefill pass"   # passes known: draw them over the prefill phase
         out[kind].append((row, r.admitted, first, f"prefill (TTFT from admission): {(first - r.admitted):.3f} s"))
         out["prefill pass"] += [(row, a, b, f"prefill pass: {n} prompt tokens, {b - a:.3f} s") for a, b, n in r.chunks]
         if r.first_token is not None:
             last = r.last_token if r.stop_reason is not None else max(r.last_token, clip or r.last_token)
-            out["decode"].append((row, r.first_token, last, f"decode: {r.output_tokens} tokens, {last - r.first_token:.3f} s"))
+            out[Phase.DECODE].append((row, r.first_token, last, f"decode: {r.output_tokens} tokens, {last - r.first_token:.3f} s"))
     return out
 
 
@@ -94,9 +95,9 @@ def plot_gantt(result, now: float | None = None) -> go.Figure:
     n = len(result.records)
     fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
                   height=max(460, 250 + 24 * n))
-    colors = {"waiting": WAITING, "prefill": "#fcd9a8", "prefill pass": PREFILL, "decode": DECODE}
-    names = {"waiting": "waiting (arrived, not admitted)", "prefill": "prefill phase (waiting between its passes)",
-             "prefill pass": "prefill (its forward passes, where known)", "decode": "decode"}
+    colors = {"waiting": WAITING, Phase.PREFILL: "#fcd9a8", "prefill pass": PREFILL, Phase.DECODE: DECODE}
+    names = {"waiting": "waiting (arrived, not admitted)", Phase.PREFILL: "prefill phase (waiting between its passes)",
+             "prefill pass": "prefill (its forward passes, where known)", Phase.DECODE: "decode"}
     for phase, segs in _segments(result, now).items():
         if segs:
             fig.add_bar(name=names[phase], orientation="h", y=[s[0] for s in segs], base=[s[1] for s in segs],

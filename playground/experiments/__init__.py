@@ -25,10 +25,10 @@ runs them headless and writes JSON and standalone HTML charts (see cli.py).
 Left out: anything not measured. Fits and cost figures are derived from measurements and named so.
 """
 from .cache import CacheComparison, run_cache_comparison
-from .common import LONG_DOCUMENT_PATH, Fit, RunInfo, exact_length_ids, fit_polynomial, long_document
+from .common import Fit, RunInfo, fit_polynomial
 from .depth import DepthSweep, run_depth_sweep
 from .prefill import PrefillPoint, PrefillSweep, geometric_lengths, run_prefill_sweep
-from .short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION, RequestMeasure,
+from .short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, RequestMeasure,
                          ShortLongComparison, run_short_vs_long)
 from .roofline import RooflineSweep, run_roofline
 from .registry import EXPERIMENTS, ExperimentSpec, Param

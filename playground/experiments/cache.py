@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
 from ..run_view import format_seconds
-from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, follow, require, warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, follow, require, warm_up
+from .common import ResultBase, RunInfo
 from ..units import times, tokens
+from ..trace import StopReason
 
 
 @dataclass
@@ -106,5 +108,5 @@ def run_cache_comparison(source, prompt_tokens: int = 128, new_tokens: int = 32,
         getattr(result, f"{kind}_tokens").extend(s.token_id for s in trace.steps)
     result.cancelled = report.cancelled and len(result.uncached_latency) < new_tokens
     result.elapsed = report.elapsed()
-    report(1.0, "cancelled" if result.cancelled else "done")
+    report(1.0, StopReason.CANCELLED if result.cancelled else "done")
     return result

@@ -17,9 +17,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-# measuring and the shared prompts live below the experiments (the lesson and the Serve tab use them too)
-from ..measure import Progress, ProgressFn, exact_length_ids, follow, require, warm_up  # noqa: F401
-from ..prompts import LONG_DOCUMENT_PATH, long_document  # noqa: F401
 
 
 # --- what a result ran on

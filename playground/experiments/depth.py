@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
 from ..run_view import format_seconds
-from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, follow, \
-    require, warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, follow, require, warm_up
+from .common import Fit, ResultBase, RunInfo, fit_polynomial
 from ..units import precise_duration
+from ..trace import StopReason
 
 
 @dataclass
@@ -89,5 +90,5 @@ def run_depth_sweep(source, prompt_tokens: int = 256, new_tokens: int = 256,
     result.cancelled = report.cancelled and len(result.latency) < new_tokens
     result.fit = fit_polynomial(result.seq_len, result.latency, 1)
     result.elapsed = report.elapsed()
-    report(1.0, "cancelled" if result.cancelled else "done")
+    report(1.0, StopReason.CANCELLED if result.cancelled else "done")
     return result

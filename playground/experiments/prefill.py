@@ -21,9 +21,10 @@ import numpy as np
 
 from ..config import GenerationSettings
 from ..run_view import format_seconds
-from .common import Fit, Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, fit_polynomial, require, \
-    warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, require, warm_up
+from .common import Fit, ResultBase, RunInfo, fit_polynomial
 from ..units import formula
+from ..trace import Phase, StopReason
 
 
 @dataclass
@@ -40,7 +41,7 @@ class PrefillPoint:
 
 @dataclass
 class PrefillSweep(ResultBase):
-    NAME = "prefill"
+    NAME = str(Phase.PREFILL)   # the sweep is named after the phase it measures
     info: RunInfo
     repeats: int
     points: list[PrefillPoint] = field(default_factory=list)
@@ -112,7 +113,7 @@ def run_prefill_sweep(source, lengths: list[int] | None = None, repeats: int = 3
     result.points = [_point(n, ts) for n, ts in samples.items() if ts]
     result.fit = fit_polynomial([p.length for p in result.points], [p.median for p in result.points], 2)
     result.elapsed = report.elapsed()
-    report(1.0, "cancelled" if result.cancelled else "done")
+    report(1.0, StopReason.CANCELLED if result.cancelled else "done")
     return result
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from .cache import run_cache_comparison
 from .depth import run_depth_sweep
-from .prefill import geometric_lengths, run_prefill_sweep
+from .prefill import PrefillSweep, geometric_lengths, run_prefill_sweep
 from .roofline import run_roofline
 from .short_long import run_short_vs_long
 from .speculative import run_speculative
@@ -75,7 +75,7 @@ def _prefill(source, min_length, max_length, points, repeats, progress, cancel):
 
 
 EXPERIMENTS: dict[str, ExperimentSpec] = {spec.name: spec for spec in (
-    ExperimentSpec("prefill", "Prefill scaling sweep (TTFT vs prompt length)",
+    ExperimentSpec(PrefillSweep.NAME, "Prefill scaling sweep (TTFT vs prompt length)",
                    "how does TTFT grow with prompt length? (a + bL + cL²)",
                    (Param("min_length", 16, 1, 8192, "Prefill sweep: min prompt length", "--min-length"),
                     Param("max_length", 1024, 2, 8192, "Prefill sweep: max prompt length", "--max-length"),

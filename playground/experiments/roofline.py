@@ -27,8 +27,10 @@ from ..config import GenerationSettings
 from ..roofline import (Ceilings, ModelShape, RooflinePoint, decode_cost, machine_ceilings, point, storage_of,
                         trace_points)
 from ..units import precise_duration, times, tokens
-from .common import Progress, ProgressFn, ResultBase, RunInfo, exact_length_ids, follow, require, warm_up
+from ..measure import Progress, ProgressFn, exact_length_ids, follow, require, warm_up
+from .common import ResultBase, RunInfo
 from .prefill import geometric_lengths
+from ..trace import Phase, StopReason
 
 DECODE_STEPS = 4
 BATCH_REPEATS, BATCH_WARM_UP = 5, 2
@@ -46,8 +48,8 @@ class RooflineSweep(ResultBase):
     elapsed: float = 0.0
 
     def summary(self) -> dict:
-        prefill = [p for p in self.points if p.phase == "prefill"]
-        single = [p.ratio for p in self.points if p.phase == "decode" and p.rows == 1]
+        prefill = [p for p in self.points if p.phase == Phase.PREFILL]
+        single = [p.ratio for p in self.points if p.phase == Phase.DECODE and p.rows == 1]
         out = {"peak_gflops": self.ceilings.peak_flops / 1e9, "bandwidth_gb_s": self.ceilings.bandwidth / 1e9}
         if prefill:
             longest = max(prefill, key=lambda p: p.rows)
@@ -61,8 +63,8 @@ class RooflineSweep(ResultBase):
         c = self.ceilings
         out = [f"this machine, measured here: matmul peak {c.peak_flops / 1e9:,.1f} GFLOP/s, memory bandwidth "
                f"{c.bandwidth / 1e9:,.1f} GB/s; below {c.ridge:,.1f} FLOPs per byte a step is memory-bound"]
-        prefill = [p for p in self.points if p.phase == "prefill"]
-        decode = [p for p in self.points if p.phase == "decode"]
+        prefill = [p for p in self.points if p.phase == Phase.PREFILL]
+        decode = [p for p in self.points if p.phase == Phase.DECODE]
         if prefill:
             p = max(prefill, key=lambda p: p.rows)
             out.append(f"prefill of {tokens(p.rows)}: {_against(p)}")
@@ -135,7 +137,7 @@ def run_roofline(source, min_length: int = 32, max_length: int = 512, points: in
     result = RooflineSweep(RunInfo.of(source), storage.label, ceilings)
     if ceilings.cancelled:   # no ceilings, no predictions: nothing to draw against
         result.cancelled, result.elapsed = True, report.elapsed()
-        report(1.0, "cancelled")
+        report(1.0, StopReason.CANCELLED)
         return result
     lengths = geometric_lengths(min_length, max_length, points, (source.info.context_window or 2**31) - DECODE_STEPS)
     sizes = batch_sizes(max_batch) if backend.name.startswith("onnx") else []
@@ -157,9 +159,9 @@ def run_roofline(source, min_length: int = 32, max_length: int = 512, points: in
         if seconds is None:
             break
         cost = decode_cost(shape, storage, [min_length + 1] * rows)
-        result.points.append(point("decode", cost, rows, min_length + 1, seconds, ceilings))
+        result.points.append(point(Phase.DECODE, cost, rows, min_length + 1, seconds, ceilings))
         report(0.1 + 0.9 * (len(lengths) + j + 1) / total, f"decode step of {rows} rows: {seconds * 1e3:.1f} ms")
     result.cancelled = report.cancelled or ceilings.cancelled
     result.elapsed = report.elapsed()
-    report(1.0, "cancelled" if result.cancelled else "done")
+    report(1.0, StopReason.CANCELLED if result.cancelled else "done")
     return result

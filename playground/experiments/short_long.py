@@ -20,9 +20,10 @@ from ..config import GenerationSettings
 from ..metrics import estimate_cost
 from ..run_view import format_bytes, format_seconds
 from ..measure import Progress, ProgressFn, follow
-from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document, long_prompt  # noqa: F401 - the names the experiment reads
+from ..prompts import SHORT_QUESTION, long_prompt
 from .common import ResultBase, RunInfo
 from ..units import times, usd
+from ..trace import StopReason
 
 # illustrative prices of a small hosted model, USD per million tokens (an estimate, not a quote)
 DEFAULT_USD_PER_M_INPUT = 0.15
@@ -106,7 +107,7 @@ def run_short_vs_long(source, max_new_tokens: int = 48, question: str = SHORT_QU
             break
         trace = follow(source.run(prompt, settings), report, lambda step, k=k, label=label: report(
             (k + (step.index + 1) / max_new_tokens) / 2, f"{label} request: token {step.index + 1}"))
-        if trace.stop_reason == "cancelled":
+        if trace.stop_reason == StopReason.CANCELLED:
             break
         m = trace.metrics()
         setattr(result, label, RequestMeasure(label, m.prompt_tokens, m.output_tokens, m.ttft, m.e2e, m.tpot,
@@ -114,5 +115,5 @@ def run_short_vs_long(source, max_new_tokens: int = 48, question: str = SHORT_QU
                                               trace.stop_reason, trace.text))
     result.cancelled = report.cancelled and result.long is None
     result.elapsed = report.elapsed()
-    report(1.0, "cancelled" if result.cancelled else "done")
+    report(1.0, StopReason.CANCELLED if result.cancelled else "done")
     return result

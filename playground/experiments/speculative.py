@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationSettings
 from ..speculative import PassCounts
+from ..measure import Progress, ProgressFn, follow, warm_up
+from ..prompts import long_document, long_prompt
+from ..trace import StopReason
 from ..units import times
-from .common import Progress, ProgressFn, ResultBase, RunInfo, follow, long_document, warm_up
-from .short_long import long_prompt
+from .common import ResultBase, RunInfo
 
 OPEN_QUESTION = "Why is the sky blue? Answer in a few sentences."
 # an extractive summary, raw text: the document, then the start of a quoted list the model fills by copying
@@ -152,7 +154,7 @@ def run_speculative(source, k: int = 4, ngram: int = 3, new_tokens: int = 96, re
             traces["speculative"].text))
     result.cancelled = report.cancelled
     result.elapsed = report.elapsed()
-    report(1.0, "cancelled" if result.cancelled else "done")
+    report(1.0, StopReason.CANCELLED if result.cancelled else "done")
     return result
 
 

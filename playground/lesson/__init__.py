@@ -29,6 +29,7 @@ from ..measure import Progress
 from .step import RULE_OF_THUMB, SEED_SENTENCE, LessonStep, StepResult
 from .steps_run import step_decode, step_prefill, step_tokens
 from .steps_scale import step_kv_cache, step_mixed, step_scale
+from ..trace import StopReason
 
 __all__ = ["RULE_OF_THUMB", "SEED_SENTENCE", "STEPS", "Lesson", "LessonStep", "StepResult"]
 
@@ -49,7 +50,7 @@ class Lesson:
         result.elapsed = report.elapsed()
         if not result.cancelled:
             self.results[number] = result
-        report(1.0, "cancelled" if result.cancelled else "done")
+        report(1.0, StopReason.CANCELLED if result.cancelled else "done")
         return result
 
     def run_all(self, progress=None, cancel: threading.Event | None = None) -> list[StepResult]:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from . import STEPS
+from ..source import Origin
 
 CSS = """body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; font-size: 18px; color: #111; }
 h2 { border-top: 3px solid #2563eb; padding-top: .6em; } .takeaway { font-size: 1.25rem; font-weight: 600; }
@@ -39,7 +40,7 @@ def number_cell(value) -> str:
 def render_handout(lesson) -> str:
     info = lesson.source.info
     parts = [f"<h1>The serving lesson, measured</h1><p>{html.escape(info.model)} on {html.escape(info.describe())}"
-             f"{' (a server)' if info.origin == 'remote' else ''}. Every number below was measured in this run; "
+             f"{' (a server)' if info.origin == Origin.REMOTE else ''}. Every number below was measured in this run; "
              "estimates say so.</p>"]
     plotly_js = True
     for n, step in STEPS.items():

@@ -15,6 +15,7 @@ from ..prompts import SHORT_QUESTION
 from ..run_view import chip_html, chips_html, format_seconds
 from ..tokens import compare, hf_view, render_chips_html, tiktoken_view, visible
 from .step import RULE_OF_THUMB, SEED_SENTENCE, StepResult
+from ..trace import Phase
 
 ANSWER_TOKENS = 24   # step 2's budget: about a second on the bundled model with a 2-core CPU
 
@@ -111,7 +112,7 @@ def roofline_figure(source, trace, report, figures: dict, numbers: dict) -> list
     points = trace_points(trace, model.shape, model.storage, ceilings)
     figures["roofline"] = plot_roofline(points, ceilings, "Why decode is slow: this run on the roofline"
                                         + (" (estimated)" if model.estimated else ""), model.label)
-    for phase in ("prefill", "decode"):   # measured over predicted: above 1, what the roofline leaves out
+    for phase in Phase:   # measured over predicted: above 1, what the roofline leaves out
         ratios = sorted(p.ratio for p in points if p.phase == phase)
         if ratios:
             numbers[f"{phase}_measured_over_roofline"] = ratios[len(ratios) // 2]

@@ -19,6 +19,7 @@ from ..run_view import format_bytes, format_seconds
 from .step import StepResult
 from .cost_model import calibrate
 from .steps_run import answer_run
+from ..trace import StopReason
 
 CONTRACT_PAGES, TOKENS_PER_PAGE = 100, 500   # an assumption, stated: a dense page of English is ~500 tokens
 CALIBRATION_LENGTHS = (64, 128, 256, 512)    # measured prefills that calibrate the FLOP model (~1 s in all)
@@ -187,7 +188,7 @@ def step_mixed(lesson, report) -> StepResult:
     for k, scheduler in enumerate(schedulers):
         results.append(scheduler.run(workload, report, report.event))
         if report.cancelled:
-            return StepResult(6, "No two requests are the same", "cancelled")
+            return StepResult(6, "No two requests are the same", StopReason.CANCELLED)
     silent = next(((res, r) for res in results for r in res.records if not r.steps), None)
     if silent is not None:   # e.g. a server that failed: say so rather than compare nothing
         res, r = silent

@@ -15,7 +15,7 @@ import json
 from typing import Iterator
 
 from ..source import Run
-from ..trace import Step
+from ..trace import Step, StopReason
 from .errors import RemoteServerError, RemoteStreamCut, server_message
 from .figures import FigureSampler
 from .steps import EventSteps
@@ -52,7 +52,7 @@ def stream_steps(source, run: Run, path: str, body: dict, exact_prompt: bool) ->
         trace.server.update(maker.report(), samples=sampler.samples if sampler else [],
                             **({"warnings": warnings} if warnings else {}))
     if run.cancelled:
-        trace.stop_reason = "cancelled"
+        trace.stop_reason = StopReason.CANCELLED
     elif maker.finish is None and not stream.done:
         raise RemoteStreamCut(source.info.name, f"the stream ended after {len(trace.steps)} events "
                                                 "without a finish reason")

@@ -23,7 +23,7 @@ from typing import Callable
 
 from ..config import GenerationSettings
 from ..engine import check_prompt
-from ..source import Capabilities, Run, SourceInfo
+from ..source import Capabilities, Origin, Run, SourceInfo
 from ..trace import Trace
 from .client import ServerClient
 from .errors import RemoteNotFound
@@ -59,7 +59,7 @@ class RemoteSource:
         dtype = (entry.get("meta") or {}).get("ftype") or ""
         shown = self.model.rsplit("/", 1)[-1] if self.model.endswith(".gguf") else self.model   # not a server path
         self.info = SourceInfo(name, shown, "remote", "remote", str(dtype), self.kind.context_window(
-            self.client, entry), self.copy.kv_shape if self.copy else None, origin="remote")
+            self.client, entry), self.copy.kv_shape if self.copy else None, origin=Origin.REMOTE)
         top_k, self.top_k_note = logprobs_work(self.client, self.model, self.kind)
         if self.top_k_note:
             log.warning("%s: top-k probabilities %s", name, self.top_k_note)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from transformers import GenerationConfig
 
 from ..sampling import Detokenizer
-from ..trace import Step, Trace
+from ..trace import Phase, Step, StopReason, Trace
 from .batching_adapter import (PREFILLING, RequestStatus, TimedManager, left_alone_pool, paged_model,
                                patch_cpu_memory_sizing, quiet_manager_log)
 from .records import BatchStep
@@ -68,7 +68,7 @@ class BatchingScheduler(Scheduler):
             try:
                 prompts[record.request.id] = self.source.prompt_ids(record.request.prompt, settings_for(record.request))
             except ValueError as exc:
-                record.stop_reason, record.error, record.finished = "error", str(exc), record.arrival
+                record.stop_reason, record.error, record.finished = StopReason.ERROR, str(exc), record.arrival
         lengths = [len(prompts[r.request.id][1]) + r.request.max_new_tokens for r in result.records if r.request.id in prompts]
         pool = self.pool if self.pool.num_blocks else replace(self.pool, num_blocks=self.pool.blocks_for(lengths))
         if pool.num_blocks > MAX_POOL_BLOCKS:
@@ -147,16 +147,16 @@ class BatchingScheduler(Scheduler):
             self._live[request.id] = (state, record)
             self._detok[request.id] = Detokenizer(b.tokenizer, ids)
         elif new == RequestStatus.FAILED:
-            record.stop_reason, record.finished = "error", clock.since(t)
+            record.stop_reason, record.finished = StopReason.ERROR, clock.since(t)
             if record.trace is not None:
-                record.trace.stop_reason = "error"
+                record.trace.stop_reason = StopReason.ERROR
 
     def _on_token(self, state, token, t, wall_ns, reason, records, prompts, result, clock):
         record = records[state.request_id]
         steps, detok = record.trace.steps, self._detok[record.request.id]
         at = clock.since(t) - record.admitted
         steps.append(Step(index=len(steps), token_id=token, text=detok.add(token), special=token in detok.special_ids,
-                          phase="decode" if steps else "prefill", time=at, latency=at - (steps[-1].time if steps else 0.0),
+                          phase=Phase.DECODE if steps else Phase.PREFILL, time=at, latency=at - (steps[-1].time if steps else 0.0),
                           prob=None, sample_prob=None, top=None, seq_len=len(record.trace.prompt_ids) + len(steps), kv_bytes=None, wall_ns=wall_ns, tokens=1, cpu=None))
         if reason:
             record.stop_reason = record.trace.stop_reason = reason

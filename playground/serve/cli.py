@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ..config import GenerationSettings
-from .registry import SCHEDULERS
+from .registry import SCHEDULERS, Needs
 from .slots import BatchConfig
 from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
 from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
@@ -67,7 +67,7 @@ def parse_args(argv):
 
 def make_scheduler(name: str, args, sources: dict):
     needs = SCHEDULERS[name].needs
-    if needs == "remote" or (needs == "any" and args.url and not args.backend):   # one at a time on the server too
+    if needs == Needs.REMOTE or (needs == Needs.ANY and args.url and not args.backend):   # one at a time on the server too
         if not args.url:
             raise SystemExit("the concurrent scheduler needs --url of an OpenAI-compatible server")
         key = args.url
@@ -75,7 +75,7 @@ def make_scheduler(name: str, args, sources: dict):
             from ..remote import RemoteSource   # issue 16
             sources[key] = RemoteSource(args.url)
     else:
-        key = "torch" if needs == "torch" else args.backend
+        key = "torch" if needs == Needs.TORCH else args.backend
         if key not in sources:
             from ..backends import create_backend
             from ..engine import Engine

@@ -14,7 +14,7 @@ KV cache in use over time: the server's own figure, sampled every half second, w
 the KV pool's share in use; llama.cpp: tokens held in its slots, of their context sizes, from /slots);
 else the sum of the running requests' measured `Step.kv_bytes` when the source measures them; else missing.
 
-Left out: retries; a request that fails ends with stop_reason "error" and the others go on.
+Left out: retries; a request that fails ends with StopReason.ERROR and the others go on.
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ from ..backends.onnx_batch import (DECODE_GRAPH, PREFILL_GRAPH, KVSlots, check_b
                                    prefill_chunk)
 from ..config import GenerationSettings
 from ..sampling import Detokenizer, Sampler
-from ..trace import Candidate, Step, Trace
+from ..trace import Candidate, Phase, Step, StopReason, Trace
 from .records import BatchStep
 from .schedulers import Scheduler, fail, progress_line, settings_for
 from .slots import BatchConfig, SlotTable
@@ -145,10 +145,10 @@ class Batcher:
         with self.lock:
             for seq in [s for s in self.waiting if s.cancelled]:
                 self.waiting.remove(seq)
-                seq.trace.stop_reason = "cancelled"
+                seq.trace.stop_reason = StopReason.CANCELLED
                 it.finished.append(seq)
         for seq in [s for s in self.table.decoding + self.table.prefilling if s.cancelled]:
-            self._finish(seq, "cancelled", it)
+            self._finish(seq, StopReason.CANCELLED, it)
 
     def _admit(self, it: Iteration) -> None:
         with self.lock:
@@ -190,7 +190,7 @@ class Batcher:
         t, wall_ns = self.clock(), time.time_ns()
         steps = seq.trace.steps
         step = Step(index=len(steps), token_id=pick.token, text=seq.detok.add(pick.token),
-                    special=pick.token in seq.detok.special_ids, phase="decode" if steps else "prefill",
+                    special=pick.token in seq.detok.special_ids, phase=Phase.DECODE if steps else Phase.PREFILL,
                     time=t - seq.admitted, latency=t - seq.t_prev, prob=pick.prob, sample_prob=pick.sample_prob,
                     top=tuple(Candidate(i, seq.detok.token_text(i), p, q) for i, p, q in pick.top),
                     seq_len=seq.length, kv_bytes=seq.length * self.kv.position_bytes, wall_ns=wall_ns,
@@ -199,11 +199,11 @@ class Batcher:
         steps.append(step)
         it.steps.append((seq, step))
         if pick.token in seq.eos:
-            self._finish(seq, "eos", it)
+            self._finish(seq, StopReason.EOS, it)
         elif len(steps) >= seq.settings.max_new_tokens:
-            self._finish(seq, "length", it)
+            self._finish(seq, StopReason.LENGTH, it)
         elif seq.length + 1 >= self.capacity or len(seq.ids) + len(steps) >= self.backend.context_window:
-            self._finish(seq, "context", it)
+            self._finish(seq, StopReason.CONTEXT, it)
 
     def _finish(self, seq: Sequence, reason: str, it: Iteration) -> None:
         seq.trace.stop_reason = reason

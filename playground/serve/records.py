@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..trace import Trace
+from ..trace import Phase, StopReason, Trace
 from .workload import Request, Workload
 
 
@@ -30,7 +30,7 @@ class RequestRecord:
     trace: Trace | None = None
     chunks: list[tuple[float, float, int]] = field(default_factory=list)
     finished: float | None = None        # when the scheduler saw the request end (last token, cancel, error)
-    stop_reason: str | None = None       # "eos" | "length" | "context" | "cancelled" | "error"
+    stop_reason: StopReason | None = None
     error: str | None = None
 
     @property
@@ -89,8 +89,8 @@ class RequestRecord:
         return [(self.admitted + s.time, s.tokens) for s in self.steps]
 
     def to_dict(self) -> dict:
-        keys = ("arrival", "admitted", "first_token", "last_token", "finished", "waiting", "prefill", "decode",
-                "ttft", "tpot", "e2e", "output_tokens")
+        keys = ("arrival", "admitted", "first_token", "last_token", "finished", "waiting", Phase.PREFILL,
+                Phase.DECODE, "ttft", "tpot", "e2e", "output_tokens")
         return {"id": self.request.id, "class": self.request.cls, "request": asdict(self.request),
                 "prompt_tokens": self.prompt_tokens, **{k: getattr(self, k) for k in keys},
                 "prefill_chunks": [{"start": a, "end": b, "tokens": n} for a, b, n in self.chunks],
@@ -147,7 +147,7 @@ class WorkloadResult:
                 "kv": {"unit": self.kv_unit, "total": self.kv_total, "note": self.kv_note,
                        "samples": [list(p) for p in self.kv]},
                 "pool": self.pool, "slot_map": [[t, [list(h) for h in held]] for t, held in self.slot_map],
-                "notes": self.notes, "elapsed": self.elapsed, "cancelled": self.cancelled,
+                "notes": self.notes, "elapsed": self.elapsed, StopReason.CANCELLED: self.cancelled,
                 "requests": records}
 
 

@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Callable
 
 from .schedulers import OneAtATime, Scheduler
+from ..source import Origin
 
 
 class Needs(StrEnum):
@@ -73,7 +74,7 @@ SCHEDULERS: dict[str, SchedulerSpec] = {spec.name: spec for spec in (
 def batching_for(source) -> str | None:
     """The scheduler that batches requests on `source`: ours on an ONNX engine, transformers' manager on torch,
     the server's own for a remote source; None when none does (e.g. an ONNX graph without fused attention)."""
-    if source.info.origin == "remote":
+    if source.info.origin == Origin.REMOTE:
         return "concurrent"
     backend = getattr(source, "backend", None)
     if getattr(backend, "name", None) == "torch":

@@ -6,7 +6,7 @@
 
 Every scheduler releases each request at its arrival time on one perf_counter clock, stamps when it
 admits it, and keeps the Steps its source made (records.py). Cancel (a threading.Event) stops the
-running request(s) within one step; requests not yet started end as "cancelled".
+running request(s) within one step; requests not yet started end as StopReason.CANCELLED.
 
 Left out: preemption and priorities; the batching manager's own scheduler decides those for batching.
 """
@@ -20,6 +20,7 @@ from ..config import GenerationSettings
 from ..measure import Progress, ProgressFn
 from .records import RequestRecord, WorkloadResult, new_result
 from .workload import Request, Workload
+from ..trace import StopReason
 
 
 class Clock:
@@ -68,14 +69,14 @@ def drive(record: RequestRecord, run, clock: Clock, cancel: threading.Event | No
                 run.cancel()
             if on_step is not None:
                 on_step(record, step)
-    except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
+    except Exception:  # noqa: BLE001 - the trace holds the error (StopReason.ERROR)
         pass
     record.finished = clock.now()
-    record.stop_reason, record.error = run.trace.stop_reason or "cancelled", run.trace.error
+    record.stop_reason, record.error = run.trace.stop_reason or StopReason.CANCELLED, run.trace.error
 
 
 def fail(record: RequestRecord, clock: Clock, exc: Exception) -> None:
-    record.finished, record.stop_reason = clock.now(), "error"
+    record.finished, record.stop_reason = clock.now(), StopReason.ERROR
     record.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
 
 
@@ -110,10 +111,10 @@ class Scheduler:
         finally:
             for record in result.records:
                 if record.stop_reason is None:
-                    record.stop_reason = "cancelled"
+                    record.stop_reason = StopReason.CANCELLED
                     record.finished = record.finished if record.finished is not None else clock.now()
             result.elapsed, result.cancelled, result.done = clock.now(), report.cancelled, True
-            report(1.0, "cancelled" if report.cancelled else "done")
+            report(1.0, StopReason.CANCELLED if report.cancelled else "done")
         return result
 
     def _run(self, result: WorkloadResult, clock: Clock, report: Progress) -> None:

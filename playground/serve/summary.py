@@ -20,7 +20,7 @@ import statistics
 
 import numpy as np
 
-from ..trace import COMPLETED
+from ..trace import COMPLETED, Phase
 
 METRICS = ("waiting", "ttft", "tpot", "e2e")
 
@@ -108,7 +108,7 @@ def lesson(result, who: str | None = None) -> str:
     intervals = [iv for r in recs if r.request.cls == long for iv in _blocking(r, whole)]
     delays = [d for d in (_overlap((r.arrival, r.first_token), intervals) for r in shorts) if d > 0]
     ttft = [r.ttft for r in shorts]
-    what = "service (prefill and decode, one at a time)" if whole else "prefill"
+    what = "service (prefill and decode, one at a time)" if whole else Phase.PREFILL
     head = (f"the {long} requests' {what} delayed {len(delays)} of {len(shorts)} {short} requests' first token by a "
             f"median of {statistics.median(delays):.2f} s" if delays
             else f"no {short} request's first token waited for a {long} request's {what}")

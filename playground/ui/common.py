@@ -18,9 +18,9 @@ from pathlib import Path
 import gradio as gr
 
 from ..registry import BackendUnavailable, SourceRegistry
-from ..experiments.common import LONG_DOCUMENT_PATH, long_document as read_long_document
-from ..experiments.short_long import (DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, SHORT_QUESTION,  # noqa: F401
-                                      SUMMARIZE_INSTRUCTION)
+from ..experiments.short_long import DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT  # noqa: F401
+from ..prompts import LONG_DOCUMENT_PATH, SHORT_QUESTION, SUMMARIZE_INSTRUCTION  # noqa: F401
+from ..prompts import long_document as read_long_document
 from ..experiments.speculative import OPEN_QUESTION, QUOTE_END  # noqa: F401
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"

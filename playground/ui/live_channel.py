@@ -7,7 +7,7 @@ Gradio's own path to the page adds about 100 ms to every update (the handler's c
 loop polling its queue every 50 ms, the frontend firing .change in an animation frame), so a chip
 could not be on screen within 100 ms of its step. This route is an ordinary FastAPI route of the same
 app (`demo.launch(app_kwargs=app_kwargs())`): the run's thread appends each step to the StepStream and
-wakes the route's coroutine, which writes the new lines at once. The page (live.js) opens it when a
+wakes the route's coroutine, which writes the new lines at once. The page (ui/live/stream.js) opens it when a
 run's head arrives through Gradio and keeps reading Gradio's updates too (one every WATCHED_INTERVAL
 while the channel is open): a step comes by whichever path is first, by sequence number, so a page
 whose channel is blocked (a proxy) or cut still gets every step. Each event's `id` is the next step's

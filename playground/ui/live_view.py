@@ -1,13 +1,17 @@
-"""What the Generate page draws with in the browser: Plotly.js, live.js and the elements they own.
+"""What the Generate page draws with in the browser: Plotly.js, ui/live/*.js and the elements they own.
 
-    gr.Blocks(head=live_head())     # <script src=…plotly.min.js> (from the plotly package) + live.js inline
+    gr.Blocks(head=live_head())     # <script src=…plotly.min.js> (from the plotly package) + ui/live/*.js inline
+
+The live view is ui/live/, one file per concern, each adding its part to `window.pgLive` and loaded in
+LIVE_PARTS' order (a part uses the ones before it): format.js (figures as text, as the Python formatters
+write them), charts.js, metrics.js, redraw.js (when to draw), stream.js (reads the step stream).
 
 Plotly.js comes from the installed `plotly` Python package (its package_data/plotly.min.js, the same
 version that builds the server's figures), served by Gradio as a static file: no CDN, no internet.
-Gradio loads its own copy lazily, only for gr.Plot, and never exposes it; live.js waits for ours.
-The containers below are gr.HTML values the server never updates: live.js alone writes inside them.
+Gradio loads its own copy lazily, only for gr.Plot, and never exposes it; the live view waits for ours.
+The containers below are gr.HTML values the server never updates: the live view alone writes inside them.
 
-Left out: the drawing itself (live.js) and the stream's format (playground/live.py).
+Left out: the drawing itself (ui/live/) and the stream's format (playground/live.py).
 """
 from __future__ import annotations
 
@@ -19,10 +23,11 @@ import plotly
 
 import gradio as gr
 
-LIVE_JS = Path(__file__).with_name("live.js")
+LIVE_DIR = Path(__file__).with_name("live")
+LIVE_PARTS = ("format.js", "charts.js", "metrics.js", "redraw.js", "stream.js")   # in load order
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-LIVE_METRICS_ID = "pg-live-metrics"   # the metrics panel live.js redraws while a run streams
-RUNNING_STATUS = '⏳ generating… <span id="pg-count">0</span> tokens so far'   # live.js counts
+LIVE_METRICS_ID = "pg-live-metrics"   # the metrics panel live/metrics.js redraws while a run streams
+RUNNING_STATUS = '⏳ generating… <span id="pg-count">0</span> tokens so far'   # live/stream.js counts
 CHIPS_HTML = ('<div class="tok-view out-chips" id="pg-chips"><p class="tok-note">Output tokens appear here.</p>'
               '</div><p class="pg-notice" id="pg-notice" role="status"></p>')
 LIVE_CSS = """
@@ -39,7 +44,7 @@ LIVE_CSS = """
 
 
 def chart_html(name: str) -> str:
-    """An empty chart container (`pg-<name>`) that live.js draws into."""
+    """An empty chart container (`pg-<name>`) that live/charts.js draws into."""
     return (f'<div class="pg-chart pg-chart-empty" id="pg-{html.escape(name, quote=True)}">'
             "Generate to see this chart</div>")
 
@@ -51,7 +56,8 @@ def step_picker_html() -> str:
 
 
 def live_head() -> str:
-    """The <head> HTML: Plotly.js by URL (a static file of this app), then live.js inline."""
+    """The <head> HTML: Plotly.js by URL (a static file of this app), then the live view's parts inline."""
     gr.set_static_paths([PLOTLY_JS])
     src = "gradio_api/file=" + quote(str(PLOTLY_JS.resolve()))
-    return f'<script src="{src}"></script>\n<script>{LIVE_JS.read_text(encoding="utf-8")}</script>'
+    parts = "".join(f"\n<script>{(LIVE_DIR / name).read_text(encoding='utf-8')}</script>" for name in LIVE_PARTS)
+    return f'<script src="{src}"></script>{parts}'

@@ -2,14 +2,14 @@
 
 body.present (the switch, or ?present=1 in the URL) hides the page header and the model line and sets
 the page's text sizes (presenter.py's CSS). Plotly figures are drawn by Gradio's own Plotly and by
-live.js; here every figure on the page is checked once a second while presenting, and one whose fonts
+ui/live/charts.js; here every figure on the page is checked once a second while presenting, and one whose fonts
 are under MIN px (titles and subtitles, ticks, axis titles, legend, annotations such as subplot titles,
 value labels) gets a relayout with MIN (titles TITLE; a text with a <sup> or <sub> line more, so that
 line reaches MIN too) and margins that grow to fit (automargin); a legend under the plot moves down out
 of the grown axis labels' way; the lesson's first figure (FIT) is made short enough to end inside the
 window, so a step's heading, takeaway and first chart show together without scrolling. The values it
 replaced are kept on the figure's div and put back when presenter mode is switched off.
-Left out: live.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
+Left out: ui/live/charts.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
 chart redrawn many times a second is not relaid out after each redraw. */
 (function () {
   "use strict";

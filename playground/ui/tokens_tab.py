@@ -12,7 +12,8 @@ import gradio as gr
 
 from ..config import coerce_settings
 from ..source import SourceError
-from ..prompt_tokens import prompt_tokens
+from ..charts.tokens import plot_token_comparison
+from ..tokens.prompt import prompt_tokens
 from .common import SourceUnavailable, error_html, source
 
 
@@ -26,7 +27,7 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
             v = prompt_tokens(source(registry, name), text, coerce_settings(chat=bool(chat_on)))
         except (SourceUnavailable, ValueError, SourceError) as exc:   # SourceError: a server's /tokenize failed
             return error_html(str(exc)), "", gr.skip()
-        return v.summary, v.html, v.figure
+        return v.summary, v.html, plot_token_comparison(v.read)
 
     with gr.Tab("Tokens", id="tokens") as tab:
         gr.Markdown("The model never sees words: it reads token ids. Each chip is one token; hover for its id "

@@ -9,29 +9,29 @@ Example:
     >>> print(view.summary.splitlines()[0].split(" · ")[1])
     cl100k_base: 6 words → 7 tokens (1.17 tokens/word)
 
-Left out: gradio (playground/ui/ lays the HTML out) and tokenizers other than these two.
+Left out: gradio (playground/ui/ lays the HTML out), the figure (charts/tokens.py draws `read`) and tokenizers
+other than these two.
 """
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
 
-from .config import GenerationSettings
-from .tokens import render_chips_html
-from .tokens import compare, hf_view, tiktoken_view
+from ..config import GenerationSettings
+from .chips import render_chips_html
+from .compare import Comparison, compare
+from .views import hf_view, tiktoken_view
 
 
 @dataclass(frozen=True)
 class PromptTokens:
     summary: str       # Markdown: counts per tokenizer, for the typed and the templated prompt
     html: str          # chips, one block per (text, tokenizer)
-    figure: object     # plotly Figure comparing the tokenizers on the templated text
+    read: Comparison   # the tokenizers on the templated text (charts/tokens.py draws it)
 
 
 def prompt_tokens(engine, prompt: str, settings: GenerationSettings) -> PromptTokens:
     """Raises ValueError on a prompt the engine refuses (empty, too long for the context window)."""
-    from .charts.tokens import plot_token_comparison
-
     templated, ids = engine.prompt_ids(prompt, settings)
     tokenizer = engine.tokenizer   # None: a server whose tokenizer is not here (its ids still count)
     model_view = hf_view(tokenizer, name=f"model ({engine.info.model})") if tokenizer is not None else None
@@ -50,4 +50,4 @@ def prompt_tokens(engine, prompt: str, settings: GenerationSettings) -> PromptTo
         for name, spans in comparison.spans.items():
             blocks.append(f'<h4 class="tok-title">{html.escape(title)} · {html.escape(name)} · '
                           f"{len(spans):,} tokens</h4>{render_chips_html(spans, text=comparison.text)}")
-    return PromptTokens(summary, "".join(blocks), plot_token_comparison(read))
+    return PromptTokens(summary, "".join(blocks), read)

@@ -1,0 +1,40 @@
+/* metrics.js: the Generate page's metrics panel and answer text while a run streams.
+
+The panel (#pg-live-metrics, ui/live_view.py) holds the cards run_view.metrics_html sends at the end of a
+run, computed here from the steps so far (format.js metricCards) with the prices the page's inputs hold;
+the answer box gets the run's text, rewritten whole, so at the charts' pace (redraw.js) rather than per step.
+Left out: the figures' text (format.js) and when to draw (redraw.js). */
+(function () {
+  "use strict";
+  const L = (window.pgLive = window.pgLive || {});
+  const {metricCards} = L.format;
+
+  const answerBox = () => document.querySelector("#answer textarea");
+
+  function showAnswer(r) {   // the plain-text answer
+    const answer = answerBox();
+    if (answer && answer.value !== r.answer) answer.value = r.answer;
+  }
+
+  function price(id) {   // USD per million tokens from the page's input `id` (0 when empty or not a number)
+    const v = Number((document.querySelector(`#${id} input`) || {}).value);
+    return Number.isFinite(v) ? v : 0;
+  }
+
+  function drawMetrics(r) {
+    showAnswer(r);
+    const panel = document.getElementById("pg-live-metrics");
+    if (!panel) return;
+    const speculation = r.head.speculation ? {passes: r.passes, accepted: r.accepted} : null;
+    const cards = metricCards(r.F, r.steps, r.head.prompt_tokens, price("price-in"), price("price-out"), speculation);
+    panel.replaceChildren(...cards.map(([k, v]) => {
+      const card = document.createElement("div"), key = document.createElement("div"), value = document.createElement("div");
+      card.className = "card"; key.className = "label"; value.className = "value";
+      key.textContent = k; value.textContent = v;
+      card.append(key, value);
+      return card;
+    }));
+  }
+
+  L.metrics = {answerBox, showAnswer, drawMetrics};
+})();
