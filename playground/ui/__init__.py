@@ -7,7 +7,7 @@
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
-generate_tab.py (+ live_view.py, live.js: drawn in the browser), tokens_tab.py, compare_tab.py,
+generate_tab.py (+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py,
 experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py
 (spaces.GPU on ZeroGPU), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs); the long
 runs are playground/jobs.py's BackgroundJob;
@@ -93,7 +93,7 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
     gate = gate or MachineGate()
     css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     with gr.Blocks(title="LLM Serving Playground", css=css, theme=THEME,
-                   head=live_head() + presenter_head(),   # Plotly.js, live.js (Generate draws in the
+                   head=live_head() + presenter_head(),   # Plotly.js, live/*.js (Generate draws in the
                    # browser), presenter.js (presenter mode's chart fonts)
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)

@@ -5,7 +5,7 @@ whether their tokens agree (compare.py measures and writes the answers' HTML).
 The two runs are sequential (compare_backends), in the same CPU queue as Generate, so neither steals
 cores from the other. Greedy by default: token agreement means little for sampled runs, so a sampled
 comparison uses one seed (0) on both. API name: /compare.
-Left out: more than two backends, and repeats (the bench, bench_backends.py, repeats runs).
+Left out: more than two backends, and repeats (the bench, bench/backends.py, repeats runs).
 """
 from __future__ import annotations
 

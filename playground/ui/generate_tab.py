@@ -2,7 +2,7 @@
 
 While a run streams, the only output that changes is `stream`: the run's StepStream (live.py), whose
 updates Gradio sends as appends of the new steps (O(new steps) per update, at most one per 50 ms).
-The browser draws chips, the answer, live metrics and the four charts from it (live.js, given to
+The browser draws chips, the answer, live metrics and the four charts from it (live/*.js, given to
 Blocks(head=…), fed by a JavaScript-only .change): the server builds no HTML and no figure per token.
 The other outputs hold constant values during the run (a skipped output costs Gradio more than a
 repeated one) and get their final values at the end: status, answer text, metrics, exports; the end
@@ -43,7 +43,7 @@ from .forms import form_inputs, read_form
 from .serve_job import MachineGate
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
-LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live.js fills it while the run streams
+LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live/metrics.js fills it while the run streams
 CONTROL_PX = 210   # a control's narrowest width: two a row in the side column at 1400 px, one at 1024 px
 
 
@@ -268,7 +268,7 @@ def generate_tab(registry) -> SimpleNamespace:
     question.click(lambda: (OPEN_QUESTION, True, True), None, [c.prompt, c.chat, c.speculate], api_name=False,
                    queue=False)
     c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=2, max_lines=2,
-                          interactive=False, container=False)   # read by live.js, never shown
+                          interactive=False, container=False)   # read by live/stream.js, never shown
     with gr.Row():
         gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")
         c.text = gr.Textbox(label="Answer (plain text)", lines=6, interactive=False, elem_id="answer")
