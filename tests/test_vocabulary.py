@@ -7,12 +7,10 @@ import io
 import json
 import re
 import sys
-import sys
 from pathlib import Path
 
 import pytest
 
-from playground.config import GenerationSettings
 from playground.config import GenerationSettings
 from playground.serve.registry import SCHEDULERS, Needs
 from playground.source import Origin
@@ -50,7 +48,6 @@ def test_a_step_is_built_by_keyword():
 
 def test_the_enums_serialize_as_their_strings(tiny_engine):
     """JSON and CSV exports carry "prefill", "decode" and "length", as before the enums."""
-    trace = tiny_engine.generate("Hello", GenerationSettings(max_new_tokens=3))
     trace = tiny_engine.generate("Hello", GenerationSettings(max_new_tokens=3))
     data = json.loads(trace.to_json())
     assert [s["phase"] for s in data["steps"]] == ["prefill"] + ["decode"] * (len(trace.steps) - 1)
