@@ -20,13 +20,10 @@ from pathlib import Path
 from typing import Iterator
 
 from .charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
+from .jobs import ABANDONED_AFTER, BackgroundJob
 from .live import StepStream
 from .trace import Step
 
-
-# A page that asks for no tokens for this long has gone (its handler was dropped without being closed):
-# its run stops. A live page asks every few hundred milliseconds, even while drawing charts.
-ABANDONED_AFTER = 5.0
 # Updates a page gets while a run streams: at most one per 50 ms, and none while no step is new. Each
 # carries only the steps made since the last. A page that reads the stream itself as each step is made
 # (the live channel, ui/live_channel.py) needs them only as a backup: one a second.
@@ -72,7 +69,7 @@ class Session:
     def stop(self, grace: float = 2.0) -> None:
         """Cancel the run and wait (up to `grace` seconds) for its current step to end."""
         if self.background is not None:
-            self.background.cancel(wait=grace)
+            self.background.stop(wait=grace)
 
     def export(self) -> list[str]:
         """The trace as trace.json and trace.csv (paths for a gr.File), replacing the last run's."""
@@ -87,11 +84,11 @@ class Session:
         return type(self)()
 
 
-class BackgroundRun:
-    """A Run iterated in its own thread; the consumer takes the Steps made so far, in batches.
+class BackgroundRun(BackgroundJob):
+    """A Run iterated in its own thread (a BackgroundJob); the consumer takes the Steps made so far, in batches.
 
     A slow consumer (a page redrawing charts) then never stalls the step loop, so the time between two
-    tokens measures the model, not the UI. `cancel()` stops it within one step, like `Run.cancel()`.
+    tokens measures the model, not the UI. `stop()` ends it within one step, like `Run.cancel()`.
     With `lease` (seconds), a consumer that stops asking for that long without ending the iteration
     (a handler abandoned by a closed page, never closed) is taken as gone: the run cancels itself.
     With `interval` (seconds, or a function giving them), batches come at most that often: the steps made
@@ -102,34 +99,29 @@ class BackgroundRun:
     """
 
     def __init__(self, run, lease: float | None = None, interval=0.0, on_step=None):
+        super().__init__()
         self.run, self._steps, self.lease, self.on_step = run, queue.SimpleQueue(), lease, on_step
         self.interval = interval if callable(interval) else (lambda: interval)
-        self._asked, self._waiting = time.monotonic(), False   # when the consumer last asked; asking now?
-        self.thread = threading.Thread(target=self._work, daemon=True, name="run-steps")
-        self.thread.start()
+        self._waiting = False   # is the consumer asking now?
+        self.start(BackgroundRun._work, done=lambda: self._steps.put(None), name="run-steps")   # None: the end
 
-    def _work(self) -> None:
-        try:
-            for step in self.run:
-                if self.on_step is not None:
-                    self.on_step(step)
-                self._steps.put(step)
-                if self.lease and not self._waiting and time.monotonic() - self._asked > self.lease:
-                    self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
-        except Exception:  # noqa: BLE001 - the trace holds the error (stop_reason "error")
-            pass
-        finally:
-            self._steps.put(None)   # the end
+    def _work(self) -> None:   # a failure is in the trace too (stop_reason "error")
+        for step in self.run:
+            if self.on_step is not None:
+                self.on_step(step)
+            self._steps.put(step)
+            if not self._waiting and self.abandoned():
+                self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
 
     def __iter__(self) -> Iterator[list[Step]]:
         last = -float("inf")
         while True:
             self._waiting = True
             batch = [self._steps.get()]
-            self._waiting, self._asked = False, time.monotonic()
+            self._waiting, self.asked = False, time.monotonic()
             interval = self.interval()
-            if batch[0] is not None and self._asked - last < interval:
-                time.sleep(interval - (self._asked - last))   # coalesce: take what comes meanwhile too
+            if batch[0] is not None and self.asked - last < interval:
+                time.sleep(interval - (self.asked - last))   # coalesce: take what comes meanwhile too
             last = time.monotonic()
             while not self._steps.empty():
                 batch.append(self._steps.get())
@@ -140,10 +132,10 @@ class BackgroundRun:
             if ended:
                 return
 
-    def cancel(self, wait: float = 0.0) -> None:
+    def stop(self, wait: float = 0.0) -> bool:
+        """Cancel the run (it ends within one step) and wait up to `wait` seconds for it; True when it ended."""
         self.run.cancel()
-        if wait:
-            self.thread.join(wait)
+        return super().stop(wait)
 
 
 class ExportFolder:

@@ -1,6 +1,6 @@
 """Helpers the test modules share (fixtures live in tests/conftest.py, fake backends in tests/fakes.py):
 
-- the app's endpoints: FRANCE, DEFAULTS, generate_args, generated, named, trace_from, EXPERIMENT,
+- the app's endpoints: FRANCE, DEFAULTS, generate_form, generate_args, compare_args, generated, named, trace_from, EXPERIMENT,
   experiment_args, free_port, wait_for;
 - tiny_registry (torch, onnx that fails, copy that swerves at SWERVE_AT, late, slow) and swerving_engine;
 - calls_settle (forward passes still being made), check_timelines (a serve result's stamps are consistent);
@@ -46,17 +46,45 @@ def generated(result) -> dict:
     return named(result, GENERATE_OUTPUTS)
 
 
+def generate_form(prompt=FRANCE, **changes):
+    """The Generate tab's inputs by name (GenerateForm's fields): DEFAULTS with `changes`."""
+    from playground.ui.generate_tab import GenerateForm
+    return GenerateForm(**{**DEFAULTS, "prompt": prompt, **changes})
+
+
 def generate_args(prompt=FRANCE, **changes):
-    a = {**DEFAULTS, **changes}
-    return (prompt, a["temperature"], a["top_k"], a["top_p"], a["seed"], a["max_new_tokens"], a["chat"],
-            a["price_in"], a["price_out"], a["backend"], a["speculate"], a["spec_k"], a["spec_ngram"])
+    """/generate's inputs, named as GenerateForm's fields, in the order a client passes them."""
+    from playground.ui.forms import api_args
+    return api_args(generate_form(prompt, **changes))
+
+
+def generate_by_name():
+    """Generate's components named by strings (GenerateForm's fields, `session`, OUTPUTS), for make_handlers: its
+    handlers then take and give dicts keyed by those names, as Gradio's dict inputs are keyed by component."""
+    from dataclasses import fields
+    from types import SimpleNamespace
+
+    from playground.ui.generate_tab import OUTPUTS, GenerateForm
+    return SimpleNamespace(**{n: n for n in (*OUTPUTS, *(f.name for f in fields(GenerateForm)), "session")})
+
+
+def generate_values(session, prompt=FRANCE, **changes) -> dict:
+    """A call of the generate handler made with generate_by_name(): the form's fields and the session, by name."""
+    return {**vars(generate_form(prompt, **changes)), "session": session}
+
+
+def compare_args(backend_a, backend_b, prompt=FRANCE, max_new_tokens=8, temperature=0, chat=True):
+    """/compare's inputs, named as CompareForm's fields, in the order a client passes them."""
+    from playground.ui.compare_tab import CompareForm
+    from playground.ui.forms import api_args
+    return api_args(CompareForm(backend_a, backend_b, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                                chat=chat))
 
 
 def experiment_args(name, backend="torch", **changes):
     """/experiment's inputs: name, backend, then every registered parameter (the named one's changed)."""
-    from playground.ui.experiments_tab import SLIDERS
-    mine = {**EXPERIMENT.get(name, {}), **changes}
-    return (name, backend, *[mine.get(p.name, p.default) if spec.name == name else p.default for spec, p in SLIDERS])
+    from playground.ui.experiments_tab import ExperimentForm
+    return ExperimentForm(name, backend, {name: {**EXPERIMENT.get(name, {}), **changes}}).api_args()
 
 
 def trace_from(files) -> dict:

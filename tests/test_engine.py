@@ -189,7 +189,7 @@ def test_background_run_cancel_stops_within_one_step(tiny_engine):
 
     background = BackgroundRun(tiny_engine.run("stop me", GenerationSettings(max_new_tokens=2000, chat=False)))
     first = next(iter(background))
-    background.cancel(wait=5)
+    background.stop(wait=5)
     assert not background.thread.is_alive() and background.run.trace.stop_reason == "cancelled"
     assert len(first) >= 1 and len(background.run.trace.steps) < 2000
 

@@ -7,7 +7,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.helpers import generate_args, generated, tiny_registry, trace_from
+from tests.helpers import generate_args, generate_by_name, generate_values, generated, tiny_registry, trace_from
 
 RUNS_CLEANLY = [
     "<script>alert('x')</script><img src=x onerror=alert(1)>", "\x00\x01\x07 NUL and bell \x1b[31m red",
@@ -62,15 +62,12 @@ def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny
     """A browser can send a lone surrogate as a JSON escape; no HTTP client here can, so the handler is
     called as Gradio would call it."""
     from playground.session import Session
-    from types import SimpleNamespace
-
-    from playground.ui.generate_tab import OUTPUTS, make_handlers
+    from playground.ui.generate_tab import make_handlers
     from playground.ui.serve_job import MachineGate
 
-    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), SimpleNamespace(**{n: n for n in OUTPUTS}),
-                             MachineGate())[0]
+    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), MachineGate())[0]
     session = Session()
-    outputs = list(generate(*generate_args("broken \ud800 utf-8"), session))
+    outputs = list(generate(generate_values(session, "broken \ud800 utf-8")))
     assert "surrogate" in outputs[-1]["status"] and session.run is None
-    outputs = list(generate(*generate_args(max_new_tokens=2), session))
+    outputs = list(generate(generate_values(session, max_new_tokens=2)))
     assert "finished" in outputs[-1]["status"]

@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "playground"
 
 LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
-    ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium"),   # settings, words, tokenizers
+    # settings, words, tokenizers, free ports, the browser, the background job
+    ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs"),
     ("models", "trace", "sampling", "measure"),
     ("source", "backends"),
     ("engine", "roofline"),

@@ -20,7 +20,7 @@ from playground.live import StepStream, read_stream
 from playground.session import UPDATE_INTERVAL, WATCHED_INTERVAL, Session
 from playground.trace import Step
 from playground.ui.live_channel import MAX_READERS, app_kwargs
-from tests.helpers import free_port, wait_for
+from tests.helpers import free_port, generate_by_name, generate_values, wait_for
 
 
 def fake_trace(n: int = 0):
@@ -143,8 +143,6 @@ def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backe
     handler must not take the second run's batches (it did: both iterated session.steps, and Gradio
     raised "generator already executing" when they met, and the first one's final update ended the second
     run's stream)."""
-    from types import SimpleNamespace
-
     from playground.engine import Engine
     from playground.registry import SourceRegistry
     from playground.ui.generate_tab import make_handlers
@@ -152,11 +150,10 @@ def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backe
     from tests.fakes import SlowBackend
     engine = Engine(SlowBackend(tiny_backend, pause=0.01))
     registry = SourceRegistry(lambda name, progress: engine, ["slow"], default="slow")
-    c = SimpleNamespace(stream="stream", status="status", text="text", metrics="metrics", files="files")
-    generate = make_handlers(registry, c, MachineGate())[0]
+    generate = make_handlers(registry, generate_by_name(), MachineGate())[0]
     session = Session()
-    args = ("Hello", 0.0, 0, 1.0, "", 20, False, 0.15, 0.6, "slow", False, 4, 3, session)   # speculative off
-    first, second = generate(*args), generate(*args)
+    values = generate_values(session, "Hello", max_new_tokens=20, chat=False, backend="slow")   # speculative off
+    first, second = generate(values), generate(values)
     assert "stream" in next(first) and "stream" in next(second)   # each yielded its head: run 2 superseded run 1
     ended_first = list(first)[-1]   # the first handler to the end: its own (cancelled) run only
     assert read_stream(ended_first["stream"])[2]["end"] == "cancelled" and "files" not in ended_first

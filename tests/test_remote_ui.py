@@ -13,6 +13,7 @@ from playground.remote.endpoints import add_endpoints, endpoint_name
 from playground.remote.llama_server import free_port
 from playground.ui import build_demo
 from playground.ui.compare_tab import OUTPUTS as COMPARE
+from tests.helpers import compare_args, generate_args
 
 FRANCE = "What is the capital of France?"
 
@@ -30,7 +31,7 @@ def app(fake_server, tiny_engine):
 
 def generate(client, backend, max_new_tokens=4) -> dict:
     """/generate's outputs by name (stream, status, text, metrics, files)."""
-    return dict(zip(GENERATE_OUTPUTS, client.predict(FRANCE, 0, 0, 1, "", max_new_tokens, True, 0.15, 0.6, backend,
+    return dict(zip(GENERATE_OUTPUTS, client.predict(*generate_args(max_new_tokens=max_new_tokens, backend=backend),
                                                      api_name="/generate")))
 
 
@@ -78,6 +79,6 @@ def test_model_info_and_tokens_describe_a_remote_source(app):
 @pytest.mark.slow
 def test_compare_runs_a_local_backend_against_a_server_and_says_why_they_differ(app):
     client, names = app
-    out = dict(zip(COMPARE, client.predict("torch", names["ok"], FRANCE, 4, 0, True, api_name="/compare")))
+    out = dict(zip(COMPARE, client.predict(*compare_args("torch", names["ok"], max_new_tokens=4), api_name="/compare")))
     assert [row[0] for row in out["table"]["data"]][1].startswith("openai-compatible @")
     assert "They read different prompts" in out["agreement"]

@@ -14,7 +14,9 @@ from gradio_client.exceptions import AppError
 from playground.engine import Engine
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
+from playground.ui.forms import api_args
 from playground.ui.serve_job import MachineGate
+from playground.ui.serve_layout import ServeForm, SweepForm
 from playground.ui.serve_views import OUTPUTS
 from tests.fakes import SlowBackend
 from tests.helpers import free_port, generate_args, generated, trace_from
@@ -24,9 +26,13 @@ LONG = "Summarize the following document. " + "The cat sat on the mat. " * 40
 
 
 def serve_args(n=4, arrival="all-at-once", rate=1.0, a="one-at-a-time", src_a="onnx", b="batching", src_b="onnx",
-               short_tokens=6, long_tokens=6, slots=8):
-    return (n, arrival, rate, 0, "What is the capital of France?", short_tokens, 0.5, LONG, long_tokens, 0.5,
-            a, src_a, b, src_b, slots, 128, 256, 0, "fifo")
+               **changes):
+    """/serve's inputs, named as ServeForm's fields, in the order a client passes them."""
+    fields = dict(n=n, arrival=arrival, rate=rate, seed=0, short_prompt="What is the capital of France?",
+                  short_tokens=6, short_share=0.5, long_prompt=LONG, long_tokens=6, long_share=0.5, scheduler_a=a,
+                  source_a=src_a, scheduler_b=b, source_b=src_b, slots=8, chunk=128, max_batch_tokens=256, blocks=0,
+                  manager="fifo")
+    return api_args(ServeForm(**{**fields, **changes}))
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +76,8 @@ def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
 @pytest.mark.parametrize("args, message", [
     (serve_args(arrival="poisson", rate=0), "rate must be"),
     (serve_args(b="concurrent"), "needs a remote server"),
-    (serve_args()[:6] + (0.0, LONG, 6, 0.0) + serve_args()[10:], "add up to 0"),
-    (serve_args()[:4] + ("  ",) + serve_args()[5:], "prompt is empty"),
+    (serve_args(short_share=0.0, long_share=0.0), "add up to 0"),
+    (serve_args(short_prompt="  "), "prompt is empty"),
 ])
 def test_bad_input_gets_a_clear_message(app_url, args, message):
     final = Client(app_url, verbose=False).predict(*args, api_name="/serve")
@@ -131,8 +137,9 @@ def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     client = Client(app_url, verbose=False)
     before = client.predict(0.10, api_name="/token_cost")
     assert before.count("missing: not measured in this session") == 3 and "$0.60" in before
-    final = client.submit("batch", "batching", "onnx", "1,8", 8, "1", 2, 2.0, 0.2,
-                          api_name="/serve_sweep").result(timeout=300)
+    sweep = SweepForm(kind="batch", scheduler="batching", source="onnx", sizes="1,8", new_tokens=8, rates="1",
+                      requests=2, ttft=2.0, tpot=0.2)
+    final = client.submit(*api_args(sweep), api_name="/serve_sweep").result(timeout=300)
     assert "sweep done" in final[OUT["status"]]
     shown = final[OUT["sweep_roofline"]]   # an update: made visible, with the figure
     assert shown["visible"] is True

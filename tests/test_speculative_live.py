@@ -11,7 +11,8 @@ from playground.live import StepStream, read_stream
 from playground.run_view import chip_html, speculation_html
 from playground.session import Session
 from playground.speculative import Speculation, SpeculativeEngine, plain_baseline, speculation_report
-from playground.ui.generate_tab import speculative_or_message
+from playground.ui.common import SourceUnavailable
+from playground.ui.generate_tab import speculative
 
 REPEATS = "the cat sat on the mat and the cat sat on the mat and the dog sat on the mat and the cat"
 GREEDY = GenerationSettings(max_new_tokens=40, temperature=0.0)
@@ -96,9 +97,11 @@ def test_the_session_keeps_earlier_runs_to_compare_with(tiny_engine):
 
 def test_a_source_without_a_verify_pass_gets_a_message_not_a_crash(tiny_engine):
     remote = SimpleNamespace(info=SimpleNamespace(name="llama.cpp @ host"))
-    assert "needs a local backend with a verify pass" in speculative_or_message(remote, 4, 3)
-    assert "between 1 and 8" in speculative_or_message(tiny_engine, 9, 3)
-    assert isinstance(speculative_or_message(tiny_engine, 4.0, 3.0), SpeculativeEngine)
+    with pytest.raises(SourceUnavailable, match="needs a local backend with a verify pass"):
+        speculative(remote, 4, 3)
+    with pytest.raises(SourceUnavailable, match="between 1 and 8"):
+        speculative(tiny_engine, 9, 3)
+    assert isinstance(speculative(tiny_engine, 4.0, 3.0), SpeculativeEngine)
 
 
 @pytest.mark.browser

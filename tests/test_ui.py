@@ -11,7 +11,7 @@ from gradio_client.exceptions import AppError
 
 from playground.live import read_stream
 from playground.ui import build_demo
-from tests.helpers import (FRANCE, SWERVE_AT, experiment_args, generate_args, generated, named, tiny_registry,
+from tests.helpers import (FRANCE, SWERVE_AT, compare_args, experiment_args, generate_args, generated, named, tiny_registry,
                            trace_from, wait_for)
 
 
@@ -153,7 +153,7 @@ def test_compare_finds_where_two_sources_part_ways(app_url):
     divergence are measured from the two runs, not assumed."""
     from playground.ui.compare_tab import OUTPUTS
     client = Client(app_url, verbose=False)
-    out = named(client.predict("torch", "copy", FRANCE, 8, 0, True, api_name="/compare"), OUTPUTS)
+    out = named(client.predict(*compare_args("torch", "copy"), api_name="/compare"), OUTPUTS)
     figure, table, agreement, status = out["figure"], out["table"], out["agreement"], out["status"]
     assert f"first divergence at output token {SWERVE_AT}" in agreement
     share = int(agreement.split("Token agreement ")[1].split("%")[0])
@@ -168,9 +168,9 @@ def test_compare_finds_where_two_sources_part_ways(app_url):
 @pytest.mark.slow
 def test_compare_names_a_failed_backend(app_url):
     client = Client(app_url, verbose=False)
-    *_, status = client.predict("torch", "onnx", FRANCE, 4, 0, True, api_name="/compare")
+    *_, status = client.predict(*compare_args("torch", "onnx", max_new_tokens=4), api_name="/compare")
     assert "backend onnx failed to load" in status
-    *_, status = client.predict("torch", "copy", "   ", 4, 0, True, api_name="/compare")
+    *_, status = client.predict(*compare_args("torch", "copy", "   ", max_new_tokens=4), api_name="/compare")
     assert "prompt is empty" in status
 
 

@@ -7,6 +7,7 @@ import sys
 import time
 import types
 
+import gradio as gr
 import pytest
 
 from playground.ui import build_demo, zerogpu
@@ -52,11 +53,15 @@ def test_elsewhere_nothing_is_wrapped(value, tiny_engine, spaces_module, monkeyp
 
 def test_the_duration_grows_with_the_requested_tokens(tiny_engine, spaces_module, monkeypatch):
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    fns = {b.api_name: b.fn for b in build_demo(tiny_engine).fns.values()}
-    seconds = fns["generate"].zero_gpu_seconds
-    short, long = seconds(*generate_args(max_new_tokens=16)), seconds(*generate_args(max_new_tokens=2000))
+    [generate] = [b for b in build_demo(tiny_engine).fns.values() if b.api_name == "generate"]
+    seconds = generate.fn.zero_gpu_seconds
+    form = [b for b in generate.inputs if not isinstance(b, gr.State)]   # GenerateForm's fields, in order (forms.py)
+
+    def values(**changes) -> dict:   # the handler's dict input, keyed by component
+        return dict(zip(form, generate_args(**changes)))
+    short, long = seconds(values(max_new_tokens=16)), seconds(values(max_new_tokens=2000))
     assert (short, long) == (30, 130)   # 30 s base, 0.05 s a token
-    assert seconds(*generate_args(max_new_tokens="not a number")) == zerogpu.GPU_WORK["generate"]
+    assert seconds(values(max_new_tokens="not a number")) == zerogpu.GPU_WORK["generate"]
 
 
 def test_a_wrapped_generate_still_streams(tiny_engine, spaces_module, monkeypatch):

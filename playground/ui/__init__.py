@@ -7,8 +7,10 @@
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
-generate_tab.py (+ live_view.py, live.js: drawn in the browser), tokens_tab.py, compare_tab.py,
-experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py (spaces.GPU on ZeroGPU);
+generate_tab.py (+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py,
+experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py
+(spaces.GPU on ZeroGPU), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs); the long
+runs are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.
@@ -24,9 +26,9 @@ import gradio as gr
 from ..compare import ANSWERS_CSS
 from ..registry import SourceRegistry, as_registry
 from ..session import Session
-from ..source import Capabilities
+from ..source import Capabilities, Origin
 from ..tokens import TOKEN_CSS
-from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, engine_or_message, error_html
+from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, error_html, source
 from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
@@ -42,18 +44,18 @@ from .zerogpu import WAITING, wrap_gpu_handlers, zero_gpu
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "app_kwargs", "build_demo"]
 
 
-def source_line(source) -> str:
+def source_line(step_source) -> str:
     """One line of Markdown about a step source: model, where it runs, context, KV formula, what it lacks."""
-    i = source.info
+    i = step_source.info
     context = "not given by the source" if i.context_window is None else f"{i.context_window:,} tokens"
     k = i.kv_shape
     kv = ("missing (the model's shape is unknown)" if k is None else
           f"2×{k.layers} layers×{k.kv_heads} kv heads×{k.head_dim} head dim×seq_len×{k.bytes_per_element} bytes")
     line = f"**Model** {i.model} · **backend** {i.describe()} · **context** {context} · **KV formula** {kv}"
-    missing = source.capabilities.missing()
-    if i.origin == "remote":
+    missing = step_source.capabilities.missing()
+    if i.origin == Origin.REMOTE:
         line += " · times measured at this client as each streamed event arrives"
-    note = getattr(source, "top_k_note", None)
+    note = getattr(step_source, "top_k_note", None)
     if note:
         missing = [f"top-k probabilities: {note}" if m == Capabilities.LABELS["top_k"] else m for m in missing]
     return line + (f" · **not given by this source**: {', '.join(missing)}" if missing else "")
@@ -63,11 +65,10 @@ def make_model_info(registry: SourceRegistry):
     def model_info(backend=None):
         for line in registry.loading(backend):
             yield f"Loading… {line}"
-        engine = engine_or_message(registry, backend)
-        if isinstance(engine, str):
-            yield error_html(engine)
-            return
-        yield html.escape(source_line(engine), quote=False)
+        try:
+            yield html.escape(source_line(source(registry, backend)), quote=False)
+        except SourceUnavailable as exc:
+            yield error_html(str(exc))
     return model_info
 
 
@@ -92,7 +93,7 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
     gate = gate or MachineGate()
     css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     with gr.Blocks(title="LLM Serving Playground", css=css, theme=THEME,
-                   head=live_head() + presenter_head(),   # Plotly.js, live.js (Generate draws in the
+                   head=live_head() + presenter_head(),   # Plotly.js, live/*.js (Generate draws in the
                    # browser), presenter.js (presenter mode's chart fonts)
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)

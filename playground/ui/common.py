@@ -2,7 +2,10 @@
 readable errors, loading an engine with status.
 
     for line in registry.loading(name): yield status(line)      # "loading backend onnx: … (12 s)"
-    engine = engine_or_message(registry, name)                   # an Engine, or a str saying why not
+    try:
+        engine = source(registry, name)                          # the Engine (or another step source)
+    except SourceUnavailable as exc:                             # why not, and what is left to pick
+        return warn(str(exc))
 
 Every string that reaches a gr.HTML or gr.Markdown goes through `html.escape(..., quote=True)`.
 Left out: layout of any tab (each tab module lays out its own).
@@ -69,13 +72,18 @@ def backend_dropdown(registry: SourceRegistry, label: str = "Backend", value: st
                               lambda name: describe(registry, name, info), **kw)
 
 
-def engine_or_message(registry: SourceRegistry, name):
-    """The engine for `name`, or a message naming the backend, why it failed, and what is left to pick."""
+class SourceUnavailable(Exception):
+    """A backend the page picked cannot be used; the message names it, says why, and what is left to pick."""
+
+
+def source(registry: SourceRegistry, name):
+    """The step source for `name`; SourceUnavailable (its message for the page) when it failed or is unknown."""
     try:
         return registry.get(name)
     except (BackendUnavailable, ValueError) as exc:
         others = registry.others(name)
-        return f"{exc}. " + (f"Pick another backend: {', '.join(others)}." if others else "No other backend is left.")
+        raise SourceUnavailable(f"{exc}. " + (f"Pick another backend: {', '.join(others)}." if others
+                                              else "No other backend is left.")) from exc
 
 
 def loading_line(line: str) -> str:

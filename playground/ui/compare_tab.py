@@ -5,10 +5,11 @@ whether their tokens agree (compare.py measures and writes the answers' HTML).
 The two runs are sequential (compare_backends), in the same CPU queue as Generate, so neither steals
 cores from the other. Greedy by default: token agreement means little for sampled runs, so a sampled
 comparison uses one seed (0) on both. API name: /compare.
-Left out: more than two backends, and repeats (the bench, bench_backends.py, repeats runs).
+Left out: more than two backends, and repeats (the bench, bench/backends.py, repeats runs).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import gradio as gr
@@ -17,8 +18,20 @@ from ..charts.compare import plot_compare
 from ..compare import answers_html, compare_backends, explain
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..source import SourceError
-from .common import CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, loading_line, \
-    warn
+from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, loading_line,
+                     source, warn)
+from .forms import form_inputs, read_form
+
+@dataclass
+class CompareForm:
+    """The Compare tab's inputs: /compare's, in this order."""
+    backend_a: str
+    backend_b: str
+    prompt: str
+    max_new_tokens: float
+    temperature: float
+    chat: bool
+
 
 HEADERS = ["backend", "device", "dtype", "tokens", "TTFT (ms)", "decode tok/s", "TPOT (ms)", "E2E (s)", "stop"]
 
@@ -39,28 +52,30 @@ def agreement_line(comparison) -> str:
     return line + f": first divergence at output token {comparison.first_divergence}. {explain(comparison)}"
 
 
-def make_compare(registry, out: SimpleNamespace):
-    """The handler; it yields updates by component ({out.status: …}), the rest left as they are."""
-    def compare(backend_a, backend_b, prompt, max_new_tokens, temperature, chat):
-        for name in dict.fromkeys([backend_a, backend_b]):
+def make_compare(registry, form: SimpleNamespace, out: SimpleNamespace):
+    """The handler of CompareForm's components (`form`); it yields updates by component ({out.status: …}), the
+    rest left as they are."""
+    def compare(values: dict):
+        f = read_form(CompareForm, form, values)
+        for name in dict.fromkeys([f.backend_a, f.backend_b]):
             for line in registry.loading(name):
                 yield {out.status: loading_line(line)}
-        sources = [engine_or_message(registry, name) for name in (backend_a, backend_b)]
-        failed = next((e for e in sources if isinstance(e, str)), None)
-        if failed:
-            yield {out.status: warn(failed)}
+        try:
+            sources = [source(registry, name) for name in (f.backend_a, f.backend_b)]
+        except SourceUnavailable as exc:
+            yield {out.status: warn(str(exc))}
             return
         try:
-            settings = coerce_settings(max_new_tokens=max_new_tokens, temperature=temperature, seed=0,
-                                       chat=bool(chat))
-            for source in sources:   # refuse a bad prompt before either run starts
-                source.prompt_ids(prompt, settings)
+            settings = coerce_settings(max_new_tokens=f.max_new_tokens, temperature=f.temperature, seed=0,
+                                       chat=bool(f.chat))
+            for each in sources:   # refuse a bad prompt before either run starts
+                each.prompt_ids(f.prompt, settings)
         except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server's /tokenize failed
             yield {out.status: warn(str(exc))}
             return
-        yield {out.status: loading_line(f"running on {backend_a}, then on {backend_b}…")}
+        yield {out.status: loading_line(f"running on {f.backend_a}, then on {f.backend_b}…")}
         try:
-            c = compare_backends(prompt, settings, *sources)
+            c = compare_backends(f.prompt, settings, *sources)
         except Exception as exc:   # noqa: BLE001 - a runtime error in either backend: say so, keep serving
             yield {out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
             return
@@ -77,17 +92,18 @@ def compare_tab(registry, generate_prompt) -> None:
         gr.Markdown("The same prompt and settings on two backends, one after the other: when each token "
                     "arrived, how long each step took, and whether the two runs chose the same tokens. "
                     "TTFT = time to first token (◆ in the chart).")
+        form = SimpleNamespace()
         with gr.Row():
-            a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
+            form.backend_a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
             other = next((n for n in registry.names if n != registry.default), registry.default)
-            b = backend_dropdown(registry, "Backend B", value=other, elem_id="compare-b")   # A is the default
-        prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=FRANCE, lines=3, max_lines=8)
+            form.backend_b = backend_dropdown(registry, "Backend B", value=other, elem_id="compare-b")   # A: default
+        form.prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=FRANCE, lines=3, max_lines=8)
         with gr.Row():
-            max_new = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=32, step=1, label="Max new tokens",
-                                elem_id="compare-max-new-tokens")
-            temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
-                                    info="above 0: seed 0 on both")
-            chat = gr.Checkbox(value=True, label="Apply the chat template")
+            form.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=32, step=1, label="Max new tokens",
+                                            elem_id="compare-max-new-tokens")
+            form.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
+                                         info="above 0: seed 0 on both")
+            form.chat = gr.Checkbox(value=True, label="Apply the chat template")
         run = gr.Button("Compare", variant="primary", elem_id="compare-run")
         out = SimpleNamespace(status=gr.Markdown(elem_classes="status", elem_id="compare-status"),
                               agreement=gr.Markdown(elem_id="compare-agreement"),
@@ -95,7 +111,7 @@ def compare_tab(registry, generate_prompt) -> None:
                               figure=gr.Plot(label="Two backends, one prompt", elem_id="compare-plot"),
                               table=gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
                                                  wrap=True, elem_id="compare-table"))   # wrapped, never cut
-    generate_prompt.change(lambda p: p, generate_prompt, prompt, api_name=False, queue=False)
-    run.click(make_compare(registry, out), [a, b, prompt, max_new, temperature, chat],
+    generate_prompt.change(lambda p: p, generate_prompt, form.prompt, api_name=False, queue=False)
+    run.click(make_compare(registry, form, out), form_inputs(CompareForm, form),
               [getattr(out, name) for name in OUTPUTS],
               api_name="compare", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

@@ -21,58 +21,58 @@ Left out: running several experiments in one click (the CLI `python -m playgroun
 from __future__ import annotations
 
 import json
-import threading
-import time
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import gradio as gr
 
 from ..experiments import EXPERIMENTS
 from ..run_view import format_seconds
-from ..session import ABANDONED_AFTER, ExportFolder
-from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, described_dropdown, engine_or_message, loading_line, warn
+from ..session import ExportFolder
+from .common import (CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, described_dropdown,
+                     loading_line, source, warn)
+from ..jobs import BackgroundJob
 
-# the sliders, in the order the handler receives them: every parameter of every experiment
+# the sliders, in the order /experiment takes them: every parameter of every experiment
 SLIDERS = [(spec, param) for spec in EXPERIMENTS.values() for param in spec.params]
+FIRST = next(iter(EXPERIMENTS))   # the experiment the tab opens on
 
 
-class Job:
-    """One session's experiment: its cancel Event, worker thread, and what it produced."""
+@dataclass
+class ExperimentForm:
+    """The Experiments tab's inputs: /experiment's, in this order (the name, the backend, then every slider's
+    value in SLIDERS' order; `values` keys them by experiment, then parameter)."""
+    name: str
+    backend: str
+    values: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def api_args(self) -> tuple:
+        """The values an API client passes, in order: a slider of another experiment (or not given) at its default."""
+        return (self.name, self.backend,
+                *[self.values.get(spec.name, {}).get(p.name, p.default) for spec, p in SLIDERS])
+
+
+class Job(BackgroundJob):
+    """One session's experiment (BackgroundJob): its result, the result's figure, and its exported file."""
 
     def __init__(self):
-        self.cancel, self.thread, self.result, self.figure, self.error = threading.Event(), None, None, None, None
-        self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
-        self.exports = ExportFolder("experiment-")
+        super().__init__()
+        self.figure, self.exports = None, ExportFolder("experiment-")
 
     def close(self) -> None:
         """The session is gone: stop the experiment and delete its files."""
         self.cancel.set()
         self.exports.remove()
 
-    def __deepcopy__(self, memo):   # gr.State copies its initial value per session; an Event can't be copied
-        return Job()
-
-    def start(self, name: str, options: dict, source) -> None:
-        self.cancel, self.result, self.figure, self.error = threading.Event(), None, None, None
-        self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
+    def run(self, name: str, options: dict, source) -> None:
         spec = EXPERIMENTS[name]
+        self.figure = None
 
-        def work():
-            try:
-                self.result = spec.run(source, options, self.report, self.cancel)
-                self.figure = spec.plot(self.result)
-            except Exception as exc:   # noqa: BLE001 - shown to the user; the app keeps serving
-                self.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        self.thread = threading.Thread(target=work, daemon=True, name=f"experiment-{name}")
-        self.thread.start()
-
-    def report(self, fraction: float, message: str) -> None:
-        self.fraction, self.message = fraction, message
-        if time.monotonic() - self.asked > ABANDONED_AFTER:
-            self.cancel.set()   # the page stopped asking (its handler dropped without being closed)
-
-    def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        def work(job):
+            result = spec.run(source, options, job.report, job.cancel)
+            job.figure = spec.plot(result)
+            return result
+        self.start(work, name=f"experiment-{name}")
 
 
 def describe_experiment(name: str) -> str:
@@ -88,8 +88,8 @@ def describe_experiment(name: str) -> str:
 def slider_label(param) -> str:
     """A parameter's label without its experiment's name (the Experiment dropdown above says it).
 
-    >>> slider_label(EXPERIMENTS["prefill"].params[0])
-    'min prompt length'
+    >>> slider_label(EXPERIMENTS["cache"].params[0])
+    'prompt tokens'
     """
     return param.label.partition(": ")[2] or param.label
 
@@ -121,40 +121,37 @@ def bar(fraction: float) -> str:
     return "▰" * round(fraction * 20) + "▱" * (20 - round(fraction * 20)) + f" {fraction:.0%}"
 
 
-def make_handlers(registry, out: SimpleNamespace):
-    def run(name, backend, job: Job, *values):
-        if name not in EXPERIMENTS:
-            yield {out.status: warn(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {name!r}")}
+def read_experiment(form: SimpleNamespace, values: dict) -> ExperimentForm:
+    """A dict input's values ({component: value}) as an ExperimentForm; `form` names the components (name,
+    backend, and `sliders`: one per (spec, param) of SLIDERS)."""
+    given: dict[str, dict[str, float]] = {}
+    for (spec, param), slider in zip(SLIDERS, form.sliders):
+        given.setdefault(spec.name, {})[param.name] = values[slider]
+    return ExperimentForm(values[form.name], values[form.backend], given)
+
+
+def make_handlers(registry, form: SimpleNamespace, out: SimpleNamespace):
+    def run(values: dict):
+        f, job = read_experiment(form, values), values[form.job]
+        if f.name not in EXPERIMENTS:
+            yield {out.status: warn(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {f.name!r}")}
             return
-        for line in registry.loading(backend):
+        for line in registry.loading(f.backend):
             yield {out.status: loading_line(line)}
-        source = engine_or_message(registry, backend)
-        if isinstance(source, str):
-            yield {out.status: warn(source)}
-            return
-        given = {param.name: value for (spec, param), value in zip(SLIDERS, values) if spec.name == name}
         try:
-            options = EXPERIMENTS[name].values(given)
-        except ValueError as exc:
+            picked = source(registry, f.backend)
+            options = EXPERIMENTS[f.name].values(f.values.get(f.name, {}))
+        except (SourceUnavailable, ValueError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        job.start(name, options, source)
-        try:
-            while job.running():
-                job.asked = time.monotonic()
-                yield {out.status: f"⏳ {bar(job.fraction)} · {job.message}"}
-                job.thread.join(0.4)
-        finally:   # the handler was closed (event cancelled, tab gone): the worker thread stops too
-            if job.running():
-                job.cancel.set()
-        yield outcome(job, out)
+        job.run(f.name, options, picked)
+        yield from job.follow(lambda final, tick: outcome(job, out) if final else
+                              {out.status: f"⏳ {bar(job.fraction)} · {job.message}"}, every=0.4)
 
     def cancel(job: Job):
         if job.thread is None:
             return {out.status: warn("no experiment has run in this session")}
-        job.cancel.set()
-        job.thread.join(timeout=60)
-        return outcome(job, out) if not job.running() else {out.status: "still stopping…"}
+        return outcome(job, out) if job.stop(wait=60) else {out.status: "still stopping…"}
     return run, cancel
 
 
@@ -162,14 +159,15 @@ def experiments_tab(registry) -> None:
     with gr.Tab("Experiments", id="experiments"):
         gr.Markdown("Each experiment measures the chosen backend directly (greedy, no sampling); every "
                     "number is measured, and fits are labelled as fits. TTFT = time to first token.")
+        form = SimpleNamespace(sliders=[])
         with gr.Row():
-            name = described_dropdown(list(EXPERIMENTS), "prefill", "Experiment", describe_experiment,
-                                      elem_id="experiment-name")
-            backend = backend_dropdown(registry, elem_id="experiment-backend")
-        groups, sliders = {}, []
+            form.name = described_dropdown(list(EXPERIMENTS), FIRST, "Experiment", describe_experiment,
+                                           elem_id="experiment-name")
+            form.backend = backend_dropdown(registry, elem_id="experiment-backend")
+        groups = {}
         for spec in EXPERIMENTS.values():
-            with gr.Row(visible=spec.name == "prefill") as groups[spec.name]:
-                sliders += [gr.Slider(p.low, p.high, value=p.default, step=1, label=slider_label(p),
+            with gr.Row(visible=spec.name == FIRST) as groups[spec.name]:
+                form.sliders += [gr.Slider(p.low, p.high, value=p.default, step=1, label=slider_label(p),
                                       elem_id=f"experiment-{spec.name}-{p.name}", min_width=320) for p in spec.params]
         with gr.Row():
             start = gr.Button("Run", variant="primary", elem_id="experiment-run")
@@ -178,12 +176,14 @@ def experiments_tab(registry) -> None:
                               figure=gr.Plot(label="Result", elem_id="experiment-plot"),
                               summary=gr.Markdown(elem_id="experiment-summary"),
                               download=gr.File(label="The result as JSON", interactive=False))
-        job = gr.State(Job(), delete_callback=Job.close)   # inside the tab: a State between tabs doubles the next one
-    run, cancel = make_handlers(registry, out)
+        # inside the tab: a State between tabs doubles the next one
+        form.job = gr.State(Job(), delete_callback=Job.close)
+    run, cancel = make_handlers(registry, form, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
-    name.change(lambda n: [gr.update(visible=k == n) for k in groups], name, list(groups.values()),
-                api_name=False, queue=False)
-    event = start.click(run, [name, backend, job, *sliders], outputs, api_name="experiment",
+    form.name.change(lambda n: [gr.update(visible=k == n) for k in groups], form.name, list(groups.values()),
+                     api_name=False, queue=False)
+    inputs = {form.name, form.backend, *form.sliders, form.job}   # made in ExperimentForm.api_args' order
+    event = start.click(run, inputs, outputs, api_name="experiment",
                         concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE, show_progress="hidden")
-    stop.click(cancel, job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None,
+    stop.click(cancel, form.job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None,
                show_progress="hidden")

@@ -2,7 +2,7 @@
 
 While a run streams, the only output that changes is `stream`: the run's StepStream (live.py), whose
 updates Gradio sends as appends of the new steps (O(new steps) per update, at most one per 50 ms).
-The browser draws chips, the answer, live metrics and the four charts from it (live.js, given to
+The browser draws chips, the answer, live metrics and the four charts from it (live/*.js, given to
 Blocks(head=…), fed by a JavaScript-only .change): the server builds no HTML and no figure per token.
 The other outputs hold constant values during the run (a skipped output costs Gradio more than a
 repeated one) and get their final values at the end: status, answer text, metrics, exports; the end
@@ -24,6 +24,7 @@ Left out: authentication and per-user quotas; the queue's limits and the CPU gat
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import gradio as gr
@@ -34,14 +35,34 @@ from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
 from ..session import Session
+from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
-                     OPEN_QUESTION, QUOTE_END, SUMMARIZE, backend_dropdown, caption, engine_or_message,
-                     loading_line, long_document, warn)
+                     OPEN_QUESTION, QUOTE_END, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
+                     long_document, source, warn)
+from .forms import form_inputs, read_form
 from .serve_job import MachineGate
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
-LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live.js fills it while the run streams
+LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live/metrics.js fills it while the run streams
 CONTROL_PX = 210   # a control's narrowest width: two a row in the side column at 1400 px, one at 1024 px
+
+
+@dataclass
+class GenerateForm:
+    """The Generate tab's inputs: /generate's, in this order (the order the layout makes them)."""
+    prompt: str
+    temperature: float
+    top_k: float
+    top_p: float
+    seed: str
+    max_new_tokens: float
+    chat: bool
+    price_in: float
+    price_out: float
+    backend: str
+    speculate: bool
+    spec_k: float
+    spec_ngram: float
 
 
 def parse_seed(seed) -> int | None:
@@ -54,7 +75,8 @@ def parse_seed(seed) -> int | None:
 
 
 def make_handlers(registry, c, gate: MachineGate):
-    """generate, stop, top_k, metrics; `c` names the output components (OUTPUTS), the keys of every update."""
+    """generate, stop, top_k, metrics; `c` names the components: GenerateForm's fields and `session` (the keys of
+    generate's dict input), and the outputs (OUTPUTS, the keys of every update)."""
     def live(stream, batch) -> dict:   # constant but the stream: Gradio's diff sends only new lines
         return {c.stream: stream.add(batch), c.status: RUNNING_STATUS, c.text: "", c.metrics: LIVE_METRICS,
                 c.files: None}
@@ -68,32 +90,34 @@ def make_handlers(registry, c, gate: MachineGate):
             update[c.files] = session.export()
         return update
 
-    def generate(prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, price_in, price_out, backend,
-                 speculate, spec_k, spec_ngram, session: Session):
-        for line in registry.loading(backend):
+    def generate(values: dict):
+        form, session = read_form(GenerateForm, c, values), values[c.session]
+        for line in registry.loading(form.backend):
             yield {c.status: loading_line(line)}
-        engine = engine_or_message(registry, backend)
-        if not isinstance(engine, str) and speculate:
-            engine = speculative_or_message(engine, spec_k, spec_ngram)
-        if isinstance(engine, str):
-            yield {c.status: warn(engine)}
+        try:
+            engine = source(registry, form.backend)
+            if form.speculate:
+                engine = speculative(engine, form.spec_k, form.spec_ngram)
+        except SourceUnavailable as exc:
+            yield {c.status: warn(str(exc))}
             return
-        local = engine.info.origin != "remote"   # a server computes elsewhere: no CPU slot here
+        local = engine.info.origin != Origin.REMOTE   # a server computes elsewhere: no CPU slot here
         while local and not gate.enter_shared(timeout=1.0):
             yield {c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve workload "
                              "runs alone)…"}
         try:
-            yield from stream(engine, prompt, temperature, top_k, top_p, seed, max_new_tokens, chat,
-                              (price_in, price_out), session)
+            yield from stream(engine, form, session)
         finally:
             if local:
                 gate.leave_shared()
 
-    def stream(engine, prompt, temperature, top_k, top_p, seed, max_new_tokens, chat, prices, session: Session):
+    def stream(engine, form: GenerateForm, session: Session):
+        prices = (form.price_in, form.price_out)
         try:
-            settings = coerce_settings(temperature=temperature, top_k=top_k, top_p=top_p, seed=parse_seed(seed),
-                                       max_new_tokens=max_new_tokens, chat=bool(chat))
-            run = engine.run(prompt, settings)
+            settings = coerce_settings(temperature=form.temperature, top_k=form.top_k, top_p=form.top_p,
+                                       seed=parse_seed(form.seed), max_new_tokens=form.max_new_tokens,
+                                       chat=bool(form.chat))
+            run = engine.run(form.prompt, settings)
         except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server refused or failed
             yield {c.status: warn(str(exc))}
             return
@@ -127,17 +151,18 @@ def make_handlers(registry, c, gate: MachineGate):
     return generate, stop, top_k, metrics
 
 
-def speculative_or_message(engine, k, ngram):
-    """`engine`'s backend driven by SpeculativeEngine (k proposals, n-gram size), or a message saying why not."""
+def speculative(engine, k, ngram):
+    """`engine`'s backend driven by SpeculativeEngine (k proposals, n-gram size); SourceUnavailable saying why not."""
     from ..speculative import Speculation, SpeculativeEngine
     backend = getattr(engine, "backend", None)
     if backend is None or not getattr(backend, "verifies", False):
-        return (f"speculative decoding needs a local backend with a verify pass (one forward pass over several "
-                f"tokens on the KV cache); {engine.info.name} has none: untick it or pick a local backend")
+        raise SourceUnavailable(f"speculative decoding needs a local backend with a verify pass (one forward pass "
+                                f"over several tokens on the KV cache); {engine.info.name} has none: untick it or "
+                                "pick a local backend")
     try:
         return SpeculativeEngine(backend, Speculation(k=int(k), ngram=int(ngram)))
     except (TypeError, ValueError) as exc:
-        return str(exc)
+        raise SourceUnavailable(str(exc)) from exc
 
 
 def roofline_handler(registry, gate: MachineGate):
@@ -151,8 +176,11 @@ def roofline_handler(registry, gate: MachineGate):
         trace = session.trace
         if trace is None or not trace.finished:
             return None, warn("generate first: the roofline is drawn from a finished run")
-        engine = engine_or_message(registry, backend)
-        model = None if isinstance(engine, str) else roofline_model(engine)
+        try:
+            engine = source(registry, backend)
+        except SourceUnavailable:
+            engine = None
+        model = None if engine is None else roofline_model(engine)
         if model is None or engine.info.name != trace.backend:
             return None, warn(f"the roofline needs the run's source ({trace.backend}) selected above, running a "
                               "model whose shape is known here (a local backend, or a server of the bundled model)")
@@ -195,19 +223,31 @@ def generate_tab(registry) -> SimpleNamespace:
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
             c.status = gr.Markdown(elem_classes="status", elem_id="status")
         with gr.Column(scale=2):
+            # made in GenerateForm's order (/generate's), placed below in the column's order
+            c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", render=False)
+            c.top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)", min_width=CONTROL_PX, render=False)
+            c.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)", min_width=CONTROL_PX,
+                                render=False)
+            c.seed = gr.Textbox("", label="Seed (empty = random)", max_lines=1, min_width=CONTROL_PX, render=False)
+            c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
+                                         elem_id="max-new-tokens", min_width=CONTROL_PX, render=False)
+            c.chat = gr.Checkbox(value=True, label="Apply the chat template", render=False)
+            c.price_in = gr.Number(DEFAULT_USD_PER_M_INPUT, label="USD per 1M input tokens (for the estimate)",
+                                   elem_id="price-in", min_width=CONTROL_PX, render=False)
+            c.price_out = gr.Number(DEFAULT_USD_PER_M_OUTPUT, label="USD per 1M output tokens (for the estimate)",
+                                    elem_id="price-out", min_width=CONTROL_PX, render=False)
             c.backend = backend_dropdown(registry, elem_id="backend",
                                          info="the first use of a backend loads it (ONNX: export once, ~1 min)")
-            c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+            c.temperature.render()
             # two controls a row where they fit side by side (at 1400 px), one a row below that (1024 px):
             # side by side in a narrow column, "Top-p (1 = off)" took four lines and "2048" left its box
             with gr.Row():
-                c.top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)", min_width=CONTROL_PX)
-                c.top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)", min_width=CONTROL_PX)
+                c.top_k.render()
+                c.top_p.render()
             with gr.Row():
-                c.seed = gr.Textbox("", label="Seed (empty = random)", max_lines=1, min_width=CONTROL_PX)
-                c.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=64, step=1, label="Max new tokens",
-                                             elem_id="max-new-tokens", min_width=CONTROL_PX)
-            c.chat = gr.Checkbox(value=True, label="Apply the chat template")
+                c.seed.render()
+                c.max_new_tokens.render()
+            c.chat.render()
             c.speculate = gr.Checkbox(value=False, label="Speculative decoding", elem_id="speculate",
                                       info="draft from the text so far, verify in one pass")
             with gr.Accordion("Speculative decoding's settings", open=False, elem_id="speculation-settings"):
@@ -218,10 +258,8 @@ def generate_tab(registry) -> SimpleNamespace:
                         "Local backends only. Greedy and seeded sampling give the tokens plain decoding gives; "
                         "run the same prompt with it off to measure the speedup.")
             with gr.Row():
-                c.price_in = gr.Number(DEFAULT_USD_PER_M_INPUT, label="USD per 1M input tokens (for the estimate)",
-                                       elem_id="price-in", min_width=CONTROL_PX)
-                c.price_out = gr.Number(DEFAULT_USD_PER_M_OUTPUT, label="USD per 1M output tokens (for the estimate)",
-                                        elem_id="price-out", min_width=CONTROL_PX)
+                c.price_in.render()
+                c.price_out.render()
     france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
     summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
     # raw text (no chat template): the model goes on with the quoted list, copying from the document
@@ -230,7 +268,7 @@ def generate_tab(registry) -> SimpleNamespace:
     question.click(lambda: (OPEN_QUESTION, True, True), None, [c.prompt, c.chat, c.speculate], api_name=False,
                    queue=False)
     c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=2, max_lines=2,
-                          interactive=False, container=False)   # read by live.js, never shown
+                          interactive=False, container=False)   # read by live/stream.js, never shown
     with gr.Row():
         gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")
         c.text = gr.Textbox(label="Answer (plain text)", lines=6, interactive=False, elem_id="answer")
@@ -265,11 +303,10 @@ def generate_tab(registry) -> SimpleNamespace:
 
 def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate):
     """Wire the tab's events; returns the generate handler (it takes its CPU slot itself, see make_handlers)."""
+    c.session = session
     generate, stop, top_k, metrics = make_handlers(registry, c, gate)
-    inputs = [c.prompt, c.temperature, c.top_k, c.top_p, c.seed, c.max_new_tokens, c.chat, c.price_in,
-              c.price_out, c.backend, c.speculate, c.spec_k, c.spec_ngram, session]
     outputs = [getattr(c, name) for name in OUTPUTS]
-    event = c.generate.click(generate, inputs, outputs, api_name="generate",
+    event = c.generate.click(generate, form_inputs(GenerateForm, c, states=[session]), outputs, api_name="generate",
                              concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     c.stop.click(stop, [c.price_in, c.price_out, session], outputs, api_name="stop",
                  cancels=[event], concurrency_limit=None)

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import html
 import json
-import threading
-import time
 from types import SimpleNamespace
 
 import gradio as gr
 
 from ..lesson import STEPS, Lesson
-from ..session import ABANDONED_AFTER
-from .common import CPU_QUEUE, GENERATE_CONCURRENCY, backend_dropdown, engine_or_message, error_html
+from .common import CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, error_html, source
+from ..jobs import BackgroundJob
 
 FIGURE_SLOTS = 3
 OUTPUTS = ("title", "status", "takeaway", "notes", "body", "replay", "replay_data", "figure0", "figure1", "figure2")
@@ -41,17 +39,17 @@ REPLAY_JS = """() => { const box = document.querySelector('#lesson-replay'); con
 
 
 class LessonSession:
-    """One browser session's lesson: which source, which step, and a cancel Event for the running step."""
+    """One browser session's lesson: which source, which step, and the running step's BackgroundJob."""
 
     def __init__(self):
-        self.lesson, self.name, self.step, self.cancel = None, None, 1, threading.Event()
+        self.lesson, self.name, self.step, self.job = None, None, 1, BackgroundJob()
         self.started = False   # no step shown yet: Next (or Previous) then shows step 1
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session: start each one fresh
         return LessonSession()
 
     def close(self) -> None:
-        self.cancel.set()
+        self.job.cancel.set()
 
 
 def replay_html(trace) -> str:
@@ -88,12 +86,13 @@ def make_handlers(registry, out: SimpleNamespace):
         if not session.started:   # a fresh page: Next shows step 1 (a deep link has set the step above)
             delta, session.started = 0, True
         session.step = max(1, min(len(STEPS), session.step + int(delta or 0)))
-        source = engine_or_message(registry, backend)
-        if isinstance(source, str):
-            yield view(out, session, status=error_html(source))
+        try:
+            picked = source(registry, backend)
+        except SourceUnavailable as exc:
+            yield view(out, session, status=error_html(str(exc)))
             return
         if session.lesson is None or session.name != backend:
-            session.lesson, session.name = Lesson(source), backend
+            session.lesson, session.name = Lesson(picked), backend
         kept = session.lesson.results.get(session.step)
         if kept is not None:
             yield view(out, session, kept, "kept from earlier (Run again to re-measure)")
@@ -101,35 +100,19 @@ def make_handlers(registry, out: SimpleNamespace):
         yield from run_step(session)
 
     def run_step(session: LessonSession):
-        session.cancel = threading.Event()
-        state = {"fraction": 0.0, "message": "starting", "result": None, "error": None, "asked": time.monotonic()}
+        session.job = job = BackgroundJob()   # this step's own (another may be running); Stop cancels the latest
+        step = session.step
 
-        def report(fraction, message):
-            state.update(fraction=fraction, message=message)
-            if time.monotonic() - state["asked"] > ABANDONED_AFTER:
-                session.cancel.set()   # the page stopped asking: its handler was dropped
-
-        def work():
-            try:
-                state["result"] = session.lesson.run(session.step, report, session.cancel)
-            except Exception as exc:   # noqa: BLE001 - shown to the presenter; the app keeps serving
-                state["error"] = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        worker = threading.Thread(target=work, daemon=True, name=f"lesson-step-{session.step}")
-        worker.start()
-        try:
-            while worker.is_alive():
-                state["asked"] = time.monotonic()
-                yield view(out, session, status=f"⏳ {state['fraction']:.0%} · {html.escape(state['message'])}")
-                worker.join(0.4)
-        finally:
-            if worker.is_alive():
-                session.cancel.set()
-        if state["error"]:
-            yield view(out, session, status=error_html(state["error"]))
-        elif state["result"].cancelled:
-            yield view(out, session, status="stopped: run this step again to measure it")
-        else:
-            yield view(out, session, state["result"], f"measured in {state['result'].elapsed:.1f} s")
+        def draw(final: bool, tick: int) -> dict:
+            if not final:
+                return view(out, session, status=f"⏳ {job.fraction:.0%} · {html.escape(job.message)}")
+            if job.error:
+                return view(out, session, status=error_html(job.error))
+            if job.result.cancelled:
+                return view(out, session, status="stopped: run this step again to measure it")
+            return view(out, session, job.result, f"measured in {job.result.elapsed:.1f} s")
+        job.start(lambda job: session.lesson.run(step, job.report, job.cancel), name=f"lesson-step-{step}")
+        yield from job.follow(draw, every=0.4)
 
     def rerun(backend, session: LessonSession):
         if session.lesson is not None:
@@ -139,7 +122,7 @@ def make_handlers(registry, out: SimpleNamespace):
         yield from go(0, backend, session)
 
     def stop(session: LessonSession):
-        session.cancel.set()
+        session.job.cancel.set()
         return {out.status: "stopping…"}
     return go, rerun, stop
 
@@ -171,19 +154,27 @@ def lesson_tab(registry) -> None:
     go, rerun, stop_fn = make_handlers(registry, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
     queue = dict(concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    steps = [nxt.click(lambda b, s: (yield from go(1, b, s)), [backend, session], outputs, api_name="lesson_next",
-                       **queue),
-             prev.click(lambda b, s: (yield from go(-1, b, s)), [backend, session], outputs, api_name="lesson_prev",
-                        **queue),
-             again.click(rerun, [backend, session], outputs, api_name="lesson_run", **queue)]
+    inputs = {backend, session}   # dict inputs, like every handler of the CPU queue (serve_job.gate_cpu_events)
+
+    def step_by(delta: int):
+        def handler(values: dict):
+            yield from go(delta, values[backend], values[session])
+        return handler
+
+    def run_again(values: dict):
+        yield from rerun(values[backend], values[session])
+
+    steps = [nxt.click(step_by(1), inputs, outputs, api_name="lesson_next", **queue),
+             prev.click(step_by(-1), inputs, outputs, api_name="lesson_prev", **queue),
+             again.click(run_again, inputs, outputs, api_name="lesson_run", **queue)]
     stop.click(stop_fn, session, out.status, api_name="lesson_stop", cancels=steps, concurrency_limit=None)
     replay.click(None, None, None, js=REPLAY_JS)
     out.replay_data.change(None, None, None, js=REPLAY_JS)   # step 2 shown: its answer plays
 
-    def opened(backend, session: LessonSession, request: gr.Request):
+    def opened(values: dict, request: gr.Request):
         """On page load: a deep link (?lesson=N) opens and runs step N; otherwise step 1 waits for Next/Run."""
         if request is None or not request.query_params.get("lesson"):
-            yield view(out, session, status="press Next ▶ (or the → key) to start")
+            yield view(out, values[session], status="press Next ▶ (or the → key) to start")
             return
-        yield from go(0, backend, session, request)
-    return SimpleNamespace(opened=opened, inputs=[backend, session], outputs=outputs, keys_js=KEYS_JS)
+        yield from go(0, values[backend], values[session], request)
+    return SimpleNamespace(opened=opened, inputs=inputs, outputs=outputs, keys_js=KEYS_JS)

@@ -4,6 +4,7 @@
     with gate.shared(): …                   # any other CPU work (Generate, Compare, Experiments)
     if gate.acquire_alone(timeout=60): …    # a workload: waits for the others to end, then runs alone
     gate_cpu_events(demo, queue, gate)      # wraps every handler of the CPU queue in gate.shared()
+    job = ServeJob(); job.run(work, gate)   # a workload in a thread holding the machine alone (jobs.BackgroundJob)
 
 The gate is also the CPU limit: at most CPU_SLOTS local runs share the machine (2 cores); Gradio lets
 more events of the queue in (GENERATE_CONCURRENCY), so a Generate run on a remote server, which takes no
@@ -12,18 +13,21 @@ run shares the CPU, so a workload takes the machine alone: it waits (up to a min
 work in progress to end, and CPU work started meanwhile waits in its handler until the workload ends.
 One workload at a time in the process, one per session.
 
-Left out: layout and handlers (serve_tab.py).
+Every handler of the CPU queue takes Gradio's dict inputs (one dict, and a gr.Request where it asks for one), so
+one wrapper of a fixed shape gates them all. Left out: layout and handlers (serve_tab.py).
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import threading
-import time
 from contextlib import contextmanager
 
-from ..session import ABANDONED_AFTER, ExportFolder
+import gradio as gr
+
+from ..session import ExportFolder
 from .common import CPU_SLOTS
+from ..jobs import BackgroundJob
 
 DEFAULT_SLO = (2.0, 0.5)   # TTFT ≤ 2 s, TPOT ≤ 0.5 s: the Serve tab's goodput until the user moves them
 
@@ -78,67 +82,51 @@ class MachineGate:
 
 
 def _shared(fn, gate: MachineGate):
+    """`fn` (a handler of dict inputs) inside gate.shared(); Gradio sees fn's own signature (functools.wraps) and
+    passes a gr.Request only where fn asks for one."""
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
-        def generator(*args, **kwargs):
+        def generator(values: dict, request: gr.Request | None = None):
             with gate.shared():
-                yield from fn(*args, **kwargs)
+                yield from (fn(values) if request is None else fn(values, request))
         return generator
 
     @functools.wraps(fn)
-    def function(*args, **kwargs):
+    def function(values: dict, request: gr.Request | None = None):
         with gate.shared():
-            return fn(*args, **kwargs)
+            return fn(values) if request is None else fn(values, request)
     return function
 
 
 def gate_cpu_events(demo, queue: str, gate: MachineGate, skip=()) -> int:
-    """Run every handler of concurrency group `queue` (except `skip`) inside gate.shared(); returns how many."""
+    """Run every handler of concurrency group `queue` (except `skip`) inside gate.shared(); returns how many.
+    TypeError for a handler of the queue that does not take dict inputs (the wrapper passes one dict on)."""
     wrapped = 0
     for block_fn in demo.fns.values():
         fn = block_fn.fn
         if (block_fn.concurrency_id == queue and fn is not None and fn not in skip
                 and not inspect.iscoroutinefunction(fn) and not inspect.isasyncgenfunction(fn)):
+            if not block_fn.inputs_as_dict:
+                raise TypeError(f"{block_fn.name}: a handler of the {queue!r} queue takes dict inputs (a set)")
             block_fn.fn = _shared(fn, gate)
             wrapped += 1
     return wrapped
 
 
-class ServeJob:
-    """One session's workload (or sweep): its cancel Event, worker thread, results and exported files."""
+class ServeJob(BackgroundJob):
+    """One session's workload (or sweep), a BackgroundJob: its results, live sweeps and exported files."""
 
     def __init__(self):
-        self.cancel, self.thread, self.error = threading.Event(), None, None
-        self.results, self.sweeps, self.message, self.asked = [], [], "", time.monotonic()
+        super().__init__()
+        self.results, self.sweeps = [], []
         self.exports = ExportFolder("serve-")
         self.slo: tuple[float | None, float | None] = DEFAULT_SLO   # (TTFT, TPOT) seconds the goodput is judged by
         self.roofline = None   # the last batch-size sweep on the roofline (a figure), once its ceilings are measured
 
-    def __deepcopy__(self, memo):   # gr.State copies its initial value per session
-        return ServeJob()
-
-    def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
-
-    def start(self, work, gate: MachineGate) -> None:
+    def run(self, work, gate: MachineGate) -> None:
         """Run `work(job)` in a thread holding the machine alone (the caller acquired `gate` alone)."""
-        self.cancel, self.error, self.results, self.sweeps = threading.Event(), None, [], []
-        self.asked = time.monotonic()
-
-        def body():
-            try:
-                work(self)
-            except Exception as exc:   # noqa: BLE001 - shown on screen; the app keeps serving
-                self.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-            finally:
-                gate.release_alone()
-        self.thread = threading.Thread(target=body, daemon=True, name="serve-workload")
-        self.thread.start()
-
-    def report(self, fraction: float, message: str) -> None:
-        self.message = message
-        if time.monotonic() - self.asked > ABANDONED_AFTER:
-            self.cancel.set()   # the page stopped asking: its handler was dropped
+        self.results, self.sweeps = [], []
+        self.start(work, done=gate.release_alone, name="serve-workload")
 
     def close(self) -> None:
         self.cancel.set()

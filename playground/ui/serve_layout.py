@@ -1,12 +1,13 @@
 """The Serve tab's components: workload editor, two scheduler pickers, the batching pool, outputs, sweeps.
 
-    out, inputs, sweep_inputs, buttons = layout(registry)   # inside a gr.Blocks
+    out, form, sweep_form, buttons = layout(registry)   # inside a gr.Blocks
 
-`inputs` and `sweep_inputs` are in the order serve_tab.py's handlers take them; `out` names every
-output (serve_views.OUTPUTS). Left out: handlers (serve_tab.py).
+`form` names ServeForm's components by field, `sweep_form` SweepForm's (forms.py: the handlers read one dict);
+`out` names every output (serve_views.OUTPUTS). Left out: handlers (serve_tab.py).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import gradio as gr
@@ -44,6 +45,51 @@ INTRO = ("## Many different requests, one engine\nA workload of short questions 
          "TPOT: time per output token after the first; E2E: arrival to last token.")
 
 
+@dataclass
+class WorkloadForm:
+    """A workload of two request classes (short, long): how many, how they arrive, each class's prompt,
+    budget and share of the mix."""
+    n: float
+    arrival: str
+    rate: float
+    seed: float
+    short_prompt: str
+    short_tokens: float
+    short_share: float
+    long_prompt: str
+    long_tokens: float
+    long_share: float
+
+
+@dataclass
+class ServeForm(WorkloadForm):
+    """The Serve tab's inputs: /serve's, in this order (the workload, the two schedulers and their sources, the
+    batching pool's settings)."""
+    scheduler_a: str
+    source_a: str
+    scheduler_b: str
+    source_b: str
+    slots: float
+    chunk: float
+    max_batch_tokens: float
+    blocks: float
+    manager: str
+
+
+@dataclass
+class SweepForm:
+    """The sweeps' inputs: /serve_sweep's, in this order."""
+    kind: str
+    scheduler: str
+    source: str
+    sizes: str
+    new_tokens: float
+    rates: str
+    requests: float
+    ttft: float
+    tpot: float
+
+
 def scheduler_dropdown(label: str, value: str, none: bool = False, **kw) -> gr.Dropdown:
     """The schedulers by short name, the picked one's description as info. `none`: "(none)" (no second run)."""
     names = ([NONE] if none else []) + list(SCHEDULERS)
@@ -75,21 +121,21 @@ def _columns(out):
                                           elem_classes="pg-scroll-table")
 
 
-def _sweeps(registry, out):
+def _sweeps(registry, out, form):
     with gr.Accordion("Sweeps: batch size (concurrent decodes) and arrival rate (latency vs throughput)", open=False):
         caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored): each request slows, the total "
                 "rises. Rate: the lesson's mix at each rate (Poisson), with goodput under your SLO.")
         with gr.Row():
-            kind = gr.Radio([("batch size", "batch"), ("arrival rate", "rate")], value="batch", label="Sweep")
-            sched = scheduler_dropdown("Scheduler", default_batching(registry))
-            src = backend_dropdown(registry, "Source (one at a time, concurrent)")
+            form.kind = gr.Radio([("batch size", "batch"), ("arrival rate", "rate")], value="batch", label="Sweep")
+            form.scheduler = scheduler_dropdown("Scheduler", default_batching(registry))
+            form.source = backend_dropdown(registry, "Source (one at a time, concurrent)")
         with gr.Row():
-            sizes = gr.Textbox("1,2,4,8,16", label="Batch sizes")
-            new = gr.Slider(4, 256, 64, step=4, label="Tokens each request decodes")
-            rates = gr.Textbox("0.25,0.5,1,2", label="Rates (requests/s)")
-            n = gr.Slider(2, MAX_REQUESTS, 8, step=1, label="Requests per rate")
-            ttft = gr.Number(2.0, label="SLO: TTFT ≤ (s)")
-            tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
+            form.sizes = gr.Textbox("1,2,4,8,16", label="Batch sizes")
+            form.new_tokens = gr.Slider(4, 256, 64, step=4, label="Tokens each request decodes")
+            form.rates = gr.Textbox("0.25,0.5,1,2", label="Rates (requests/s)")
+            form.requests = gr.Slider(2, MAX_REQUESTS, 8, step=1, label="Requests per rate")
+            form.ttft = gr.Number(2.0, label="SLO: TTFT ≤ (s)")
+            form.tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
@@ -102,7 +148,7 @@ def _sweeps(registry, out):
                               minimum=0, elem_id="cost-usd-per-hour")
             cost = gr.Button("Work out what a token costs", elem_id="cost-run")
         out.token_cost = gr.Markdown(elem_id="token-cost")
-    return [kind, sched, src, sizes, new, rates, n, ttft, tpot], run, price, cost
+    return run, price, cost
 
 
 def _clients(out, traffic):
@@ -123,44 +169,47 @@ def _clients(out, traffic):
 
 
 def layout(registry, traffic=None):
-    out = SimpleNamespace()
+    out, form, sweep_form = SimpleNamespace(), SimpleNamespace(), SimpleNamespace()
     with gr.Tab("Serve", id="serve"):
         gr.Markdown(INTRO)
         caption(ALONE)
         with gr.Row():
-            n = gr.Slider(1, MAX_REQUESTS, 16, step=1, label="Requests", elem_id="serve-requests")
-            arrival = gr.Radio(list(ARRIVALS), value="poisson", label="Arrivals", elem_id="serve-arrival")
-            rate = gr.Number(DEFAULT_RATE, label="Rate (requests/s, fixed or Poisson)", elem_id="serve-rate")
-            seed = gr.Number(0, precision=0, label="Seed (order and arrivals)", elem_id="serve-seed")
+            form.n = gr.Slider(1, MAX_REQUESTS, 16, step=1, label="Requests", elem_id="serve-requests")
+            form.arrival = gr.Radio(list(ARRIVALS), value="poisson", label="Arrivals", elem_id="serve-arrival")
+            form.rate = gr.Number(DEFAULT_RATE, label="Rate (requests/s, fixed or Poisson)", elem_id="serve-rate")
+            form.seed = gr.Number(0, precision=0, label="Seed (order and arrivals)", elem_id="serve-seed")
         with gr.Accordion("Request classes: prompt, max new tokens, share of the mix", open=False):
             with gr.Row():
                 with gr.Column():
-                    short = [gr.Textbox(SHORT_PROMPT, label="Short: prompt", lines=2, elem_id="serve-short-prompt"),
-                             gr.Slider(1, 256, NEW_TOKENS, step=1, label="Short: max new tokens"),
-                             gr.Slider(0, 1, 0.8, step=0.05, label="Short: share")]
+                    form.short_prompt = gr.Textbox(SHORT_PROMPT, label="Short: prompt", lines=2,
+                                                   elem_id="serve-short-prompt")
+                    form.short_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Short: max new tokens")
+                    form.short_share = gr.Slider(0, 1, 0.8, step=0.05, label="Short: share")
                 with gr.Column():
-                    long = [gr.Textbox(SUMMARIZE + long_document(), label="Long: prompt (cut to the context window)",
-                                       lines=4, max_lines=8, elem_id="serve-long-prompt"),
-                            gr.Slider(1, 256, NEW_TOKENS, step=1, label="Long: max new tokens"),
-                            gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")]
+                    form.long_prompt = gr.Textbox(SUMMARIZE + long_document(),
+                                                  label="Long: prompt (cut to the context window)", lines=4,
+                                                  max_lines=8, elem_id="serve-long-prompt")
+                    form.long_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Long: max new tokens")
+                    form.long_share = gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")
         with gr.Row():
-            sa = scheduler_dropdown("Scheduler A", "one-at-a-time", elem_id="serve-scheduler-a")
-            src_a = backend_dropdown(registry, "Source of A", elem_id="serve-source-a")
-            sb = scheduler_dropdown("Scheduler B (the same workload)", default_batching(registry), none=True,
-                                    elem_id="serve-scheduler-b")
-            src_b = backend_dropdown(registry, "Source of B", elem_id="serve-source-b")
+            form.scheduler_a = scheduler_dropdown("Scheduler A", "one-at-a-time", elem_id="serve-scheduler-a")
+            form.source_a = backend_dropdown(registry, "Source of A", elem_id="serve-source-a")
+            form.scheduler_b = scheduler_dropdown("Scheduler B (the same workload)", default_batching(registry),
+                                                  none=True, elem_id="serve-scheduler-b")
+            form.source_b = backend_dropdown(registry, "Source of B", elem_id="serve-source-b")
         with gr.Accordion("Continuous batching: KV slots and prefill chunks", open=False):
             caption(SLOTS)
             with gr.Row():
-                slots = gr.Slider(1, 32, BatchConfig.slots, step=1, label="KV slots (requests held at once)",
-                                  elem_id="serve-slots")
-                chunk = gr.Slider(16, 1024, BatchConfig.prefill_chunk, step=16, label="Prompt tokens read per iteration (chunked prefill)",
-                                  elem_id="serve-chunk")
+                form.slots = gr.Slider(1, 32, BatchConfig.slots, step=1, label="KV slots (requests held at once)",
+                                       elem_id="serve-slots")
+                form.chunk = gr.Slider(16, 1024, BatchConfig.prefill_chunk, step=16,
+                                       label="Prompt tokens read per iteration (chunked prefill)", elem_id="serve-chunk")
             caption("transformers' manager (scheduler batching-torch, on the torch backend): its paged KV block pool")
             with gr.Row():
-                mbt = gr.Slider(16, 1024, 256, step=16, label="Max tokens per forward pass (longer prompts: chunked)")
-                blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
-                mgr = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
+                form.max_batch_tokens = gr.Slider(16, 1024, 256, step=16,
+                                                  label="Max tokens per forward pass (longer prompts: chunked)")
+                form.blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
+                form.manager = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
         with gr.Row():
             run = gr.Button("Run", variant="primary", elem_id="serve-run")
             stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")
@@ -173,8 +222,7 @@ def layout(registry, traffic=None):
             out.goodput = gr.Markdown(elem_id="serve-goodput")
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
-        sweep_inputs, sweep, price, cost = _sweeps(registry, out)
+        sweep, price, cost = _sweeps(registry, out, sweep_form)
         watch, unwatch = _clients(out, traffic)
-    inputs = [n, arrival, rate, seed, *short, *long, sa, src_a, sb, src_b, slots, chunk, mbt, blocks, mgr]
-    return out, inputs, sweep_inputs, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot],
+    return out, form, sweep_form, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot],
                                                      watch=watch, unwatch=unwatch, price=price, cost=cost)

@@ -19,16 +19,19 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
+from ..serve.registry import Needs
 from ..serve.batching import PoolConfig
 from ..serve.continuous import BatchConfig
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
 from ..config import GenerationSettings
 from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
+from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
-                     engine_or_message, loading_line, long_document, warn)
+                     SourceUnavailable, loading_line, long_document, source, warn)
+from .forms import form_inputs, read_form
 from .serve_job import MachineGate, ServeJob
-from .serve_layout import NONE, layout
+from .serve_layout import NONE, ServeForm, SweepForm, WorkloadForm, layout
 from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
 
 
@@ -37,15 +40,16 @@ def make_scheduler(registry, name: str, source_name: str, options: dict):
     if name not in SCHEDULERS:
         return None, f"scheduler must be one of {', '.join(SCHEDULERS)}; got {name!r}"
     spec = SCHEDULERS[name]
-    if spec.needs == "torch" and "torch" not in registry.names:
+    if spec.needs == Needs.TORCH and Needs.TORCH not in registry.names:
         return None, f"{spec.label} runs on the torch backend, which this app does not offer"
-    source = engine_or_message(registry, source_for(name, source_name))
-    if isinstance(source, str):
-        return None, source
-    if spec.needs == "remote" and source.info.origin != "remote":
-        return None, f"{spec.label} needs a remote server as its source; {source.info.name} runs in this process"
     try:
-        return spec.create(source, **options), None
+        picked = source(registry, source_for(name, source_name))
+    except SourceUnavailable as exc:
+        return None, str(exc)
+    if spec.needs == Needs.REMOTE and picked.info.origin != Origin.REMOTE:
+        return None, f"{spec.label} needs a remote server as its source; {picked.info.name} runs in this process"
+    try:
+        return spec.create(picked, **options), None
     except ValueError as exc:
         return None, str(exc)
 
@@ -53,31 +57,44 @@ def make_scheduler(registry, name: str, source_name: str, options: dict):
 def source_for(scheduler: str, source_name: str) -> str:
     """The source a scheduler runs on: the one picked, except transformers' manager, which runs on torch."""
     spec = SCHEDULERS.get(scheduler)
-    return "torch" if spec is not None and spec.needs == "torch" else source_name
+    return Needs.TORCH.value if spec is not None and spec.needs == Needs.TORCH else source_name
 
 
-def build_workload(scheduler, n, arrival, rate, seed, sp, st, ss, lp, lt, ls) -> Workload:
-    source = scheduler.source
-    classes = [RequestClass("short", sp, int(st), float(ss)),
-               RequestClass("long", fit_to_window(source, lp or "", int(lt))[0], int(lt), float(ls))]
-    workload = Workload.build(classes, int(n), arrival, float(rate) if arrival != "all-at-once" else None, int(seed))
-    if source.capabilities.local_tokenizer:
-        check_tokens(workload, lambda p: len(source.prompt_ids(p, GenerationSettings())[1]))
+def build_workload(scheduler, form: WorkloadForm) -> Workload:
+    runs_on = scheduler.source
+    classes = [RequestClass("short", form.short_prompt, int(form.short_tokens), float(form.short_share)),
+               RequestClass("long", fit_to_window(runs_on, form.long_prompt or "", int(form.long_tokens))[0],
+                            int(form.long_tokens), float(form.long_share))]
+    rate = float(form.rate) if form.arrival != "all-at-once" else None
+    workload = Workload.build(classes, int(form.n), form.arrival, rate, int(form.seed))
+    if runs_on.capabilities.local_tokenizer:
+        check_tokens(workload, lambda p: len(runs_on.prompt_ids(p, GenerationSettings())[1]))
     return workload
 
 
-def acquire(job, gate: MachineGate):
-    """Wait (up to a minute, saying so) for the machine; yields status lines; sets job.message to 'ok' on success."""
+def sweep_mix(requests) -> WorkloadForm:
+    """The rate sweep's workload: the lesson's two requests (a question, a document to summarize), Poisson."""
+    return WorkloadForm(n=requests, arrival="poisson", rate=1.0, seed=0, short_prompt=FRANCE, short_tokens=48,
+                        short_share=0.8, long_prompt=SUMMARIZE + long_document(), long_tokens=48, long_share=0.2)
+
+
+BUSY = "the machine stayed busy for a minute (another workload or other runs); try again"
+
+
+def acquire(gate: MachineGate, status):
+    """Wait (up to a minute, saying so in `status` updates) for the machine alone; returns whether it was had
+    (`had = yield from acquire(gate, out.status)`)."""
     start = time.monotonic()
     while time.monotonic() - start < 60:
         if gate.acquire_alone(timeout=1.0):
-            job.message = "ok"
-            return
-        yield f"⏳ waiting for the machine: other runs are in progress ({time.monotonic() - start:.0f} s)"
-    job.message = "the machine stayed busy for a minute (another workload or other runs); try again"
+            return True
+        yield {status: f"⏳ waiting for the machine: other runs are in progress ({time.monotonic() - start:.0f} s)"}
+    return False
 
 
-def make_handlers(registry, out: SimpleNamespace, gate: MachineGate):
+def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: MachineGate):
+    """serve, stop, sweep, rejudge; `forms` names the components: `serve` (ServeForm's), `sweep` (SweepForm's) and
+    `job` (the session's ServeJob State), the keys of the handlers' dict inputs."""
     def prepare(job, names):
         if job.running():
             yield {out.status: warn("a workload is already running in this session: Stop it first")}
@@ -86,88 +103,71 @@ def make_handlers(registry, out: SimpleNamespace, gate: MachineGate):
             for line in registry.loading(name):
                 yield {out.status: loading_line(line)}
 
-    def serve(n, arrival, rate, seed, sp, st, ss, lp, lt, ls, sa, src_a, sb, src_b, slots, chunk, mbt, blocks, mgr,
-              job: ServeJob):
+    def serve(values: dict):
+        f, job = read_form(ServeForm, forms.serve, values), values[forms.job]
         try:
-            options = {"batch": BatchConfig(int(slots), int(chunk)).validate(),
-                       "pool": PoolConfig(num_blocks=int(blocks) or None, max_batch_tokens=int(mbt), scheduler=mgr)}
+            options = {"batch": BatchConfig(int(f.slots), int(f.chunk)).validate(),
+                       "pool": PoolConfig(num_blocks=int(f.blocks) or None, max_batch_tokens=int(f.max_batch_tokens),
+                                          scheduler=f.manager)}
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        names = [source_for(s, src) for s, src in ((sa, src_a), (sb, src_b)) if s != NONE]
-        yield from prepare(job, names)
+        picked = [(s, src) for s, src in ((f.scheduler_a, f.source_a), (f.scheduler_b, f.source_b)) if s != NONE]
+        yield from prepare(job, [source_for(s, src) for s, src in picked])
         if job.running():
             return
-        made = [make_scheduler(registry, s, src, options) for s, src in ((sa, src_a), (sb, src_b)) if s != NONE]
+        made = [make_scheduler(registry, s, src, options) for s, src in picked]
         if any(msg for _, msg in made):
             yield {out.status: warn(next(msg for _, msg in made if msg))}
             return
         schedulers = [s for s, _ in made]
         try:
-            workload = build_workload(schedulers[0], n, arrival, rate, seed, sp, st, ss, lp, lt, ls)
+            workload = build_workload(schedulers[0], f)
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        for line in acquire(job, gate):
-            yield {out.status: line}
-        if job.message != "ok":
-            yield {out.status: warn(job.message)}
+        if not (yield from acquire(gate, out.status)):
+            yield {out.status: warn(BUSY)}
             return
 
         def work(job):
             job.results = [s.prepare(workload) for s in schedulers]
             for s, result in zip(schedulers, job.results):
                 s.run(workload, job.report, job.cancel, result)
-        yield from follow(job, work, lambda final, k: view(job, out, charts=k % 3 == 0, final=final))
-
-    def follow(job, work, draw):
-        job.start(work, gate)
-        k = 0
-        try:
-            while job.running():
-                job.asked = time.monotonic()
-                yield draw(False, k)
-                job.thread.join(1.0)
-                k += 1
-        finally:   # the handler was closed (Stop, tab gone): the workload stops too
-            if job.running():
-                job.cancel.set()
-        yield draw(True, k)
+        job.run(work, gate)
+        yield from job.follow(lambda final, tick: view(job, out, charts=tick % 3 == 0, final=final), every=1.0)
 
     def stop(job: ServeJob):
         if job.thread is None:
             return {out.status: warn("no workload has run in this session")}
-        job.cancel.set()
-        job.thread.join(timeout=15)
-        return view(job, out, final=True) if not job.running() else {out.status: "still stopping…"}
+        return view(job, out, final=True) if job.stop(wait=15) else {out.status: "still stopping…"}
 
-    def sweep(kind, sched, src, sizes, new_tokens, rates, n, ttft, tpot, job: ServeJob):
-        yield from prepare(job, [source_for(sched, src)])
+    def sweep(values: dict):
+        f, job = read_form(SweepForm, forms.sweep, values), values[forms.job]
+        yield from prepare(job, [source_for(f.scheduler, f.source)])
         if job.running():
             return
-        scheduler, msg = make_scheduler(registry, sched, src, {"batch": BatchConfig(), "pool": PoolConfig()})
+        scheduler, msg = make_scheduler(registry, f.scheduler, f.source, {"batch": BatchConfig(), "pool": PoolConfig()})
         try:
             if msg:
                 raise ValueError(msg)
-            sizes = [int(x) for x in str(sizes).split(",") if x.strip()]
+            sizes = [int(x) for x in str(f.sizes).split(",") if x.strip()]
             if not sizes or not all(1 <= x <= MAX_REQUESTS for x in sizes):
                 raise ValueError(f"batch sizes must be whole numbers between 1 and {MAX_REQUESTS}, e.g. 1,2,4,8,16")
-            rates = [float(x) for x in str(rates).split(",") if x.strip()]
-            base = build_workload(scheduler, n, "poisson", 1.0, 0, FRANCE, 48, 0.8, SUMMARIZE + long_document(), 48, 0.2)
+            rates = [float(x) for x in str(f.rates).split(",") if x.strip()]
+            base = build_workload(scheduler, sweep_mix(f.requests))
         except ValueError as exc:
             yield {out.status: warn(str(exc))}
             return
-        for line in acquire(job, gate):
-            yield {out.status: line}
-        if job.message != "ok":
-            yield {out.status: warn(job.message)}
+        if not (yield from acquire(gate, out.status)):
+            yield {out.status: warn(BUSY)}
             return
-        slo = (float(ttft) if ttft else None, float(tpot) if tpot else None)
+        slo = (float(f.ttft) if f.ttft else None, float(f.tpot) if f.tpot else None)
 
         def work(job):
             job.roofline = None
-            if kind == "batch":
-                sweep = run_batch_sweep(scheduler, sizes, int(new_tokens), progress=job.report, cancel=job.cancel,
+            if f.kind == "batch":
+                sweep = run_batch_sweep(scheduler, sizes, int(f.new_tokens), progress=job.report, cancel=job.cancel,
                                         live=job.sweeps)
                 if not sweep.cancelled:   # the machine is still this job's alone: measure its ceilings (cached)
                     job.report(1.0, "measuring the machine's ceilings for the roofline")
@@ -176,7 +176,9 @@ def make_handlers(registry, out: SimpleNamespace, gate: MachineGate):
                         job.roofline = sweep_roofline(sweep, scheduler.source, ceilings)
             else:
                 run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
-        yield from follow(job, work, lambda final, k: sweep_view(job, out, final))
+        job.run(work, gate)
+        yield from job.follow(lambda final, tick: sweep_view(job, out, final), every=1.0)
+
     def rejudge(ttft, tpot, job: ServeJob):
         """Goodput under a new SLO, from the stored records of the last run (nothing runs again)."""
         try:
@@ -218,14 +220,15 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate).
 
     `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates)."""
-    out, inputs, sweep_inputs, buttons = layout(registry, traffic)
+    out, form, sweep_form, buttons = layout(registry, traffic)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
-    serve, stop, sweep, rejudge = make_handlers(registry, out, gate)
+    serve, stop, sweep, rejudge = make_handlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job),
+                                                out, gate)
     outputs = [getattr(out, name) for name in OUTPUTS]
     # in the CPU queue, like Generate; the machine gate (not the queue) makes a workload run alone
-    run = buttons.run.click(serve, [*inputs, job], outputs, api_name="serve", concurrency_limit=GENERATE_CONCURRENCY,
-                            concurrency_id=CPU_QUEUE)
-    swept = buttons.sweep.click(sweep, [*sweep_inputs, job], outputs, api_name="serve_sweep",
+    run = buttons.run.click(serve, form_inputs(ServeForm, form, states=[job]), outputs, api_name="serve",
+                            concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
+    swept = buttons.sweep.click(sweep, form_inputs(SweepForm, sweep_form, states=[job]), outputs, api_name="serve_sweep",
                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
     cost_inputs = [buttons.price, job] + ([session] if session is not None else [])   # no model call: no queue

@@ -19,6 +19,7 @@ from ..serve import compare, lesson
 from ..serve.report import html_report
 from ..serve.summary import class_stats, goodput, pool_text
 from ..serve.schedulers import progress_line
+from ..trace import StopReason
 from .common import error_html
 
 CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 (s)", "TPOT p95 (s)", "E2E p50 (s)",
@@ -66,7 +67,7 @@ def status_text(job) -> str:
         return error_html(job.error)
     parts = []
     for side, r in zip("AB", job.results):
-        state = "cancelled" if r.cancelled else "done" if r.done else "running" if r.started else "waiting for A to end"
+        state = StopReason.CANCELLED.value if r.cancelled else "done" if r.done else "running" if r.started else "waiting for A to end"
         parts.append(f"**{side}** = {html.escape(r.scheduler_label)} on {html.escape(r.source)}: {state} · "
                      f"{html.escape(progress_line(r)[1])}")
     return "<br>".join(parts) or html.escape(job.message)

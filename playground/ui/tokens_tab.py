@@ -14,7 +14,7 @@ from ..config import coerce_settings
 from ..source import SourceError
 from ..charts.tokens import plot_token_comparison
 from ..tokens.prompt import prompt_tokens
-from .common import engine_or_message, error_html
+from .common import SourceUnavailable, error_html, source
 
 
 LEGEND = ("Marks: · a space, → a tab, ↵ a newline; ⟨F0 9F⟩ the bytes (in hex) of a character split across "
@@ -23,12 +23,9 @@ LEGEND = ("Marks: · a space, → a tab, ↵ a newline; ⟨F0 9F⟩ the bytes (i
 
 def tokens_tab(registry, prompt, chat, backend) -> None:
     def show(text, chat_on, name):
-        engine = engine_or_message(registry, name)
-        if isinstance(engine, str):
-            return error_html(engine), "", gr.skip()
         try:
-            v = prompt_tokens(engine, text, coerce_settings(chat=bool(chat_on)))
-        except (ValueError, SourceError) as exc:   # SourceError: a server's /tokenize failed
+            v = prompt_tokens(source(registry, name), text, coerce_settings(chat=bool(chat_on)))
+        except (SourceUnavailable, ValueError, SourceError) as exc:   # SourceError: a server's /tokenize failed
             return error_html(str(exc)), "", gr.skip()
         return v.summary, v.html, plot_token_comparison(v.read)
 

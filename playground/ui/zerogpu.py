@@ -9,7 +9,9 @@ Serve); each asks for a duration fitted to its request: its base seconds plus SE
 token the request may decode (the inputs labelled as token budgets, times the number of requests when
 one is given), capped at MAX_SECONDS. Before each, the page shows a notice that the run first waits for a
 GPU (WAITING); that wait happens before the handler starts its clock, so no measured time includes it.
-Elsewhere nothing changes, and `spaces` need not be installed (a Space has it preinstalled).
+Elsewhere nothing changes, and `spaces` need not be installed (a Space has it preinstalled). Every GPU_WORK
+handler takes Gradio's dict inputs (one dict keyed by component, and a gr.Request where it asks for one), the
+shape the wrapper and the duration take.
 
 Left out: `spaces` runs a decorated function in a forked worker; state the handler leaves in that worker
 (an engine loaded there) is not seen by the main process. Not tried on a real ZeroGPU Space.
@@ -49,20 +51,23 @@ def token_budget_inputs(labels: list[str | None]) -> tuple[list[int], int | None
     return budgets, count
 
 
-def duration_for(base: float, labels: list[str | None]):
+def duration_for(base: float, inputs: list):
     """A `spaces.GPU` duration callable: the seconds a request with these inputs may need (an estimate).
+    `inputs`: the handler's input components; the duration reads the values of those labelled as token budgets.
 
-    >>> duration_for(30, ["Prompt", "Max new tokens"])("Hi", 200)
+    >>> prompt, budget = gr.Textbox(label="Prompt"), gr.Slider(1, 4096, label="Max new tokens")
+    >>> duration_for(30, [prompt, budget])({prompt: "Hi", budget: 200})
     40
-    >>> duration_for(120, ["Requests", "Short: max new tokens"])(100, 100_000)
+    >>> n, short = gr.Slider(1, 64, label="Requests"), gr.Slider(1, 256, label="Short: max new tokens")
+    >>> duration_for(120, [n, short])({n: 100, short: 100_000})
     300
     """
-    budgets, count = token_budget_inputs(labels)
+    budgets, count = token_budget_inputs([getattr(block, "label", None) for block in inputs])
 
-    def seconds(*args, **kwargs) -> int:
-        tokens = sum(_number(args[i]) for i in budgets if i < len(args))
-        if count is not None and count < len(args):
-            tokens *= max(1, _number(args[count]))
+    def seconds(values: dict, request: gr.Request | None = None) -> int:
+        tokens = sum(_number(values.get(inputs[i])) for i in budgets)
+        if count is not None:
+            tokens *= max(1, _number(values.get(inputs[count])))
         return int(min(MAX_SECONDS, base + SECONDS_PER_TOKEN * tokens))
     return seconds
 
@@ -75,27 +80,29 @@ def _number(value) -> float:
 
 
 def on_gpu(fn, duration):
-    """`fn` run inside spaces.GPU(duration=duration), after a notice on the page that it waits for a GPU."""
+    """`fn` (a handler of dict inputs) run inside spaces.GPU(duration=duration), after a notice on the page that
+    it waits for a GPU. Gradio sees fn's own signature (functools.wraps): a gr.Request only where fn asks for one."""
     import spaces
 
     gpu_fn = spaces.GPU(duration=duration)(fn)
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
-        def run(*args, **kwargs):
+        def run(values: dict, request: gr.Request | None = None):
             gr.Info(WAITING, duration=5)
-            yield from gpu_fn(*args, **kwargs)
+            yield from (gpu_fn(values) if request is None else gpu_fn(values, request))
     else:
         @functools.wraps(fn)
-        def run(*args, **kwargs):
+        def run(values: dict, request: gr.Request | None = None):
             gr.Info(WAITING, duration=5)
-            return gpu_fn(*args, **kwargs)
+            return gpu_fn(values) if request is None else gpu_fn(values, request)
     run.zero_gpu_seconds = duration
     return run
 
 
 def wrap_gpu_handlers(demo: gr.Blocks) -> list[str]:
     """On ZeroGPU, run every GPU_WORK handler of `demo` inside spaces.GPU; returns the API names wrapped
-    (none elsewhere). Coroutines are left alone (spaces.GPU refuses them)."""
+    (none elsewhere). Coroutines are left alone (spaces.GPU refuses them); TypeError for one that does not take
+    dict inputs."""
     if not zero_gpu():
         return []
     wrapped = []
@@ -103,7 +110,8 @@ def wrap_gpu_handlers(demo: gr.Blocks) -> list[str]:
         fn, name = block_fn.fn, block_fn.api_name
         if name not in GPU_WORK or fn is None or inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
             continue
-        labels = [getattr(block, "label", None) for block in block_fn.inputs]
-        block_fn.fn = on_gpu(fn, duration_for(GPU_WORK[name], labels))
+        if not block_fn.inputs_as_dict:
+            raise TypeError(f"/{name}: GPU work takes dict inputs (a set), as on_gpu passes one dict on")
+        block_fn.fn = on_gpu(fn, duration_for(GPU_WORK[name], block_fn.inputs))
         wrapped.append(name)
     return wrapped

@@ -1,0 +1,88 @@
+"""One session's long-running work (an experiment, a lesson step, a Serve workload or sweep, a Generate run) in a
+worker thread, followed by the page's handler: progress, cancel, cancel when the handler is closed, the poll loop.
+
+    job = BackgroundJob()                        # kept in gr.State (each session gets a fresh copy)
+    job.start(lambda job: measure(job.report, job.cancel))   # returns at once; `work(job)` runs in a thread
+    yield from job.follow(draw, every=0.4)       # draw(final=False, tick) while it runs, then draw(final=True, tick)
+    job.stop(wait=15)                            # Stop: cancel, wait for the worker to end
+
+Closing the following handler (Stop cancels the Gradio event, the tab goes away) cancels the work. A page
+that stops asking without closing it (its handler dropped) is noticed by `report`: after ABANDONED_AFTER
+seconds without a redraw the work is cancelled. An exception in `work` becomes `error`, a line for the page.
+session.BackgroundRun is one too: a Run's Steps made in the worker, taken in batches by the Generate handler.
+Left out: gradio, and what is drawn (each tab's own `draw`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator
+
+# A page that asks for nothing for this long has gone (its handler was dropped without being closed): its work
+# stops. A live page asks every few hundred milliseconds, even while drawing charts.
+ABANDONED_AFTER = 5.0
+
+
+class BackgroundJob:
+    """A worker thread with a cancel Event, its last progress (`fraction`, `message`), `result` and `error`.
+    `lease`: the seconds without a redraw after which the page counts as gone."""
+    lease: float | None = ABANDONED_AFTER
+
+    def __init__(self):
+        self.cancel, self.thread, self.result, self.error = threading.Event(), None, None, None
+        self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
+
+    def __deepcopy__(self, memo):   # gr.State copies its initial value per session; an Event cannot be copied
+        return type(self)()
+
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def start(self, work: Callable[["BackgroundJob"], object], done: Callable[[], None] | None = None,
+              name: str = "job") -> None:
+        """Run `work(self)` in a thread; its return value becomes `result`. `done()` runs after it, whatever happened."""
+        self.cancel, self.result, self.error = threading.Event(), None, None
+        self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
+
+        def body():
+            try:
+                self.result = work(self)
+            except Exception as exc:   # noqa: BLE001 - shown on the page; the app keeps serving
+                self.error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            finally:
+                if done is not None:
+                    done()
+        self.thread = threading.Thread(target=body, daemon=True, name=name)
+        self.thread.start()
+
+    def abandoned(self) -> bool:
+        """True once the page has asked for nothing for `lease` seconds (never without a lease)."""
+        return bool(self.lease) and time.monotonic() - self.asked > self.lease
+
+    def report(self, fraction: float, message: str) -> None:
+        """The work's progress callback; it cancels the work once the page has stopped asking."""
+        self.fraction, self.message = fraction, message
+        if self.abandoned():
+            self.cancel.set()   # the page stopped asking: its handler was dropped without being closed
+
+    def follow(self, draw: Callable[[bool, int], object], every: float) -> Iterator:
+        """Yield `draw(False, tick)` about every `every` seconds while the work runs, then `draw(True, tick)`.
+        Closing this generator (the handler was closed) cancels the work."""
+        tick = 0
+        try:
+            while self.running():
+                self.asked = time.monotonic()
+                yield draw(False, tick)
+                self.thread.join(every)
+                tick += 1
+        finally:
+            if self.running():
+                self.cancel.set()
+        yield draw(True, tick)
+
+    def stop(self, wait: float) -> bool:
+        """Cancel the work and wait up to `wait` seconds for it to end; True when it has ended."""
+        self.cancel.set()
+        if self.thread is not None:
+            self.thread.join(timeout=wait)
+        return not self.running()
