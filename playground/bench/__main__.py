@@ -4,9 +4,9 @@
 (backend names and flags alone) it runs `all`. Whatever the command, the first line is the stamp
 (rows.Stamp: commit, machine, date, load, the command line), so the JSON lines are always stamped;
 `results` and `paced-app` print no rows and no stamp, and neither does a bench the bench started itself
-(process.CHILD: its rows are read back and printed by the parent). `all`, in order:
+(process.CHILD: its rows are read back and printed by the parent).
 
-In order, each backend measured in its own process on the bundled model:
+`all`, in order, each backend measured in its own process on the bundled model:
   - llama.cpp's own `llama-bench` on the same GGUF (peer.py), the machine's fp32 matmul peak, and
     the kernel floor (onnx-gguf4's MatMulNBits alone, per decode token);
   - one row per backend (every registry entry): the engine's TTFT and decode tok/s against plain
