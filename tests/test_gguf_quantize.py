@@ -47,6 +47,7 @@ def same_blocks(a: dict, b: dict) -> list[str]:
     return differ
 
 
+@pytest.mark.slow   # the whole path end to end: seconds on the tiny model
 def test_a_float_llama_folder_defaults_to_the_4bit_backend_and_generates(tiny_folder, tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
     assert default_backend_name("cpu", str(tiny_folder)) == "onnx-gguf4"

@@ -11,6 +11,7 @@ function only defers loading (a runtime such as torch or onnxruntime, a module o
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "playground"
@@ -67,6 +68,7 @@ def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
     return found
 
 
+@lru_cache(maxsize=1)
 def graph() -> dict[str, set[str]]:
     files = {module_name(p): p for p in ROOT.rglob("*.py")}
     known = set(files)

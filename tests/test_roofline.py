@@ -199,6 +199,7 @@ def test_roofline_experiment_on_torch_leaves_batching_out(tiny_engine):
     assert {p.rows for p in r.points if p.phase == "decode"} == {1} and "ONNX" in r.batch_note
 
 
+@pytest.mark.slow   # the whole path end to end: seconds on the tiny model
 def test_roofline_cli_writes_json_and_html(tmp_path):
     assert main(["roofline", "--out", str(tmp_path), "--model", "tiny", "--backend", "onnx", "--roof-min-length", "8",
                  "--roof-max-length", "16", "--roof-points", "2", "--roof-batch", "2"]) == 0

@@ -133,6 +133,7 @@ def test_the_gate_lets_a_workload_run_alone():
 REPEATS = "the cat sat on the mat and the cat sat on the mat and the dog sat on the mat and the cat"
 
 
+@pytest.mark.slow   # the whole path end to end: seconds on the tiny model
 def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     client = Client(app_url, verbose=False)
     before = client.predict(0.10, api_name="/token_cost")

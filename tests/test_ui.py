@@ -148,6 +148,7 @@ def test_the_first_use_of_a_backend_streams_its_loading_progress(app_url):
 
 # --- compare
 
+@pytest.mark.slow   # the whole path end to end: seconds on the tiny model
 def test_compare_finds_where_two_sources_part_ways(app_url):
     """Two sources that agree on the first SWERVE_AT tokens of 8, then differ: the agreement and the first
     divergence are measured from the two runs, not assumed."""

@@ -64,6 +64,7 @@ def test_the_duration_grows_with_the_requested_tokens(tiny_engine, spaces_module
     assert seconds(values(max_new_tokens="not a number")) == zerogpu.GPU_WORK["generate"]
 
 
+@pytest.mark.slow   # the whole path end to end: seconds on the tiny model
 def test_a_wrapped_generate_still_streams(tiny_engine, spaces_module, monkeypatch):
     from gradio_client import Client
 
