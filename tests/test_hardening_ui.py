@@ -23,7 +23,7 @@ def test_hostile_text_runs_and_is_shown_escaped(app_url, prompt):
     out = client.predict(*generate_args(prompt, max_new_tokens=4), api_name="/generate")
     assert "finished" in generated(out)["status"]
     assert trace_from(generated(out)["files"])["prompt"] == prompt
-    _, chips, _ = client.predict(prompt, True, "torch", api_name="/tokens")
+    _, chips, _ = client.predict(text=prompt, chat_on=True, name="torch", api_name="/tokens")
     assert "<script" not in chips and "<img" not in chips and "\x00" not in chips and "\ufffd" not in chips
 
 

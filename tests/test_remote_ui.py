@@ -69,10 +69,10 @@ def test_a_server_that_fails_to_connect_is_named_and_the_local_backend_still_wor
 @pytest.mark.slow
 def test_model_info_and_tokens_describe_a_remote_source(app):
     client, names = app
-    info = client.predict(names["ok"], api_name="/model_info")
+    info = client.predict(backend=names["ok"], api_name="/model_info")
     assert "times measured at this client" in info and "measured KV-cache bytes" in info
     assert "KV formula** missing" in info and "context** not given by the source" in info
-    summary, chips, _ = client.predict(FRANCE, True, names["ok"], api_name="/tokens")
+    summary, chips, _ = client.predict(text=FRANCE, chat_on=True, name=names["ok"], api_name="/tokens")
     assert "its tokenizer is not here" in summary and "cl100k_base" in summary
 
 

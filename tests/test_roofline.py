@@ -226,10 +226,10 @@ def test_generate_tab_draws_the_last_runs_roofline(app_url):
 
     from tests.helpers import generate_args
     client = Client(app_url, verbose=False)
-    figure, text = client.predict("torch", api_name="/roofline")
+    figure, text = client.predict(backend="torch", api_name="/roofline")
     assert figure is None and "generate first" in text
     client.predict(*generate_args(max_new_tokens=4), api_name="/generate")
-    figure, text = client.predict("torch", api_name="/roofline")
+    figure, text = client.predict(backend="torch", api_name="/roofline")
     assert "prefill of" in text and "decode (median of 3 steps)" in text and "Predicted" in text
     names = [t["name"] for t in json.loads(figure["plot"])["data"]]
     assert any("decode (measured" in n for n in names) and any("decode (predicted" in n for n in names)

@@ -67,9 +67,9 @@ def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
     assert all(req["stop_reason"] in ("eos", "length") for r in runs for req in r["requests"])
     assert any(str(f).endswith(".html") for f in files)
     # the SLO moved after the run: goodput recomputed from the stored records, nothing runs again
-    assert client.predict(1e-6, 0, api_name="/serve_goodput").count("0 of 4 requests met it") == 2
-    assert client.predict(1000, 0, api_name="/serve_goodput").count("4 of 4 requests met it") == 2
-    assert "no limit set" in client.predict(0, 0, api_name="/serve_goodput")
+    assert client.predict(ttft=1e-6, tpot=0, api_name="/serve_goodput").count("0 of 4 requests met it") == 2
+    assert client.predict(ttft=1000, tpot=0, api_name="/serve_goodput").count("4 of 4 requests met it") == 2
+    assert "no limit set" in client.predict(ttft=0, tpot=0, api_name="/serve_goodput")
 
 
 @pytest.mark.slow
@@ -136,7 +136,7 @@ REPEATS = "the cat sat on the mat and the cat sat on the mat and the dog sat on 
 @pytest.mark.slow   # the whole path end to end: seconds on the tiny model
 def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     client = Client(app_url, verbose=False)
-    before = client.predict(0.10, api_name="/token_cost")
+    before = client.predict(usd_per_hour=0.10, api_name="/token_cost")
     assert before.count("missing: not measured in this session") == 3 and "$0.60" in before
     sweep = SweepForm(kind="batch", scheduler="batching", source="onnx", sizes="1,8", new_tokens=8, rates="1",
                       requests=2, ttft=2.0, tpot=0.2)
@@ -147,13 +147,13 @@ def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     roofline = json.loads(shown["value"]["plot"])
     measured = next(t for t in roofline["data"] if t["name"].startswith("decode (measured"))
     assert len(measured["x"]) == 2 and measured["x"][1] > measured["x"][0]   # 8 rows: further right than 1
-    after = client.predict(0.10, api_name="/token_cost")
+    after = client.predict(usd_per_hour=0.10, api_name="/token_cost")
     assert "batch-size sweep, 8 at once" in after and "batch-size sweep, 1 at once" in after
     assert after.count("missing: not measured in this session") == 1   # speculative decoding: not yet
     out = generated(client.predict(*generate_args(REPEATS, max_new_tokens=24, backend="torch", speculate=True,
                                                   spec_ngram=2), api_name="/generate"))
     assert "finished" in out["status"] and "tokens per forward pass" in out["metrics"]
-    priced = client.predict(0.10, api_name="/token_cost")
+    priced = client.predict(usd_per_hour=0.10, api_name="/token_cost")
     assert "Generate run, speculative" in priced and "missing" not in priced
     with pytest.raises(AppError, match="less than minimum value 0"):   # the field refuses it, in words
-        client.predict(-1, api_name="/token_cost")
+        client.predict(usd_per_hour=-1, api_name="/token_cost")

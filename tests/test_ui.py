@@ -46,9 +46,9 @@ def test_the_stream_grows_by_the_new_steps_and_ends_with_an_exportable_trace(app
 def test_top_k_and_metrics_endpoints_read_the_session_trace(app_url):
     client = Client(app_url, verbose=False)
     client.predict(*generate_args(max_new_tokens=5), api_name="/generate")
-    figure = client.predict(2, api_name="/top_k")
+    figure = client.predict(step=2, api_name="/top_k")
     assert "Top-k at step 2" in json.dumps(figure)
-    assert "cost (estimate)" in client.predict(100.0, 100.0, api_name="/metrics")
+    assert "cost (estimate)" in client.predict(price_in=100.0, price_out=100.0, api_name="/metrics")
 
 
 @pytest.mark.slow
@@ -56,7 +56,7 @@ def test_stop_keeps_the_partial_trace(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*generate_args(max_new_tokens=450), api_name="/generate")
     wait_for(lambda: len(job.outputs()) >= 5)
-    stopped = client.predict(0.15, 0.6, api_name="/stop")
+    stopped = client.predict(price_in=0.15, price_out=0.6, api_name="/stop")
     trace = trace_from(generated(stopped)["files"])
     assert trace["stop_reason"] == "cancelled"
     assert 5 <= len(trace["steps"]) < 450
@@ -105,10 +105,10 @@ def test_two_sessions_at_once_never_mix(app_url):
 @pytest.mark.slow
 def test_tokens_and_model_info_endpoints(app_url):
     client = Client(app_url, verbose=False)
-    summary, chips, _ = client.predict(FRANCE + " <b>", True, "torch", api_name="/tokens")
+    summary, chips, _ = client.predict(text=FRANCE + " <b>", chat_on=True, name="torch", api_name="/tokens")
     assert "cl100k_base" in summary and "match" in summary
     assert "&lt;" in chips and "<b>" not in chips
-    assert "tiny-random-llama" in client.predict("torch", api_name="/model_info")
+    assert "tiny-random-llama" in client.predict(backend="torch", api_name="/model_info")
 
 
 @pytest.mark.slow
@@ -129,7 +129,7 @@ def test_a_backend_that_fails_to_load_is_named_and_the_others_still_work(app_url
     status = generated(failed)["status"]
     assert "backend onnx failed to load" in status and "ONNX export impossible" in status
     assert "Pick another backend: torch" in status
-    assert "backend onnx failed to load" in client.predict("onnx", api_name="/model_info")
+    assert "backend onnx failed to load" in client.predict(backend="onnx", api_name="/model_info")
     ok = client.predict(*generate_args(max_new_tokens=3), api_name="/generate")
     assert len(trace_from(generated(ok)["files"])["steps"]) == 3
     again = client.predict(*generate_args(backend="onnx"), api_name="/generate")   # remembered, not retried
