@@ -122,3 +122,15 @@ def test_without_aiperf_the_row_says_so_and_does_not_fail(tmp_path, monkeypatch)
     row = aiperf.aiperf_row("tiny").to_json()
     assert row["error"].startswith("FileNotFoundError") and "make aiperf" in row["error"]
     assert "by_concurrency" not in row and row["requests"] == 8
+
+
+def test_the_bench_looks_for_aiperf_where_make_aiperf_puts_it(monkeypatch):
+    """The venv `make aiperf` makes (the Makefile's AIPERF_VENV, from the repository root) is the bench's."""
+    import re
+    root = Path(__file__).resolve().parents[1]
+    venv = re.search(r"^AIPERF_VENV\s*:=\s*(\S+)", (root / "Makefile").read_text(), re.M).group(1)
+    assert aiperf.AIPERF_VENV == root / venv
+    monkeypatch.delenv("PLAYGROUND_AIPERF", raising=False)
+    if (root / venv / "bin" / "aiperf").is_file():   # installed here: found without PATH's help
+        monkeypatch.setenv("PATH", "")
+        assert aiperf.find_aiperf() == root / venv / "bin" / "aiperf"

@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ports import free_port
-from .rows import AiperfRow, parser, say_timed
+from .rows import ROOT, AiperfRow, parser, say_timed
 
 REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCIES = 8, 40, 64, (1, 4)
 TTFT_TARGET_MS, TTFT_TARGET_PCT, ITL_TARGET_PCT = 10.0, 5.0, 5.0
-AIPERF_VENV = Path(__file__).resolve().parents[1] / ".venv-aiperf"   # made by `make aiperf`
+AIPERF_VENV = ROOT / ".venv-aiperf"   # made by `make aiperf`, at the repository root
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"  # tiktoken's cache key
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 RUN_TIMEOUT_S = 600
