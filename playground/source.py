@@ -16,11 +16,10 @@ Left out: the loops themselves (engine.py for local runtimes, remote/ for server
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from enum import StrEnum
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from .config import GenerationSettings
-from .trace import KVShape, Step, StopReason, Trace
+from .trace import KVShape, Step, StopReason, TextEnum, Trace
 
 
 class SourceError(RuntimeError):
@@ -52,7 +51,7 @@ class Capabilities:
         return [self.LABELS[f.name] for f in fields(self) if not getattr(self, f.name)]
 
 
-class Origin(StrEnum):
+class Origin(TextEnum):
     """Where a source's steps are made. Serialized as its string.
 
     >>> Origin.REMOTE == "remote"

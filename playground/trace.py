@@ -15,15 +15,35 @@ import csv
 import io
 import json
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+from enum import Enum
 
 from .config import GenerationSettings
 
 
-class Phase(StrEnum):
+class TextEnum(str, Enum):
+    """An enum whose members are their strings: equal to, printed, formatted and serialized as the value.
+
+    The same as Python 3.11's `enum.StrEnum`, written so it also runs on 3.10 (a Space's interpreter).
+
+    >>> class Colour(TextEnum):
+    ...     RED = "red"
+    >>> Colour.RED == "red", str(Colour.RED), f"{Colour.RED}", "{:>4}".format(Colour.RED), Colour("red")
+    (True, 'red', 'red', ' red', <Colour.RED: 'red'>)
+    >>> import json; json.dumps({"c": Colour.RED})
+    '{"c": "red"}'
+    """
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Phase(TextEnum):
     """Which pass made a token: the prompt's prefill (the first token) or one decode step.
 
-    A StrEnum: it compares equal to, and serializes as, its value, so exports keep their text.
+    A TextEnum: it compares equal to, and serializes as, its value, so exports keep their text.
 
     >>> Phase.DECODE == "decode", f"{Phase.DECODE}", Phase("decode") is Phase.DECODE
     (True, 'decode', True)
@@ -32,7 +52,7 @@ class Phase(StrEnum):
     DECODE = "decode"
 
 
-class StopReason(StrEnum):
+class StopReason(TextEnum):
     """Why a run ended (`Trace.stop_reason`; None while it runs). Serialized as its string.
 
     >>> [r.value for r in StopReason]

@@ -1,5 +1,5 @@
-"""The typed vocabulary: phases, stop reasons, origins and scheduler needs are StrEnums, named by their members
-everywhere in the package, and serialized as the strings exports have always carried."""
+"""The typed vocabulary: phases, stop reasons, origins and scheduler needs are TextEnums (str-valued enums),
+named by their members everywhere in the package, and serialized as the strings exports have always carried."""
 from __future__ import annotations
 
 import csv

@@ -20,14 +20,14 @@ To add one: a Scheduler subclass (schedulers.py) and one SchedulerSpec below.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Callable
 
 from .schedulers import OneAtATime, Scheduler
 from ..source import Origin
+from ..trace import TextEnum
 
 
-class Needs(StrEnum):
+class Needs(TextEnum):
     """The source a scheduler needs. Serialized as its string.
 
     >>> SCHEDULERS["concurrent"].needs is Needs.REMOTE, Needs.ONNX == "onnx"
