@@ -57,8 +57,10 @@ def test_one_hot_rows_give_gguf_py_dequantization(qtype, convert, mode):
     got = run_nbits(weight, one_hot(k), mode)[0]
     if mode == "fp32":
         assert np.array_equal(got, expected.T)   # bit for bit
-    else:   # int8 arithmetic, then fp32 scales: a rounding or two
-        np.testing.assert_allclose(got, expected.T, rtol=1e-5, atol=1e-7)
+    else:   # int8 arithmetic, then fp32 scales: a rounding or two of the block's largest value (measured on
+        # AVX-512 + AVX512-VNNI: 2.4e-7, one float32 step of the largest value; AVX2-only: within rtol=1e-5,
+        # atol=1e-7): at most four steps, whichever kernel the CPU runs
+        np.testing.assert_allclose(got, expected.T, rtol=0, atol=4 * np.spacing(np.abs(expected).max()))
 
 
 def test_int8x2_is_near_fp32_where_one_pass_int8_is_not():
@@ -284,6 +286,7 @@ def test_the_default_follows_fp32_teacher_forced(gguf4):
     ids = text_ids(fp32.tokenizer, 300)
     chosen = [[int(p.argmax()) for p in teacher_forced_logprobs(b, ids)] for b in (fp32, gguf4)]
     agreement = np.mean(np.array(chosen[0]) == np.array(chosen[1]))
+    print(f"the default vs fp32: top-1 equal at {agreement:.2%} of {len(chosen[0])} positions")
     assert agreement >= 0.98, agreement
     assert (gguf4.name, gguf4.dtype) == ("onnx-gguf4", "q4_1")
     assert gguf4.decode_plan["qkv"] == "int8" and gguf4.decode_plan["gate_up"] == "int8x2"

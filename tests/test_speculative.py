@@ -290,17 +290,48 @@ def test_gguf4_rollback_is_setting_the_length(gguf4):
         gguf4.rollback(state, 500)
 
 
+def teacher_forced_logits(backend, ids: list[int], rows: int) -> np.ndarray:
+    """The logits of every position after ids[0], teacher-forced on `ids`: `rows` tokens a pass, by decode
+    (rows=0) or by the verify pass (rows >= 1), as `speculative.verify_agreement` reads them."""
+    fed = ids[1:-1]   # each fed token's row predicts the next id
+    _, state = backend.prefill(ids[:1])
+    out = []
+    for at in range(0, len(fed), max(rows, 1)):
+        if rows:
+            logits, state = backend.verify(fed[at:at + rows], state)
+        else:
+            logits, state = backend.decode(fed[at], state)
+        logits = np.asarray(logits, dtype=np.float64)
+        out.extend(logits.reshape(-1, logits.shape[-1]))
+    return np.stack(out)
+
+
 @pytest.mark.integration
 def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
-    """Verify runs the decode graph's all-logits sibling (int8 activations, as decode), several rows a pass;
-    measured on 200 tokens of the bench text: how often its top token differs from decode's (measured: 0 of
-    199; the prefill graph's fp32 activations as verifier: 2 of 199, hence the decode graph)."""
+    """Verify runs the decode graph's all-logits sibling (int8 activations, as decode), several rows a pass, on
+    200 tokens of the bench text. At one row a pass it runs decode's kernels: the same logits, bit for bit. At
+    five, ONNX Runtime's int8 kernels for several rows sum in another order than for one (and pick their code by
+    CPU at run time), so a near-tie may flip: each position where verify's top token differs from decode's must
+    be one where decode's top two are within NEAR_TIE logits, and at most 3 % of positions.
+    Measured (5 rows): AVX2-only EPYC 0 of 199; AVX-512 + AVX512-VNNI EPYC 2 of 199, at decode margins of 0.014
+    and 0.0035 logits (largest logit difference 0.61), one row bit-identical, the same on a second run.
+    (The prefill graph's fp32 activations as verifier: 2 of 199 on AVX2, hence the decode graph.)"""
     from playground.bench.fidelity import text_ids
-    from playground.speculative import verify_agreement
 
-    differ, compared = verify_agreement(gguf4, text_ids(gguf4.tokenizer, 201), rows=5)
-    print(f"verify vs decode top-1 differ at {differ} of {compared} positions")
-    assert differ <= 0.01 * compared
+    near_tie = 0.1   # logits: the scale of the int8 paths' difference on a near-top logit (docs/architecture.md)
+    ids = text_ids(gguf4.tokenizer, 201)
+    decode = teacher_forced_logits(gguf4, ids, rows=0)
+    assert decode.shape == (199, gguf4.vocab_size)
+    assert np.array_equal(teacher_forced_logits(gguf4, ids, rows=1), decode)   # one row: decode's kernels
+    verify = teacher_forced_logits(gguf4, ids, rows=5)
+    chosen, by_verify = decode.argmax(-1), verify.argmax(-1)
+    differ = np.nonzero(chosen != by_verify)[0]
+    at = np.arange(len(decode))
+    margins = decode[at, chosen] - decode[at, by_verify]
+    print(f"verify vs decode top-1 differ at {len(differ)} of {len(decode)} positions; decode's margins there: "
+          f"{np.round(margins[differ], 4).tolist()}; largest logit difference {np.abs(verify - decode).max():.3f}")
+    assert all(margins[i] < near_tie for i in differ), margins[differ]
+    assert len(differ) <= 0.03 * len(decode)
 
 
 @pytest.mark.slow
