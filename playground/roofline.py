@@ -75,10 +75,12 @@ def _session(nodes, inputs, outputs, initializers, threads: int):
     import onnxruntime as ort
     from onnx import helper
 
+    from .backends.onnx_graph import make_model
+
     graph = helper.make_graph(nodes, "probe", inputs, outputs, initializers)
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = make_model(graph, {"": 17})
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

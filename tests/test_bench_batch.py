@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 from playground.bench import peer
 from playground.backends.gguf_blocks import q4_1_as_nbits
+from playground.backends.onnx_graph import make_model
 from playground.backends.onnx_nbits import nbits_nodes
 from playground.bench.batch import AT, TARGETS, at, batch_row, gain_ceiling, ratio, step_bound
 
@@ -108,7 +109,7 @@ def test_int8x2_nodes_multiply_twice_the_rows_of_one_pass_nodes():
     split, inits2 = nbits_nodes("b", "h", w, "y", "int8x2")
     graph = helper.make_graph(one + split, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, n])], inits1 + inits2)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+    model = make_model(graph, {"": 18, "com.microsoft": 1})
     kernels = peer.kernels_only(model, 8, split_rows=16)
     assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in kernels.graph.input] == [[1, 8, k], [1, 16, k]]
     assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in peer.kernels_only(model, 3).graph.input] \

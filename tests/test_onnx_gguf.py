@@ -19,6 +19,7 @@ from playground.backends.gguf_blocks import (
     q4_1_as_nbits,
     q8_0_as_nbits,
 )
+from playground.backends.onnx_graph import make_model
 from playground.backends.onnx_nbits import nbits_nodes
 
 RNG = np.random.default_rng(0)
@@ -30,7 +31,7 @@ def run_nbits(weight, x: np.ndarray, mode: str) -> np.ndarray:
     nodes, inits = nbits_nodes("t", "x", weight, "y", mode)
     graph = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "s", k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "s", n])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+    model = make_model(graph, {"": 18, "com.microsoft": 1})
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, {"x": x.astype(np.float32)})[0]
 
@@ -131,7 +132,7 @@ def test_the_kernel_floor_graph_holds_every_matmulnbits_alone_with_its_weights(t
     nodes4, inits4 = nbits_nodes("b", "h", q4, "y", "int8")   # with the minimums' nodes around it
     graph = helper.make_graph(nodes8 + nodes4, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, n])], inits8 + inits4)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+    model = make_model(graph, {"": 18, "com.microsoft": 1})
     assert len(model.graph.node) > 2
     kernels = peer.kernels_only(model, rows=3)
     assert [n.op_type for n in kernels.graph.node] == ["MatMulNBits"] * 2

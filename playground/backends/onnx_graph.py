@@ -8,7 +8,8 @@ Speculative decoding needs the opposite: a verify pass scores every position it 
 writes, once, a sibling graph with that slice removed (weights shared through the same external data file).
 
 Also here: `untie_lm_head(model)`, which gives a tied LM head (a Transpose of the embedding) weights of its
-own so a weight quantizer can see them.
+own so a weight quantizer can see them; and `make_model`, how the code builds a graph of its own (probes, kernel
+checks) so that every ONNX Runtime we run on can read it.
 
 Left out: graphs whose `logits` output is not made by a plain MatMul (then the graph is left alone).
 """
@@ -25,6 +26,23 @@ from onnx import helper, numpy_helper
 
 log = logging.getLogger(__name__)
 SLICE_NODE = "playground_last_position"
+# onnx's helper stamps a new graph with its own newest IR version (14 in onnx 1.23), which ONNX Runtime 1.23, the
+# newest on Python 3.10, refuses (it reads up to 11): graphs built here declare IR 10 (ONNX 1.16, opsets <= 21)
+GRAPH_IR_VERSION = 10
+
+
+def make_model(graph, opsets: dict[str, int]):
+    """An onnx.ModelProto of `graph` importing `opsets` ({domain: version}; "" is ONNX's own), at GRAPH_IR_VERSION.
+
+    >>> from onnx import TensorProto
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    >>> g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [y], [y])
+    >>> m = make_model(g, {"": 17, "com.microsoft": 1})
+    >>> m.ir_version, [(o.domain, o.version) for o in m.opset_import]
+    (10, [('', 17), ('com.microsoft', 1)])
+    """
+    return helper.make_model(graph, ir_version=GRAPH_IR_VERSION,
+                             opset_imports=[helper.make_opsetid(domain, v) for domain, v in opsets.items()])
 
 
 # --- the edit

@@ -49,7 +49,7 @@ def quantize_int4(fp32: Path, target: Path, progress=None) -> None:
     the same speed here but agreed less often with fp32's next token.
     """
     import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
     from onnxruntime.transformers.onnx_model import OnnxModel
 
     from .onnx_graph import untie_lm_head
@@ -59,12 +59,14 @@ def quantize_int4(fp32: Path, target: Path, progress=None) -> None:
     work.mkdir(parents=True)
     model = onnx.load(str(fp32 / MODEL_FILE))
     head = untie_lm_head(model)
-    common = {"block_size": INT4_BLOCK, "is_symmetric": True, "accuracy_level": 4}
-    passes = [{"bits": 4, "nodes_to_exclude": [head] if head else []}]
+    # the bits go in the config: ONNX Runtime 1.23 (the newest for Python 3.10) has no `bits` argument
+    passes = [(4, {"nodes_to_exclude": [head] if head else []})]
     if head:
-        passes.append({"bits": 8, "nodes_to_include": [head]})
-    for options in passes:
-        q = MatMulNBitsQuantizer(model, **options, **common)
+        passes.append((8, {"nodes_to_include": [head]}))
+    for bits, nodes in passes:
+        config = DefaultWeightOnlyQuantConfig(block_size=INT4_BLOCK, is_symmetric=True, accuracy_level=4, bits=bits)
+        q = MatMulNBitsQuantizer(model, block_size=INT4_BLOCK, is_symmetric=True, accuracy_level=4,
+                                 algo_config=config, **nodes)
         q.process()
         model = q.model.model
     OnnxModel(model).prune_graph()  # the Transpose that fed the tied head

@@ -190,6 +190,8 @@ def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
+    from ..backends.onnx_graph import make_model
+
     threads = threads or physical_cores()
     rng = np.random.default_rng(0)
     graph = helper.make_graph(
@@ -199,8 +201,8 @@ def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n:
         [numpy_helper.from_array(rng.standard_normal((k, n), dtype=np.float32), "w")])
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                                   .SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(make_model(graph, {"": 17}).SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
     times = _run_times(session, {"x": rng.standard_normal((m, k), dtype=np.float32)}, repeats, warm_up=1)
     flops = 2 * m * k * n
     return MatmulPeakRow(shape=[m, k, n], threads=threads, matmul_peak_gflops=round(flops / min(times) / 1e9, 1),
@@ -242,7 +244,7 @@ def kernels_only(model, rows: int, split_rows: int | None = None):
     if not nodes:
         raise ValueError("the graph has no MatMulNBits node")
     graph = helper.make_graph(nodes, "kernels-only", inputs, outputs, weights)
-    return helper.make_model(graph, opset_imports=list(model.opset_import))
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
 
 
 def kernels_ms(kernels, repeats: int = 30) -> float:
