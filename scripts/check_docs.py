@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", ".venv", ".venv-aiperf", "__pycache__", ".cache", ".pytest_cache", ".hypothesis",
+SKIP_DIRS = {".git", ".venv", ".venv-aiperf", ".venv-oldest", "__pycache__", ".cache", ".pytest_cache", ".hypothesis",
              "node_modules", "bench-results", "out"}
 PYTHONS = {"python", "python3", "python3.11", ".venv/bin/python", "$(PY)"}
 MAKE_PROGRAMS = {"run": "app.py", "bench": "playground.bench", "soak": "scripts/soak.py"}   # what ARGS reach

@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "playground"
 
 LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
-    # settings, words, tokenizers, free ports, the browser, the background job
-    ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs"),
+    # settings, words, tokenizers, free ports, the browser, the background job, the declared Python version
+    ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs", "interpreter"),
     ("models", "trace", "sampling", "measure"),
     ("source", "backends"),
     ("engine", "roofline"),

@@ -1,4 +1,5 @@
 """`python -m playground.experiments <name> --out DIR`: see cli.py."""
 from .cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":
+    raise SystemExit(main())
