@@ -284,7 +284,7 @@ def test_gguf4_rollback_is_setting_the_length(gguf4):
     decoded = gguf4.decode(ids[101], gguf4.decode(ids[100], state)[1])[0]
     assert float((after([5, 6, 7]) - after([8, 9, 10])).abs().max()) == 0.0
     assert float((after([]) - decoded).abs().max()) == 0.0
-    assert float((after([5, 6, 7]) - decoded).abs().max()) < 0.2                   # measured: 0.098
+    assert float((after([5, 6, 7]) - decoded).abs().max()) < 0.2   # measured: 0.098 AVX2-only, 0.115 AVX-512 VNNI
     assert float((after([5, 6, 7], roll=False) - decoded).abs().max()) > 1.0       # junk read: measured 28
     with pytest.raises(ValueError, match="roll"):
         gguf4.rollback(state, 500)
