@@ -3,6 +3,7 @@ per request and a standalone report; sweeps give one point per size or rate; Ctr
 from __future__ import annotations
 
 import json
+import signal
 import threading
 
 import pytest
@@ -37,7 +38,16 @@ def test_serve_writes_json_per_request_and_a_report_and_replays(tmp_path, capsys
     assert json.loads((replay / "workload.json").read_text()) == workload
 
 
-def test_interrupting_the_cli_cancels_every_request(tiny_engine):
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt, as in a terminal. A shell that starts pytest in the background hands it
+    SIGINT ignored, and then `interrupt_main()` does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_interrupting_the_cli_cancels_every_request(tiny_engine, sigint_raises):
     cancel, scheduler = threading.Event(), SCHEDULERS["one-at-a-time"].create(tiny_engine)
     w = Workload.build([RequestClass("q", "What is the capital of France?", 400, 1.0)], 3, ignore_eos=True)
 
