@@ -41,10 +41,10 @@ def test_a_missing_or_different_declaration_is_caught(tmp_path):
 
 def test_make_test_oldest_runs_the_fast_tier_under_the_declared_version():
     """The Makefile asks playground/interpreter.py for the version (no number of its own) and builds
-    .venv-oldest with that interpreter; `make -n` shows the commands without running them."""
+    .venv-oldest with that interpreter; `make -n -B` shows every command without running one."""
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^OLDEST_VERSION\s*=\s*\$\(shell python3 playground/interpreter\.py\)$", makefile, re.M)
-    planned = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "test-oldest"],
+    planned = subprocess.run(["make", "-n", "-B", "--no-print-directory", "-C", str(ROOT), "test-oldest"],
                              capture_output=True, text=True, check=True).stdout
     version = space_python_version()
     assert f"scripts/oldest_python.sh {version}" in planned
