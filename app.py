@@ -16,9 +16,9 @@ first use with --llama-parallel slots (default 4) and stopped when the app exits
 clients' requests batched together; it is off unless asked for. Bearer keys, if any, come from
 PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits from PLAYGROUND_API_LIMITS.
 Host is 127.0.0.1, or 0.0.0.0 when running on a Space (SPACE_ID is set).
-On a Space: with persistent storage (/data), the hub's downloads go to /data/.huggingface unless HF_HOME is
-set, and conversions to /data/llm-serving-playground (config.persistent_cache_dir), so a restart converts
-nothing; on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, and the page's GPU
+On a Space: conversions go to PLAYGROUND_CACHE, else to /data/llm-serving-playground when /data is writable (where
+the owner mounts a Storage Bucket; config.persistent_cache_dir), else the home cache, and the hub's downloads beside
+them unless HF_HOME is set; the start-up log says where the cache lives and whether it survives a restart; on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, and the page's GPU
 work runs inside spaces.GPU (playground/ui/zerogpu.py). `python app.py` starts loading the default backend
 as the page comes up, and logs when it is ready.
 """
@@ -28,8 +28,21 @@ import os
 import time
 
 LAUNCHED = time.monotonic()
-if os.environ.get("SPACE_ID") and os.access("/data", os.W_OK | os.X_OK) and "HF_HOME" not in os.environ:
-    os.environ["HF_HOME"] = "/data/.huggingface"   # before huggingface_hub reads it: downloads survive a restart
+
+
+def hub_home() -> str | None:
+    """HF_HOME for a Space whose caches are kept (PLAYGROUND_CACHE, or a writable /data where the owner mounts a
+    bucket), so the hub's downloads survive a restart beside the conversions; None where the default stands. Read
+    before huggingface_hub is imported (it reads HF_HOME once), so with os alone (config.py imports torch)."""
+    if "HF_HOME" in os.environ or not os.environ.get("SPACE_ID"):
+        return None
+    if os.environ.get("PLAYGROUND_CACHE"):
+        return os.path.join(os.environ["PLAYGROUND_CACHE"], ".huggingface")
+    return "/data/.huggingface" if os.path.isdir("/data") and os.access("/data", os.W_OK | os.X_OK) else None
+
+
+if hub_home():
+    os.environ["HF_HOME"] = hub_home()
 if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true"):
     import spaces  # noqa: F401 - ZeroGPU patches torch; it must be imported before torch is
 
@@ -39,7 +52,7 @@ import signal  # noqa: E402
 import threading  # noqa: E402
 
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
-from playground.config import AppConfig  # noqa: E402
+from playground.config import AppConfig, cache_location  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E402
 from playground.remote.llama_server import add_llama_server  # noqa: E402
@@ -158,6 +171,7 @@ if __name__ == "__main__":
                                else (None, None))
         demo = make_demo(registry, traffic)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
+    print(cache_location().log_line(), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
     load_in_background(registry)
     demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, traffic, api_config))
