@@ -18,8 +18,10 @@ PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits from PLAYGR
 Host is 127.0.0.1, or 0.0.0.0 when running on a Space (SPACE_ID is set).
 On a Space: conversions go to PLAYGROUND_CACHE, else to /data/llm-serving-playground when /data is writable (where
 the owner mounts a Storage Bucket; config.persistent_cache_dir), else the home cache, and the hub's downloads beside
-them unless HF_HOME is set; the start-up log says where the cache lives and whether it survives a restart; on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, and the page's GPU
-work runs inside spaces.GPU (playground/ui/zerogpu.py). `python app.py` starts loading the default backend
+them unless HF_HOME is set; the start-up log says where the cache lives and whether it survives a restart;
+on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, the torch
+backend is loaded (to "cuda") at import in the main thread, and each of its runs is a spaces.GPU call
+(playground/ui/zerogpu.py); the ONNX backends run on the CPU, outside it. `python app.py` starts loading the default backend
 as the page comes up, and logs when it is ready.
 """
 from __future__ import annotations
@@ -58,6 +60,7 @@ from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E4
 from playground.remote.llama_server import add_llama_server  # noqa: E402
 from playground.remote.source import RemoteSource  # noqa: E402
 from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo  # noqa: E402
+from playground.ui.zerogpu import start_up, zero_gpu  # noqa: E402
 
 
 def make_registry(model: str | None = None, backend: str | None = None, endpoints: list[str] | None = None,
@@ -69,6 +72,8 @@ def make_registry(model: str | None = None, backend: str | None = None, endpoint
                   api_key_env or os.environ.get("PLAYGROUND_API_KEY_ENV"))
     if llama_server or os.environ.get("PLAYGROUND_LLAMA_SERVER") == "1":
         add_llama_server(registry, parallel=4 if llama_parallel is None else llama_parallel)
+    if zero_gpu():   # now, in the main thread, before launch: where ZeroGPU takes the model to the GPU
+        start_up(registry)
     return registry
 
 
