@@ -89,6 +89,7 @@ def test_an_unpicklable_argument_never_reaches_the_worker(double):
     assert handler({"prompt": "hi"}) == 1
 
 
+@pytest.mark.slow   # waits out a duration
 def test_a_stream_that_outlives_its_duration_is_aborted(double):
     import spaces
 

@@ -157,9 +157,9 @@ class ZeroGpuDouble:
         deadline = time.monotonic() + float(seconds)
         try:
             while True:
+                if time.monotonic() > deadline:   # ZeroGPU kills the worker past its duration
+                    raise gr.Error("GPU task aborted", title="ZeroGPU worker error")
                 if not receive.poll(POLL):
-                    if time.monotonic() > deadline:
-                        raise gr.Error("GPU task aborted", title="ZeroGPU worker error")
                     if not child.is_alive() and not receive.poll(0):
                         raise gr.Error("GPU task aborted", title="ZeroGPU worker error")
                     continue
