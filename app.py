@@ -1,9 +1,9 @@
 """Entry point (and the Hugging Face Space's): `python app.py [--model SPEC] [--backend NAME] [--port N]
 [--endpoint URL]... [--api-key-env NAME] [--llama-server [--llama-parallel N]] [--openai-api]`.
 
-The module-level `demo` loads nothing at import: each backend's engine is created on first use and
-cached (playground/registry.py), so `import app` is fast and a Space starts serving its page while the
-model loads, even when the default backend then fails to load (the UI names it and offers the others).
+The module-level `demo` loads nothing at import (on ZeroGPU, the torch backend: see below): each backend's
+engine is created on first use and cached (playground/registry.py), so `import app` is fast and a Space starts
+serving its page while the model loads, even when the default backend then fails to load (the UI names it and offers the others).
 Settings come from the command line, else PLAYGROUND_MODEL / PLAYGROUND_BACKEND / PLAYGROUND_DEVICE /
 PLAYGROUND_DTYPE, else the defaults (bundled SmolLM2; ONNX on CPU, torch on CUDA).
 Servers to watch (OpenAI-compatible: llama.cpp, vLLM, Ollama, …) come from --endpoint (repeatable) and
@@ -21,8 +21,8 @@ the owner mounts a Storage Bucket; config.persistent_cache_dir), else the home c
 them unless HF_HOME is set; the start-up log says where the cache lives and whether it survives a restart;
 on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, the torch
 backend is loaded (to "cuda") at import in the main thread, and each of its runs is a spaces.GPU call
-(playground/ui/zerogpu.py); the ONNX backends run on the CPU, outside it. `python app.py` starts loading the default backend
-as the page comes up, and logs when it is ready.
+(playground/ui/zerogpu.py); the ONNX backends run on the CPU, outside it. `python app.py` starts loading
+the default backend as the page comes up, and logs when it is ready.
 """
 from __future__ import annotations
 
