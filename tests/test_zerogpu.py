@@ -130,6 +130,7 @@ def test_a_model_moved_outside_the_main_thread_or_used_after_launch_fails(double
         (True, False, False), (True, True, False)]
 
 
+@pytest.mark.slow   # loads the tiny model twice
 def test_a_load_on_first_use_fails_on_zerogpu_where_start_up_succeeds(double):
     lazy = SourceRegistry.for_model("tiny", "torch", device="cpu", dtype="float32")
     list(lazy.loading("torch"))   # the app's usual path: load in a worker thread on first use
