@@ -142,6 +142,36 @@ def test_a_load_on_first_use_fails_on_zerogpu_where_start_up_succeeds(double):
     assert all(m.main_thread and not m.after_startup for m in double.moves[1:])
 
 
+def test_a_whole_handler_in_spaces_gpu_would_send_its_session_to_the_worker(double, tiny_engine):
+    """Why only a run's step loop is a GPU call: Generate's handler takes the browser's Session (gr.State), which
+    holds locks, so a handler-sized GPU call fails before it starts, and its changes to the session would stay in
+    the worker anyway."""
+    import spaces
+    from playground.session import Session
+    from playground.ui.generate_tab import make_handlers
+    from playground.ui.serve_job import MachineGate
+    from tests.helpers import generate_by_name, generate_values
+
+    generate = make_handlers(SourceRegistry.fixed(tiny_engine), generate_by_name(), MachineGate())[0]
+    with pytest.raises((pickle.PicklingError, TypeError), match="pickle"):
+        next(spaces.GPU(duration=60)(generate)(generate_values(Session(), max_new_tokens=2)))
+
+
+@pytest.mark.slow   # a run of the slowed tiny model in a forked worker
+def test_a_run_past_its_gpu_duration_ends_with_zerogpus_error_and_keeps_its_steps(double, tiny_backend, monkeypatch):
+    from playground.engine import Engine
+    from tests.fakes import SlowBackend
+
+    registry = SourceRegistry(lambda name, progress: Engine(SlowBackend(tiny_backend, pause=0.3)), ["torch"])
+    zerogpu.start_up(registry)
+    monkeypatch.setattr(zerogpu, "RUN_SECONDS", 1)   # the estimate falls short of what the run takes
+    run = registry.get("torch").run("Hi", GenerationSettings(max_new_tokens=20, chat=False))
+    with pytest.raises(gr.Error, match="GPU task aborted"):
+        run.wait()
+    assert 0 < len(run.trace.steps) < 20 and run.trace.stop_reason == "error"
+    assert "GPU task aborted" in run.trace.error
+
+
 # --- the app on ZeroGPU
 
 @pytest.mark.parametrize("value, on", [("true", True), ("1", True), ("True", True), ("", False), ("false", False)])
