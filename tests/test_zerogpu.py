@@ -192,6 +192,11 @@ def test_the_page_states_the_quota_and_what_a_gpu_call_costs():
     assert zerogpu.seconds_for(GenerationSettings(max_new_tokens=64)) == 13   # 10 s + 0.05 s a token
 
 
+def test_a_run_on_the_cpu_says_it_cost_no_gpu_quota(tiny_engine):
+    line = zerogpu.cost_line(tiny_engine, GenerationSettings())   # a plain Engine: outside spaces.GPU
+    assert line == "ran on torch on this Space's CPU, outside spaces.GPU: no GPU quota"
+
+
 @pytest.fixture(scope="module")
 def zero_app(tmp_path_factory):
     """The app on ZeroGPU under the double: tiny torch (the GPU backend, loaded at start-up) and a launched page."""
@@ -236,6 +241,8 @@ def test_compare_experiments_lesson_and_serve_run_their_gpu_path(zero_app):
     result = client.predict(*compare_args("torch", "torch", max_new_tokens=4), api_name="/compare")
     assert "agree" in str(result).lower()
     assert len(double.calls) == before + 2   # one GPU call a run
+    seconds = zerogpu.seconds_for(GenerationSettings(max_new_tokens=4))
+    assert result[-1].count(f"ran on torch inside spaces.GPU: asked ZeroGPU for {seconds} s") == 2   # the status
     before = len(double.calls)
     result = client.predict(*experiment_args("cache", **EXPERIMENT["cache"]), api_name="/experiment")
     assert "Error" not in str(result[1]) and len(double.calls) > before
