@@ -172,6 +172,16 @@ def test_a_run_past_its_gpu_duration_ends_with_zerogpus_error_and_keeps_its_step
     assert "GPU task aborted" in run.trace.error
 
 
+@pytest.mark.slow   # loads the tiny model
+def test_app_loads_the_gpu_backend_at_import_in_the_main_thread(double):
+    import app
+
+    registry = app.make_registry("tiny", "torch")   # what `import app` does on ZeroGPU
+    assert isinstance(registry.engines["torch"], zerogpu.GpuEngine)
+    assert "spaces.GPU call" in registry.labels["torch"]
+    assert double.moves and all(m.main_process and m.main_thread and not m.after_startup for m in double.moves)
+
+
 # --- the app on ZeroGPU
 
 @pytest.mark.parametrize("value, on", [("true", True), ("1", True), ("True", True), ("", False), ("false", False)])
