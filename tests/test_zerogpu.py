@@ -157,18 +157,35 @@ def test_a_whole_handler_in_spaces_gpu_would_send_its_session_to_the_worker(doub
         next(spaces.GPU(duration=60)(generate)(generate_values(Session(), max_new_tokens=2)))
 
 
-@pytest.mark.slow   # a run of the slowed tiny model in a forked worker
+class StallingBackend:
+    """The tiny backend, decoding at its own pace for STALL_AFTER steps, then two seconds a step: a run that outlives
+    any short duration whatever the machine's speed, with steps made before it stalls."""
+    STALL_AFTER = 3
+
+    def __init__(self, backend):
+        self._backend, self.decodes = backend, 0
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def decode(self, token, state):
+        self.decodes += 1
+        if self.decodes > self.STALL_AFTER:
+            time.sleep(2)
+        return self._backend.decode(token, state)
+
+
+@pytest.mark.slow   # waits out a duration of several seconds in a forked worker
 def test_a_run_past_its_gpu_duration_ends_with_zerogpus_error_and_keeps_its_steps(double, tiny_backend, monkeypatch):
     from playground.engine import Engine
-    from tests.fakes import SlowBackend
 
-    registry = SourceRegistry(lambda name, progress: Engine(SlowBackend(tiny_backend, pause=0.3)), ["torch"])
+    registry = SourceRegistry(lambda name, progress: Engine(StallingBackend(tiny_backend)), ["torch"])
     zerogpu.start_up(registry)
-    monkeypatch.setattr(zerogpu, "RUN_SECONDS", 1)   # the estimate falls short of what the run takes
+    monkeypatch.setattr(zerogpu, "RUN_SECONDS", 8)   # 9 s asked for 20 tokens: the stalled steps need 34 s more
     run = registry.get("torch").run("Hi", GenerationSettings(max_new_tokens=20, chat=False))
     with pytest.raises(gr.Error, match="GPU task aborted"):
         run.wait()
-    assert 0 < len(run.trace.steps) < 20 and run.trace.stop_reason == "error"
+    assert StallingBackend.STALL_AFTER < len(run.trace.steps) < 20 and run.trace.stop_reason == "error"
     assert "GPU task aborted" in run.trace.error
 
 

@@ -20,7 +20,8 @@
   as ZeroGPU's patched torch does (its interception is thread-local: such a move reaches CUDA's real init). After
   startup() a forward pass in the main process of a module moved so raises too: ZeroGPU packed its weights away
   and only a worker has them. A move inside the child is allowed (it is on a real Space) but recorded, so a test
-  can see a model loaded inside the worker, which is lost with it.
+  can see a model loaded inside the worker, which is lost with it. The child computes on the CPU in CUDA's place,
+  on one thread: a forked child cannot use the OpenMP pool its parent's threads started (a matmul there hangs).
 """
 from __future__ import annotations
 
@@ -192,6 +193,9 @@ class ZeroGpuDouble:
 
 def _child(task, payload, send, stop, streaming: bool) -> None:
     """In the forked worker: run `task`, send each value back pickled, then an end (or the error)."""
+    if "torch" in sys.modules:   # the CPU computes here in CUDA's place: one thread, since a forked child cannot
+        sys.modules["torch"].set_num_threads(1)   # join the OpenMP pool the parent's threads started (it hangs)
+
     def put(kind, value) -> bool:
         try:
             data = pickle.dumps((kind, value))
