@@ -2,7 +2,7 @@
 (`python_version`), a fresh venv of requirements.txt only (no dev packages, no bundled
 model package), SPACE_ID set and `python app.py` started with no arguments, the OpenAI-compatible endpoint
 turned on by the Space variable PLAYGROUND_OPENAI_API=1 (its key a Space secret), the hub offline and the
-default hub id in a local cache as the hub leaves it, the conversion cache empty (a first start). Then: the
+default hub id in a local cache as the hub leaves it. Then: the
 page, a Generate run streaming on the 4-bit default, a Serve run on continuous batching, a chat completion
 from the endpoint, and the 4-bit default's fidelity gates measured by that interpreter on the ONNX Runtime
 pip resolved for it (tests/space_fidelity.py).
@@ -15,7 +15,9 @@ bundled file's own blocks bit for bit, so the gates' figures compare with tests/
 
 The venv is kept under <PLAYGROUND_SPACE_VENVS, else ~/.cache/llm-serving-playground-tests>/space-venv-<key>,
 the key hashing requirements.txt and the interpreter's full version, so only a change to either installs again
-(its `venv-ready` says how long the install took and its size). No interpreter of the declared version here:
+(its `venv-ready` says how long the install took and its size). The app's conversions (quantized weights, ONNX
+exports) are kept in that folder's playground-cache/: the first run is a Space's first start, a rerun a restart
+on persistent storage (delete the folder to time a first start again). No interpreter of the declared version here:
 the `space` tests skip naming it, or fail under CI=1. Each run prints its figures (`space figure: ...`, -s).
 """
 from __future__ import annotations
@@ -131,9 +133,9 @@ def space_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def space_home(tmp_path_factory) -> Path:
-    """A folder holding hf/ (HF_HOME: the default hub id cached, see the module's docstring) and an empty
-    conversion cache, cache/ (PLAYGROUND_CACHE)."""
+def space_home(space_python, tmp_path_factory) -> SimpleNamespace:
+    """The Space's storage: hf (HF_HOME: the default hub id cached, see the module's docstring), cache
+    (PLAYGROUND_CACHE: the conversions, kept beside the venv), root (a folder for this run's files)."""
     from playground.models import bundled_gguf_path, gguf_as_hf_dir
 
     gguf = bundled_gguf_path()
@@ -145,14 +147,15 @@ def space_home(tmp_path_factory) -> Path:
         if path.is_file() and path.name != "playground-complete.json":   # the local cache's own marker
             (weights / path.name).symlink_to(path)
     write_hub_cache(work / "hf" / "hub", FALLBACK_HUB_ID, weights)
-    (work / "cache").mkdir()
-    return work
+    cache = space_python.parents[1] / "playground-cache"
+    figure("conversions", "cached by an earlier run (a restart)" if cache.is_dir() else "none (a first start)")
+    return SimpleNamespace(hf=work / "hf", cache=cache, root=work)
 
 
-def space_env(home: Path, **more) -> dict:
+def space_env(home: SimpleNamespace, **more) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "HF_", "SPACES_", "GRADIO_"))}
-    env.update(SPACE_ID="someone/llm-serving-playground", HF_HUB_OFFLINE="1", HF_HOME=str(home / "hf"),
-               PLAYGROUND_CACHE=str(home / "cache"), PYTHONUNBUFFERED="1", **more)
+    env.update(SPACE_ID="someone/llm-serving-playground", HF_HUB_OFFLINE="1", HF_HOME=str(home.hf),
+               PLAYGROUND_CACHE=str(home.cache), PYTHONUNBUFFERED="1", **more)
     return env
 
 
@@ -162,7 +165,7 @@ def space(space_python, space_home):
     module."""
     from playground.ports import free_port
 
-    port, log = free_port(), space_home / "app.log"
+    port, log = free_port(), space_home.root / "app.log"
     env = space_env(space_home, PORT=str(port), PLAYGROUND_OPENAI_API="1", PLAYGROUND_API_KEYS=KEY)
     launched = time.monotonic()
     with open(log, "w") as fh:
