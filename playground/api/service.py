@@ -8,6 +8,8 @@ per request.
     async for steps in job.ticket.updates(): job.answer.chunks(steps)   # (routes.py)
     job.end()                                      # cancel it if still running, true up the client's minute
     service.models(), service.tokenize(body), service.apply_template(body)
+    service.health()                               # {"status": "ok"} once the model is ready, else 503
+    service.metrics.exposition()                   # Prometheus text under vLLM's names (prometheus.py)
 
 Every request of every client goes into one EngineLoop, so they are batched together. A request's Trace
 keeps its token ids but not its text (prompt and prompt_text are empty): a view of client traffic on a
@@ -28,12 +30,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..backends.onnx_batch import position_bytes
+from ..config import MAX_PROMPT_CHARS
 from ..serve.continuous import MAX_POOL_BYTES
 from ..serve.slots import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard
 from .loop import EngineLoop, Ticket
-from .request_body import CHAT, Asked, prompt_ids, read_body
+from .prometheus import ServerMetrics
+from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
 from .response_body import Answer
 
 LOADING_RETRY_S = 5   # the Retry-After sent while the model loads
@@ -81,16 +85,20 @@ class Job:
     ticket: Ticket
     answer: Answer
     admission: Admission
+    metrics: ServerMetrics | None = None
 
     def cancel(self) -> None:
         self.loop.cancel(self.ticket)
 
     def end(self) -> None:
-        """Cancel the request if it is still running (a client gone, a stop string) and return its limits."""
+        """Cancel the request if it is still running (a client gone, a stop string), return its limits and
+        count it in the metrics."""
         if not self.ticket.done:
             self.cancel()
         self.admission.used = self.answer.prompt_tokens + self.answer.tokens
         self.admission.guard.release(self.admission)
+        if self.metrics is not None:
+            self.metrics.ended(self.ticket.trace, self.answer.finish_reason(self.ticket.trace))
 
 
 class ApiService:
@@ -98,6 +106,7 @@ class ApiService:
         self.get_engine, self.config = get_engine, config or ApiConfig()
         self.guard = Guard(self.config)
         self.observer = observer            # the live record (record.py), or None
+        self.metrics = ServerMetrics(self)  # GET /metrics
         self.engine_loop: EngineLoop | None = None
         self.error: str | None = None
         self.model_id = ""
@@ -161,8 +170,12 @@ class ApiService:
         except ValueError as exc:
             admission.guard.release(admission)
             raise bad_request(str(exc), _param(asked)) from None
+        except BaseException:
+            admission.guard.release(admission)
+            raise
+        self.metrics.admitted(len(ids))
         return Job(loop, ticket, Answer(asked, request_id, self.model_id, len(ids), ticket.seq.detok.token_text),
-                   admission)
+                   admission, self.metrics)
 
     # --- the other endpoints
 
@@ -178,11 +191,20 @@ class ApiService:
         """llama.cpp's /tokenize: {"content", "add_special"?, "with_pieces"?} -> {"tokens": [...]}."""
         if not isinstance(body, dict) or not isinstance(body.get("content"), str):
             raise bad_request('the body must be {"content": "<text>"}', "content")
+        content = tokenizable(body["content"], "content")
+        if len(content) > MAX_PROMPT_CHARS:
+            raise bad_request(f"content is {len(content):,} characters; the limit is {MAX_PROMPT_CHARS:,}", "content")
         tok = self.loop().engine.tokenizer
-        ids = tok(body["content"], add_special_tokens=body.get("add_special") is True)["input_ids"]
+        ids = tok(content, add_special_tokens=body.get("add_special") is True)["input_ids"]
         if body.get("with_pieces") is True:
             return {"tokens": [{"id": i, "piece": tok.decode([i])} for i in ids]}
         return {"tokens": ids}
+
+    def health(self) -> dict:
+        """{"status": "ok"} once the model is loaded (GET /health, as vLLM, TGI and llama.cpp answer it); ApiError
+        503 while it loads (with Retry-After) or when it failed."""
+        self.loop()
+        return {"status": "ok"}
 
     def apply_template(self, body) -> dict:
         """llama.cpp's /apply-template: {"messages": [...]} -> {"prompt": the text the model reads}."""
