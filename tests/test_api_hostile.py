@@ -245,3 +245,95 @@ def test_a_forged_header_does_not_escape_the_per_client_limit(tiny_onnx_engine):
         assert ask("203.0.113.10").status_code == 200            # another client (the proxy says so)
     finally:
         s.stop()
+
+
+# --- generated bodies: whatever is sent, a 2xx or OpenAI's 4xx, never a 5xx or a traceback
+
+FIELDS = ["messages", "prompt", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
+          "seed", "stop", "logprobs", "top_logprobs", "stream", "stream_options", "ignore_eos", "n", "content",
+          "add_special", "with_pieces"]
+
+
+def _strategies():
+    from hypothesis import strategies as st
+    chars = st.one_of(st.characters(exclude_categories=()),                          # every category, Cs too
+                      st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),       # lone surrogates
+                      st.sampled_from("\x00\x1b\u202e\ufeff\ufffd\U0010ffff"))
+    text = st.text(chars, max_size=40)
+    numbers = st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True),
+                        st.sampled_from([0, -1, 1, 2**31, 2**63, 2**64, 1e308, -0.0, 0.5]))
+    leaves = st.one_of(st.none(), st.booleans(), numbers, text)
+    values = st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                          st.dictionaries(text, inner, max_size=4)), max_leaves=12)
+    valid = st.sampled_from([
+        {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2},
+        {"messages": [{"role": "system", "content": "Be brief"}, {"role": "user", "content": "Hi"}],
+         "max_tokens": 2, "stream": True, "stream_options": {"include_usage": True}, "logprobs": True,
+         "top_logprobs": 2},
+        {"prompt": "Once", "max_tokens": 2, "stop": ["\n"], "logprobs": 1, "seed": 3, "temperature": 0.7},
+        {"prompt": [5, 6, 7], "max_tokens": 2, "stream": True, "ignore_eos": True},
+        {"content": "Hello world", "with_pieces": True}])
+    mutated = st.builds(lambda base, changes: {**base, **changes}, valid,
+                        st.dictionaries(st.sampled_from(FIELDS), values, min_size=1, max_size=3))
+    in_a_message = st.builds(lambda content, role: {"messages": [{"role": role, "content": content}],
+                                                    "max_tokens": 2},
+                             st.one_of(text, values), st.one_of(st.sampled_from(["user", "system"]), values))
+    bodies = st.one_of(values.map(lambda v: json.dumps(v).encode()), mutated.map(lambda v: json.dumps(v).encode()),
+                       in_a_message.map(lambda v: json.dumps(v).encode()), st.binary(max_size=64))
+    paths = st.sampled_from([CHAT, "/v1/completions", "/tokenize", "/apply-template"])
+    return paths, bodies
+
+
+@pytest.fixture(scope="module")
+def lenient(tiny_onnx_engine):
+    """An endpoint that answers quickly whatever is asked: at most 8 new tokens, no minute budget to run out."""
+    limits = ApiLimits(max_tokens=8, tokens_per_minute=10**9, in_flight_per_client=16)
+    s = Served(tiny_onnx_engine, ApiConfig(keys=(KEY,), slots=2, capacity=256, limits=limits))
+    yield s
+    s.stop()
+
+
+@pytest.mark.slow
+def test_generated_bodies_get_a_2xx_or_openais_4xx_never_a_5xx(lenient):
+    from hypothesis import HealthCheck, example, given, settings as hsettings
+    paths, bodies = _strategies()
+    seen: dict[int, int] = {}
+    client = httpx.Client(base_url=lenient.url, headers=AUTH, timeout=30)
+
+    @hsettings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(path=paths, body=bodies)
+    @example(path=CHAT, body=b'{"messages": [{"role": [], "content": "Hi"}]}')   # found: an unhashable role
+    def answer(path, body):
+        r = client.post(path, content=body)
+        text = r.read().decode("utf-8", "replace")
+        seen[r.status_code] = seen.get(r.status_code, 0) + 1
+        assert r.status_code < 500, (path, body[:200], text[:300])
+        no_traceback(text) if r.status_code >= 400 else None
+        if r.status_code >= 400:
+            error = r.json()["error"]
+            assert set(error) == {"message", "type", "param", "code"} and error["message"]
+        elif r.headers["content-type"].startswith("text/event-stream"):
+            assert text.rstrip().endswith("data: [DONE]") and "server_error" not in text, text[-300:]
+    try:
+        answer()
+        assert seen.get(200) and seen.get(400), seen   # both kinds of answer were exercised
+        r = client.post(CHAT, content=OK_BODY)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] is not None
+    finally:
+        client.close()
+    loop = lenient.service.engine_loop
+    settle(loop)   # the KV pool is empty: no slot held, nothing waiting
+    assert not any(lenient.service.guard._in_flight.values())
+
+
+# --- many misbehaving clients at once, one behaving: it is served, the slots come back, memory too
+
+@pytest.mark.slow
+def test_misbehaving_clients_do_not_starve_a_well_behaved_one():
+    from playground.bench.clients import clients_row
+    row = clients_row("tiny", seconds=3.0)
+    assert row.well_behaved_requests >= 3 and row.well_behaved_failures == 0, row
+    assert row.statuses.get("200") and row.statuses.get("429"), row.statuses   # the bursts went over the limit
+    assert set(row.statuses) <= {"200", "429"}, row.statuses
+    assert row.slots_back, row
+    assert row.rss_within_margin, (row.rss_before_mb, row.rss_after_mb)

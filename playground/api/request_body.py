@@ -177,7 +177,7 @@ def _messages(value) -> tuple[dict, ...]:
         raise bad_request("messages must be a non-empty list of {role, content} objects", "messages")
     out = []
     for i, m in enumerate(value):
-        if not isinstance(m, dict) or m.get("role") not in ROLES:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or m["role"] not in ROLES:
             raise bad_request(f"messages[{i}] must have a role of {', '.join(ROLES)}", f"messages[{i}].role")
         out.append({"role": ROLES[m["role"]], "content": _content(m.get("content"), f"messages[{i}].content")})
     if not any(m["content"].strip() for m in out):
