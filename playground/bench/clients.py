@@ -26,10 +26,9 @@ import asyncio
 import gc
 import logging
 import os
-import threading
 import time
 
-from ..ports import free_port
+from . import aiperf
 from .rows import ClientsRow, parser, say_timed
 
 LOAD_S = 8.0                     # the load's duration at most
@@ -46,30 +45,13 @@ def rss_bytes() -> int:
     return psutil.Process(os.getpid()).memory_info().rss
 
 
-class Endpoint:
-    """The app's endpoint over `engine` with one key per client, served by uvicorn in a thread on 127.0.0.1."""
+class Endpoint(aiperf.Endpoint):
+    """The app's endpoint over `engine` with one key per client (aiperf.Endpoint), and a way to wait for it to
+    hold nothing."""
 
     def __init__(self, engine, keys: tuple[str, ...], slots: int = 4):
-        import uvicorn
-        from fastapi import FastAPI
-
-        from ..api import ApiConfig, ApiService, api_routes
-        self.service = ApiService(lambda: engine, ApiConfig(keys=keys, slots=slots, capacity=256))
-        self.service.start_loading()
-        port = free_port()
-        app = FastAPI(routes=api_routes(self.service), debug=True)   # as Gradio builds it
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical",
-                                                    access_log=False))
-        self.thread = threading.Thread(target=self.server.run, name="clients-endpoint", daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 300
-        while not (self.server.started and self.service.engine_loop) and time.monotonic() < deadline:
-            if self.service.error:
-                raise RuntimeError(self.service.error)
-            time.sleep(0.05)
-        if not self.server.started or self.service.engine_loop is None:
-            raise RuntimeError("the endpoint did not start within 300 s")
-        self.url = f"http://127.0.0.1:{port}"
+        from ..api import ApiConfig
+        super().__init__(engine, ApiConfig(keys=keys, slots=slots, capacity=256))
 
     def settled(self, timeout: float = 15.0) -> bool:
         """Wait until no request holds a slot, waits or is counted in flight; whether that came in time."""
@@ -81,11 +63,6 @@ class Endpoint:
                 return True
             time.sleep(0.05)
         return False
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.service.close()
 
 
 class Tally:
