@@ -162,6 +162,22 @@ def test_a_stream_that_fails_midway_ends_with_the_error_event(served, monkeypatc
     settle(served.service.engine_loop)
 
 
+def test_the_openai_sdk_reads_each_refusal_as_its_error(served, monkeypatch):
+    import openai
+    sdk = served.sdk()
+    deep = json.loads("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH)   # (the SDK cannot send a lone surrogate)
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.create(model="m", max_tokens=2, messages=QUESTION, extra_body={"x": deep})
+    assert caught.value.body["code"] == "json_too_deep"
+    with pytest.raises(openai.APIStatusError) as caught:
+        sdk.completions.create(model="m", max_tokens=2, prompt="word " * 70_000)
+    assert caught.value.status_code == 413 and caught.value.body["code"] == "request_too_large"
+    monkeypatch.setattr(served.service, "loop", lambda: 1 / 0)   # /v1/models asks it first
+    with pytest.raises(openai.InternalServerError) as caught:
+        sdk.models.list()
+    assert caught.value.body["code"] == "internal_error" and "incident" in caught.value.body["message"]
+
+
 def test_health_is_503_while_loading_then_200_without_a_key(tiny_onnx_engine):
     import threading
     import time
