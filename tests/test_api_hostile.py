@@ -124,6 +124,26 @@ def test_a_body_over_the_limit_is_413_before_it_is_read_whole(served):
     assert httpx.post(served.url + CHAT, content=OK_BODY, headers=AUTH).status_code == 200
 
 
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_templated_or_tokenized(served, monkeypatch):
+    """150,000 one-letter messages took 20 s of the event loop to template and tokenize (every client's stream
+    stalled meanwhile); the count and the characters alone show they cannot fit."""
+    import playground.api.service as service_module
+    tokenized = []
+    real = service_module.prompt_ids
+    monkeypatch.setattr(service_module, "prompt_ids", lambda *a: tokenized.append(1) or real(*a))
+    many = {"messages": [{"role": "user", "content": "H"}] * 5_000, "max_tokens": 2}
+    long = {"prompt": "word " * 20_000, "max_tokens": 2}
+    for path, body, param in [(CHAT, many, "messages"), ("/v1/completions", long, "prompt"),
+                              ("/apply-template", many, "messages")]:
+        r = httpx.post(served.url + path, content=json.dumps(body), headers=AUTH)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "prompt_too_long", r.text
+        assert r.json()["error"]["param"] == param
+    r = httpx.post(served.url + "/tokenize", content=json.dumps({"content": "word " * 20_000}), headers=AUTH)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "content"
+    assert tokenized == []
+    assert httpx.post(served.url + CHAT, content=OK_BODY, headers=AUTH).status_code == 200 and tokenized == [1]
+
+
 def test_a_route_that_fails_answers_500_with_an_incident_id_and_logs_no_prompt(served, monkeypatch, caplog):
     secret = "my secret prompt about the harbour"
 
