@@ -22,6 +22,31 @@ MAX_TOP_CANDIDATES = 20      # top-k candidates recorded per step (for the proba
 MAX_PROMPT_CHARS = 200_000   # ~50k words; longer text is refused before tokenizing
 
 
+def check_text(text, name: str = "prompt") -> str:
+    """`text` when a tokenizer can read it; else ValueError naming the field (`name`) and what is wrong.
+
+    One decision for every way text reaches a tokenizer (the page's prompt and system prompt, the endpoint's
+    messages, prompt, stop strings and /tokenize): text that is not a str, or that cannot be encoded as UTF-8
+    (a lone surrogate, which a browser or a JSON "\\ud800" escape can send), is refused, never cleaned, so the
+    model never reads something other than what was sent. NUL and other control characters are valid UTF-8:
+    they pass and are tokenized like any character.
+
+    >>> check_text("nul \\x00 is text")
+    'nul \\x00 is text'
+    >>> check_text("broken \\ud800 utf-16", "messages[0].content")
+    Traceback (most recent call last):
+    ValueError: messages[0].content is not valid Unicode (a lone surrogate at position 7); send it again as UTF-8 text
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be text, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not valid Unicode (a lone surrogate at position {exc.start}); send it again "
+                         "as UTF-8 text") from None
+    return text
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     max_new_tokens: int = 64      # token budget; the run also stops at EOS
@@ -56,8 +81,8 @@ class GenerationSettings:
         _check_int("top_candidates", self.top_candidates, 1, MAX_TOP_CANDIDATES)
         if not isinstance(self.chat, bool):
             raise ValueError(f"chat must be True or False, got {self.chat!r}")
-        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
-            raise ValueError(f"system_prompt must be text, got {type(self.system_prompt).__name__}")
+        if self.system_prompt is not None:
+            check_text(self.system_prompt, "system_prompt")
         return self
 
     def to_dict(self) -> dict:
