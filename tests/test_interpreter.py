@@ -52,7 +52,6 @@ def test_make_test_oldest_runs_the_fast_tier_under_the_declared_version():
     assert re.search(r'\.venv-oldest/bin/python -m pytest -m "not integration and [^"]+"', planned)
 
 
-@pytest.mark.xfail(strict=True, reason="tests/test_space.py builds its venv with the suite's own interpreter")
 def test_the_simulated_space_builds_with_the_declared_interpreter():
     """tests/test_space.py reads the version from playground.interpreter and names none of its own."""
     source = (ROOT / "tests" / "test_space.py").read_text()

@@ -36,6 +36,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from playground.interpreter import space_python_version
 from playground.models import FALLBACK_HUB_ID
 from tests.helpers import generate_args, generated, trace_from
 from tests.hub_cache import write_hub_cache
@@ -49,18 +50,6 @@ STORY = "Tell me a long story about a lighthouse keeper and his cat."   # longer
 def venv_root() -> Path:
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llm-serving-playground-tests"
     return Path(os.environ.get("PLAYGROUND_SPACE_VENVS", default))
-
-
-def space_python_version(readme: Path = ROOT / "README.md") -> str:
-    """The `python_version` the README's front matter declares (what the hub builds the Space with); a ValueError
-    when it declares none."""
-    lines = readme.read_text(encoding="utf-8").splitlines()
-    block = lines[1:lines.index("---", 1)] if lines[:1] == ["---"] and "---" in lines[1:] else []
-    version = next((value.split(" #")[0].strip().strip("'\"") for key, _, value in (ln.partition(":") for ln in block)
-                    if key == "python_version"), "")
-    if not re.fullmatch(r"3\.\d+(\.\d+)?", version):
-        raise ValueError(f"{readme}: its front matter declares no python_version")
-    return version
 
 
 def find_interpreter(version: str) -> Path | None:
