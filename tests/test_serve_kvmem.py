@@ -232,3 +232,53 @@ def test_the_endpoint_says_how_many_prompt_tokens_were_cached(tiny_onnx_engine):
         assert answer.end_chunks(trace)[-1]["usage"] == usages[-1]
     assert [u["prompt_tokens_details"]["cached_tokens"] for u in usages] == [0, traces[1].cached_tokens]
     assert traces[1].cached_tokens >= 2 * BLOCK_SIZE
+
+
+# --- the presets and what the charts draw of them
+
+
+@pytest.fixture(scope="module")
+def preset_runs(tiny_onnx_engine):
+    from playground.serve.presets import PRESETS
+    e = tiny_onnx_engine
+    count = lambda p: len(e.prompt_ids(p, GREEDY)[1])   # noqa: E731
+    runs = {}
+    for name, preset in PRESETS.items():
+        workload = preset.build(e, 6, preset.rate, 0)
+        a, b = preset.configs(workload, count, BatchConfig(slots=4))
+        runs[name] = [SCHEDULERS["batching"].create(e, batch=c).run(workload) for c in (a, b)]
+    return runs
+
+
+@pytest.mark.slow
+def test_each_preset_runs_a_and_b_differing_by_one_setting_and_says_what_it_found(preset_runs):
+    from playground.serve.presets import PRESETS
+    for name, (a, b) in preset_runs.items():
+        assert all(r.stop_reason in COMPLETED for r in a.records + b.records), name
+        assert [r.trace.output_ids for r in a.records] == [r.trace.output_ids for r in b.records], name
+        finding = PRESETS[name].finding(a, b)
+        assert "too little" not in finding.lower() and any(ch.isdigit() for ch in finding), (name, finding)
+    a, b = preset_runs["shared system prompt"]
+    assert a.pool["cached"] == 0 < b.pool["cached"] and "prefix cache" in b.scheduler_label
+    a, b = preset_runs["memory pressure"]
+    assert a.pool["preemptions"] == 0 < b.pool["preemptions"] and "identical" in PRESETS["memory pressure"].finding(a, b)
+    a, b = preset_runs["a long document among chatters"]
+    assert (a.pool["prefill_chunk"], b.pool["prefill_chunk"]) == (512, 32)
+
+
+@pytest.mark.slow
+def test_the_charts_draw_the_cached_copy_each_preemption_and_the_interference(preset_runs):
+    from playground.charts.serve import decode_itl, plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map
+    _, cached = preset_runs["shared system prompt"]
+    names = {t.name for t in plot_gantt(cached).data}
+    assert "cached prefix copied in (not computed)" in names
+    assert any((t.name or "").startswith("prefix cache") for t in plot_kv_map(cached).data)
+    _, pressed = preset_runs["memory pressure"]
+    names = {t.name for t in plot_gantt(pressed).data}
+    assert {"preemption", "preempted: KV dropped, waiting again", "recompute after a preemption"} <= names
+    assert any("KV budget" in a.text for a in plot_kv_map(pressed).layout.annotations)
+    assert any("KV budget" in (t.name or "") for t in plot_kv_in_use(pressed).data)
+    _, chunked = preset_runs["a long document among chatters"]
+    points = decode_itl(chunked)
+    assert any(p[2] for p in points) and not all(p[2] for p in points)   # some spanned a prefill chunk, some not
+    assert {t.name for t in plot_itl(chunked).data} >= {"a prefill pass"}

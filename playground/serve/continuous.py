@@ -352,7 +352,10 @@ class ContinuousBatching(Scheduler):
         if backend is None:
             raise ValueError("continuous batching runs a local ONNX backend; pick onnx-gguf4 or onnx as its source")
         check_batchable(backend)
-        self.config = (config or BatchConfig()).validate()
+        self.config = c = (config or BatchConfig()).validate()
+        extras = [f"prefix cache {c.prefix_cache:,} positions" if c.prefix_cache else "",
+                  f"KV budget {c.kv_budget:,} positions" if c.kv_budget else ""]
+        self.label = " · ".join([self.label, *(x for x in extras if x)])   # A and B say how they differ
 
     def _run(self, result, clock, report):
         engine, backend = self.source, self.source.backend

@@ -147,9 +147,18 @@ def pool_text(result) -> str | None:
     if p.get("kind") == "slots":
         fewer = (f" (fewer than the {p['asked_slots']} asked: at most {p['max_bytes'] / 2**30:g} GiB of KV)"
                  if p["slots"] < p["asked_slots"] else "")
-        return (f"KV slots: {p['slots']}{fewer} × {p['capacity']} positions (the longest request) = "
+        text = (f"KV slots: {p['slots']}{fewer} × {p['capacity']} positions (the longest request) = "
                 f"{p['bytes'] / 2**20:.0f} MiB; at most {p['prefill_chunk']} prompt tokens read per iteration; "
                 f"{p['moves']} cache copies kept the decoding rows packed.")
+        if p.get("prefix_cache_blocks"):
+            hit = p["cached"] / p["looked_up"] if p.get("looked_up") else 0.0
+            text += (f" Prefix cache: {p['prefix_cache_blocks']} blocks of {p['block_size']} positions; "
+                     f"{p['cached']:,} of {p['looked_up']:,} prompt tokens found cached (hit rate {hit:.0%}); "
+                     f"{p['evicted']} blocks evicted.")
+        if p.get("kv_budget"):
+            text += (f" KV budget: {p['kv_budget']:,} positions in all (a smaller memory, as on a full GPU); "
+                     f"{p['preemptions']} preemptions.")
+        return text
     return (f"KV block pool (sized here): {p['num_blocks']} blocks × {p['block_size']} tokens = "
             f"{p['num_blocks'] * p['bytes_per_block'] / 2**20:.1f} MiB; at most {p['max_batch_tokens']} tokens per "
             f"forward pass (longer prompts are prefilled in chunks); scheduler {p['scheduler']}. Left alone, the "
