@@ -157,3 +157,17 @@ def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     assert "Generate run, speculative" in priced and "missing" not in priced
     with pytest.raises(AppError, match="less than minimum value 0"):   # the field refuses it, in words
         client.predict(usd_per_hour=-1, api_name="/token_cost")
+
+
+@pytest.mark.slow
+def test_a_kv_memory_preset_runs_our_batching_twice_differing_by_one_setting(app_url):
+    client = Client(app_url, verbose=False)
+    final = client.predict(*serve_args(n=3, arrival="poisson", rate=4.0, a="one-at-a-time", b="(none)",
+                                       preset="shared system prompt"), api_name="/serve")
+    status, lesson = final[OUT["status"]], final[OUT["lesson"]]
+    assert status.count("done") == 2 and "prefix cache" in status.split("<br>")[1]
+    assert "prefix cache" not in status.split("<br>")[0]
+    assert "**shared system prompt**: With the prefix cache" in lesson
+    runs = [json.load(open(f, encoding="utf-8")) for f in final[OUT["download"]] if str(f).endswith(".json")]
+    assert sorted(r["pool"]["prefix_cache_blocks"] > 0 for r in runs) == [False, True]
+    assert final[OUT["itl_b"]] is not None

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..serve.cost import DEFAULT_USD_PER_HOUR
+from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS
@@ -33,6 +34,11 @@ SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of posi
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
          "waits; the memory map below each Gantt shows who holds which slot, growing with each token.")
+KV_MEMORY = ("Prefix caching keeps KV in blocks of 16 positions named by a hash chain of their tokens: a request "
+             "whose beginning was computed before copies those blocks into its slot and prefills only the rest. A KV "
+             "budget stands for a smaller memory, as on a full GPU: requests take blocks as they grow, and when none "
+             "is left the most recently admitted one is preempted (its KV dropped) and recomputed later. A preset "
+             "builds its own workload (your request count, rate and seed) and sets A's and B's settings itself.")
 CLIENTS = ("This app also answers OpenAI-compatible requests (`--openai-api`): send your own from a terminal, "
            "e.g. `curl http://HOST:PORT/v1/chat/completions -H 'Content-Type: application/json' -d "
            "'{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}'`, or the "
@@ -74,6 +80,11 @@ class ServeForm(WorkloadForm):
     max_batch_tokens: float
     blocks: float
     manager: str
+    preset: str = NONE             # KV memory (our batching): a preset workload, A's and B's prefix caching and budget
+    prefix_cache_a: bool = False
+    prefix_cache_b: bool = False
+    kv_budget_a: float = 0
+    kv_budget_b: float = 0
 
 
 @dataclass
@@ -113,6 +124,8 @@ def _columns(out):
                 setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
                 setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
                 setattr(out, f"kv_map_{side}", gr.Plot(label=f"{name}: KV memory map", elem_id=f"serve-kv-map-{side}"))
+                setattr(out, f"itl_{side}", gr.Plot(label=f"{name}: inter-token latency, prefill chunks marked",
+                                                    elem_id=f"serve-itl-{side}"))
     with gr.Accordion("Every request: waiting, TTFT, TPOT, E2E", open=False):
         with gr.Row():
             out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A", wrap=True,
@@ -210,6 +223,18 @@ def layout(registry, traffic=None):
                                                   label="Max tokens per forward pass (longer prompts: chunked)")
                 form.blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
                 form.manager = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
+        with gr.Accordion("KV memory: presets, prefix caching, a KV budget (our batching)", open=True):
+            caption(KV_MEMORY)
+            with gr.Row():
+                form.preset = gr.Dropdown([NONE, *PRESETS], value=NONE, label="Preset workload (A and B differ by one "
+                                          "setting)", elem_id="serve-preset")
+                form.prefix_cache_a = gr.Checkbox(False, label="A: prefix caching", elem_id="serve-prefix-cache-a")
+                form.prefix_cache_b = gr.Checkbox(False, label="B: prefix caching", elem_id="serve-prefix-cache-b")
+                form.kv_budget_a = gr.Number(0, precision=0, minimum=0, label="A: KV budget (positions; 0: none)",
+                                             elem_id="serve-kv-budget-a")
+                form.kv_budget_b = gr.Number(0, precision=0, minimum=0, label="B: KV budget (positions; 0: none)",
+                                             elem_id="serve-kv-budget-b")
+            out.preset_about = gr.Markdown(elem_id="serve-preset-about")
         with gr.Row():
             run = gr.Button("Run", variant="primary", elem_id="serve-run")
             stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")

@@ -14,6 +14,7 @@ Left out: more than two classes in the editor (the CLI replays any workload.json
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
@@ -22,6 +23,7 @@ from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_toke
 from ..serve.registry import Needs
 from ..serve.batching import PoolConfig
 from ..serve.continuous import BatchConfig
+from ..serve.presets import CACHE_POSITIONS, PRESETS
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
 from ..config import GenerationSettings
 from ..serve.cost import cost_markdown, measured_rates, token_costs
@@ -31,7 +33,7 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCU
                      SourceUnavailable, loading_line, long_document, source, warn)
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate, ServeJob
-from .serve_layout import NONE, ServeForm, SweepForm, WorkloadForm, layout
+from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, WorkloadForm, layout
 from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
 
 
@@ -72,6 +74,29 @@ def build_workload(scheduler, form: WorkloadForm) -> Workload:
     return workload
 
 
+def preset_schedulers(preset, schedulers, form) -> Workload:
+    """A preset's workload (the form's count, rate and seed) on A's source; `schedulers` become our batching with
+    the preset's A and B settings (in place). ValueError when the workload is too large."""
+    engine = schedulers[0].source
+    rate = float(form.rate) if form.arrival != "all-at-once" else None
+    workload = preset.build(engine, int(form.n), rate, int(form.seed))
+    count = lambda p: len(engine.prompt_ids(p, GenerationSettings())[1])   # noqa: E731
+    check_tokens(workload, count)
+    base = schedulers[0].config
+    for i, config in enumerate(preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))):
+        schedulers[i] = SCHEDULERS["batching"].create(engine, batch=config)
+    return workload
+
+
+def apply_preset(name: str):
+    """A preset picked: our batching on both sides, its request count and arrivals, what it shows."""
+    preset = PRESETS.get(name)
+    if preset is None:
+        return {}
+    return {"scheduler_b": "batching", "n": preset.requests, "arrival": "poisson" if preset.rate else "all-at-once",
+            "rate": preset.rate or DEFAULT_RATE, "about": f"**{preset.name}**: {preset.about}."}
+
+
 def sweep_mix(requests) -> WorkloadForm:
     """The rate sweep's workload: the lesson's two requests (a question, a document to summarize), Poisson."""
     return WorkloadForm(n=requests, arrival="poisson", rate=1.0, seed=0, short_prompt=FRANCE, short_tokens=48,
@@ -105,27 +130,35 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
 
     def serve(values: dict):
         f, job = read_form(ServeForm, forms.serve, values), values[forms.job]
+        preset = PRESETS.get(f.preset)
         try:
-            options = {"batch": BatchConfig(int(f.slots), int(f.chunk)).validate(),
-                       "pool": PoolConfig(num_blocks=int(f.blocks) or None, max_batch_tokens=int(f.max_batch_tokens),
-                                          scheduler=f.manager)}
+            pool = PoolConfig(num_blocks=int(f.blocks) or None, max_batch_tokens=int(f.max_batch_tokens),
+                              scheduler=f.manager)
+            sides = [{"batch": BatchConfig(int(f.slots), int(f.chunk), CACHE_POSITIONS if cache else 0,
+                                           int(budget or 0)).validate(), "pool": pool}
+                     for cache, budget in ((f.prefix_cache_a, f.kv_budget_a), (f.prefix_cache_b, f.kv_budget_b))]
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        picked = [(s, src) for s, src in ((f.scheduler_a, f.source_a), (f.scheduler_b, f.source_b)) if s != NONE]
-        yield from prepare(job, [source_for(s, src) for s, src in picked])
+        picked = [(s, src, o) for s, src, o in ((f.scheduler_a, f.source_a, sides[0]), (f.scheduler_b, f.source_b,
+                                                                                        sides[1])) if s != NONE]
+        if preset is not None:   # our batching twice on A's source; the preset sets what differs
+            picked = [("batching", f.source_a, sides[0]), ("batching", f.source_a, sides[1])]
+        yield from prepare(job, [source_for(s, src) for s, src, _ in picked])
         if job.running():
             return
-        made = [make_scheduler(registry, s, src, options) for s, src in picked]
+        made = [make_scheduler(registry, s, src, o) for s, src, o in picked]
         if any(msg for _, msg in made):
             yield {out.status: warn(next(msg for _, msg in made if msg))}
             return
         schedulers = [s for s, _ in made]
         try:
-            workload = build_workload(schedulers[0], f)
+            workload = build_workload(schedulers[0], f) if preset is None else preset_schedulers(
+                preset, schedulers, f)
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
+        job.preset = preset
         if not (yield from acquire(gate, out.status)):
             yield {out.status: warn(BUSY)}
             return
@@ -239,6 +272,12 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
         watching = buttons.watch.click(watch_clients(traffic, out), None, clients, api_name="serve_watch",
                                        concurrency_limit=None)
         buttons.unwatch.click(None, None, None, cancels=[watching], api_name=False)
+    preset_targets = {"scheduler_b": form.scheduler_b, "n": form.n, "arrival": form.arrival, "rate": form.rate,
+                      "about": out.preset_about}
+
+    def on_preset(name):
+        return {preset_targets[k]: v for k, v in apply_preset(name).items()}
+    form.preset.change(on_preset, form.preset, list(preset_targets.values()), api_name=False, concurrency_limit=None)
     for box in buttons.slo:   # cheap: no model call, so outside the CPU queue
         box.change(rejudge, [*buttons.slo, job], out.goodput, api_name="serve_goodput", concurrency_limit=None)
     return [serve, sweep]

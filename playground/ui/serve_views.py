@@ -13,7 +13,7 @@ import json
 
 import gradio as gr
 
-from ..charts.serve import plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows
+from ..charts.serve import plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows
 from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
 from ..serve import compare, lesson
 from ..serve.report import html_report
@@ -28,7 +28,7 @@ REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)
                    "end"]
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
-           "sweep_plot", "sweep_roofline")
+           "sweep_plot", "sweep_roofline", "itl_a", "itl_b")
 
 
 def _s(v):
@@ -78,6 +78,9 @@ def lesson_text(job) -> str:
     lines = [f"- {html.escape(lesson(r, side))}" for side, r in zip("AB", job.results) if r.started]
     if len(job.results) == 2 and all(r.done and not r.cancelled for r in job.results):
         lines.append(f"- **{html.escape(compare(*job.results, named=True))}**")
+        preset = getattr(job, "preset", None)
+        if preset is not None:
+            lines.append(f"- **{html.escape(preset.name)}**: {html.escape(preset.finding(*job.results))}")
     return "\n".join(lines)
 
 
@@ -93,12 +96,15 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
             updates[getattr(out, f"throughput_{side}")] = plot_throughput(result)
             updates[getattr(out, f"kv_{side}")] = plot_kv_in_use(result)
             updates[getattr(out, f"kv_map_{side}")] = plot_kv_map(result)
+            updates[getattr(out, f"itl_{side}")] = plot_itl(result)
     if job.results:
         updates[out.pool] = pool_markdown(job.results)
     if final and job.results:
         updates[out.goodput] = goodput_markdown(job.results, *job.slo)
     if final and job.results:
-        files = {f"serve-{r.scheduler}.json": json.dumps(r.to_dict(), ensure_ascii=False) for r in job.results}
+        same = len({r.scheduler for r in job.results}) < len(job.results)   # our batching twice: named by side
+        files = {f"serve-{r.scheduler}{'-' + side if same else ''}.json": json.dumps(r.to_dict(), ensure_ascii=False)
+                 for side, r in zip("ab", job.results)}
         files["serve-report.html"] = html_report(job.results)
         updates[out.download] = job.exports.write(files)
     return updates
