@@ -223,7 +223,8 @@ def layout(registry, traffic=None):
                                                   label="Max tokens per forward pass (longer prompts: chunked)")
                 form.blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
                 form.manager = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
-        with gr.Accordion("KV memory: presets, prefix caching, a KV budget (our batching)", open=True):
+        with gr.Accordion("KV memory: presets, prefix caching, a KV budget (our batching)", open=False,
+                          elem_id="serve-kv-memory"):
             caption(KV_MEMORY)
             with gr.Row():
                 form.preset = gr.Dropdown([NONE, *PRESETS], value=NONE, label="Preset workload (A and B differ by one "
