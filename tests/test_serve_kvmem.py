@@ -176,9 +176,9 @@ def test_a_workload_result_says_what_each_request_found_cached(tiny_onnx_engine)
     assert [r.cached_tokens for r in off.records] == [0, 0, 0] and off.pool["cached"] == 0
     assert on.records[0].cached_tokens == 0 and all(r.cached_tokens >= 2 * BLOCK_SIZE for r in on.records[1:])
     for r in on.records[1:]:
-        start, end, n = r.cache_copy
-        assert r.admitted <= start <= end <= r.first_token and n == r.cached_tokens
-        assert sum(k for *_, k in r.chunks) == r.prompt_tokens - n
+        assert all(r.admitted <= a <= b <= r.first_token for a, b, _ in r.cache_copies)
+        assert sum(n for *_, n in r.cache_copies) == r.cached_tokens
+        assert sum(k for *_, k in r.chunks) == r.prompt_tokens - r.cached_tokens
     assert [r.trace.output_ids for r in on.records] == [r.trace.output_ids for r in off.records]
     assert on.cache_map and on.pool["cached"] == sum(r.cached_tokens for r in on.records)
     assert json.loads(json.dumps(on.to_dict()))["requests"][1]["cached_tokens"] == on.records[1].cached_tokens
@@ -282,3 +282,15 @@ def test_the_charts_draw_the_cached_copy_each_preemption_and_the_interference(pr
     points = decode_itl(chunked)
     assert any(p[2] for p in points) and not all(p[2] for p in points)   # some spanned a prefill chunk, some not
     assert {t.name for t in plot_itl(chunked).data} >= {"a prefill pass"}
+
+
+def test_requests_admitted_together_find_the_blocks_the_first_one_reads_meanwhile(tiny_onnx_engine):
+    """All at once, nothing is cached at admission; the request with fewest prompt tokens left reads first, and the
+    others copy its blocks before their own chunks instead of reading the same beginning again."""
+    e = tiny_onnx_engine
+    batcher = Batcher(e, BatchConfig(slots=4, prefill_chunk=32, prefix_cache=1024), capacity=256)
+    seqs = [batcher.add(ids_of(e, SHARED + q), GREEDY) for q in QUESTIONS]
+    run_all(batcher)
+    shared = len(ids_of(e, SHARED)) // BLOCK_SIZE * BLOCK_SIZE - BLOCK_SIZE
+    assert sum(s.trace.cached_tokens >= shared for s in seqs) >= 3
+    assert [s.trace.output_ids for s in seqs] == [e.generate(SHARED + q, GREEDY).output_ids for q in QUESTIONS]

@@ -95,10 +95,8 @@ def _segments(result, now: float | None):
         if r.first_token is not None:
             last = r.last_token if r.stop_reason is not None else max(r.last_token, clip or r.last_token)
             out[Phase.DECODE].append((row, r.first_token, last, f"decode: {r.output_tokens} tokens, {last - r.first_token:.3f} s"))
-        copy = getattr(r, "cache_copy", None)
-        if copy:
-            out["cached"].append((row, copy[0], copy[1], f"cached prefix copied in: {copy[2]} prompt tokens, "
-                                                        f"{(copy[1] - copy[0]) * 1e3:.1f} ms"))
+        for a, b, n in getattr(r, "cache_copies", ()):
+            out["cached"].append((row, a, b, f"cached blocks copied in: {n} prompt tokens, {(b - a) * 1e3:.1f} ms"))
         for p in getattr(r, "preemptions", ()):
             back = p.resumed if p.resumed is not None else (clip if r.stop_reason is None else r.finished)
             if back is not None:

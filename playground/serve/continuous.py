@@ -21,7 +21,9 @@ One iteration (anchors: nano-vLLM's scheduler, llama.cpp server's slots, Sarathi
   3. prefill -- prompts are read in chunks, at most `prefill_chunk` prompt tokens per iteration, the request
                 with the fewest prompt tokens left first: a question is not stuck behind a document, and a
                 document's prefill holds the decoding requests up for one chunk at a time, not its whole prompt;
-                with prefix caching, each block of 16 prompt positions a chunk completes joins the cache
+                with prefix caching, each block of 16 prompt positions a chunk completes joins the cache, and
+                before its chunk a request copies any cached blocks that continue what it has read (requests
+                that arrived together share what the first of them reads)
   4. free    -- a request that ended (EOS, its token budget, the context window, cancel) leaves at once; its
                 slot is free for the next iteration
 
@@ -246,24 +248,30 @@ class Batcher:
                 self.running.append(seq)
                 it.admitted.append(seq)
                 if self.cache is not None:
+                    if not seq.preemptions:   # a request's first admission: what the hit rate counts
+                        self.looked_up += len(seq.ids)
                     self._copy_prefix(seq, it)
 
     def _copy_prefix(self, seq: Sequence, it: Iteration) -> None:
-        """Copy `seq`'s longest cached prefix (whole blocks, leaving at least one token to compute) into its slot."""
-        hit = self.cache.match(seq.prefill_ids, seq.hashes, len(seq.prefill_ids) - 1)
-        if not seq.trace.steps:   # a request's first admission: what the hit rate counts
-            self.looked_up += len(seq.ids)
-            self.cached += len(hit) * BLOCK_SIZE
-            seq.trace.cached_tokens = len(hit) * BLOCK_SIZE
+        """Copy the cached blocks that continue what `seq` has read (whole blocks, leaving at least one token to
+        compute) into its slot. Called at admission and again before each of its chunks: a request admitted
+        while another was still reading the same beginning finds those blocks once the other has read them."""
+        if seq.read != len(seq.held) * BLOCK_SIZE or not seq.caching:
+            return   # it has computed past its cached chain: its next blocks are its own
+        hit = self.cache.match(seq.prefill_ids, seq.hashes, len(seq.prefill_ids) - 1)[len(seq.held):]
         if not hit:
             return
-        start, slot = self.clock(), self.table.slot(seq)
+        start, slot, first = self.clock(), self.table.slot(seq), seq.read
         for i, block in enumerate(hit):
-            self.kv.write(slot, i * BLOCK_SIZE, block.kv)
+            self.kv.write(slot, first + i * BLOCK_SIZE, block.kv)
         self.cache.hold(hit)
-        seq.held = list(hit)
-        seq.read = seq.length = len(hit) * BLOCK_SIZE
-        it.copies.append((seq, start, self.clock(), seq.length))
+        seq.held += hit
+        n = len(hit) * BLOCK_SIZE
+        seq.read = seq.length = first + n
+        if not seq.preemptions:
+            self.cached += n
+            seq.trace.cached_tokens += n
+        it.copies.append((seq, start, self.clock(), n))
 
     def _cache_blocks(self, seq: Sequence) -> None:
         """Keep the blocks `seq`'s prefill has completed in the prefix cache (a copy each) and hold them."""
@@ -292,6 +300,8 @@ class Batcher:
         for seq in sorted(self.table.prefilling, key=lambda s: len(s.prefill_ids) - s.read):
             if budget <= 0:
                 break
+            if self.cache is not None:
+                self._copy_prefix(seq, it)
             chunk = seq.prefill_ids[seq.read:seq.read + budget]
             start = self.clock()
             logits = prefill_chunk(self.backend, self.kv, self.table.slot(seq), chunk, seq.length)
@@ -424,9 +434,11 @@ def record_iteration(it: Iteration, batcher: Batcher, records: dict, result, clo
     for seq, start, end, n in it.copies:
         record = records[id(seq)]
         if record.preemptions:
-            record.preemptions[-1].cached, record.preemptions[-1].copy = n, (clock.since(start), clock.since(end))
+            p = record.preemptions[-1]
+            p.cached += n
+            p.copy = (p.copy[0] if p.copy else clock.since(start), clock.since(end))
         else:
-            record.cache_copy = (clock.since(start), clock.since(end), n)
+            record.cache_copies.append((clock.since(start), clock.since(end), n))
     for seq, start, end, n in it.chunks:
         record = records[id(seq)]
         passes = record.preemptions[-1].chunks if record.preemptions else record.chunks

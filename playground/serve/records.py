@@ -10,8 +10,9 @@ server's own queue is then inside the prefill time, and `admitted_means` says so
 live in `trace` (Step.time = seconds since admission), so `trace.metrics()` gives TTFT-from-admission,
 TPOT and ITL with the project's one set of definitions. `chunks` are the prefill pieces a chunked-prefill
 scheduler ran (start, end, prompt tokens); empty where the prefill was one piece not seen from outside.
-With prefix caching, `cache_copy` is the copy of its cached prefix into its KV slot (start, end, prompt
-tokens copied), before its first chunk; `cached_tokens` says how many prompt tokens it did not compute.
+With prefix caching, `cache_copies` are the copies of cached blocks into its KV slot (start, end, prompt
+tokens copied): at admission, and before a chunk when another request has cached more of the same
+beginning meanwhile; `cached_tokens` says how many prompt tokens it did not compute.
 Under a KV budget a request may be preempted: each `Preemption` says after which output token its KV
 was dropped, when it was admitted again, what was copied back from the prefix cache and its recompute's
 passes (the request's Steps go on where they stopped: the token after it is the recompute's).
@@ -52,7 +53,7 @@ class RequestRecord:
     finished: float | None = None        # when the scheduler saw the request end (last token, cancel, error)
     stop_reason: StopReason | None = None
     error: str | None = None
-    cache_copy: tuple[float, float, int] | None = None   # its cached prefix copied into its slot (start, end, tokens)
+    cache_copies: list[tuple[float, float, int]] = field(default_factory=list)   # cached blocks copied in
     preemptions: list[Preemption] = field(default_factory=list)
 
     @property
@@ -122,8 +123,7 @@ class RequestRecord:
                 "prompt_tokens": self.prompt_tokens, **{k: getattr(self, k) for k in keys},
                 "prefill_chunks": [{"start": a, "end": b, "tokens": n} for a, b, n in self.chunks],
                 "stop_reason": self.stop_reason, "error": self.error, "cached_tokens": self.cached_tokens,
-                "cache_copy": (None if self.cache_copy is None else
-                               dict(zip(("start", "end", "tokens"), self.cache_copy))),
+                "cache_copies": [{"start": a, "end": b, "tokens": n} for a, b, n in self.cache_copies],
                 "preemptions": [p.to_dict() for p in self.preemptions],
                 "trace": self.trace.to_dict() if self.trace is not None else None}
 
