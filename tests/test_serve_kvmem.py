@@ -294,3 +294,13 @@ def test_requests_admitted_together_find_the_blocks_the_first_one_reads_meanwhil
     shared = len(ids_of(e, SHARED)) // BLOCK_SIZE * BLOCK_SIZE - BLOCK_SIZE
     assert sum(s.trace.cached_tokens >= shared for s in seqs) >= 3
     assert [s.trace.output_ids for s in seqs] == [e.generate(SHARED + q, GREEDY).output_ids for q in QUESTIONS]
+
+
+def test_a_workload_request_too_large_for_the_budget_ends_in_error_and_the_others_run(tiny_onnx_engine):
+    requests = (Request(0, "q", QUESTIONS[0], 8, 0.0), Request(1, "doc", SHARED * 2, 8, 0.0),
+                Request(2, "q", QUESTIONS[1], 8, 0.0))
+    result = SCHEDULERS["batching"].create(tiny_onnx_engine, batch=BatchConfig(slots=2, kv_budget=4 * BLOCK_SIZE)).run(
+        Workload(requests))
+    assert [r.stop_reason in COMPLETED for r in result.records] == [True, False, True]
+    assert result.records[1].stop_reason == "error"
+    assert "KV budget holds 64" in result.records[1].error

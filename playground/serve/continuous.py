@@ -390,8 +390,12 @@ class ContinuousBatching(Scheduler):
                     record = pending.pop(0)
                     text, ids = prompts[record.request.id]
                     record.prompt_tokens = len(ids)
-                    seq = batcher.add(ids, settings_for(record.request), record.request.id, record.request.prompt,
-                                      text, record.request.ignore_eos)
+                    try:
+                        seq = batcher.add(ids, settings_for(record.request), record.request.id, record.request.prompt,
+                                          text, record.request.ignore_eos)
+                    except ValueError as exc:   # e.g. it could never fit the KV budget: it ends, the others run
+                        fail(record, clock, exc)
+                        continue
                     records[id(seq)] = record
                 if not batcher.busy():
                     clock.wait_until(pending[0].arrival, report.event)
