@@ -25,7 +25,7 @@ from dataclasses import replace
 from ..charts.serve import decode_itl
 from ..config import GenerationSettings
 from ..serve import SCHEDULERS
-from ..serve.presets import PRESETS
+from ..serve.presets import PRESETS, identical_requests
 from ..serve.slots import BatchConfig
 from ..serve.summary import percentile, served, throughput
 from .batch import ratio, targets_met, targets_text
@@ -87,7 +87,8 @@ def preemption_row(engine, name: str, requests: int | None = None) -> Preemption
                          preemptions=preemptions, preempted_requests=sum(bool(r.preemptions) for r in pressed.records),
                          recomputed_positions=sum(n for r in pressed.records for p in r.preemptions for *_, n in p.chunks),
                          copied_back_positions=sum(p.cached for r in pressed.records for p in r.preemptions),
-                         completed=completed, output_identical=identical, unpressured_output_tps=tps[0],
+                         completed=completed, output_identical=identical,
+                         requests_identical=identical_requests(free, pressed), unpressured_output_tps=tps[0],
                          pressured_output_tps=tps[1], throughput_ratio=ratio(tps[1], tps[0], 3),
                          targets={"preemptions": "> 0", "completed": "all", "output_identical": "true"},
                          targets_met={"preemptions": preemptions > 0, "completed": completed == len(workload.requests),

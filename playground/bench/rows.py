@@ -400,6 +400,7 @@ class PreemptionRow(Row):
     copied_back_positions: int            # copied back from the prefix cache instead
     completed: int
     output_identical: bool
+    requests_identical: int               # requests whose tokens equal the unpressured run's
     unpressured_output_tps: float | None
     pressured_output_tps: float | None
     throughput_ratio: float | None        # pressured / unpressured (printed, not a target)
