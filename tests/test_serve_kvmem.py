@@ -312,7 +312,8 @@ def test_the_default_after_a_recompute_follows_the_decoded_cache_teacher_forced(
     """A preempted request's recompute writes with the prefill graph the positions its decode steps wrote with the
     decode graph (int8 activations on the default): its KV differs in the last bits, so greedy tokens may part
     after a preemption there. Gated like batching: teacher-forced on the bench text, the top-1 after a recompute
-    equals the top-1 after the decoded cache at >= 99% of positions."""
+    equals the top-1 after the decoded cache at >= 99% of positions. Measured on AVX-512 VNNI: 99.2%, logits up
+    to 0.77 apart."""
     from playground.backends import create_backend
     from playground.backends.onnx_batch import KVSlots, decode_rows, prefill_chunk
     from playground.bench.fidelity import text_ids
