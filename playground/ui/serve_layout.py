@@ -36,7 +36,7 @@ SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of posi
 CLIENTS = ("This app also answers OpenAI-compatible requests (`--openai-api`): send your own from a terminal, "
            "e.g. `curl http://HOST:PORT/v1/chat/completions -H 'Content-Type: application/json' -d "
            "'{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}'`, or the "
-           "OpenAI SDK with base_url http://HOST:PORT/v1. Every client's request joins one continuous batch; each "
+           "OpenAI SDK with `base_url=\"http://HOST:PORT/v1\"`. Every client's request joins one continuous batch; each "
            "appears here as it arrives (short or long by its prompt: up to 256 tokens is short).")
 INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
          "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "

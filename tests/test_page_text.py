@@ -1,0 +1,34 @@
+"""The page's markdown has no bare address: markdown turns one into a link, and an address with a
+placeholder (http://HOST:PORT/v1) is a link the browser cannot parse, on which Gradio's start-up code
+throws and leaves the whole page dead. An address the page means to show sits in `code`; one it means to
+link is written [text](url)."""
+from __future__ import annotations
+
+import re
+
+import gradio as gr
+
+from playground.api import ClientTraffic
+from playground.ui import build_demo
+
+CODE = re.compile(r"`[^`]*`")
+LINKED = re.compile(r"\[[^\]]*\]\([^)]*\)|<https?://[^>]*>")
+BARE = re.compile(r"(?:https?://|www\.)\S+|[\w.+-]+@[\w-]+\.[\w.-]+")
+
+
+def bare_addresses(markdown: str) -> list[str]:
+    """The addresses markdown would turn into links by themselves.
+
+    >>> bare_addresses("OpenAI SDK with base_url http://HOST:PORT/v1. Or `curl http://HOST:PORT/v1`.")
+    ['http://HOST:PORT/v1.']
+    >>> bare_addresses("[the docs](https://example.org/a) and `http://127.0.0.1:8080/v1`, me@example.org")
+    ['me@example.org']
+    """
+    return BARE.findall(LINKED.sub("", CODE.sub("", markdown)))
+
+
+def test_no_markdown_on_the_page_holds_a_bare_address(tiny_engine):
+    demo = build_demo(tiny_engine, ClientTraffic())   # with the endpoint's panel on the Serve tab
+    texts = [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown) and block.value]
+    assert any("HOST:PORT" in text for text in texts)   # the endpoint's help, with its placeholder
+    assert {text[:60]: bare_addresses(text) for text in texts if bare_addresses(text)} == {}
