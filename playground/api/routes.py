@@ -103,6 +103,7 @@ def completion_route(service: ApiService, kind: str):
             asked = read_body(await _body(request), kind)
             job = service.open(asked, client, received)
         except ApiError as error:
+            service.refused(error)
             return error_response(error)
         if asked.stream:
             return StreamingResponse(_events(job, request), media_type="text/event-stream",

@@ -12,13 +12,14 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from ..api.record import endpoint_text
 from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
-from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
+from .serve_views import CLASS_HEADERS, REFUSED_HEADERS, REQUEST_HEADERS
 
 NONE = "(none)"
 # The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
@@ -156,6 +157,8 @@ def _clients(out, traffic):
     with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
                       visible=traffic is not None):
         caption(CLIENTS)
+        out.clients_limits = gr.Markdown((lambda: endpoint_text(traffic.endpoint)) if traffic is not None else "",
+                                         elem_id="serve-clients-limits")
         with gr.Row():
             watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
             unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")
@@ -164,7 +167,11 @@ def _clients(out, traffic):
             out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
             out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
         out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
-                                           label="Clients: p50/p95 per class (the last 10 minutes)", wrap=True)
+                                           label="Clients: p50/p95 per class (since you started watching)", wrap=True)
+        out.clients_refused = gr.Dataframe(headers=REFUSED_HEADERS, interactive=False, wrap=True,
+                                           label="Clients: requests refused (since you started watching)",
+                                           elem_id="serve-clients-refused")
+        out.clients_since = gr.State(None)   # the watch's start, on the record's clock
     return watch, unwatch
 
 

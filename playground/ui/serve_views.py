@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
+from dataclasses import replace
 
 import gradio as gr
 
 from ..charts.serve import plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows
 from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
+from ..api.record import endpoint_text
 from ..serve import compare, lesson
 from ..serve.report import html_report
 from ..serve.summary import class_stats, goodput, pool_text
@@ -26,6 +29,8 @@ CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 
                  "E2E p95 (s)", "waiting p50 (s)"]
 REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "TPOT (s)", "E2E (s)",
                    "end"]
+REFUSED_HEADERS = ["t (s)", "HTTP status", "reason"]
+REFUSED_ROW = "refused"
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
            "sweep_plot", "sweep_roofline")
@@ -104,21 +109,42 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
     return updates
 
 
-def clients_view(result, out) -> dict:
-    """The endpoint's clients (a live WorkloadResult snapshot): one line, the Gantt, the KV map, p50/p95 per class."""
+def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
+    """The endpoint's clients since t0 (the watch's start, on the record's clock; times counted from it): the
+    limits, one line, the Gantt (refused requests on a row of their own), the KV map, p50/p95 per class, the
+    refusals. `final`: the watch has stopped (the charts are no longer "running")."""
+    result, refusals = traffic.since(t0), traffic.refused_since(t0)
+    if final:
+        result = replace(result, done=True)
     recs = result.records
+    head = "Stopped watching: the requests" if final else "Watching: requests"
     if not recs:
-        line = "No client request yet: send one (see above)."
+        line = f"{head} since you started watching: none yet. Send one (see above)."
     else:
         running = sum(r.admitted is not None and r.stop_reason is None for r in recs)
         waiting = sum(r.admitted is None and r.stop_reason is None for r in recs)
-        line = (f"{len(recs)} requests in the last 10 minutes · {running} running · {waiting} waiting · "
-                f"{sum(r.output_tokens for r in recs)} output tokens")
+        line = (f"{head} since you started watching ({result.elapsed:.0f} s): {len(recs)} admitted · "
+                f"{running} running · {waiting} waiting · {sum(r.output_tokens for r in recs)} output tokens")
         if len(result.workload.classes()) > 0 and any(r.steps for r in recs):
             line += f"<br>{html.escape(lesson(result))}"
-    return {out.clients_status: line, out.clients_gantt: plot_gantt(result, result.now()),
+    if refusals:
+        counts = Counter((x.status, x.reason) for x in refusals)
+        line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
+            f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
+    gantt = plot_gantt(result, result.now())
+    gantt.update_xaxes(title_text="seconds since you started watching")
+    if refusals:
+        rows = list(gantt.layout.yaxis.categoryarray or ()) + [REFUSED_ROW]
+        gantt.add_scatter(name="refused (HTTP status)", mode="markers+text", y=[REFUSED_ROW] * len(refusals),
+                          x=[x.time for x in refusals], text=[str(x.status) for x in refusals], textposition="top center",
+                          marker=dict(symbol="x", color="#c0392b", size=10), customdata=[x.reason for x in refusals],
+                          hovertemplate="%{text}: %{customdata}<extra></extra>")
+        gantt.update_yaxes(categoryarray=rows, tickvals=rows, ticktext=rows)
+    return {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line, out.clients_gantt: gantt,
             out.clients_kv_map: plot_kv_map(result),
-            out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS)}
+            out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
+            out.clients_refused: gr.update(value=[[round(x.time, 1), x.status, x.reason] for x in reversed(refusals)],
+                                           headers=REFUSED_HEADERS)}
 
 
 def sweep_roofline(sweep, source, ceilings):
