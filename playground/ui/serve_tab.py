@@ -32,7 +32,7 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCU
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate, ServeJob
 from .serve_layout import NONE, ServeForm, SweepForm, WorkloadForm, layout
-from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
+from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
 
 
 def make_scheduler(registry, name: str, source_name: str, options: dict):
@@ -133,7 +133,10 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
         def work(job):
             job.results = [s.prepare(workload) for s in schedulers]
             for s, result in zip(schedulers, job.results):
-                s.run(workload, job.report, job.cancel, result)
+                if job.cancel.is_set():   # stopped before this one began: it did not run
+                    not_run(result)
+                else:
+                    s.run(workload, job.report, job.cancel, result)
         job.run(work, gate)
         yield from job.follow(lambda final, tick: view(job, out, charts=tick % 3 == 0, final=final), every=1.0)
 

@@ -15,7 +15,8 @@ from dataclasses import replace
 
 import gradio as gr
 
-from ..charts.serve import plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows
+from ..charts.serve import (plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows,
+                            shared_range)
 from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
 from ..api.record import endpoint_text
 from ..serve import compare, lesson
@@ -46,10 +47,23 @@ def class_rows(result) -> list[list]:
         for cls, row in class_stats(result).items()]
 
 
+def not_run(result) -> None:
+    """Mark a workload stopped before it began: ended and cancelled, never started, every request cancelled."""
+    for record in result.records:
+        record.stop_reason = StopReason.CANCELLED
+    result.cancelled = result.done = True
+
+
+def did_run(result) -> bool:
+    return result.started is not None
+
+
 def pool_markdown(results) -> str:
-    return "\n\n".join(f"**{side}**: " + html.escape(
-        pool_text(r) or f"KV cache: {r.kv_note or 'missing: the source does not give it'}.")
-        for side, r in zip("AB", results))
+    def kv(r) -> str:
+        if not did_run(r):
+            return "KV cache: not known yet (it did not run)." if r.done else "KV cache: known once it runs."
+        return pool_text(r) or f"KV cache: {r.kv_note or 'missing: the source does not give it'}."
+    return "\n\n".join(f"**{side}**: " + html.escape(kv(r)) for side, r in zip("AB", results))
 
 
 def goodput_markdown(results, ttft: float | None, tpot: float | None) -> str:
@@ -72,7 +86,11 @@ def status_text(job) -> str:
         return error_html(job.error)
     parts = []
     for side, r in zip("AB", job.results):
-        state = StopReason.CANCELLED.value if r.cancelled else "done" if r.done else "running" if r.started else "waiting for A to end"
+        if not did_run(r):
+            state = "did not run: stopped before it began" if r.done else "waiting for A to end"
+            parts.append(f"**{side}** = {html.escape(r.scheduler_label)} on {html.escape(r.source)}: {state}")
+            continue
+        state = StopReason.CANCELLED.value if r.cancelled else "done" if r.done else "running"
         parts.append(f"**{side}** = {html.escape(r.scheduler_label)} on {html.escape(r.source)}: {state} · "
                      f"{html.escape(progress_line(r)[1])}")
     return "<br>".join(parts) or html.escape(job.message)
@@ -88,10 +106,11 @@ def lesson_text(job) -> str:
 
 def view(job, out, charts: bool = True, final: bool = False) -> dict:
     updates = {out.status: status_text(job), out.lesson: lesson_text(job)}
+    x_range = shared_range(job.results)   # A and B on one time axis: the faster run looks faster
     for side, result in zip("ab", job.results + [None, None]):
         if result is None:
             continue
-        updates[getattr(out, f"gantt_{side}")] = plot_gantt(result, result.now())
+        updates[getattr(out, f"gantt_{side}")] = plot_gantt(result, result.now(), x_range)
         updates[getattr(out, f"classes_{side}")] = gr.update(value=class_rows(result), headers=CLASS_HEADERS)
         updates[getattr(out, f"requests_{side}")] = gr.update(value=request_rows(result), headers=REQUEST_HEADERS)
         if charts or final:
