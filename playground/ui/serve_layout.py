@@ -155,7 +155,7 @@ def _sweeps(registry, out, form):
 def _clients(out, traffic):
     """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint)."""
     with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
-                      visible=traffic is not None):
+                      visible=traffic is not None, elem_id="serve-clients"):
         caption(CLIENTS)
         out.clients_limits = gr.Markdown((lambda: endpoint_text(traffic.endpoint)) if traffic is not None else "",
                                          elem_id="serve-clients-limits")
