@@ -90,7 +90,8 @@ def test_an_audiences_requests_are_watched_live_and_refusals_named(monkeypatch):
             bars = [b for t in gantt["traces"] if t["base"] for b in t["base"]]
             watched_for = time.monotonic() - watching_since + 2   # + the status's own refresh
             assert bars and 0 <= min(bars) and max(bars) < watched_for, (bars, watched_for)
-            assert len([r for r in gantt["rows"] if r != "refused"]) == admitted and "refused" in gantt["rows"]
+            assert len([r for r in gantt["rows"] if not r.startswith("refused")]) == admitted
+            assert "refused 400" in gantt["rows"] and "refused 429" in gantt["rows"]
             assert "running…" in gantt["title"]
 
             page.locator("#serve-unwatch").click()

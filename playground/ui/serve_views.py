@@ -32,6 +32,7 @@ REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)
                    "end"]
 REFUSED_HEADERS = ["t (s)", "HTTP status", "reason"]
 REFUSED_ROW = "refused"
+WATCH_AXIS = "seconds since you started watching"
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
            "sweep_plot", "sweep_roofline")
@@ -150,17 +151,18 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
         counts = Counter((x.status, x.reason) for x in refusals)
         line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
             f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
-    gantt = plot_gantt(result, result.now())
-    gantt.update_xaxes(title_text="seconds since you started watching")
-    if refusals:
-        rows = list(gantt.layout.yaxis.categoryarray or ()) + [REFUSED_ROW]
-        gantt.add_scatter(name="refused (HTTP status)", mode="markers+text", y=[REFUSED_ROW] * len(refusals),
-                          x=[x.time for x in refusals], text=[str(x.status) for x in refusals], textposition="top center",
-                          marker=dict(symbol="x", color="#c0392b", size=10), customdata=[x.reason for x in refusals],
-                          hovertemplate="%{text}: %{customdata}<extra></extra>")
+    gantt, kv_map = plot_gantt(result, result.now()), plot_kv_map(result)
+    for fig in (gantt, kv_map):
+        fig.update_xaxes(title_text=WATCH_AXIS)
+    if refusals:   # a row per HTTP status, a cross per refused request
+        statuses = sorted({x.status for x in refusals})
+        rows = list(gantt.layout.yaxis.categoryarray or ()) + [f"{REFUSED_ROW} {s}" for s in statuses]
+        gantt.add_scatter(name="refused (row: HTTP status)", mode="markers", y=[f"{REFUSED_ROW} {x.status}" for x in refusals],
+                          x=[x.time for x in refusals], marker=dict(symbol="x", color="#c0392b", size=10),
+                          customdata=[x.reason for x in refusals], hovertemplate="%{y}: %{customdata}<extra></extra>")
         gantt.update_yaxes(categoryarray=rows, tickvals=rows, ticktext=rows)
     return {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line, out.clients_gantt: gantt,
-            out.clients_kv_map: plot_kv_map(result),
+            out.clients_kv_map: kv_map,
             out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
             out.clients_refused: gr.update(value=[[round(x.time, 1), x.status, x.reason] for x in reversed(refusals)],
                                            headers=REFUSED_HEADERS)}
