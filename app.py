@@ -1,9 +1,9 @@
 """Entry point (and the Hugging Face Space's): `python app.py [--model SPEC] [--backend NAME] [--port N]
 [--endpoint URL]... [--api-key-env NAME] [--llama-server [--llama-parallel N]] [--openai-api]`.
 
-The module-level `demo` loads nothing at import: each backend's engine is created on first use and
-cached (playground/registry.py), so `import app` is fast and a Space starts serving its page while the
-model loads, even when the default backend then fails to load (the UI names it and offers the others).
+The module-level `demo` loads nothing at import (on ZeroGPU, the torch backend: see below): each backend's
+engine is created on first use and cached (playground/registry.py), so `import app` is fast and a Space starts
+serving its page while the model loads, even when the default backend then fails to load (the UI names it and offers the others).
 Settings come from the command line, else PLAYGROUND_MODEL / PLAYGROUND_BACKEND / PLAYGROUND_DEVICE /
 PLAYGROUND_DTYPE, else the defaults (bundled SmolLM2; ONNX on CPU, torch on CUDA).
 Servers to watch (OpenAI-compatible: llama.cpp, vLLM, Ollama, …) come from --endpoint (repeatable) and
@@ -16,11 +16,13 @@ first use with --llama-parallel slots (default 4) and stopped when the app exits
 clients' requests batched together; it is off unless asked for. Bearer keys, if any, come from
 PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits from PLAYGROUND_API_LIMITS.
 Host is 127.0.0.1, or 0.0.0.0 when running on a Space (SPACE_ID is set).
-On a Space: with persistent storage (/data), the hub's downloads go to /data/.huggingface unless HF_HOME is
-set, and conversions to /data/llm-serving-playground (config.persistent_cache_dir), so a restart converts
-nothing; on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, and the page's GPU
-work runs inside spaces.GPU (playground/ui/zerogpu.py). `python app.py` starts loading the default backend
-as the page comes up, and logs when it is ready.
+On a Space: conversions go to PLAYGROUND_CACHE, else to /data/llm-serving-playground when /data is writable (where
+the owner mounts a Storage Bucket; config.persistent_cache_dir), else the home cache, and the hub's downloads beside
+them unless HF_HOME is set; the start-up log says where the cache lives and whether it survives a restart;
+on ZeroGPU (SPACES_ZERO_GPU) `spaces` is imported before torch, as it requires, the torch
+backend is loaded (to "cuda") at import in the main thread, and each of its runs is a spaces.GPU call
+(playground/ui/zerogpu.py); the ONNX backends run on the CPU, outside it. `python app.py` starts loading
+the default backend as the page comes up, and logs when it is ready.
 """
 from __future__ import annotations
 
@@ -28,8 +30,21 @@ import os
 import time
 
 LAUNCHED = time.monotonic()
-if os.environ.get("SPACE_ID") and os.access("/data", os.W_OK | os.X_OK) and "HF_HOME" not in os.environ:
-    os.environ["HF_HOME"] = "/data/.huggingface"   # before huggingface_hub reads it: downloads survive a restart
+
+
+def hub_home() -> str | None:
+    """HF_HOME for a Space whose caches are kept (PLAYGROUND_CACHE, or a writable /data where the owner mounts a
+    bucket), so the hub's downloads survive a restart beside the conversions; None where the default stands. Read
+    before huggingface_hub is imported (it reads HF_HOME once), so with os alone (config.py imports torch)."""
+    if "HF_HOME" in os.environ or not os.environ.get("SPACE_ID"):
+        return None
+    if os.environ.get("PLAYGROUND_CACHE"):
+        return os.path.join(os.environ["PLAYGROUND_CACHE"], ".huggingface")
+    return "/data/.huggingface" if os.path.isdir("/data") and os.access("/data", os.W_OK | os.X_OK) else None
+
+
+if hub_home():
+    os.environ["HF_HOME"] = hub_home()
 if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true"):
     import spaces  # noqa: F401 - ZeroGPU patches torch; it must be imported before torch is
 
@@ -39,12 +54,13 @@ import signal  # noqa: E402
 import threading  # noqa: E402
 
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
-from playground.config import AppConfig  # noqa: E402
+from playground.config import AppConfig, cache_location  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E402
 from playground.remote.llama_server import add_llama_server  # noqa: E402
 from playground.remote.source import RemoteSource  # noqa: E402
 from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo  # noqa: E402
+from playground.ui.zerogpu import start_up, zero_gpu  # noqa: E402
 
 
 def make_registry(model: str | None = None, backend: str | None = None, endpoints: list[str] | None = None,
@@ -56,6 +72,8 @@ def make_registry(model: str | None = None, backend: str | None = None, endpoint
                   api_key_env or os.environ.get("PLAYGROUND_API_KEY_ENV"))
     if llama_server or os.environ.get("PLAYGROUND_LLAMA_SERVER") == "1":
         add_llama_server(registry, parallel=4 if llama_parallel is None else llama_parallel)
+    if zero_gpu():   # now, in the main thread, before launch: where ZeroGPU takes the model to the GPU
+        start_up(registry)
     return registry
 
 
@@ -158,6 +176,7 @@ if __name__ == "__main__":
                                else (None, None))
         demo = make_demo(registry, traffic)
     host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
+    print(cache_location().log_line(), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
     load_in_background(registry)
     demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, traffic, api_config))

@@ -22,6 +22,31 @@ MAX_TOP_CANDIDATES = 20      # top-k candidates recorded per step (for the proba
 MAX_PROMPT_CHARS = 200_000   # ~50k words; longer text is refused before tokenizing
 
 
+def check_text(text, name: str = "prompt") -> str:
+    """`text` when a tokenizer can read it; else ValueError naming the field (`name`) and what is wrong.
+
+    One decision for every way text reaches a tokenizer (the page's prompt and system prompt, the endpoint's
+    messages, prompt, stop strings and /tokenize): text that is not a str, or that cannot be encoded as UTF-8
+    (a lone surrogate, which a browser or a JSON "\\ud800" escape can send), is refused, never cleaned, so the
+    model never reads something other than what was sent. NUL and other control characters are valid UTF-8:
+    they pass and are tokenized like any character.
+
+    >>> check_text("nul \\x00 is text")
+    'nul \\x00 is text'
+    >>> check_text("broken \\ud800 utf-16", "messages[0].content")
+    Traceback (most recent call last):
+    ValueError: messages[0].content is not valid Unicode (a lone surrogate at position 7); send it again as UTF-8 text
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be text, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not valid Unicode (a lone surrogate at position {exc.start}); send it again "
+                         "as UTF-8 text") from None
+    return text
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     max_new_tokens: int = 64      # token budget; the run also stops at EOS
@@ -56,8 +81,8 @@ class GenerationSettings:
         _check_int("top_candidates", self.top_candidates, 1, MAX_TOP_CANDIDATES)
         if not isinstance(self.chat, bool):
             raise ValueError(f"chat must be True or False, got {self.chat!r}")
-        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
-            raise ValueError(f"system_prompt must be text, got {type(self.system_prompt).__name__}")
+        if self.system_prompt is not None:
+            check_text(self.system_prompt, "system_prompt")
         return self
 
     def to_dict(self) -> dict:
@@ -142,7 +167,7 @@ def default_cache_dir() -> Path:
 
 
 CACHE_NAME = "llm-serving-playground"
-SPACE_DATA = Path("/data")   # where a Hugging Face Space mounts its persistent storage, when it has some
+SPACE_DATA = Path("/data")   # where a Space's owner mounts storage by default (a Storage Bucket, as a volume)
 
 
 def local_cache_dir() -> Path:
@@ -150,9 +175,50 @@ def local_cache_dir() -> Path:
 
 
 def persistent_cache_dir() -> Path | None:
-    """<SPACE_DATA>/llm-serving-playground on a Space with persistent storage (SPACE_ID set, /data a writable
-    folder), so a restart finds its conversions; None elsewhere (the disk of a Space without it is wiped).
+    """<SPACE_DATA>/llm-serving-playground on a Space (SPACE_ID set) whose SPACE_DATA is a writable folder, where the
+    owner mounts a Storage Bucket; None elsewhere (off a Space, /data is someone else's).
     PLAYGROUND_CACHE, when set, wins over both (AppConfig.from_env)."""
     if os.environ.get("SPACE_ID") and SPACE_DATA.is_dir() and os.access(SPACE_DATA, os.W_OK | os.X_OK):
         return SPACE_DATA / CACHE_NAME
     return None
+
+
+def on_own_filesystem(path: Path) -> bool:
+    """True when `path` (or its nearest existing parent) is a mount point's tree on another filesystem than /:
+    a mounted volume (a Storage Bucket), not the container's own disk.
+
+    >>> on_own_filesystem(Path("/"))
+    False
+    """
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path.stat().st_dev != Path("/").stat().st_dev
+
+
+@dataclass(frozen=True)
+class CacheLocation:
+    """Where the caches live and whether they outlast a restart (None: not a Space, the machine's own disk decides)."""
+    path: Path
+    survives_restart: bool | None
+    why: str
+
+    def log_line(self) -> str:
+        verdict = {True: "survives a restart", False: "lost on restart", None: "on this machine's disk"}
+        return f"cache: {self.path} ({verdict[self.survives_restart]}: {self.why})"
+
+
+def cache_location(config: "AppConfig | None" = None) -> CacheLocation:
+    """The cache folder of `config` (default: from the environment) and whether it survives a Space's restart:
+    the setting given (PLAYGROUND_CACHE: the owner chose it) or a folder on a mounted filesystem survives; the
+    container's own disk (the home cache) is wiped when a Space restarts."""
+    path = (config or AppConfig.from_env()).cache_dir
+    if os.environ.get("PLAYGROUND_CACHE"):
+        return CacheLocation(path, True, "PLAYGROUND_CACHE, the folder the owner chose")
+    if not os.environ.get("SPACE_ID"):
+        return CacheLocation(path, None, "not a Space")
+    if on_own_filesystem(path):
+        return CacheLocation(path, True, "a mounted volume, not the container's disk")
+    return CacheLocation(path, False, f"the Space's own disk; mount a Storage Bucket at {SPACE_DATA} (read-write) "
+                                      "or set PLAYGROUND_CACHE to a mounted folder")
+

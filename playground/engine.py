@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Callable, Iterator, NamedTuple
 
 from .backends.base import Backend
-from .config import MAX_PROMPT_CHARS, GenerationSettings
+from .config import MAX_PROMPT_CHARS, GenerationSettings, check_text
 from .replay import replay_info
 from .sampling import Detokenizer, Sampler
 from .source import Capabilities, Run, SourceInfo
@@ -215,14 +215,8 @@ def common_prefix(a: list[int], b: list[int]) -> list[int]:
 
 def check_prompt(prompt) -> None:
     """Reject what no model should be fed, with a message that says what is wrong."""
-    if not isinstance(prompt, str):
-        raise ValueError(f"prompt must be text, got {type(prompt).__name__}")
+    check_text(prompt, "prompt")   # the endpoint's request reader makes the same decision (config.check_text)
     if not prompt.strip():
         raise ValueError("prompt is empty: type something for the model to read")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}")
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"prompt is not valid Unicode (a lone surrogate at position {exc.start}); "
-                         "paste it again as UTF-8 text") from None

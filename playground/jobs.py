@@ -8,12 +8,14 @@ worker thread, followed by the page's handler: progress, cancel, cancel when the
 
 Closing the following handler (Stop cancels the Gradio event, the tab goes away) cancels the work. A page
 that stops asking without closing it (its handler dropped) is noticed by `report`: after ABANDONED_AFTER
-seconds without a redraw the work is cancelled. An exception in `work` becomes `error`, a line for the page.
+seconds without a redraw the work is cancelled. An exception in `work` becomes `error`, a line for the page. The worker runs in a copy of the starting thread's
+context variables (Gradio's request, which ZeroGPU reads to know whose quota a GPU call counts against).
 session.BackgroundRun is one too: a Run's Steps made in the worker, taken in batches by the Generate handler.
 Left out: gradio, and what is drawn (each tab's own `draw`).
 """
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from typing import Callable, Iterator
@@ -52,7 +54,9 @@ class BackgroundJob:
             finally:
                 if done is not None:
                     done()
-        self.thread = threading.Thread(target=body, daemon=True, name=name)
+        # the worker sees the starting handler's context variables (Gradio's request among them: ZeroGPU reads the
+        # visitor from it, to count a GPU call against that visitor's quota)
+        self.thread = threading.Thread(target=contextvars.copy_context().run, args=(body,), daemon=True, name=name)
         self.thread.start()
 
     def abandoned(self) -> bool:

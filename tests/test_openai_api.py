@@ -31,7 +31,8 @@ class Served:
         self.service = ApiService(lambda: engine, config, observer=self.traffic)
         self.service.start_loading()
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(self.service)), host="127.0.0.1",
+        app = FastAPI(routes=api_routes(self.service), debug=True)   # as Gradio builds its app: tracebacks on
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1",
                                                     port=self.port, log_level="warning", access_log=False))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

@@ -5,8 +5,9 @@
 
 Modules: loop.py (EngineLoop: one thread stepping the continuous-batching Batcher), request_body.py and
 response_body.py (OpenAI's shapes), errors.py (OpenAI's error JSON), limits.py (keys and limits),
-service.py (a request's path without HTTP), routes.py (FastAPI), record.py (client traffic as a live
-workload record for the Serve tab).
+service.py (a request's path without HTTP), routes.py (FastAPI: every failure answered in OpenAI's shape,
+/health, /metrics), prometheus.py (the figures under vLLM's metric names), record.py (client traffic as a
+live workload record for the Serve tab).
 
 Left out: gradio (the app mounts the routes: app.py --openai-api), and the Responses API.
 """

@@ -10,8 +10,9 @@
     'context_length_exceeded'
 
 Statuses: 400 bad input or over the context window, 401 a missing or wrong key, 404 an unknown model or
-route, 429 over a limit (with Retry-After, whole seconds, rounded up), 503 the model still loading (with
-Retry-After) or failed to load. Messages never carry a key or a prompt.
+route, 413 a body over the size limit, 429 over a limit (with Retry-After, whole seconds, rounded up), 500
+a failure of ours (`server_error`: the message names an incident id; the log has the detail under it), 503
+the model still loading (with Retry-After) or failed to load. Messages never carry a key or a prompt.
 
 Left out: the HTTP layer itself (routes.py turns an ApiError into a response).
 """
@@ -51,6 +52,17 @@ def unauthorized() -> ApiError:
 
 def not_found(message: str, code: str = "not_found", param: str | None = None) -> ApiError:
     return ApiError(404, message, "invalid_request_error", code, param)
+
+
+def too_large(size: int | None, limit: int) -> ApiError:
+    said = f"{size:,} bytes" if size is not None else f"over {limit:,} bytes"
+    return ApiError(413, f"the request body is {said}; the limit here is {limit:,} bytes", "invalid_request_error",
+                    "request_too_large")
+
+
+def internal(incident: str) -> ApiError:
+    return ApiError(500, f"the server failed on this request (incident {incident}: the server's log has the detail "
+                         "under this id)", "server_error", "internal_error")
 
 
 def too_many(message: str, retry_after: float) -> ApiError:

@@ -24,6 +24,9 @@ PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). Over a per-requ
 tokens) is a bad request (400: asking again cannot help); over a rate limit (requests in flight, for one
 client or in all; tokens per minute, one client's prompt + completion tokens over the last 60 s, reserved
 at admission and trued up at the end) is 429 with a Retry-After.
+A body over `body_bytes` is 413, before it is read whole (routes.py). Without keys a client is named by its
+address: the connection's, or, behind the Space's proxy (`trust_forwarded`, set when SPACE_ID is), the last
+entry of X-Forwarded-For, the one that proxy wrote (forwarded_client), so a client cannot name itself.
 
 The app's own Serve tab sends its workload through the endpoint with a key made at start-up
 (`presenter_key`, never shown): that client is counted but never refused, so the presenter's requests share
@@ -54,6 +57,7 @@ class ApiLimits:
     max_tokens: int = 512             # new tokens one request may ask for (and the default when it asks none)
     prompt_tokens: int = 896          # prompt tokens one request may send (after the chat template)
     tokens_per_minute: int = 20_000   # one client's prompt + completion tokens over the last 60 s
+    body_bytes: int = 4_000_000       # one request's body (read in pieces; 413 past it): a whole prompt fits
 
 
 def parse_limits(text: str | None) -> dict:
@@ -78,7 +82,7 @@ class ApiConfig:
     limits: ApiLimits = ApiLimits()
     slots: int = 8                # KV slots: requests decoded together (more wait for a free slot)
     capacity: int = 1024          # positions per slot: prompt + new tokens of one request (at most the window)
-    trust_forwarded: bool = False  # name clients by X-Forwarded-For's first address (behind a known proxy)
+    trust_forwarded: bool = False  # name clients by X-Forwarded-For's last address (added by a known proxy)
     presenter_key: str | None = field(default=None, repr=False)   # the app's own Serve tab: no per-client limits
 
     @classmethod
@@ -86,6 +90,20 @@ class ApiConfig:
         keys = tuple(k.strip() for k in os.environ.get("PLAYGROUND_API_KEYS", "").split(",") if k.strip())
         limits = replace(ApiLimits(), **parse_limits(os.environ.get("PLAYGROUND_API_LIMITS")))
         return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")), **overrides)
+
+
+def forwarded_client(header: str | None) -> str | None:
+    """The client's address as the proxy in front of us saw it: X-Forwarded-For's last entry.
+
+    Each proxy appends the address it received the request from, so only the last entry was written by the
+    proxy we trust (the Space's); everything before it came with the request and the client can write any
+    of it. Taking the first entry would let a client pick its own name, and a fresh one per request.
+
+    >>> forwarded_client("203.0.113.9"), forwarded_client("6.6.6.6, 10.1.2.3, 203.0.113.9 "), forwarded_client(" ")
+    ('203.0.113.9', '203.0.113.9', None)
+    """
+    last = (header or "").split(",")[-1].strip()
+    return last or None
 
 
 @dataclass
@@ -126,8 +144,8 @@ class Guard:
                 raise unauthorized()
             identity = f"key {matches.index(True)}"
         else:
-            first = (forwarded or "").split(",")[0].strip() if self.config.trust_forwarded else ""
-            identity = f"address {first or address or 'unknown'}"
+            proxied = forwarded_client(forwarded) if self.config.trust_forwarded else None
+            identity = f"address {proxied or address or 'unknown'}"
         with self._lock:
             return self._names.setdefault(identity, f"client {len(self._names) + 1}")
 

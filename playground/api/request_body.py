@@ -18,7 +18,8 @@ Fields read (the others are ignored, as llama.cpp and vLLM ignore what they do n
 (completions: text, or a list of token ids as vLLM and llama.cpp take), `max_tokens` /
 `max_completion_tokens`, `temperature`, `top_p`, `seed`, `stop` (a string or up to 4), `logprobs` and
 `top_logprobs` (chat) or `logprobs: N` (completions), `stream`, `stream_options.include_usage`, and the
-extras `top_k` and `ignore_eos`. `model` may name any model: the one this engine serves answers (as
+extras `top_k` and `ignore_eos`. Text a tokenizer cannot read (a lone surrogate) is refused with a 400 naming
+its field, by the rule the page's own prompts follow (config.check_text). `model` may name any model: the one this engine serves answers (as
 llama.cpp does). `n` must be 1.
 
 Left out: tools, response formats, images, penalties, `logit_bias`, `echo`, `suffix`, `best_of`.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import MAX_PROMPT_CHARS, MAX_TOP_CANDIDATES, GenerationSettings
+from ..config import MAX_PROMPT_CHARS, MAX_TOP_CANDIDATES, GenerationSettings, check_text
 from .errors import ApiError, bad_request
 
 CHAT, COMPLETION = "chat", "completion"
@@ -168,7 +169,7 @@ def _stops(value) -> tuple[str, ...]:
         return ()
     if stops is None or len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
         raise bad_request(f"stop must be a non-empty string or a list of up to {MAX_STOPS} of them", "stop")
-    return tuple(stops)
+    return tuple(tokenizable(s, "stop") for s in stops)
 
 
 def _messages(value) -> tuple[dict, ...]:
@@ -176,7 +177,7 @@ def _messages(value) -> tuple[dict, ...]:
         raise bad_request("messages must be a non-empty list of {role, content} objects", "messages")
     out = []
     for i, m in enumerate(value):
-        if not isinstance(m, dict) or m.get("role") not in ROLES:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or m["role"] not in ROLES:
             raise bad_request(f"messages[{i}] must have a role of {', '.join(ROLES)}", f"messages[{i}].role")
         out.append({"role": ROLES[m["role"]], "content": _content(m.get("content"), f"messages[{i}].content")})
     if not any(m["content"].strip() for m in out):
@@ -184,14 +185,22 @@ def _messages(value) -> tuple[dict, ...]:
     return tuple(out)
 
 
+def tokenizable(value: str, param: str) -> str:
+    """`value` when a tokenizer can read it (config.check_text, the page's own rule); else 400 naming `param`."""
+    try:
+        return check_text(value, param)
+    except ValueError as exc:
+        raise bad_request(str(exc), param) from None
+
+
 def _content(value, param: str) -> str:
     if isinstance(value, str):
-        return value
+        return tokenizable(value, param)
     if value is None:
         return ""
     if isinstance(value, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(
             p.get("text"), str) for p in value):
-        return "".join(p["text"] for p in value)
+        return tokenizable("".join(p["text"] for p in value), param)
     raise bad_request(f"{param} must be text or a list of text parts (this model reads text only)", param)
 
 
@@ -199,10 +208,10 @@ def _prompt(value) -> dict:
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
         value = value[0]   # a batch of one
     if isinstance(value, str) and value.strip():
-        return {"prompt": value}
+        return {"prompt": tokenizable(value, "prompt")}
     if isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
         return {"prompt_ids": tuple(value)}
     raise bad_request("prompt must be non-empty text or a list of token ids (one prompt per request)", "prompt")
 
 
-__all__ = ["ApiError", "Asked", "CHAT", "COMPLETION", "prompt_ids", "read_body"]
+__all__ = ["ApiError", "Asked", "CHAT", "COMPLETION", "prompt_ids", "read_body", "tokenizable"]

@@ -7,9 +7,20 @@
                                                  `data: {chunk}` lines and `data: [DONE]`
     GET  /v1/models                              the one model this engine serves
     POST /tokenize, /apply-template              llama.cpp's shapes (what RemoteSource asks a server)
+    GET  /health                                 200 {"status": "ok"} once the model is ready, 503 before
+                                                 (no key needed, as vLLM's and llama.cpp's)
+    GET  /metrics                                Prometheus text under vLLM's names (prometheus.py)
 
 Each route names the client first (401 for a missing or wrong key, before the body is read), then reads
 the body, then asks the service; any ApiError becomes OpenAI's error JSON with its status and headers.
+The body is read in pieces and refused with a 413 as soon as it passes the limit (ApiLimits.body_bytes; a
+Content-Length over it is refused before any of it is read), then parsed as JSON nested at most
+MAX_JSON_DEPTH deep (a deeper body is a 400 without ever reaching the parser's recursion limit).
+Nothing else escapes a route (`guarded`): any other exception is a 500 `server_error` naming an incident id,
+and the log has the exception's type and traceback under that id (not its message, which could quote a
+prompt); a stream that fails after its first byte ends with that error as its last event. So no traceback
+reaches a client even in an app built with debug=True (Gradio's is), and the connection stays open for the
+client's next request.
 A streamed answer is written as the loop makes each Step. When the client goes away -- Starlette cancels
 the stream's coroutine, or a check every POLL_S finds the connection closed -- the request is cancelled,
 so its KV slot is free after the loop's next iteration; a non-streamed request is cancelled the same way.
@@ -21,35 +32,119 @@ Left out: the limits themselves (limits.py) and the shapes of bodies (request_bo
 from __future__ import annotations
 
 import json
+import logging
+import secrets
 import time
+import traceback
 from contextlib import aclosing
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
+from starlette.requests import ClientDisconnect
 
-from .errors import ApiError, bad_request
+from .errors import ApiError, bad_request, internal, too_large
 from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
 from .service import ApiService, Job, Received
 from ..trace import StopReason
 
-POLL_S = 0.5   # how often a request with no new Step checks that its client is still there
+POLL_S = 0.5         # how often a request with no new Step checks that its client is still there
+MAX_JSON_DEPTH = 32  # arrays and objects inside each other in a body (a chat request needs 4)
+log = logging.getLogger(__name__)
+
+
+class ErrorJSON(JSONResponse):
+    """An error's JSON in ASCII: whatever a message quotes, it encodes."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def error_response(error: ApiError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+    return ErrorJSON(error.body(), status_code=error.status, headers=error.headers)
 
 
 def loop_failed(job: Job) -> ApiError:
     return ApiError(500, job.ticket.trace.error or "the engine loop failed", "server_error", "engine_error")
 
 
-async def _body(request: Request):
+def incident(exc: BaseException, request: Request) -> ApiError:
+    """Log an unexpected failure under a fresh id -- its type and traceback, never its message or the body
+    (either could carry a prompt) -- and the 500 that names the id."""
+    ident = secrets.token_hex(4)
+    log.error("incident %s: %s %s failed with %s\n%s", ident, request.method, request.url.path, type(exc).__name__,
+              "".join(traceback.format_tb(exc.__traceback__)).rstrip())
+    return internal(ident)
+
+
+def guarded(handle):
+    """The route's endpoint: `handle(request)`, with an ApiError answered as OpenAI's error JSON and any other
+    exception as a 500 naming an incident (so nothing reaches Starlette's error middleware)."""
+    async def endpoint(request: Request):
+        try:
+            return await handle(request)
+        except ApiError as error:
+            return error_response(error)
+        except Exception as exc:   # noqa: BLE001 - the client gets an id, the log the detail
+            return error_response(incident(exc, request))
+    return endpoint
+
+
+def too_deep() -> ApiError:
+    return bad_request(f"the request body is nested too deeply: at most {MAX_JSON_DEPTH} levels of arrays and "
+                       "objects", code="json_too_deep")
+
+
+def nesting(value, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deep arrays and objects nest in `value`, counted up to limit + 1 (no recursion).
+
+    >>> nesting({"messages": [{"role": "user"}]}), nesting(7), nesting([[[[1]]]], limit=2)
+    (3, 0, 3)
+    """
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            todo.extend((x, depth + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def parse_json(raw: bytes):
+    """The body's JSON; ApiError 400 when it is not JSON or nests deeper than MAX_JSON_DEPTH."""
     try:
-        return json.loads(await request.body() or b"null")
-    except ValueError:
+        value = json.loads(raw or b"null")
+    except RecursionError:   # nested past the parser's own recursion limit
+        raise too_deep() from None
+    except ValueError:       # not JSON, not UTF-8, or an integer of more digits than Python converts
         raise bad_request("the request body is not valid JSON") from None
+    if nesting(value) > MAX_JSON_DEPTH:
+        raise too_deep()
+    return value
+
+
+async def read_json(request: Request, limit: int):
+    """The body, read a piece at a time and given up (413) as soon as it passes `limit` bytes, then parsed."""
+    length = request.headers.get("content-length")
+    if length is not None and length.strip().isdigit() and int(length) > limit:
+        raise too_large(int(length), limit)
+    pieces, size = [], 0
+    try:
+        async for piece in request.stream():
+            size += len(piece)
+            if size > limit:
+                raise too_large(None, limit)
+            pieces.append(piece)
+    except ClientDisconnect:
+        raise bad_request("the client closed the connection before the body was sent") from None
+    return parse_json(b"".join(pieces))
+
+
+async def _body(service: ApiService, request: Request):
+    return await read_json(request, service.config.limits.body_bytes)
 
 
 def _client(service: ApiService, request: Request) -> str:
@@ -59,7 +154,16 @@ def _client(service: ApiService, request: Request) -> str:
 
 
 async def _events(job: Job, request: Request):
-    """The streamed answer: chunks as the Steps come, the finish chunk (and usage), [DONE]."""
+    """The streamed answer: chunks as the Steps come, the finish chunk (and usage), [DONE]; a failure after
+    the first byte (the status is sent) ends it with the error as the last event."""
+    try:
+        async for event in _stream(job, request):
+            yield event
+    except Exception as exc:   # noqa: BLE001 - the status line is gone: the error is the last event
+        yield sse(incident(exc, request).body())
+
+
+async def _stream(job: Job, request: Request):
     answer, trace = job.answer, job.ticket.trace
     try:
         for chunk in answer.first_chunks():
@@ -100,26 +204,32 @@ def completion_route(service: ApiService, kind: str):
         received = Received(time.time_ns(), request.headers.get("x-request-id"))
         try:
             client = _client(service, request)
-            asked = read_body(await _body(request), kind)
+            asked = read_body(await _body(service, request), kind)
             job = service.open(asked, client, received)
         except ApiError as error:
-            service.refused(error)
-            return error_response(error)
+            service.refused(error)   # the Serve tab's Watch view lists it, with its status and reason
+            raise
         if asked.stream:
             return StreamingResponse(_events(job, request), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         return await _whole(job, request)
-    return complete
+    return guarded(complete)
 
 
-def json_route(service: ApiService, answer, with_body: bool):
+def json_route(service: ApiService, answer, with_body: bool, key: bool = True):
     async def handle(request: Request):
-        try:
+        if key:
             _client(service, request)
-            return JSONResponse(answer(await _body(request)) if with_body else answer())
-        except ApiError as error:
-            return error_response(error)
-    return handle
+        return JSONResponse(answer(await _body(service, request)) if with_body else answer())
+    return guarded(handle)
+
+
+def metrics_route(service: ApiService):
+    async def metrics(request: Request):
+        _client(service, request)
+        text, content_type = service.metrics.exposition()
+        return Response(text, media_type=content_type)
+    return guarded(metrics)
 
 
 def api_routes(service: ApiService) -> list[APIRoute]:
@@ -130,4 +240,6 @@ def api_routes(service: ApiService) -> list[APIRoute]:
             route("/v1/completions", completion_route(service, COMPLETION), "POST"),
             route("/v1/models", json_route(service, service.models, False), "GET"),
             route("/tokenize", json_route(service, service.tokenize, True), "POST"),
-            route("/apply-template", json_route(service, service.apply_template, True), "POST")]
+            route("/apply-template", json_route(service, service.apply_template, True), "POST"),
+            route("/health", json_route(service, service.health, False, key=False), "GET"),
+            route("/metrics", metrics_route(service), "GET")]

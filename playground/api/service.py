@@ -8,6 +8,8 @@ per request.
     async for steps in job.ticket.updates(): job.answer.chunks(steps)   # (routes.py)
     job.end()                                      # cancel it if still running, true up the client's minute
     service.models(), service.tokenize(body), service.apply_template(body)
+    service.health()                               # {"status": "ok"} once the model is ready, else 503
+    service.metrics.exposition()                   # Prometheus text under vLLM's names (prometheus.py)
 
 Every request of every client goes into one EngineLoop, so they are batched together. A request's Trace
 keeps its token ids but not its text (prompt and prompt_text are empty): a view of client traffic on a
@@ -28,12 +30,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..backends.onnx_batch import position_bytes
+from ..config import MAX_PROMPT_CHARS
 from ..serve.continuous import MAX_POOL_BYTES
 from ..serve.slots import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard
 from .loop import EngineLoop, Ticket
-from .request_body import CHAT, Asked, prompt_ids, read_body
+from .prometheus import ServerMetrics
+from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
 from .response_body import Answer
 
 LOADING_RETRY_S = 5   # the Retry-After sent while the model loads
@@ -81,16 +85,20 @@ class Job:
     ticket: Ticket
     answer: Answer
     admission: Admission
+    metrics: ServerMetrics | None = None
 
     def cancel(self) -> None:
         self.loop.cancel(self.ticket)
 
     def end(self) -> None:
-        """Cancel the request if it is still running (a client gone, a stop string) and return its limits."""
+        """Cancel the request if it is still running (a client gone, a stop string), return its limits and
+        count it in the metrics."""
         if not self.ticket.done:
             self.cancel()
         self.admission.used = self.answer.prompt_tokens + self.answer.tokens
         self.admission.guard.release(self.admission)
+        if self.metrics is not None:
+            self.metrics.ended(self.ticket.trace, self.answer.finish_reason(self.ticket.trace))
 
 
 class ApiService:
@@ -98,9 +106,11 @@ class ApiService:
         self.get_engine, self.config = get_engine, config or ApiConfig()
         self.guard = Guard(self.config)
         self.observer = observer            # the live record (record.py), or None
+        self.metrics = ServerMetrics(self)  # GET /metrics
         self.engine_loop: EngineLoop | None = None
         self.error: str | None = None
         self.model_id = ""
+        self.longest_token = 1              # characters the vocabulary's longest token covers at most
         self._started = time.time()
         self._loading: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -122,6 +132,7 @@ class ApiService:
             capacity = min(self.config.capacity, int(engine.backend.context_window))
             slots = max(1, min(self.config.slots, MAX_POOL_BYTES // (capacity * position_bytes(engine.backend))))
             self.model_id = engine.info.model
+            self.longest_token = longest_token(engine.tokenizer)
             self.engine_loop = EngineLoop(engine, BatchConfig(slots=slots), capacity, self.observer)
             if self.observer is not None:
                 self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots)
@@ -153,6 +164,7 @@ class ApiService:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""
         received = received or Received(time.time_ns())
         loop = self.loop()
+        self.could_fit(asked, min(self.config.limits.prompt_tokens, loop.capacity - 1))
         _, ids = prompt_ids(loop.engine, asked)
         window = loop.capacity
         if len(ids) >= window:
@@ -170,8 +182,26 @@ class ApiService:
         except ValueError as exc:
             admission.guard.release(admission)
             raise bad_request(str(exc), _param(asked)) from None
+        except BaseException:
+            admission.guard.release(admission)
+            raise
+        self.metrics.admitted(len(ids))
         return Job(loop, ticket, Answer(asked, request_id, self.model_id, len(ids), ticket.seq.detok.token_text),
-                   admission)
+                   admission, self.metrics)
+
+    def could_fit(self, asked: Asked, tokens: int) -> None:
+        """ApiError 400 (prompt_too_long) for a prompt that cannot be `tokens` tokens or fewer, found without
+        templating or tokenizing it (which hold the event loop: ~1 s for 200,000 characters, ~20 s for 150,000
+        one-letter messages): every message adds at least one token, and no token covers more characters than
+        the vocabulary's longest."""
+        param = _param(asked)
+        if len(asked.messages) > tokens:
+            raise bad_request(f"{len(asked.messages):,} messages cannot fit in {tokens} prompt tokens", param,
+                              "prompt_too_long")
+        chars = sum(len(m["content"]) for m in asked.messages) + len(asked.prompt or "")
+        if chars > tokens * self.longest_token:
+            raise bad_request(f"the prompt is {chars:,} characters; in {tokens} prompt tokens this model reads at "
+                              f"most {tokens * self.longest_token:,}", param, "prompt_too_long")
 
     # --- the other endpoints
 
@@ -187,16 +217,36 @@ class ApiService:
         """llama.cpp's /tokenize: {"content", "add_special"?, "with_pieces"?} -> {"tokens": [...]}."""
         if not isinstance(body, dict) or not isinstance(body.get("content"), str):
             raise bad_request('the body must be {"content": "<text>"}', "content")
-        tok = self.loop().engine.tokenizer
-        ids = tok(body["content"], add_special_tokens=body.get("add_special") is True)["input_ids"]
+        content = tokenizable(body["content"], "content")
+        loop = self.loop()
+        most = min(MAX_PROMPT_CHARS, loop.capacity * self.longest_token)   # more could never be one request
+        if len(content) > most:
+            raise bad_request(f"content is {len(content):,} characters; the limit here is {most:,}", "content")
+        tok = loop.engine.tokenizer
+        ids = tok(content, add_special_tokens=body.get("add_special") is True)["input_ids"]
         if body.get("with_pieces") is True:
             return {"tokens": [{"id": i, "piece": tok.decode([i])} for i in ids]}
         return {"tokens": ids}
 
+    def health(self) -> dict:
+        """{"status": "ok"} once the model is loaded (GET /health, as vLLM, TGI and llama.cpp answer it); ApiError
+        503 while it loads (with Retry-After) or when it failed."""
+        self.loop()
+        return {"status": "ok"}
+
     def apply_template(self, body) -> dict:
         """llama.cpp's /apply-template: {"messages": [...]} -> {"prompt": the text the model reads}."""
         asked = read_body({"messages": (body or {}).get("messages") if isinstance(body, dict) else None}, CHAT)
-        return {"prompt": prompt_ids(self.loop().engine, asked)[0]}
+        loop = self.loop()
+        self.could_fit(asked, loop.capacity)
+        return {"prompt": prompt_ids(loop.engine, asked)[0]}
+
+
+def longest_token(tokenizer) -> int:
+    """The most characters one token of the vocabulary covers: its longest token string (a byte-level token's
+    string has a character per byte, and a character takes at least a byte), at least 1."""
+    pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return max([1, *(len(p) for p in pieces if isinstance(p, str))])
 
 
 def _param(asked: Asked) -> str:

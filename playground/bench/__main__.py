@@ -21,7 +21,8 @@
   - with every backend (no names given): the batch row (batch.py: our continuous batching's
     batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
     the serve row (serve.py: the pinned workload one at a time and with our batching, the same backend),
-    the aiperf row, and the speculative row (speculative.py: prompt-lookup speculative decoding against
+    the aiperf row, the clients row (clients.py: misbehaving clients against the endpoint while one behaves),
+    and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
   - last, the remote row (remote.py): this client against a llama-server the bench starts on the
     same model.
@@ -43,8 +44,8 @@ import shlex
 import subprocess
 import sys
 
-from . import aiperf, backends, batch, fidelity, interleaved, paced, peer, prefill, remote, results, roofline, serve, \
-    speculative, ui
+from . import aiperf, backends, batch, clients, fidelity, interleaved, paced, peer, prefill, remote, results, roofline, \
+    serve, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .rows import PREFILL, Stamp, say
 
@@ -68,7 +69,7 @@ def run_all(argv: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
                     *(["--model", model] if model else []), *ui.browser_flags()], check=True, env=child_env())
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
-        for command in ("batch", "serve", "aiperf", "roofline", "speculative"):
+        for command in ("batch", "serve", "aiperf", "clients", "roofline", "speculative"):
             say(row_in_subprocess(command, model=model))
     if not on_bundled:
         return
@@ -90,6 +91,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "batch": (batch.main, "continuous batching's batch-size sweep against llama-batched-bench"),
     "serve": (serve.main, "the pinned workload one at a time and with continuous batching"),
     "aiperf": (aiperf.main, "NVIDIA AIPerf against the API, beside the Steps' own figures"),
+    "clients": (clients.main, "the API under misbehaving clients while one behaves: its TTFT, slots, RSS"),
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),

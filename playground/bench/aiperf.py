@@ -222,19 +222,21 @@ def aiperf_version(aiperf: Path) -> str:
 # --- the endpoint, served here
 
 class Endpoint:
-    """The app's endpoint over `engine`, served by uvicorn in a thread on 127.0.0.1 (a free port)."""
+    """The app's endpoint over `engine` (with `config`, else the defaults), served by uvicorn in a thread on
+    127.0.0.1 (a free port), in an app built as Gradio builds its own (debug=True)."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, config=None):
         import uvicorn
         from fastapi import FastAPI
 
         from ..api import ApiConfig, ApiService, ClientTraffic, api_routes
         self.traffic = ClientTraffic(keep_s=3600)   # as the app records its clients (app.py --openai-api)
-        self.service = ApiService(lambda: engine, ApiConfig(), observer=self.traffic)
+        self.service = ApiService(lambda: engine, config or ApiConfig(), observer=self.traffic)
         self.service.start_loading()
         port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(self.service)), host="127.0.0.1",
-                                                    port=port, log_level="warning", access_log=False))
+        app = FastAPI(routes=api_routes(self.service), debug=True)
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                                    access_log=False))
         self.thread = threading.Thread(target=self.server.run, name="aiperf-endpoint", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 300

@@ -10,7 +10,7 @@ them); a field a row has only sometimes is left out when None (Row.OPTIONAL). Ev
 process the bench started, whose rows the parent prints again as `Relayed`); results.py renders the dated
 page from the stamp and the rows. Typed here: the stamp; per backend the backend, prefill, fidelity and
 error rows; llama-bench, the matmul peak, the kernel floor and the summary of ratios (peer.py); the
-interleaved rounds and their medians; the batch, serve, aiperf, roofline and speculative rows; ui and
+interleaved rounds and their medians; the batch, serve, aiperf, clients, roofline and speculative rows; ui and
 ui-flat; remote. Left out: types for the figures nested in a row (a sweep's points, a scheduler's
 figures, the bounds): they stay dicts, their keys named in the row's comments and its module.
 """
@@ -381,6 +381,28 @@ class AiperfRow(Row):
     targets_met: dict[str, bool] | None = None
     overhead_means: str | None = None
     load_average_1m: float                # the machine's, when the row was done
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientsRow(Row):
+    """The endpoint under misbehaving clients while one behaves (clients.clients_row)."""
+
+    bench: str = field(default="clients", init=False)
+    backend: str                          # "endpoint (<backend>, continuous batching)"
+    model: str
+    clients: int                          # at once: disconnecting, not reading, slow, bursting, one well-behaved
+    load_s: float                         # how long the load ran
+    requests: int                         # every request sent during the load (refused ones too)
+    statuses: dict[str, int]              # HTTP status -> how many ("200", "429")
+    well_behaved_requests: int            # the well-behaved client's requests served during the load
+    well_behaved_failures: int            # its requests that got no first token (should be 0)
+    well_behaved_ttft_p95_ms: float | None        # its p95 TTFT during the load (client side, ms)
+    well_behaved_ttft_p95_alone_ms: float | None  # the same requests alone, before the load
+    slots_back: bool                      # after the load: no KV slot held, nothing waiting or in flight
+    rss_before_mb: float                  # the process's RSS before the load (after a warm-up load), MB
+    rss_after_mb: float                   # after it, every client gone
+    rss_within_margin: bool               # after <= before + max(10%, 32 MB)
+    load_average_1m: float
 
 
 @dataclass(frozen=True, kw_only=True)

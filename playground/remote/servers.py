@@ -14,7 +14,7 @@ Sampling: each request names every setting, with the server's own extra samplers
 defaults to top_k 40, top_p 0.95, min_p 0.05), so a server samples as the local engine does.
 
 The playground's own endpoint (playground/api/, `app.py --openai-api`) is a kind too, so the playground
-can watch itself.
+can watch itself; its /metrics uses vLLM's names, so its figures are read as vLLM's are.
 
 Left out: TGI's and SGLang's own endpoints (they are served as plain OpenAI-compatible servers).
 """
@@ -141,6 +141,7 @@ KINDS = [
                "KV-cache bytes and the batch each token was made in (the playground's Serve tab shows them)",
                exact_ids=True, tokenize_text=_llama_tokenize, tokenize_chat=_playground_chat,
                context_window=lambda client, entry: entry.get("max_model_len"),
+               figures=_vllm_figures,   # its /metrics uses vLLM's names (playground/api/prometheus.py)
                extra_sampling=lambda s: {"top_k": s.top_k}),
     ServerKind("ollama", ("library", "ollama"), "/api/version",
                "log-probabilities as Ollama reports them (only recent versions send any)",

@@ -9,8 +9,8 @@ page is served at once, and the model info line says what is loading, what is re
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
 generate_tab.py (+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py,
 experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py
-(spaces.GPU on ZeroGPU), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs), offline.py
-(the page asks no other host); the long
+(on ZeroGPU: the torch backend's runs as spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from
+Gradio's dict inputs), offline.py (the page asks no other host); the long
 runs are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
@@ -40,7 +40,7 @@ from .presenter import PRESENT_CSS, presenter_head, presenter_switch, wire_prese
 from .serve_job import MachineGate, gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
-from .zerogpu import WAITING, wrap_gpu_handlers, zero_gpu
+from .zerogpu import WAITING, zero_gpu
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "app_kwargs", "build_demo"]
 
@@ -122,5 +122,4 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
         gate_cpu_events(demo, CPU_QUEUE, gate, skip=[*serving, generate])   # CPU slots; a Serve workload alone
-        wrap_gpu_handlers(demo)   # on ZeroGPU only: the GPU work inside spaces.GPU (zerogpu.py)
     return demo

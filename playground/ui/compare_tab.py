@@ -21,6 +21,7 @@ from ..source import SourceError
 from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, loading_line,
                      source, warn)
 from .forms import form_inputs, read_form
+from .zerogpu import cost_line, zero_gpu
 
 @dataclass
 class CompareForm:
@@ -79,8 +80,11 @@ def make_compare(registry, form: SimpleNamespace, out: SimpleNamespace):
         except Exception as exc:   # noqa: BLE001 - a runtime error in either backend: say so, keep serving
             yield {out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
             return
+        status = f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"
+        if zero_gpu():   # which backend ran each side, and what a GPU call asked of the visitor's quota
+            status += "".join(f" · {side}: {cost_line(each, settings)}" for side, each in zip("AB", sources))
         yield {out.figure: plot_compare(c), out.table: table(c), out.agreement: agreement_line(c),
-               out.answers: answers_html(c), out.status: f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"}
+               out.answers: answers_html(c), out.status: status}
     return compare
 
 

@@ -41,6 +41,7 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPU
                      long_document, source, warn)
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate
+from .zerogpu import cost_line, zero_gpu
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
 
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live/metrics.js fills it while the run streams
@@ -131,7 +132,10 @@ def make_handlers(registry, c, gate: MachineGate):
         finally:   # the handler was closed (event cancelled, tab gone): stop the run too
             if not run.trace.finished:
                 run.cancel()   # this handler's own run (the session may have started another since)
-        yield final(session, prices, own)
+        update = final(session, prices, own)
+        if zero_gpu():   # which backend ran it, and what the GPU call asked of the visitor's quota
+            update[c.status] += " · " + cost_line(engine, own.trace.settings)
+        yield update
 
     def stop(price_in, price_out, session: Session):
         if session.run is None:

@@ -1,0 +1,95 @@
+"""The endpoint's figures in Prometheus text (GET /metrics), under the names vLLM exports, so a dashboard or a
+client that watches vLLM (the playground's own RemoteSource, Grafana's vLLM boards) watches this server too.
+
+    metrics = ServerMetrics(service)         # the service's loop is read at each scrape
+    metrics.admitted(prompt_tokens)          # a request joined the loop
+    metrics.ended(trace, finish_reason)      # it ended: its tokens, TTFT, ITL and end-to-end time
+    metrics.exposition()                     # (bytes, content type) for the route
+
+    vllm:num_requests_running      gauge      requests holding a KV slot (prefilling or decoding)
+    vllm:num_requests_waiting      gauge      requests queued for a free slot
+    vllm:kv_cache_usage_perc       gauge      KV positions in use / all the pool's positions (0-1, as vLLM's)
+    vllm:prompt_tokens_total       counter    prompt tokens of admitted requests
+    vllm:generation_tokens_total   counter    tokens generated (a cancelled request's too)
+    vllm:request_success_total     counter    requests ended, by finished_reason (stop, length, abort)
+    vllm:time_to_first_token_seconds   histogram  from the route's arrival to the first Step
+    vllm:inter_token_latency_seconds   histogram  between consecutive Steps (wall clock)
+    vllm:e2e_request_latency_seconds   histogram  from the route's arrival to the last Step
+
+Every series carries `model_name`. llama.cpp's server exports the same figures as llamacpp:requests_processing,
+llamacpp:requests_deferred, llamacpp:prompt_tokens_total and llamacpp:tokens_predicted_total; one naming is
+kept here, vLLM's, since only it has the histograms. The times are the Steps' `wall_ns` (the engine loop's
+clock when each token was made) against the route's `received_ns`: the server's side, without the network.
+
+Left out: vLLM's per-engine labels, prefix-cache and preemption figures (there is no prefix cache or preemption).
+"""
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+# vLLM's buckets (seconds), so its dashboards' quantiles read the same
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+               80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+               960.0, 1920.0, 7680.0)
+LABEL = ("model_name",)
+
+
+class _Live:
+    """The gauges, read from the engine loop at each scrape (no thread keeps them up to date)."""
+
+    def __init__(self, service):
+        self.service = service
+
+    def collect(self):
+        loop, model = self.service.engine_loop, self.service.model_id
+        running = GaugeMetricFamily("vllm:num_requests_running", "Requests holding a KV slot", labels=LABEL)
+        waiting = GaugeMetricFamily("vllm:num_requests_waiting", "Requests waiting for a KV slot", labels=LABEL)
+        usage = GaugeMetricFamily("vllm:kv_cache_usage_perc", "KV-cache usage: 1 means every position in use",
+                                  labels=LABEL)
+        if loop is not None:
+            batcher = loop.batcher
+            held = batcher.holders()
+            running.add_metric([model], len(held))
+            waiting.add_metric([model], len(batcher.waiting))
+            usage.add_metric([model], sum(s.length for _, s in held) / (batcher.kv.slots * batcher.kv.capacity))
+        return [running, waiting, usage]
+
+
+class ServerMetrics:
+    def __init__(self, service):
+        self.service = service
+        self.registry = r = CollectorRegistry()
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Prompt tokens of admitted requests", LABEL, registry=r)
+        self.generation_tokens = Counter("vllm:generation_tokens", "Tokens generated", LABEL, registry=r)
+        self.success = Counter("vllm:request_success", "Requests ended, by finished_reason",
+                               LABEL + ("finished_reason",), registry=r)
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token (server side)", LABEL,
+                              buckets=TTFT_BUCKETS, registry=r)
+        self.itl = Histogram("vllm:inter_token_latency_seconds", "Time between consecutive tokens", LABEL,
+                             buckets=ITL_BUCKETS, registry=r)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Arrival to last token (server side)", LABEL,
+                             buckets=E2E_BUCKETS, registry=r)
+        r.register(_Live(service))
+
+    def admitted(self, prompt_tokens: int) -> None:
+        self.prompt_tokens.labels(self.service.model_id).inc(prompt_tokens)
+
+    def ended(self, trace, finish_reason: str | None) -> None:
+        """Count a request that ended (any way): its tokens, its times, how it ended."""
+        model, steps = self.service.model_id, trace.steps
+        received = trace.server.get("received_ns")
+        self.generation_tokens.labels(model).inc(len(steps))
+        self.success.labels(model, finish_reason or "abort").inc()
+        if not steps or received is None:
+            return
+        self.ttft.labels(model).observe(max(0, steps[0].wall_ns - received) / 1e9)
+        for a, b in zip(steps, steps[1:]):
+            self.itl.labels(model).observe(max(0, b.wall_ns - a.wall_ns) / 1e9)
+        self.e2e.labels(model).observe(max(0, steps[-1].wall_ns - received) / 1e9)
+
+    def exposition(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
