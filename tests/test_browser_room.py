@@ -88,13 +88,7 @@ def open_page(browser_app, width: int, height: int, query: str = ""):
     first, url = browser_app
     page = first.context.browser.new_page(viewport={"width": width, "height": height})
     page.errors = []
-    local = url.rstrip("/")
-
-    def logged(message):   # a resource of another host (Gradio's CDN script) fails offline: not the app's
-        if message.type == "error" and not (message.text.startswith("Failed to load resource")
-                                            and not (message.location or {}).get("url", "").startswith(local)):
-            page.errors.append(message.text)
-    page.on("console", logged)
+    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda exc: page.errors.append(f"page error: {exc}"))
     page.goto(f"{url}{query}")
     page.wait_for_selector("#generate", timeout=60_000)

@@ -50,7 +50,8 @@ def over_time(result, window: float = 1.0) -> dict:
 
 
 def _title(text: str, result) -> dict:
-    state = " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)"
+    state = (" (did not run: stopped first)" if result.cancelled and result.started is None
+             else " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)")
     return titled(f"{text}{state}", f"{result.scheduler} on {result.source}")
 
 
@@ -108,7 +109,20 @@ def _segments(result, now: float | None):
     return out
 
 
-def plot_gantt(result, now: float | None = None) -> go.Figure:
+def timeline_end(result) -> float:
+    """Where a workload's timeline ends so far: now while it runs, else its last end (0 before it starts)."""
+    ends = [r.finished for r in result.records if r.finished is not None]
+    return max([result.now() or 0.0, *ends])
+
+
+def shared_range(results) -> list[float] | None:
+    """One x-range for several Gantt charts side by side, so the faster run looks faster; None when none ran."""
+    end = max((timeline_end(r) for r in results if r is not None), default=0.0)
+    return [0.0, end * 1.03] if end > 0 else None
+
+
+def plot_gantt(result, now: float | None = None, x_range: list[float] | None = None) -> go.Figure:
+    """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own."""
     n = len(result.records)
     fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
                   height=max(460, 250 + 24 * n))
@@ -143,6 +157,8 @@ def plot_gantt(result, now: float | None = None) -> go.Figure:
                       margin=dict(l=80, r=20, t=70, b=180),
                       yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
                                  tickmode="array", tickvals=rows, ticktext=rows))
+    if x_range is not None:
+        fig.update_xaxes(range=x_range, autorange=False)
     return fig
 
 

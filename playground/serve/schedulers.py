@@ -82,12 +82,24 @@ def fail(record: RequestRecord, clock: Clock, exc: Exception) -> None:
 
 
 def progress_line(result: WorkloadResult) -> tuple[float, str]:
+    """(share of requests ended, a line): finished (ran to their end or failed), running, waiting, cancelled.
+
+    >>> from .workload import Request, Workload
+    >>> result = WorkloadResult("s", "S", "src", Workload(()), [RequestRecord(Request(i, "short", "", 8, 0.0))
+    ...                                                         for i in range(3)])
+    >>> result.records[0].stop_reason, result.records[1].admitted = StopReason.LENGTH, 0.1
+    >>> result.records[1].stop_reason, result.records[2].stop_reason = StopReason.CANCELLED, StopReason.CANCELLED
+    >>> progress_line(result)[1]
+    '1/3 finished · 0 running · 0 waiting · 2 cancelled · 0 tokens'
+    """
     recs = result.records
-    done = sum(r.stop_reason is not None for r in recs)
+    ended = sum(r.stop_reason is not None for r in recs)
+    cancelled = sum(r.stop_reason == StopReason.CANCELLED for r in recs)
     running = sum(r.admitted is not None and r.stop_reason is None for r in recs)
     tokens = sum(r.output_tokens for r in recs)
-    return done / len(recs), f"{done}/{len(recs)} finished · {running} running · {len(recs) - done - running} waiting · " \
-                      f"{tokens} tokens"
+    return ended / len(recs), (f"{ended - cancelled}/{len(recs)} finished · {running} running · "
+                               f"{len(recs) - ended - running} waiting · "
+                               + (f"{cancelled} cancelled · " if cancelled else "") + f"{tokens} tokens")
 
 
 class Scheduler:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from ..api.record import endpoint_text
 from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
@@ -19,7 +20,7 @@ from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
-from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
+from .serve_views import CLASS_HEADERS, REFUSED_HEADERS, REQUEST_HEADERS
 
 NONE = "(none)"
 # The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
@@ -42,7 +43,7 @@ KV_MEMORY = ("Prefix caching keeps KV in blocks of 16 positions named by a hash 
 CLIENTS = ("This app also answers OpenAI-compatible requests (`--openai-api`): send your own from a terminal, "
            "e.g. `curl http://HOST:PORT/v1/chat/completions -H 'Content-Type: application/json' -d "
            "'{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}'`, or the "
-           "OpenAI SDK with base_url http://HOST:PORT/v1. Every client's request joins one continuous batch; each "
+           "OpenAI SDK with `base_url=\"http://HOST:PORT/v1\"`. Every client's request joins one continuous batch; each "
            "appears here as it arrives (short or long by its prompt: up to 256 tokens is short).")
 INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
          "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "
@@ -167,8 +168,10 @@ def _sweeps(registry, out, form):
 def _clients(out, traffic):
     """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint)."""
     with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
-                      visible=traffic is not None):
+                      visible=traffic is not None, elem_id="serve-clients"):
         caption(CLIENTS)
+        out.clients_limits = gr.Markdown((lambda: endpoint_text(traffic.endpoint)) if traffic is not None else "",
+                                         elem_id="serve-clients-limits")
         with gr.Row():
             watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
             unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")
@@ -177,7 +180,11 @@ def _clients(out, traffic):
             out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
             out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
         out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
-                                           label="Clients: p50/p95 per class (the last 10 minutes)", wrap=True)
+                                           label="Clients: p50/p95 per class (since you started watching)", wrap=True)
+        out.clients_refused = gr.Dataframe(headers=REFUSED_HEADERS, interactive=False, wrap=True,
+                                           label="Clients: requests refused (since you started watching)",
+                                           elem_id="serve-clients-refused")
+        out.clients_since = gr.State(None)   # the watch's start, on the record's clock
     return watch, unwatch
 
 

@@ -34,7 +34,7 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCU
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate, ServeJob
 from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, WorkloadForm, layout
-from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
+from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
 
 
 def make_scheduler(registry, name: str, source_name: str, options: dict):
@@ -166,7 +166,10 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
         def work(job):
             job.results = [s.prepare(workload) for s in schedulers]
             for s, result in zip(schedulers, job.results):
-                s.run(workload, job.report, job.cancel, result)
+                if job.cancel.is_set():   # stopped before this one began: it did not run
+                    not_run(result)
+                else:
+                    s.run(workload, job.report, job.cancel, result)
         job.run(work, gate)
         yield from job.follow(lambda final, tick: view(job, out, charts=tick % 3 == 0, final=final), every=1.0)
 
@@ -229,14 +232,23 @@ WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by it
 
 
 def watch_clients(traffic, out, cancel_after: float = WATCH_FOR):
-    """Redraw the endpoint's clients about once a second (a generator: Stop watching, or closing the page, ends it)."""
+    """Redraw the endpoint's clients about once a second, counting time from the moment watching starts (a
+    generator: Stop watching, or closing the page, ends it; the start goes to out.clients_since)."""
     def watch():
-        start = time.monotonic()
+        start, t0 = time.monotonic(), traffic.now()
         while time.monotonic() - start < cancel_after:
-            yield clients_view(traffic.snapshot(), out)
+            yield {**clients_view(traffic, t0, out), out.clients_since: t0}
             time.sleep(1.0)
-        yield {out.clients_status: "stopped watching after 30 minutes: press Watch again"}
+        yield {**clients_view(traffic, t0, out, final=True),
+               out.clients_status: "stopped watching after 30 minutes: press Watch again"}
     return watch
+
+
+def unwatch_clients(traffic, out):
+    """The last frame once Stop watching is pressed: the requests since the watch started, no longer running."""
+    def unwatch(t0):
+        return {} if t0 is None else clients_view(traffic, t0, out, final=True)
+    return unwatch
 
 
 def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
@@ -268,10 +280,12 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
     swept.then(token_cost, cost_inputs, out.token_cost, api_name=False, concurrency_limit=None)
     if traffic is not None:   # drawing only: the endpoint's engine loop computes, not this handler
-        clients = [out.clients_status, out.clients_gantt, out.clients_kv_map, out.clients_classes]
-        watching = buttons.watch.click(watch_clients(traffic, out), None, clients, api_name="serve_watch",
-                                       concurrency_limit=None)
-        buttons.unwatch.click(None, None, None, cancels=[watching], api_name=False)
+        clients = [out.clients_limits, out.clients_status, out.clients_gantt, out.clients_kv_map,
+                   out.clients_classes, out.clients_refused]
+        watching = buttons.watch.click(watch_clients(traffic, out), None, [*clients, out.clients_since],
+                                       api_name="serve_watch", concurrency_limit=None)
+        buttons.unwatch.click(unwatch_clients(traffic, out), out.clients_since, clients, cancels=[watching],
+                              api_name=False, concurrency_limit=None)
     preset_targets = {"scheduler_b": form.scheduler_b, "n": form.n, "arrival": form.arrival, "rate": form.rate,
                       "about": out.preset_about}
 
