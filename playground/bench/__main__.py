@@ -46,7 +46,7 @@ import shlex
 import subprocess
 import sys
 
-from . import aiperf, backends, batch, fidelity, interleaved, kld, paced, peer, prefill, quiet, remote, results, roofline, \
+from . import aiperf, backends, batch, breakdown, fidelity, interleaved, kld, paced, peer, prefill, quiet, remote, results, roofline, \
     serve, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .rows import PREFILL, Stamp, say
@@ -94,6 +94,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "fidelity": (fidelity.main, "teacher-forced agreement with onnx fp32, KL, perplexity"),
     "kld": (kld.main, "llama-perplexity --kl-divergence's scoring: llama.cpp's row and ours, and the gate"),
     "peer": (peer.main, "llama.cpp's llama-bench, the fp32 matmul peak, the 4-bit kernel floor"),
+    "breakdown": (breakdown.main, "a decode step's time by op type (ONNX Runtime's profiler) and the Python"),
     "batch": (batch.main, "continuous batching's batch-size sweep against llama-batched-bench"),
     "serve": (serve.main, "the pinned workload one at a time and with continuous batching"),
     "aiperf": (aiperf.main, "NVIDIA AIPerf against the API, beside the Steps' own figures"),

@@ -164,6 +164,7 @@ def batch_row(model: str | None = None, backend: str | None = None, sizes=SIZES,
               llama: bool | None = None) -> BatchRow:
     """The row (see the module doc). `llama`: run llama-batched-bench (default: on the bundled model only)."""
     from ..backends import create_backend, default_backend_name
+    from .breakdown import step_breakdown
     from .peer import llama_batched_bench_row
     from .quiet import LoadWindow, gated, validity
     from ..engine import Engine
@@ -179,6 +180,7 @@ def batch_row(model: str | None = None, backend: str | None = None, sizes=SIZES,
     else:
         peer = {"skipped": "llama-batched-bench runs the bundled GGUF only"}
     step = step_bound(engine.backend)
+    step["breakdown"] = step_breakdown(engine)   # kernels, other nodes, Python: one stream, 1, 8 and 16 rows
     ours, theirs = sweep["points"], peer.get("points", [])
     ratios = {"total_x_8_vs_1": ratio(at(ours, AT, "total_tps"), at(ours, 1, "total_tps")),
               "tpot_x_8_vs_1": ratio(at(ours, AT, "tpot_ms"), at(ours, 1, "tpot_ms")),

@@ -391,6 +391,16 @@ class BatchRow(Row):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BreakdownRow(Row):
+    """Where a decode step's time goes (breakdown.step_breakdown): one stream, then 1, 8, 16 rows, each phase's
+    step_ms, ort_run_ms, kernels_ms, other_nodes_ms, ort_between_nodes_ms, python_ms and by_op_ms."""
+
+    bench: str = field(default="breakdown", init=False)
+    backend: str
+    phases: dict                          # "one_stream", "rows_1", "rows_8", "rows_16" -> figures (or "error")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ServeRow(Row):
     """The pinned workload one at a time and with our continuous batching (serve.serve_row). A `figures`
     dict (serve.figures): output_tps, output_tokens, requests_per_s, short_ttft_p50_s, short_ttft_p95_s,
