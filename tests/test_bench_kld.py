@@ -155,3 +155,34 @@ def test_the_gate_is_llama_cpps_same_top_minus_its_plus_minus_and_ten_percent_of
 
 def test_without_llama_cpps_figures_the_gate_is_unknown_not_passed():
     assert peer_gate({"same_top_p_pct": 100.0, "mean_kld": 0.0}, {}) == {"same_top_p": None, "mean_kld": None}
+
+
+def write_base(path, tokens, records, n_ctx, n_vocab):
+    """A base file in llama-perplexity's layout: magic, n_ctx, n_vocab, n_chunk, the ids, the records."""
+    n_chunk = len(tokens) // n_ctx
+    path.write_bytes(b"_logits_" + np.array([n_ctx], np.uint32).tobytes()
+                     + np.array([n_vocab, n_chunk], np.int32).tobytes()
+                     + np.asarray(tokens, np.int32).tobytes() + np.asarray(records, np.uint16).tobytes())
+
+
+@pytest.mark.integration
+def test_our_positions_are_llama_cpps_second_half_of_every_chunk(tmp_path):
+    """A base written from whole-prefix prefills at each scored position (another path than prefill + decode):
+    scored against it, the backend's prefill-then-decode logits agree everywhere only if the positions line up."""
+    from playground.backends import create_backend
+    from playground.bench.kld import backend_row
+
+    backend = create_backend("onnx", "tiny", device="cpu")
+    n_ctx = 16
+    tokens = (np.arange(3 * n_ctx) * 7 + 3) % 200
+    rows = []
+    for chunk in tokens.reshape(-1, n_ctx):
+        for j in range(n_ctx // 2, n_ctx - 1):   # position j predicts chunk[j + 1]
+            rows.append(backend.prefill([int(x) for x in chunk[:j + 1]])[0].float().numpy().reshape(-1))
+    n_vocab = len(rows[0])
+    write_base(tmp_path / "base.kld", tokens, compress(np.stack(rows)), n_ctx, n_vocab)
+    np.save(tmp_path / "ref.npy", compress(np.stack(rows)))
+    row = backend_row("onnx", tmp_path / "base.kld", tmp_path / "ref.npy", model="tiny").to_json()
+    assert row["positions"] == 3 * (n_ctx - 1 - n_ctx // 2) and row["chunks"] == 3
+    assert row["same_top_p_pct"] == 100.0 and row["mean_kld"] < 1e-4
+    assert "targets_met" not in row   # no llama.cpp figures given: no gate
