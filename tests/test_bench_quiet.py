@@ -55,3 +55,35 @@ def test_the_summary_prints_no_ratio_from_a_busy_machine_and_says_why():
     assert busy["onnx-gguf4"]["decode_x"] is None and busy["onnx-gguf4"]["prefill_x"] is None
     assert busy["validity"]["valid"] is False and "not quiet" in busy["validity"]["reason"]
     assert len(busy["loads"]) == 2   # llama.cpp's windows and ours
+
+
+def fake_programs(tmp_path, monkeypatch, log: str, variants=()):
+    """llama.cpp's folder with one program that prints `log` to stderr, and the named libggml-cpu variants."""
+    from playground.remote import llamacpp
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    program = folder / "llama-bench"
+    program.write_text(f"#!/bin/sh\nprintf '%s\\n' '{log}' >&2\n")
+    program.chmod(0o755)
+    for v in variants:
+        (folder / f"libggml-cpu-{v}.so").touch()
+
+    def binary(name):
+        if name != "llama-bench":
+            raise llamacpp.LlamaCppMissing(f"{name} is not installed")
+        return program
+    monkeypatch.setattr(llamacpp, "llama_binary", binary)
+    monkeypatch.setattr(llamacpp, "bin_dir", lambda: folder)
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("log, variants, expected", [
+    ("load_backend: loaded CPU backend from /x/libggml-cpu-zen4.so", ("x64", "zen4"), "zen4"),
+    ("version: 1 (abc)", (), "built-in"),                                   # no variants beside it: built in
+    ("version: 1 (abc)", ("x64",), "missing: llama-bench --version named no CPU backend")])
+def test_the_stamps_variant_comes_from_the_first_installed_program(tmp_path, monkeypatch, log, variants, expected):
+    from playground.bench.quiet import llama_cpu_variant
+
+    fake_programs(tmp_path, monkeypatch, log, variants)
+    assert llama_cpu_variant() == expected

@@ -73,20 +73,29 @@ def loaded_cpu_variant(log: str) -> str | None:
     return "built-in" if re.search(r"system_info:.*CPU :", log) else None
 
 
-def llama_cpu_variant(program: str = "llama-server") -> str:
-    """The CPU variant llama.cpp's programs load on this machine: `program --version`'s log, parsed by
-    loaded_cpu_variant; "missing: ..." when the program is not installed or says nothing about it."""
+def llama_cpu_variant(programs: tuple[str, ...] = ("llama-server", "llama-bench", "llama-perplexity")) -> str:
+    """The CPU variant llama.cpp's programs load on this machine: the first installed program's `--version` log,
+    parsed by loaded_cpu_variant; "built-in" for a build without run-time dispatch (no libggml-cpu-*.so beside
+    the programs); "missing: ..." when none is installed or the log names none."""
     import subprocess
 
-    from ..remote.llamacpp import LlamaCppMissing, llama_binary, llama_env
-    try:
-        out = subprocess.run([str(llama_binary(program)), "--version"], env=llama_env(), capture_output=True,
-                             text=True, timeout=60)
-    except LlamaCppMissing:
-        return f"missing: {program} is not installed (make llama)"
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"missing: {program} --version failed ({type(exc).__name__})"
-    return loaded_cpu_variant(out.stdout + out.stderr) or f"missing: {program} --version named no CPU backend"
+    from ..remote.llamacpp import LlamaCppMissing, bin_dir, llama_binary, llama_env
+    for program in programs:
+        try:
+            out = subprocess.run([str(llama_binary(program)), "--version"], env=llama_env(), capture_output=True,
+                                 text=True, timeout=60)
+        except LlamaCppMissing:
+            continue
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"missing: {program} --version failed ({type(exc).__name__})"
+        variant = loaded_cpu_variant(out.stdout + out.stderr)
+        if variant:
+            return variant
+        folder = bin_dir()
+        if out.returncode == 0 and folder and not any(folder.glob("libggml-cpu-*")):
+            return "built-in"
+        return f"missing: {program} --version named no CPU backend"
+    return "missing: llama.cpp is not installed (make llama)"
 
 
 def _busy_seconds() -> float | None:
