@@ -42,6 +42,10 @@ PRESENT_CSS = (
     "body.present .gradio-container .prose h2 { font-size: 30px !important; margin: 0 !important; }\n"
     "body.present .lesson-takeaway, body.present .lesson-takeaway .prose { font-size: 24px !important; line-height: 1.35; }\n"
     "body.present .reset-button { line-height: 1 !important; }\n"   # a slider's ↺ in its fixed-height box
+    # step 2's answer box as tall as its chips: its first chart then fits under it at 1024x768
+    "body.present #lesson-replay { min-height: 0; padding: 0; }\n"
+    "body.present #lesson-replay-caption { margin: 0 !important; }\n"
+    "body.present #lesson-replay-button { padding-top: 0; padding-bottom: 0; }\n"
 )
 
 
