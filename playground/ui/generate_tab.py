@@ -41,9 +41,14 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPU
                      long_document, source, warn)
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate
-from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
+from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live/metrics.js fills it while the run streams
+# On Generate, a page whose metrics end below the window scrolls its status to the top: the status, chips and
+# metrics then show together (a long prompt's box and the controls put them below the fold at 1400x1000)
+INTO_VIEW = """() => { const status = document.querySelector('#status'), metrics = document.querySelector('#metrics');
+  if (status && metrics && metrics.getBoundingClientRect().bottom > window.innerHeight)
+    window.scrollBy({top: status.getBoundingClientRect().top - 48, behavior: 'instant'}); }"""
 CONTROL_PX = 210   # a control's narrowest width: two a row in the side column at 1400 px, one at 1024 px
 
 
@@ -77,9 +82,10 @@ def parse_seed(seed) -> int | None:
 def make_handlers(registry, c, gate: MachineGate):
     """generate, stop, top_k, metrics; `c` names the components: GenerateForm's fields and `session` (the keys of
     generate's dict input), and the outputs (OUTPUTS, the keys of every update)."""
-    def live(stream, batch) -> dict:   # constant but the stream: Gradio's diff sends only new lines
-        return {c.stream: stream.add(batch), c.status: RUNNING_STATUS, c.text: "", c.metrics: LIVE_METRICS,
-                c.files: None}
+    def live(stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
+        text = stream.add(batch)         # status, which says "reading the prompt" until the first token
+        status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
+        return {c.stream: text, c.status: status, c.text: "", c.metrics: LIVE_METRICS, c.files: None}
 
     def final(session: Session, prices, stream=None) -> dict:   # `stream`: a handler's own run (default: the latest)
         stream = stream or session.stream
@@ -222,6 +228,9 @@ def generate_tab(registry) -> SimpleNamespace:
                 c.generate = gr.Button("Generate", variant="primary", elem_id="generate")
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
             c.status = gr.Markdown(elem_classes="status", elem_id="status")
+            # the run's essentials under its status, beside the controls: on screen with them after Generate
+            gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")
+            c.metrics = gr.HTML(metrics_html(None), elem_id="metrics")
         with gr.Column(scale=2):
             # made in GenerateForm's order (/generate's), placed below in the column's order
             c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", render=False)
@@ -269,10 +278,7 @@ def generate_tab(registry) -> SimpleNamespace:
                    queue=False)
     c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=2, max_lines=2,
                           interactive=False, container=False)   # read by live/stream.js, never shown
-    with gr.Row():
-        gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")
-        c.text = gr.Textbox(label="Answer (plain text)", lines=6, interactive=False, elem_id="answer")
-    c.metrics = gr.HTML(metrics_html(None), elem_id="metrics")
+    c.text = gr.Textbox(label="Answer (plain text)", lines=3, max_lines=8, interactive=False, elem_id="answer")
     gr.HTML(chart_html("timeline"), elem_id="timeline")
     caption("One request over time: the orange prefill reads the whole prompt and yields the first token "
             "(TTFT); each blue bar is one decode step that yields one more token.")
@@ -311,6 +317,7 @@ def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate):
     c.stop.click(stop, [c.price_in, c.price_out, session], outputs, api_name="stop",
                  cancels=[event], concurrency_limit=None)
     c.stream.change(None, c.stream, None, js="(text) => { window.pgLive && window.pgLive.apply(text); }")
+    c.generate.click(None, None, None, js=INTO_VIEW)
     c.roofline_button.click(roofline_handler(registry, gate), [c.backend, session], [c.roofline_plot, c.roofline_text],
                             api_name="roofline", concurrency_limit=1)
     c.topk_button.click(top_k, [c.topk_step, session], c.topk_figure, api_name="top_k", concurrency_limit=None)
