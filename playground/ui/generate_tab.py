@@ -37,8 +37,8 @@ from ..run_view import metrics_html, speculation_html, status_line
 from ..session import Session
 from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
-                     OPEN_QUESTION, QUOTE_END, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
-                     long_document, source, warn)
+                     OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
+                     long_document, reread_text, source, warn)
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
@@ -220,8 +220,8 @@ def generate_tab(registry) -> SimpleNamespace:
                 france = gr.Button(f"Preset: {FRANCE}", size="sm")
                 summarize = gr.Button("Preset: summarize a long document", size="sm")
             with gr.Row():
-                quote = gr.Button("Preset: quote from the long document (speculation can copy)", size="sm",
-                                  elem_id="preset-quote")
+                quote = gr.Button("Preset: the long document, then its start again (speculation can copy)",
+                                  size="sm", elem_id="preset-quote")
                 question = gr.Button("Preset: a short open question (nothing to copy)", size="sm",
                                      elem_id="preset-question")
             with gr.Row():
@@ -271,8 +271,8 @@ def generate_tab(registry) -> SimpleNamespace:
                 c.price_out.render()
     france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
     summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
-    # raw text (no chat template): the model goes on with the quoted list, copying from the document
-    quote.click(lambda: (long_document() + QUOTE_END, False, True), None, [c.prompt, c.chat, c.speculate],
+    # raw text (no chat template): the model goes on with the document's start, copying what it read
+    quote.click(lambda: (reread_text(long_document()), False, True), None, [c.prompt, c.chat, c.speculate],
                 api_name=False, queue=False)
     question.click(lambda: (OPEN_QUESTION, True, True), None, [c.prompt, c.chat, c.speculate], api_name=False,
                    queue=False)
