@@ -157,3 +157,16 @@ def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     assert "Generate run, speculative" in priced and "missing" not in priced
     with pytest.raises(AppError, match="less than minimum value 0"):   # the field refuses it, in words
         client.predict(usd_per_hour=-1, api_name="/token_cost")
+
+
+@pytest.mark.slow
+def test_the_sweeps_slo_is_the_tabs(tiny_engine):
+    """One source of SLO defaults: the rate sweep's boxes start where the tab's goodput boxes do (they read
+    TPOT 0.2 s against 0.5 s)."""
+    from playground.ui import build_demo
+    from playground.ui.serve_job import DEFAULT_SLO
+    demo = build_demo(tiny_engine)
+    by_id = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    tab = tuple(by_id[f"serve-slo-{k}"].value for k in ("ttft", "tpot"))
+    sweep = tuple(by_id[f"serve-sweep-slo-{k}"].value for k in ("ttft", "tpot"))
+    assert sweep == tab == DEFAULT_SLO

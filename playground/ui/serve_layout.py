@@ -134,8 +134,10 @@ def _sweeps(registry, out, form):
             form.new_tokens = gr.Slider(4, 256, 64, step=4, label="Tokens each request decodes")
             form.rates = gr.Textbox("0.25,0.5,1,2", label="Rates (requests/s)")
             form.requests = gr.Slider(2, MAX_REQUESTS, 8, step=1, label="Requests per rate")
-            form.ttft = gr.Number(2.0, label="SLO: TTFT ≤ (s)")
-            form.tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
+            form.ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-sweep-slo-ttft",
+                                  minimum=0)   # the same SLO as the tab's goodput (one source: DEFAULT_SLO)
+            form.tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-sweep-slo-tpot",
+                                  minimum=0)
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
