@@ -170,3 +170,11 @@ def test_the_sweeps_slo_is_the_tabs(tiny_engine):
     tab = tuple(by_id[f"serve-slo-{k}"].value for k in ("ttft", "tpot"))
     sweep = tuple(by_id[f"serve-sweep-slo-{k}"].value for k in ("ttft", "tpot"))
     assert sweep == tab == DEFAULT_SLO
+
+
+def test_each_per_class_column_is_as_wide_as_its_header():
+    """Sized to their data, the per-class tables' columns cut their headers ("cla…") at 1400 px."""
+    from playground.ui.serve_layout import CLASS_WIDTHS
+    from playground.ui.serve_views import CLASS_HEADERS
+    assert len(CLASS_WIDTHS) == len(CLASS_HEADERS)
+    assert all(width >= 9 * len(header) + 16 for width, header in zip(CLASS_WIDTHS, CLASS_HEADERS))   # 9 px a char

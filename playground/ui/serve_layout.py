@@ -20,6 +20,9 @@ from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
+# each column of a per-class table as wide as its header (px): sized to the data, "class" read "cla…" at
+# 1400 px; the table scrolls sideways in a half-width column instead
+CLASS_WIDTHS = [90, 110] + [160] * 7
 NONE = "(none)"
 # The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
 # shows) and documents to summarize, arriving at about 3x one at a time's capacity on the default backend
@@ -109,7 +112,8 @@ def _columns(out):
                 setattr(out, f"gantt_{side}", gr.Plot(label=f"{name}: every request", elem_id=f"serve-gantt-{side}"))
                 setattr(out, f"classes_{side}", gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
                                                              label=f"{name}: p50/p95 per class", wrap=True,
-                                                             elem_classes="pg-scroll-table"))
+                                                             elem_classes="pg-scroll-table",
+                                                             column_widths=CLASS_WIDTHS))
                 setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
                 setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
                 setattr(out, f"kv_map_{side}", gr.Plot(label=f"{name}: KV memory map", elem_id=f"serve-kv-map-{side}"))
@@ -165,7 +169,7 @@ def _clients(out, traffic):
         with gr.Row():
             out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
             out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
-        out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
+        out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False, column_widths=CLASS_WIDTHS,
                                            label="Clients: p50/p95 per class (the last 10 minutes)", wrap=True)
     return watch, unwatch
 
