@@ -9,9 +9,10 @@ EventSource on ui/live_channel.py), which sends each step as the run makes it: G
 and, while the channel reads, comes once a second as a backup. A step is drawn once, from whichever
 path brings it first, in sequence order; a page whose channel is refused still gets every step.
 Until the first step the status says the prompt is being read (prefill), with its tokens and the
-seconds so far; then it counts the tokens. Each step becomes a chip at once (a speculative run's chips coloured accepted / replaced / ordinary, its
-text set with textContent); the charts and metrics follow at redraw.js's pace. A missing sequence number
-is said on the page and the stream is read again from its start.
+seconds so far; then it counts the tokens. Each step becomes a chip at once (a speculative run's chips
+coloured accepted / replaced / ordinary, its text set with textContent); the charts and metrics follow at
+redraw.js's pace. A missing sequence number is said on the page and the stream is read again from its
+start.
 window.pgLive.apply(text) reads a stream, .state() is the run on screen, .stats what reading and drawing
 cost (for the tests and the bench).
 Left out: anything the server can tell better (the final figures come from charts/run.py). */
