@@ -20,9 +20,9 @@ from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
-# each column of a per-class table as wide as its header (px): sized to the data, "class" read "cla…" at
-# 1400 px; the table scrolls sideways in a half-width column instead
-CLASS_WIDTHS = [90, 110] + [160] * 7
+# each column of a per-class table as wide as its header in presenter mode's 20 px text (px; Gradio takes no
+# em): sized to the data, "class" read "cla…" at 1400 px; the table scrolls sideways in a half-width column
+CLASS_WIDTHS = [90, 120] + [200] * 7
 NONE = "(none)"
 # The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
 # shows) and documents to summarize, arriving at about 3x one at a time's capacity on the default backend
