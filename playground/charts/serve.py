@@ -224,7 +224,7 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
     if not result.slot_map:
         return _empty(fig, "no iteration yet")
     capacity, classes = pool["capacity"], {r.request.id: r.request.cls for r in result.records}
-    palette = qualitative.Plotly + qualitative.D3
+    palette, keyed = qualitative.Plotly + qualitative.D3, set()
     for slot, rid, samples in _tenures(result):
         samples = samples[::max(1, len(samples) // max_points)] + ([samples[-1]] if len(samples) > max_points else [])
         xs, ys = [], []
@@ -235,16 +235,21 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
         x0, x1 = samples[0][0], samples[-1][0]
         fig.add_scatter(x=[x0, *xs, x1, x0], y=[slot - 0.45, *ys, slot - 0.45, slot - 0.45], fill="toself",
                         mode="lines", line=dict(width=1, color=palette[rid % len(palette)]), hoveron="fills",
-                        name=f"#{rid} {classes.get(rid, '')}", showlegend=False,
+                        name=f"#{rid} {classes.get(rid, '')}", legendgroup=str(rid),
+                        showlegend=rid not in keyed,   # the colour key: one entry a request
                         text=f"slot {slot}: request #{rid} ({classes.get(rid, '')}), up to {max(n for _, n in samples)}"
                              f" of {capacity} positions", hoverinfo="text")
+        keyed.add(rid)
     rows = pool["slots"]
     cache_map = getattr(result, "cache_map", None)
     if cache_map and pool.get("prefix_cache_blocks"):
         _draw_prefix_cache(fig, cache_map, pool["prefix_cache_blocks"], rows, classes)
         rows += 1
+    lines = -(-len(keyed) // 6)   # the key's lines, about six requests a line under the plot
+    _legend_below(fig)
     fig.update_layout(yaxis=dict(range=[rows - 0.5, -0.5], tickmode="linear", dtick=1),
-                      margin=dict(l=60, r=20, t=80, b=50))
+                      legend=dict(title_text="colour: request", y=-0.2),
+                      margin=dict(l=60, r=20, t=80, b=90 + 26 * lines), height=330 + 26 * lines)
     budget = f"; KV budget {pool['kv_budget']:,} positions (a smaller memory)" if pool.get("kv_budget") else ""
     fig.add_annotation(text=f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB{budget}; "
                             "band height = positions held", showarrow=False, xref="paper", yref="paper", x=0, y=1.0,

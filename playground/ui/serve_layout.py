@@ -22,6 +22,9 @@ from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
 from .serve_views import CLASS_HEADERS, REFUSED_HEADERS, REQUEST_HEADERS
 
+# each column of a per-class table as wide as its header in presenter mode's 20 px text (px; Gradio takes no
+# em): sized to the data, "class" read "cla…" at 1400 px; the table scrolls sideways in a half-width column
+CLASS_WIDTHS = [90, 120] + [200] * 7
 NONE = "(none)"
 # The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
 # shows) and documents to summarize, arriving at about 3x one at a time's capacity on the default backend
@@ -121,7 +124,8 @@ def _columns(out):
                 setattr(out, f"gantt_{side}", gr.Plot(label=f"{name}: every request", elem_id=f"serve-gantt-{side}"))
                 setattr(out, f"classes_{side}", gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
                                                              label=f"{name}: p50/p95 per class", wrap=True,
-                                                             elem_classes="pg-scroll-table"))
+                                                             elem_classes="pg-scroll-table",
+                                                             column_widths=CLASS_WIDTHS))
                 setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
                 setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
                 setattr(out, f"kv_map_{side}", gr.Plot(label=f"{name}: KV memory map", elem_id=f"serve-kv-map-{side}"))
@@ -148,8 +152,10 @@ def _sweeps(registry, out, form):
             form.new_tokens = gr.Slider(4, 256, 64, step=4, label="Tokens each request decodes")
             form.rates = gr.Textbox("0.25,0.5,1,2", label="Rates (requests/s)")
             form.requests = gr.Slider(2, MAX_REQUESTS, 8, step=1, label="Requests per rate")
-            form.ttft = gr.Number(2.0, label="SLO: TTFT ≤ (s)")
-            form.tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
+            form.ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-sweep-slo-ttft",
+                                  minimum=0)   # the same SLO as the tab's goodput (one source: DEFAULT_SLO)
+            form.tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-sweep-slo-tpot",
+                                  minimum=0)
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
@@ -179,7 +185,7 @@ def _clients(out, traffic):
         with gr.Row():
             out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
             out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
-        out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
+        out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False, column_widths=CLASS_WIDTHS,
                                            label="Clients: p50/p95 per class (since you started watching)", wrap=True)
         out.clients_refused = gr.Dataframe(headers=REFUSED_HEADERS, interactive=False, wrap=True,
                                            label="Clients: requests refused (since you started watching)",
