@@ -146,22 +146,49 @@ def speculation_html(trace, earlier=()) -> str:
         return "none proposed" if x is None else f"{x:.0%}"
     against = {"plain": "against the plain run before it", "speculative": "the speculative run before, against "
                "this plain run"}.get(first, "")
-    speedup = ("missing: run the same prompt with speculative decoding off (same backend and settings) to "
-               "measure it" if report.speedup is None else f"{report.speedup:.2f}× ({against}: "
-               f"{report.decode_tps:.1f} against {report.plain_decode_tps:.1f} decode tok/s)")
+    speedup = "missing" if report.speedup is None else f"{report.speedup:.2f}×"
     cards = [("tokens per forward pass", "–" if report.tokens_per_pass is None else f"{report.tokens_per_pass:.2f}"),
              ("acceptance (accepted / proposed)", f"{pct(report.acceptance)} ({report.accepted} / {report.proposed})"),
              ("rejected and replaced", f"{report.replaced}"), ("speedup, decode tok/s (measured)", speedup)]
     if report.same_tokens is not None:
         cards.append(("same tokens as plain decoding", "yes" if report.same_tokens else "no (a near-tie flipped, "
                       "or sampling without a seed)"))
+    speed = ("Speedup missing: run the same prompt with speculative decoding off (same backend and settings) to "
+             "measure it." if report.speedup is None else f"Speedup {report.speedup:.2f}× {against}: "
+             f"{report.decode_tps:.1f} against {report.plain_decode_tps:.1f} decode tok/s.")
+    words = f'<p class="speculation-words">{html.escape(counts_words(report))} {html.escape(speed)}</p>'
     body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
     title = (f"Speculative decoding (prompt lookup, k = {report.k}, n-gram {report.ngram}): "
              f"{report.output_tokens} tokens in {report.passes} forward passes")
     return (f'<div class="speculation" id="pg-speculation"><b>{html.escape(title)}</b> — chips: '
             '<span class="tok tok-accepted">accepted</span> <span class="tok tok-replaced">rejected and replaced'
-            f'</span> <span class="tok">ordinary</span><div class="metrics">{body}</div></div>')
+            f'</span> <span class="tok">ordinary</span><div class="metrics">{body}</div>{words}</div>')
+
+
+def counts_words(report) -> str:
+    """What the counts mean, in words: proposed = accepted + replaced + dropped.
+
+    >>> from types import SimpleNamespace as NS
+    >>> print(counts_words(NS(proposed=3, accepted=0, replaced=2)))
+    Of 3 draft tokens proposed, 0 matched the model's own choice and were kept (green). 2 times a draft did not match: the model's own token took its place (red), and the 1 draft token after it in the same pass was dropped.
+    """
+    p, a, r = report.proposed, report.accepted, report.replaced
+    if not p:
+        return ("No draft token was proposed: the last tokens never appeared earlier in the text, so every token "
+                "came from an ordinary decode step.")
+    dropped = p - a - r
+    line = (f"Of {_plural(p, 'draft token')} proposed, {a} matched the model's own choice and "
+            f"{'was' if a == 1 else 'were'} kept (green).")
+    if r:
+        line += (f" {r} time{'s' * (r != 1)} a draft did not match: the model's own token took its place (red)"
+                 + (f", and the {_plural(dropped, 'draft token')} after it in the same pass "
+                    f"{'was' if dropped == 1 else 'were'} dropped." if dropped else "."))
+    return line
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' * (n != 1)}"
 
 
 def status_line(trace) -> str:

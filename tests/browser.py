@@ -20,10 +20,14 @@ def launch(demo) -> str:
     return url
 
 
-def open_page(playwright, url: str, width: int = 1400, height: int = 1000, load_timeout_s: float = 120):
-    """A Chromium page on the app (`url` may carry a query, e.g. ?present=1), once the model has loaded."""
+def open_page(playwright, url: str, width: int = 1400, height: int = 1000, load_timeout_s: float = 120,
+              on_page=None):
+    """A Chromium page on the app (`url` may carry a query, e.g. ?present=1), once the model has loaded;
+    `on_page(page)` runs before the page loads (to listen to its console and requests)."""
     browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
     page = browser.new_page(viewport={"width": width, "height": height})
+    if on_page:
+        on_page(page)
     page.goto(url)
     page.wait_for_selector("#generate", timeout=60_000)
     page.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')",

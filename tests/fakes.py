@@ -121,3 +121,13 @@ class ThreadSafeFakeSource:
                 with self.lock:
                     self.in_flight -= 1
         return Run(trace, produce, t0)
+
+
+class SlowPrefillBackend(SlowBackend):
+    """The tiny backend whose prefill takes `pause` seconds, as a long prompt's does; decode at full speed."""
+
+    def __init__(self, backend, pause=3.0):
+        super().__init__(backend, pause)
+
+    def decode(self, token, state):
+        return self._backend.decode(token, state)

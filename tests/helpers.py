@@ -110,6 +110,21 @@ def swerving_engine(tiny_backend, tiny_engine) -> Engine:
     return Engine(SwervingBackend(tiny_backend, SWERVE_AT, (original + 1) % len(tiny_backend.tokenizer)))
 
 
+def doubtful_trace(tiny_engine):
+    """A tiny run whose first step hesitates among ten named candidates, as SmolLM2's does (“The” 15%, “L”
+    14%, …): lesson step 2's top-k chart and takeaway (the tiny model's own answer is newlines, which the
+    step passes over)."""
+    from dataclasses import replace
+
+    from playground.config import GenerationSettings
+    from playground.trace import Candidate
+    trace = tiny_engine.generate(FRANCE, GenerationSettings(max_new_tokens=3))
+    words = ["The", "L", "La", "Al", "Le", "In", "Paris", "France", "It", "A"]
+    top = tuple(Candidate(100 + i, w, 0.15 - 0.01 * i) for i, w in enumerate(words))
+    first = replace(trace.steps[0], token_id=100, text="The", prob=0.15, top=top)
+    return replace(trace, steps=[first] + [replace(s, top=None) for s in trace.steps[1:]])
+
+
 def tiny_registry(tiny_backend, tiny_engine) -> SourceRegistry:
     """torch: the tiny engine; onnx: fails to load; copy: the tiny model departing from torch's answer at
     output token SWERVE_AT; late: loads slowly with progress messages; slow: the tiny model with a pause

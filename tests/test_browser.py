@@ -256,3 +256,23 @@ def test_a_missing_step_is_named_on_the_page(page):
     page.evaluate("(text) => window.pgLive.apply(text)", "\n".join([head, step % 0, step % 2, ""]))
     assert "missing from the stream" in page.locator("#pg-notice").inner_text()
     assert page.evaluate("window.pgLive.stats.gaps") >= 1 and chip_count(page) == 2
+
+
+def test_a_long_prefill_says_so_and_the_run_comes_into_view(page, tiny_backend):
+    """A prompt read for seconds (a long document's prefill) says on the page that the prompt is being read,
+    how many tokens and for how long, then counts the tokens; at 1400x1000 the status, chips and metrics
+    are on screen after Generate, whatever the prompt box's height."""
+    from tests.fakes import SlowPrefillBackend
+    with app_page(page, Engine(SlowPrefillBackend(tiny_backend, pause=4.0))) as tab:
+        set_max_new_tokens(tab, 8)
+        tab.locator("#prompt textarea").fill("a long document\n" * 40)   # the box at its tallest
+        tab.locator("#generate").click()
+        tab.wait_for_function("/reading the prompt \\(prefill\\): [\\d,]+ tokens in one pass… [1-9]\\d* s so far/"
+                              ".test(document.querySelector('#status').innerText)", timeout=30_000)
+        tab.wait_for_function("/generating… \\d+ tokens so far|finished/.test(document.querySelector('#status')"
+                              ".innerText)", timeout=30_000)
+        tab.wait_for_function("document.querySelector('#status').innerText.includes('finished')", timeout=60_000)
+        shown = tab.evaluate("""['#status', '#chips', '#metrics'].map((sel) => {
+            const r = document.querySelector(sel).getBoundingClientRect();
+            return [sel, Math.round(r.top), Math.round(r.bottom), r.top >= 0 && r.bottom <= innerHeight]; })""")
+        assert all(ok for *_, ok in shown), shown

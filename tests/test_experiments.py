@@ -195,3 +195,18 @@ def test_bundled_model_no_cache_matches_cache_and_costs_grow_with_context(smol_e
     assert grows_with_index(r.uncached_latency[1:])  # step 0 is the same prefill in both runs
     assert grows_with_index(r.uncached_cpu[1:])      # the work itself, whatever else the machine runs
     assert r.summary()["ratio"] > 1
+
+
+def test_charts_name_bytes_in_binary_units():
+    """Every page writes bytes in KiB, MiB, GiB (run_view.format_bytes, live/format.js); a chart axis read
+    "KV cache (MB)" beside text in MiB. Bandwidth stays GB/s (decimal, as hardware is rated)."""
+    import re
+    from pathlib import Path
+
+    from playground.charts.experiments import PANELS
+    root = Path(__file__).resolve().parent.parent / "playground"
+    sources = [*(root / "charts").glob("*.py"), *(root / "ui" / "live").glob("*.js")]
+    decimal = [(p.name, m.group(0)) for p in sources for m in re.finditer(r"\b[kKMGT]B\b(?!/s)", p.read_text())]
+    assert decimal == []
+    title, key, scale = next(p for p in PANELS if p[1] == "kv_bytes")
+    assert title == "KV cache (MiB)" and scale == 1 / 2**20

@@ -120,3 +120,39 @@ def test_step_six_names_a_request_that_failed(tiny_engine):
             return self._engine.run(prompt, settings)
     result = Lesson(Failing(tiny_engine)).run(6)
     assert "Request 0 (long) produced no token" in result.takeaway and "refused the document" in result.takeaway
+
+
+def test_step_one_rule_of_thumb_adds_up(tiny_engine):
+    """The sentence's own numbers agree: N words at R tokens a word is N × R, as written."""
+    import re
+    result = Lesson(tiny_engine).run(1)
+    text = result.takeaway
+    words = int(re.search(r"(\d+) words →", text).group(1))
+    rate = float(re.search(r"\(([\d.]+) tokens a word\)", text).group(1))
+    said = re.search(r"tokens a word\) says (\d+(?:\.\d+)?)", text).group(1)
+    decimals = len(said.partition(".")[2])
+    assert float(said) == round(words * rate, decimals), text
+    assert result.numbers["rule_of_thumb"] == pytest.approx(words * rate)
+
+
+def quoted(text: str) -> list[str]:
+    """The names a sentence quotes: “The” and “L” in 'the model gave “The” 15% and “L” 14%'."""
+    import re
+    return re.findall(r"“([^”]*)”", text)
+
+
+def test_every_label_a_takeaway_names_is_labelled_in_its_chart(tiny_engine):
+    """Step 2 names the model's two likeliest tokens; its top-k chart labels each bar (every tick drawn: a
+    category axis left to itself skips labels when ten bars are crowded on a projector)."""
+    from tests.helpers import doubtful_trace
+    lesson = Lesson(tiny_engine)
+    lesson.shared["trace"] = doubtful_trace(tiny_engine)
+    result = lesson.run(2)
+    names = quoted(result.takeaway)
+    assert names == ["The", "L"], result.takeaway
+    figure = result.figures["top_k"]
+    axis = figure.layout.yaxis
+    shown = [label.split("  (id ")[0] for label in axis.ticktext]
+    assert list(axis.tickvals) == list(figure.data[0].y)   # one tick per bar
+    assert len(shown) <= 5 and all(name in shown for name in names), (names, shown)
+    assert figure.data[0].textposition == "outside"   # each value beside its bar, never over a neighbour

@@ -110,7 +110,7 @@ def test_llama_bench_row_names_make_llama_when_missing(monkeypatch):
 
 
 def test_ratios_are_taken_against_llama_cpp():
-    llama = {"decode_tps": 100.0, "prefill_s": 4.0}
+    llama = {"decode_tps": 100.0, "prefill_s": 4.0, "loads": [{"others_cores": 0.0, "cores": 2}]}   # a quiet machine
     rows = [{"backend": "a", "engine_decode_tps": 50.0, "engine_ttft_s": 0.05}, {"backend": "b", "error": "x"}]
     out = peer.ratios_row(llama, {"matmul_peak_gflops": 100.0}, rows, [{"backend": "a", "prefill_s": 2.0}],
                                 {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -368,27 +368,43 @@ def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypa
 
 @pytest.mark.slow
 def test_the_serve_tab_draws_the_clients_requests_live(served):
+    """Watching counts from its own start: a request from before it is left out, one sent after it is drawn
+    from t = 0 (not from when the record started), and a refused one is listed with its status and reason."""
     from gradio_client import Client
 
     from playground.ui import build_demo
-    served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
+    served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)   # before watching
+    time.sleep(1.5)
     demo = build_demo(served.service.engine_loop.engine, served.traffic)
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
                                     quiet=True)
     try:
-        job = Client(url, verbose=False).submit(api_name="/serve_watch")
-        deadline = time.monotonic() + 60
-        while not job.outputs() and time.monotonic() < deadline:
+        client = Client(url, verbose=False)
+        watched_at = time.monotonic()
+        job = client.submit(api_name="/serve_watch")
+        wait_until = time.monotonic() + 60
+        while not job.outputs() and time.monotonic() < wait_until:
             time.sleep(0.1)
-        status, gantt, kv_map, classes = job.outputs()[0]
+        served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
+        with pytest.raises(openai.AuthenticationError):
+            served.sdk(key="wrong").chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
+        while "1 admitted" not in job.outputs()[-1][1] and time.monotonic() < wait_until:
+            time.sleep(0.1)
+        limits, status, gantt, kv_map, classes, refused = job.outputs()[-1][:6]
         job.cancel()
+        watched_for = time.monotonic() - watched_at
     finally:
         demo.close()
-    assert "requests in the last 10 minutes" in status and "0 running" in status
+    assert "in flight" in limits and "context 512 tokens" in limits
+    assert "since you started watching" in status and "1 admitted" in status and "0 running" in status
+    assert "1 refused: 401" in status
     figure = json.loads(gantt["plot"])
-    assert any(trace.get("name") == "decode" for trace in figure["data"])   # a client's request on the Gantt
+    decode = [trace for trace in figure["data"] if trace.get("name") == "decode"]
+    assert len(decode) == 1 and 0 <= decode[0]["base"][0] < watched_for   # from the watch's start, not the record's
+    assert figure["layout"]["xaxis"]["title"]["text"] == "seconds since you started watching"
     assert any(trace.get("fill") == "toself" for trace in json.loads(kv_map["plot"])["data"])
     assert classes["value"]["data"][0][0] == "short"
+    assert refused["value"]["data"][0][1] == 401
 
 
 def test_the_presenters_workload_joins_the_clients_batch_without_their_limits(tiny_onnx_engine):

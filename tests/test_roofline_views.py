@@ -100,3 +100,20 @@ def test_a_speculative_verify_pass_is_one_point_with_a_row_per_token_it_made():
     points = trace_points(trace, SMOLLM2, storage, CEILINGS)
     assert [(p.phase, p.rows) for p in points] == [("prefill", 20), ("decode", 3), ("decode", 1)]
     assert points[1].measured_s == pytest.approx(0.032) and points[1].seq_len == 21
+
+
+def test_the_roofline_labels_one_tick_a_decade():
+    """Minor tick labels (2, 5 within each decade) crammed the log axes, unreadable in presenter mode: one
+    label a decade, so a chart over d decades carries about d labels an axis."""
+    import math
+
+    from playground.charts.roofline import plot_roofline
+    sweep = Sweep("batch", "batching", "onnx", {"new_tokens": 64},
+                  [BatchPoint(b, 10.0, 10.0 * b, 64 * b, tpot_s=0.03 + 0.002 * b) for b in (1, 4, 16)])
+    storage = storage_of(SimpleNamespace(name="onnx-gguf4", kv_shape=SimpleNamespace(bytes_per_element=4),
+                                         dtype="float32"))
+    fig = plot_roofline(sweep_points(sweep, SMOLLM2, storage, CEILINGS, prompt_tokens=16), CEILINGS)
+    for axis, values in (("xaxis", [v for t in fig.data for v in t.x]), ("yaxis", [v for t in fig.data for v in t.y])):
+        spec = getattr(fig.layout, axis)
+        decades = math.log10(max(values) / min(v for v in values if v > 0))
+        assert spec.type == "log" and spec.dtick == 1 and decades + 2 <= 12, (axis, decades)   # <= 12 labels

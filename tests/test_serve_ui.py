@@ -157,3 +157,38 @@ def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     assert "Generate run, speculative" in priced and "missing" not in priced
     with pytest.raises(AppError, match="less than minimum value 0"):   # the field refuses it, in words
         client.predict(usd_per_hour=-1, api_name="/token_cost")
+
+
+@pytest.mark.slow
+def test_a_kv_memory_preset_runs_our_batching_twice_differing_by_one_setting(app_url):
+    client = Client(app_url, verbose=False)
+    final = client.predict(*serve_args(n=3, arrival="poisson", rate=4.0, a="one-at-a-time", b="(none)",
+                                       preset="shared system prompt"), api_name="/serve")
+    status, lesson = final[OUT["status"]], final[OUT["lesson"]]
+    assert status.count("done") == 2 and "prefix cache" in status.split("<br>")[1]
+    assert "prefix cache" not in status.split("<br>")[0]
+    assert "**shared system prompt**: With the prefix cache" in lesson
+    runs = [json.load(open(f, encoding="utf-8")) for f in final[OUT["download"]] if str(f).endswith(".json")]
+    assert sorted(r["pool"]["prefix_cache_blocks"] > 0 for r in runs) == [False, True]
+    assert final[OUT["itl_b"]] is not None
+
+
+def test_the_sweeps_slo_is_the_tabs(tiny_engine):
+    """One source of SLO defaults: the rate sweep's boxes start where the tab's goodput boxes do (they read
+    TPOT 0.2 s against 0.5 s)."""
+    from playground.ui import build_demo
+    from playground.ui.serve_job import DEFAULT_SLO
+    demo = build_demo(tiny_engine)
+    by_id = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    tab = tuple(by_id[f"serve-slo-{k}"].value for k in ("ttft", "tpot"))
+    sweep = tuple(by_id[f"serve-sweep-slo-{k}"].value for k in ("ttft", "tpot"))
+    assert sweep == tab == DEFAULT_SLO
+
+
+def test_each_per_class_column_is_as_wide_as_its_header():
+    """Sized to their data, the per-class tables' columns cut their headers ("cla…") at 1400 px."""
+    from playground.ui.serve_layout import CLASS_WIDTHS
+    from playground.ui.serve_views import CLASS_HEADERS
+    assert len(CLASS_WIDTHS) == len(CLASS_HEADERS)
+    # presenter mode's 20 px text: about 12 px a character, and the cell's padding
+    assert all(width >= 12 * len(header) + 18 for width, header in zip(CLASS_WIDTHS, CLASS_HEADERS))

@@ -351,3 +351,21 @@ def test_bench_row_reports_speedups_against_the_targets():
         assert preset["bound_speedup_free_verify"] == round(preset["tokens_per_pass"], 2)
         assert preset["bound_speedup_at_row_cost"] <= preset["bound_speedup_free_verify"]
         assert (name in row["beyond_bound"]) == (preset["speedup"] > 1.1 * preset["bound_speedup_free_verify"])
+
+
+@pytest.mark.integration
+def test_gguf4_the_generate_tabs_copy_preset_gets_drafts_accepted(gguf4):
+    """The Generate tab's preset that promises "speculation can copy" (the document, then its start again):
+    greedy on the bundled model, 64 tokens, k = 4 and n-gram 3 as the tab's defaults. Measured: 29 of 69
+    drafts accepted (64 tokens in 35 forward passes), and 23 of 47 (41 passes): how many it proposes follows
+    the verify row's cost, timed in the run; its former prompt (a list "quoted word for word") got 0 of 4."""
+    from playground.experiments.speculative import reread_text
+    from playground.speculative import Speculation, SpeculativeEngine
+    from playground.ui.common import long_document
+
+    settings = GenerationSettings(max_new_tokens=64, temperature=0.0, chat=False)
+    trace = SpeculativeEngine(gguf4, Speculation(k=4, ngram=3)).run(reread_text(long_document()), settings).wait()
+    counts = trace.speculation
+    print(f"copy preset: {counts['accepted']} of {counts['proposed']} accepted, "
+          f"{trace.output_tokens} tokens in {counts['passes']} passes")
+    assert counts["accepted"] >= 10 and counts["passes"] <= 0.85 * trace.output_tokens

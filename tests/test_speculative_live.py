@@ -56,9 +56,49 @@ def test_speculation_html_labels_the_speedup_or_says_it_is_missing(runs):
     assert "tokens per forward pass" in alone and "missing: run the same prompt" in alone and "×" not in alone
     measured = speculation_html(spec, [plain])
     speedup = speculation_report(spec, plain).speedup
-    assert f"{speedup:.2f}× (against the plain run before it" in measured
+    assert f"{speedup:.2f}× against the plain run before it" in measured
     assert "the speculative run before, against this plain run" in speculation_html(plain, [spec])
     assert speculation_html(plain, []) == ""
+
+
+def test_the_report_says_its_whole_speedup_and_what_its_counts_mean(runs):
+    """The speedup's sentence is a paragraph, not a card's one-line value (which cut it: "missing: run the
+    san…"), and the counts are said in words that add up: proposed = accepted + replaced + dropped."""
+    from html.parser import HTMLParser
+
+    plain, spec = runs
+    report = speculation_report(spec)
+
+    class Values(HTMLParser):   # the text of each card's value, and of the words under the cards
+        def __init__(self):
+            super().__init__()
+            self.where, self.values, self.words = None, [], ""
+
+        def handle_starttag(self, tag, attrs):
+            cls = dict(attrs).get("class", "")
+            self.where = "value" if cls == "value" else "words" if cls == "speculation-words" else self.where
+
+        def handle_endtag(self, tag):
+            self.where = None if tag in ("div", "p") else self.where
+
+        def handle_data(self, data):
+            if self.where == "value":
+                self.values.append(data)
+            elif self.where == "words":
+                self.words += data
+    page = Values()
+    page.feed(speculation_html(spec, []))
+    assert all(len(v) <= 24 for v in page.values), page.values   # each card's value fits its card
+    words = page.words
+    assert "Speedup missing: run the same prompt with speculative decoding off (same backend and settings) to " \
+           "measure it." in words
+    proposed = int(re.search(r"Of (\d+) draft tokens? proposed", words).group(1))
+    kept = int(re.search(r"proposed, (\d+) matched the model's own choice", words).group(1))
+    replaced = re.search(r"(\d+) times? a draft did not match", words)
+    dropped = re.search(r"the (\d+) draft tokens? after it in the same pass", words)
+    replaced, dropped = (int(m.group(1)) if m else 0 for m in (replaced, dropped))
+    assert (proposed, kept, replaced) == (report.proposed, report.accepted, report.replaced)
+    assert proposed == kept + replaced + dropped, words
 
 
 def test_the_step_stream_carries_each_tokens_draft_and_forward_pass(runs):
@@ -122,6 +162,6 @@ def test_a_speculative_run_colours_its_chips_then_a_plain_run_measures_the_speed
     assert "tokens per forward pass" in report and "missing" in report
     page.locator("#speculate input").uncheck()
     page.locator("#generate").click()   # the same prompt, plain: the speedup is measured against it
-    page.wait_for_function("/\\d\\.\\d\\d× \\(the speculative run before/.test("
+    page.wait_for_function("/\\d\\.\\d\\d× the speculative run before/.test("
                            "(document.querySelector('#pg-speculation') || {}).innerText || '')", timeout=120_000)
     assert page.locator("#chips .tok-ordinary").count() == 0   # a plain run's chips keep the position palette

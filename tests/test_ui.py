@@ -11,6 +11,7 @@ from gradio_client.exceptions import AppError
 
 from playground.live import read_stream
 from playground.ui import build_demo
+from playground.ui.live_view import RUNNING_STATUS
 from tests.helpers import (FRANCE, SWERVE_AT, compare_args, experiment_args, generate_args, generated, named, tiny_registry,
                            trace_from, wait_for)
 
@@ -28,7 +29,8 @@ def test_the_stream_grows_by_the_new_steps_and_ends_with_an_exportable_trace(app
     assert counts == sorted(counts) and len(set(counts)) >= 4   # streamed: several updates, each adds steps
     assert all(b.startswith(a) for a, b in zip(streams, streams[1:]))   # append-only: Gradio sends the new lines
     running = [generated(o)["status"] for o in job.outputs()[:-1] if generated(o)["stream"]]
-    assert running and all(s.startswith("⏳ generating") for s in running)   # constant while it runs
+    assert running and "reading the prompt (prefill): " in running[0]   # until the first token, then constant:
+    assert all(s == RUNNING_STATUS for s in running[1:] if "reading the prompt" not in s) and "generating" in running[-1]
     head, steps, end = read_stream(generated(final)["stream"])
     assert end["end"] == "length" and end["steps"] == 12 and set(end["figures"]) == {"timeline", "latency", "kv", "topk"}
     trace = trace_from(generated(final)["files"])

@@ -85,7 +85,7 @@ def endpoint(demo, name):
                                 "(for the estimate)", "spec_ngram": "n-gram size matched"}),
     ("serve", ServeForm, {"n": "Requests", "long_share": "Long: share", "source_b": "Source of B",
                           "manager": "The manager's scheduler"}),
-    ("serve_sweep", SweepForm, {"kind": "Sweep", "requests": "Requests per rate", "tpot": "SLO: TPOT ≤ (s)"}),
+    ("serve_sweep", SweepForm, {"kind": "Sweep", "requests": "Requests per rate", "tpot": "SLO: TPOT ≤ (s; 0: no limit)"}),
 ])
 def test_an_endpoint_takes_its_form_fields_in_their_order(demo, api_name, form_cls, labels):
     """What api_args relies on: the API's inputs (States aside) are the form's fields, in the fields' order."""

@@ -4,13 +4,17 @@
     service = ApiService(get_engine, config, observer=traffic)   # the engine loop tells it what happens
     result = traffic.snapshot()     # a WorkloadResult of the last keep_s seconds: records, batches, KV, slot map
     summarize(result)               # p50/p95 per class (short/long by prompt tokens), as for any workload
+    t0 = traffic.now(); view = traffic.since(t0)   # later: what arrived since t0, its times counted from t0
+    traffic.refusals, traffic.endpoint               # requests refused (status, reason); the endpoint's limits
 
 Each request becomes a RequestRecord the moment it is submitted (its arrival), with its class by prompt
 tokens (SHORT_MAX_TOKENS); the loop's iterations then fill in admission, prefill chunks, the Steps (its
 Trace) and its end, and the scheduler's batches, KV bytes in use and slot map -- exactly as the Serve
 tab's continuous-batching scheduler records a workload (serve.continuous.record_iteration, the same code), so
-every chart of that tab can draw it. Times are seconds since the record started. What is older than
-`keep_s` (finished requests, batches, KV samples) is dropped as the record grows.
+every chart of that tab can draw it. Times are seconds since the record started; `since(t0)` counts them
+from t0 instead (a page that starts watching at t0 sees a time base of its own). What is older than
+`keep_s` (finished requests, batches, KV samples, refusals) is dropped as the record grows. A request the
+endpoint refuses before it reaches the loop (a 400, a 429, …) is kept as a Refusal with its reason.
 
 Left out: prompts (a Trace here has token ids, no text) and which client sent a request (the records
 carry no client name, so a shared view shows no one's identity).
@@ -18,7 +22,7 @@ carry no client name, so a shared view shows no one's identity).
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..serve.continuous import describe_pool, record_iteration
 from ..serve.records import RequestRecord, WorkloadResult
@@ -38,10 +42,20 @@ def request_class(prompt_tokens: int) -> str:
     return "short" if prompt_tokens <= SHORT_MAX_TOKENS else "long"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A request the endpoint answered with an error before the loop saw it: when, the HTTP status, why."""
+    time: float
+    status: int
+    reason: str
+
+
 class ClientTraffic:
     def __init__(self, keep_s: float = 600.0, source: str = "the API's engine loop"):
         self.keep_s = keep_s
         self.clock = Clock()
+        self.refusals: list[Refusal] = []
+        self.endpoint: dict = {}   # the service's limits, and once loaded its context and slots (described())
         self.result = WorkloadResult("clients", LABEL, source, Workload(()), [], started=self.clock.start,
                                      admitted_means="the engine loop gave the request a KV slot")
         self.in_loop: dict[int, RequestRecord] = {}   # id(seq) -> its record, while the loop holds it
@@ -70,6 +84,16 @@ class ClientTraffic:
                 self.in_loop.pop(id(seq), None)
             self._forget(self.clock.since(it.end) - self.keep_s)
 
+    def refused(self, status: int, reason: str) -> None:
+        with self._lock:
+            self.refusals.append(Refusal(self.clock.now(), status, reason))
+            self.refusals = [x for x in self.refusals if x.time >= self.clock.now() - self.keep_s]
+
+    def described(self, **facts) -> None:
+        """The service's limits (an ApiLimits: `limits`), and once its model loads: `context` (positions a
+        request may use), `window` (the model's), `slots`."""
+        self.endpoint = {**self.endpoint, **facts}
+
     def _forget(self, before: float) -> None:
         r = self.result
         if r.batches and r.batches[0].end >= before:
@@ -81,6 +105,29 @@ class ClientTraffic:
 
     # --- readers
 
+    def now(self) -> float:
+        return self.clock.now()
+
+    def since(self, t0: float) -> WorkloadResult:
+        """A snapshot of the requests that arrived at t0 or later, every time counted from t0 (a request's Steps
+        are counted from its admission already); the loop's passes, KV and slot map from t0 on."""
+        r = self.snapshot()
+        records = [replace(x, request=replace(x.request, arrival=x.arrival - t0),
+                           admitted=None if x.admitted is None else x.admitted - t0,
+                           chunks=[(a - t0, b - t0, n) for a, b, n in x.chunks],
+                           finished=None if x.finished is None else x.finished - t0)
+                   for x in r.records if x.arrival >= t0]
+        ids = {x.request.id for x in records}
+        return replace(r, workload=Workload(tuple(x.request for x in records)), records=records,
+                       batches=[replace(b, start=b.start - t0, end=b.end - t0) for b in r.batches if b.start >= t0],
+                       kv=[(t - t0, v) for t, v in r.kv if t >= t0],
+                       slot_map=[(t - t0, tuple(h for h in held if h[1] in ids)) for t, held in r.slot_map if t >= t0],
+                       started=r.started + t0, elapsed=r.elapsed - t0)
+
+    def refused_since(self, t0: float) -> list[Refusal]:
+        with self._lock:
+            return [replace(x, time=x.time - t0) for x in self.refusals if x.time >= t0]
+
     def snapshot(self) -> WorkloadResult:
         """A copy to draw or summarize from another thread (the records' Traces are shared, still growing)."""
         with self._lock:
@@ -89,3 +136,24 @@ class ClientTraffic:
             return replace(r, workload=Workload(tuple(x.request for x in records)), records=records,
                            batches=list(r.batches), kv=list(r.kv), slot_map=list(r.slot_map),
                            pool=dict(r.pool or {}) or None, elapsed=self.clock.now())
+
+
+def endpoint_text(endpoint: dict) -> str:
+    """The endpoint's limits and context in one paragraph (ClientTraffic.endpoint: `limits`, then once loaded
+    `context`, `window`, `slots`).
+
+    >>> from playground.api.limits import ApiLimits
+    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8}))
+    The endpoint's limits: each client at most 4 requests in flight (16 from all clients), 896 prompt tokens and 512 new tokens a request, 20,000 tokens a minute; context 1,024 tokens a request, prompt and answer together (the model's window is 8,192), 8 requests decoded at once. A request over a limit is refused: 400 (too long), 429 (too many; it says when to retry).
+    """
+    limits = endpoint.get("limits")
+    if limits is None:
+        return "The endpoint's limits: not known (no service has described them)."
+    context = endpoint.get("context")
+    where = (f"context {context:,} tokens a request, prompt and answer together (the model's window is "
+             f"{endpoint['window']:,}), {endpoint['slots']} requests decoded at once" if context
+             else "context: not known until the model has loaded")
+    return (f"The endpoint's limits: each client at most {limits.in_flight_per_client} requests in flight "
+            f"({limits.in_flight} from all clients), {limits.prompt_tokens:,} prompt tokens and {limits.max_tokens:,} "
+            f"new tokens a request, {limits.tokens_per_minute:,} tokens a minute; {where}. A request over a limit "
+            "is refused: 400 (too long), 429 (too many; it says when to retry).")

@@ -112,9 +112,11 @@ class Answer:
             return "stop"
         return FINISH.get(trace.stop_reason)
 
-    def usage(self) -> dict:
+    def usage(self, trace=None) -> dict:
+        """OpenAI's usage; `prompt_tokens_details.cached_tokens`: prompt tokens the prefix cache served (the trace's)."""
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.tokens,
-                "total_tokens": self.prompt_tokens + self.tokens}
+                "total_tokens": self.prompt_tokens + self.tokens,
+                "prompt_tokens_details": {"cached_tokens": trace.cached_tokens if trace is not None else 0}}
 
     # --- streamed
 
@@ -138,7 +140,7 @@ class Answer:
         out = [self._chunk({"content": rest} if self.chat else rest)] if rest else []
         out.append(self._chunk({} if self.chat else "", finish=self.finish_reason(trace)))
         if self.asked.include_usage:
-            out.append({**self._head(), "choices": [], "usage": self.usage()})
+            out.append({**self._head(), "choices": [], "usage": self.usage(trace)})
         return out
 
     def _head(self) -> dict:
@@ -177,4 +179,4 @@ class Answer:
             choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": self.finish_reason(trace)}
         kind = "chat.completion" if self.chat else "text_completion"
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": [choice],
-                "usage": self.usage()}
+                "usage": self.usage(trace)}

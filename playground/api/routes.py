@@ -202,9 +202,13 @@ async def _whole(job: Job, request: Request):
 def completion_route(service: ApiService, kind: str):
     async def complete(request: Request):
         received = Received(time.time_ns(), request.headers.get("x-request-id"))
-        client = _client(service, request)
-        asked = read_body(await _body(service, request), kind)
-        job = service.open(asked, client, received)
+        try:
+            client = _client(service, request)
+            asked = read_body(await _body(service, request), kind)
+            job = service.open(asked, client, received)
+        except ApiError as error:
+            service.refused(error)   # the Serve tab's Watch view lists it, with its status and reason
+            raise
         if asked.stream:
             return StreamingResponse(_events(job, request), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

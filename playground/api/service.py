@@ -114,6 +114,8 @@ class ApiService:
         self._started = time.time()
         self._loading: threading.Thread | None = None
         self._lock = threading.Lock()
+        if observer is not None:
+            observer.described(limits=self.config.limits)
 
     # --- the model
 
@@ -132,6 +134,8 @@ class ApiService:
             self.model_id = engine.info.model
             self.longest_token = longest_token(engine.tokenizer)
             self.engine_loop = EngineLoop(engine, BatchConfig(slots=slots), capacity, self.observer)
+            if self.observer is not None:
+                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots)
         except Exception as exc:   # noqa: BLE001 - every request is told why, with a 503
             self.error = f"the model failed to load: {type(exc).__name__}: {exc}"
 
@@ -150,6 +154,11 @@ class ApiService:
             self.engine_loop.close()
 
     # --- requests
+
+    def refused(self, error) -> None:
+        """Tell the observer of a completion refused before it reached the loop (an ApiError: status, reason)."""
+        if self.observer is not None:
+            self.observer.refused(error.status, error.message)
 
     def open(self, asked: Asked, client: str, received: Received | None = None) -> Job:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""

@@ -4,6 +4,7 @@
     logits = decode_rows(backend, kv, tokens, lengths)   # tokens[r] fed to slot r (r < n): logits [n, vocab]
     logits = prefill_chunk(backend, kv, slot, ids, length)  # ids read onto slot's first `length` positions: [vocab]
     kv.move(src, dst, length); kv.swap(a, b, length_a, length_b)   # what keeps the decoding rows packed
+    block = kv.read(slot, start, n); kv.write(slot, start, block)  # positions out of a slot and back (prefix cache)
 
 GroupQueryAttention (in every onnx and onnx-gguf4 graph, see onnx_fuse.py) takes each row's own cache
 length from a right-padded attention_mask (seqlens_k = the row's sum - 1) and writes each new position in
@@ -101,6 +102,15 @@ class KVSlots:
         """Copy slot src's first `length` positions into slot dst."""
         for a in self.arrays:
             a[dst, :, :length] = a[src, :, :length]
+
+    def read(self, slot: int, start: int, n: int) -> list[np.ndarray]:
+        """A copy of slot `slot`'s positions start..start+n-1: one [kv_heads, n, head_dim] array per past input."""
+        return [a[slot, :, start:start + n].copy() for a in self.arrays]
+
+    def write(self, slot: int, start: int, block: list[np.ndarray]) -> None:
+        """Put `block` (as `read` gives it) at slot `slot`'s positions from `start`."""
+        for a, b in zip(self.arrays, block):
+            a[slot, :, start:start + b.shape[1]] = b
 
     def swap(self, a: int, b: int, length_a: int, length_b: int) -> None:
         """Exchange two slots' contents (their first length_a and length_b positions)."""

@@ -14,6 +14,9 @@
     instrumentation costs under 3%), peak RSS, and for the ONNX variants their greedy agreement with fp32;
   - a 1024-token prefill per backend;
   - fidelity per backend (fidelity.py): teacher-forced top-1 agreement with fp32, mean KL, perplexity;
+  - fidelity the standard way (kld.py): llama-perplexity --kl-divergence's row for llama.cpp (Q4_1 against
+    its F32), then each ONNX backend scored the same way against onnx fp32 on the same ids and chunks
+    (Same top p ±, mean and 99th-percentile KLD, PPL ratio), with the gate against llama.cpp's row;
   - llama-bench again, and a summary: every decode and prefill as a multiple of llama.cpp's (the mean
     of its two runs, which bracket ours), prefill as a share of the matmul peak, and the ceilings the
     floors set on those ratios;
@@ -21,7 +24,8 @@
   - with every backend (no names given): the batch row (batch.py: our continuous batching's
     batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
     the serve row (serve.py: the pinned workload one at a time and with our batching, the same backend),
-    the aiperf row, the clients row (clients.py: misbehaving clients against the endpoint while one behaves),
+    the kvmem rows (kvmem.py: prefix caching, preemption, the prefill-chunk sweep), the aiperf row, the
+    clients row (clients.py: misbehaving clients against the endpoint while one behaves),
     and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
   - last, the remote row (remote.py): this client against a llama-server the bench starts on the
@@ -44,8 +48,8 @@ import shlex
 import subprocess
 import sys
 
-from . import aiperf, backends, batch, clients, fidelity, interleaved, paced, peer, prefill, remote, results, roofline, \
-    serve, speculative, ui
+from . import aiperf, backends, batch, breakdown, clients, fidelity, interleaved, kld, kvmem, paced, peer, prefill, \
+    quiet, remote, results, roofline, serve, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .rows import PREFILL, Stamp, say
 
@@ -62,22 +66,25 @@ def run_all(argv: list[str]) -> None:
     on_bundled = model is None   # llama.cpp and fidelity on the bundled model only
     llama_runs = [say(peer.llama_bench_row()), say(peer.matmul_peak_row())] if on_bundled else []
     floor = say(peer.kernel_floor_row()) if on_bundled else None
+    ours = quiet.LoadWindow.start()   # the load while our figures of the ratios are measured
     rows = [say(row_in_subprocess("backends", name, "--one", label=name, model=model))
             for name in names]   # each in its own process
     prefills = [say(row_in_subprocess(PREFILL, name, label=name, model=model)) for name in names]
+    ours_load = ours.stop()
     # the app's cost to what it measures: rows "ui" and "ui-flat", in a process of its own (--pin)
     subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
                     *(["--model", model] if model else []), *ui.browser_flags()], check=True, env=child_env())
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
-        for command in ("batch", "serve", "aiperf", "clients", "roofline", "speculative"):
+        for command in ("batch", "serve", "kvmem", "aiperf", "clients", "roofline", "speculative"):
             say(row_in_subprocess(command, model=model))
     if not on_bundled:
         return
     if not args.speed:
         fidelity.fidelity_rows(names)   # prints its rows
+        kld.kld_rows([n for n in names if n.startswith("onnx")])   # llama.cpp's scoring, llama.cpp's row beside
     llama_runs.append(say(peer.llama_bench_row()))
     llama = peer.mean_llama_row(llama_runs[0], llama_runs[2])
-    say(peer.ratios_row(llama, llama_runs[1], rows, prefills, peer.model_config(), floor))
+    say(peer.ratios_row(llama, llama_runs[1], rows, prefills, peer.model_config(), floor, loads=[ours_load]))
     if not args.names:   # the client against llama.cpp's own server
         say(remote.remote_row())
 
@@ -87,9 +94,12 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "backends": (backends.main, "the engine against plain generate(), one process a backend"),
     PREFILL: (prefill.main, "a 1024-token prefill on one backend"),
     "fidelity": (fidelity.main, "teacher-forced agreement with onnx fp32, KL, perplexity"),
+    "kld": (kld.main, "llama-perplexity --kl-divergence's scoring: llama.cpp's row and ours, and the gate"),
     "peer": (peer.main, "llama.cpp's llama-bench, the fp32 matmul peak, the 4-bit kernel floor"),
+    "breakdown": (breakdown.main, "a decode step's time by op type (ONNX Runtime's profiler) and the Python"),
     "batch": (batch.main, "continuous batching's batch-size sweep against llama-batched-bench"),
     "serve": (serve.main, "the pinned workload one at a time and with continuous batching"),
+    "kvmem": (kvmem.main, "prefix caching, preemption under a KV budget, the prefill-chunk sweep"),
     "aiperf": (aiperf.main, "NVIDIA AIPerf against the API, beside the Steps' own figures"),
     "clients": (clients.main, "the API under misbehaving clients while one behaves: its TTFT, slots, RSS"),
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),

@@ -7,7 +7,10 @@ several-fold in between (llama.cpp's threads poll for work, so it suffers most f
 each round runs llama-bench once (46- and 1024-token prompts, 64 new tokens, one repetition after its
 warm-up), then, in this process, each backend's 64 greedy tokens after the chat prompt (the engine's
 decode tok/s and TTFT) and a 1024-token prefill (a one-token Run, as `make bench`'s prefill row). The
-ratios are taken within each round and their medians printed, with every round's raw figures.
+ratios are taken within each round and their medians printed, with every round's raw figures. Each round
+records its load (quiet.LoadWindow); a round measured on a machine that was not quiet (quiet.validity) prints
+its ratios as null with the reason, and the medians of the ratios are over the valid rounds alone (null when
+none was).
 
 Left out: memory figures (all backends share this process; `make bench` isolates them).
 """
@@ -18,6 +21,7 @@ import statistics
 from .backends import PROMPT
 from .peer import NEW_TOKENS, llama_bench_row
 from .prefill import PREFILL_TOKENS, measure_prefill
+from .quiet import LoadWindow, gated, validity
 from .rows import InterleavedRoundRow, InterleavedRow, say
 
 
@@ -33,24 +37,42 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
     for name, engine in engines.items():   # warm-up: first-call allocations, outside the rounds
         prompt_ids[name] = engine.prompt_ids(PROMPT, settings)[1]
         engine.run_ids(prompt_ids[name], settings.with_(max_new_tokens=4)).wait()
-    raw = []
+    raw, valid_rounds = [], 0
     for _ in range(rounds):
+        window = LoadWindow.start()
         llama = llama_bench_row(repeats=1)
         if llama.error is not None:
             return InterleavedRow(error=llama.error)
-        entry = {"llama.cpp": {"decode_tps": llama.decode_tps, "prompt_s": llama.prompt_s, "prefill_s": llama.prefill_s}}
+        entry = {"llama.cpp": {"decode_tps": llama.decode_tps, "prompt_s": llama.prompt_s, "prefill_s": llama.prefill_s,
+                               "cpu_variant": llama.cpu_variant}}
+        measured = {}
         for name, engine in engines.items():
             m = engine.run_ids(prompt_ids[name], settings).wait().metrics()
             prefill = measure_prefill(engine, PREFILL_TOKENS, repeats=1).prefill_s
+            measured[name] = (m, prefill)
+        load = window.stop()
+        check = validity([load])
+        valid_rounds += bool(check["valid"])
+        for name, (m, prefill) in measured.items():
             entry[name] = {"decode_tps": round(m.decode_tps, 2), "ttft_s": round(m.ttft, 4), "prefill_s": prefill,
-                           "decode_x": round(m.decode_tps / llama.decode_tps, 3),
-                           "prefill_x": round(llama.prefill_s / prefill, 3)}
+                           "decode_x": gated(round(m.decode_tps / llama.decode_tps, 3), check),
+                           "prefill_x": gated(round(llama.prefill_s / prefill, 3), check)}
         raw.append(entry)
-        say(InterleavedRoundRow(round=len(raw), figures=entry))
-    median = {name: {key: round(statistics.median(r[name][key] for r in raw), 3) for key in raw[0][name]}
+        say(InterleavedRoundRow(round=len(raw), figures=entry, load=load, validity=check))
+    median = {name: {key: _median([r[name][key] for r in raw]) for key in raw[0][name] if key != "cpu_variant"}
               for name in raw[0]}
-    return InterleavedRow(summary=f"medians over {rounds} interleaved rounds (ratios taken within each round)",
-                          medians=median)
+    return InterleavedRow(summary=f"medians over {rounds} interleaved rounds (ratios taken within each round, "
+                                  f"over the {valid_rounds} valid ones)", valid_rounds=valid_rounds, medians=median)
+
+
+def _median(values: list) -> float | None:
+    """The median of the figures that were measured (None: a ratio from a round that was not quiet).
+
+    >>> _median([1.0, None, 3.0]), _median([None, None])
+    (2.0, None)
+    """
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 3) if values else None
 
 
 def main(argv: list[str]) -> None:

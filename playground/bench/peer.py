@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from .prefill import PREFILL_TOKENS
+from .quiet import LoadWindow, gated, loaded_cpu_variant, validity
 from .rows import KernelFloorRow, LlamaBenchRow, MatmulPeakRow, SummaryRow, say
 
 PROMPT_TOKENS, NEW_TOKENS = 46, 64
@@ -76,6 +77,7 @@ def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, tim
         return LlamaBenchRow(threads=threads, error=str(exc))
     cmd = [str(binary), "-m", str(gguf), "-t", str(threads), "-p", f"{PROMPT_TOKENS},{PREFILL_TOKENS}",
            "-n", str(NEW_TOKENS), "-r", str(repeats), "-o", "json"]
+    window = LoadWindow.start()
     try:
         out = subprocess.run(cmd, env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
         tests = json.loads(out.stdout)
@@ -84,9 +86,11 @@ def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, tim
                                                      "rebuild it with `make llama`")
     if out.returncode != 0 or not tests:
         return LlamaBenchRow(threads=threads, error=f"llama-bench exited {out.returncode}: {out.stderr.strip()[-300:]}")
+    load = window.stop()
     by_test = {(t["n_prompt"], t["n_gen"]): t for t in tests}
     prompt, prefill, gen = (by_test.get(k) for k in ((PROMPT_TOKENS, 0), (PREFILL_TOKENS, 0), (0, NEW_TOKENS)))
-    return LlamaBenchRow(threads=threads, model=tests[0].get("model_type"), repeats=repeats,
+    return LlamaBenchRow(threads=threads, cpu_variant=loaded_cpu_variant(out.stderr), load=load,
+                         model=tests[0].get("model_type"), repeats=repeats,
                          prompt_tokens=PROMPT_TOKENS, prompt_s=_seconds(prompt),
                          new_tokens=NEW_TOKENS, decode_tps=round(gen["avg_ts"], 2) if gen else None,
                          prefill_tokens=PREFILL_TOKENS, prefill_s=_seconds(prefill),
@@ -121,14 +125,17 @@ def llama_batched_bench_row(sizes=BATCHED_SIZES, prompt_tokens: int = BATCHED_PR
                               env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
     try:
         run(4, [1])   # warm-up
+        window = LoadWindow.start()
         out = run(new_tokens, sizes)
+        load = window.stop()
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {**row, "error": f"llama-batched-bench failed ({type(exc).__name__}: {exc}); rebuild it with `make llama`"}
     table = parse_batched_bench(out.stdout)
     if out.returncode != 0 or not table:
         return {**row, "error": f"llama-batched-bench exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"}
     kv = re.search(r"n_kv_max = (\d+)", out.stdout)   # the cache it allocated (at least -c)
-    return {**row, "n_kv_max": int(kv.group(1)) if kv else None,
+    return {**row, "cpu_variant": loaded_cpu_variant(out.stdout + out.stderr), "load": load,
+            "n_kv_max": int(kv.group(1)) if kv else None,
             "points": [{"concurrency": int(t["B"]), "total_tps": t["S_TG t/s"],
                        "tpot_ms": round(1e3 * t["B"] / t["S_TG t/s"], 2) if t["S_TG t/s"] else None,
                        "prompt_tps": t["S_PP t/s"]} for t in table]}
@@ -161,7 +168,7 @@ def mean_llama_row(before: dict, after: dict) -> dict:
     ok = [r for r in (before, after) if "error" not in r]
     if not ok:
         return before
-    row = dict(ok[0], runs=len(ok))
+    row = dict(ok[0], runs=len(ok), loads=[r["load"] for r in ok if r.get("load")])
     for key in ("prompt_s", "decode_tps", "prefill_s", "prefill_tps"):
         values = [r[key] for r in ok if r.get(key)]
         row[key] = round(statistics.mean(values), 4) if values else None
@@ -297,15 +304,19 @@ def prefill_gflop(config: dict, tokens: int = PREFILL_TOKENS) -> float:
 
 
 def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dict], config: dict | None,
-               floor: dict | None = None) -> SummaryRow:
+               floor: dict | None = None, loads: list[dict] | None = None) -> SummaryRow:
     """Each backend's decode tok/s and 1024-token prefill as multiples of llama.cpp's (>1 = faster), prefill
-    as a share of the matmul peak, and the ceilings the floors put on those ratios (`ceilings`)."""
+    as a share of the matmul peak, and the ceilings the floors put on those ratios (`ceilings`). `loads`: the
+    windows the figures were measured in (llama.cpp's runs' own, `llama["loads"]`, and ours): a ratio from a
+    machine that was not quiet (quiet.validity) is None, with the reason in `validity`."""
+    loads = [*llama.get("loads", []), *(loads or [])]
+    check = validity(loads)
     entries = {}
     prefill_s = {p["backend"]: p.get("prefill_s") for p in prefills}
     for b in backends:
         name, tps = b.get("backend"), b.get("engine_decode_tps")
-        entry = {"decode_x": _ratio(tps, llama.get("decode_tps")),
-                 "prefill_x": _ratio(llama.get("prefill_s"), prefill_s.get(name)),
+        entry = {"decode_x": gated(_ratio(tps, llama.get("decode_tps")), check),
+                 "prefill_x": gated(_ratio(llama.get("prefill_s"), prefill_s.get(name)), check),
                  "ttft_ms": round(b["engine_ttft_s"] * 1e3, 1) if b.get("engine_ttft_s") else None}
         if config and prefill_s.get(name) and peak.get("matmul_peak_gflops"):
             gflops = prefill_gflop(config) / prefill_s[name]
@@ -313,7 +324,8 @@ def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dic
                 round(gflops, 1), round(100 * gflops / peak["matmul_peak_gflops"], 1))
         entries[name] = entry
     return SummaryRow(llama_decode_tps=llama.get("decode_tps"), llama_prefill_s=llama.get("prefill_s"),
-                      ceilings=ceilings(llama, peak, config, floor or {}), backends=entries)
+                      ceilings=ceilings(llama, peak, config, floor or {}), validity=check, loads=loads,
+                      backends=entries)
 
 
 def ceilings(llama: dict, peak: dict, config: dict | None, floor: dict) -> dict:

@@ -34,8 +34,12 @@ def read_rows(lines) -> list[dict]:
 
 
 def kind(row: dict) -> str:
-    """What a row is: its `row` or `bench` name, else its tool, else "backend"."""
-    return str(row.get("row") or row.get("bench") or row.get("tool") or
+    """What a row is: its `row` or `bench` name, "kld" for the kld rows, else its tool, else "backend".
+
+    >>> kind({"kld": "llama-perplexity --kl-divergence", "backend": "llama.cpp"}), kind({"backend": "onnx"})
+    ('kld', 'backend')
+    """
+    return str(row.get("row") or row.get("bench") or ("kld" if "kld" in row else None) or row.get("tool") or
                ("summary" if "ceilings" in row else "fidelity" if "top1_agreement_with_fp32" in row
                 else PREFILL if "prefill_tokens" in row and "engine_decode_tps" not in row else "backend"))
 
@@ -103,6 +107,8 @@ def markdown(rows: list[dict]) -> str:
              f"- commit: `{stamp['commit']}`" + (" (with uncommitted changes)" if stamp.get("uncommitted_changes") else ""),
              f"- machine: {machine_line}",
              f"- date: {stamp['date']}"]
+    if stamp.get("llama_cpu_variant") is not None:
+        lines.append(f"- llama.cpp's CPU variant loaded here: {stamp['llama_cpu_variant']}")
     if stamp.get("load_average") is not None:
         lines.append(f"- load average at the start (1, 5, 15 min): {cell(stamp['load_average'])}")
     if stamp.get("command"):

@@ -67,6 +67,7 @@ class Machine(Row):
     memory_gb: float | None
     os: str
     python: str
+    cpu_flags: dict[str, bool] | None = None   # avx2, avx512f, avx512_vnni, avx_vnni (quiet.cpu_flags)
 
     @classmethod
     def here(cls) -> "Machine":
@@ -85,17 +86,21 @@ class Machine(Row):
         except (ValueError, OSError, AttributeError):
             pass
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        return cls(cpu, cores, memory_gb, platform.platform(), platform.python_version())
+        from .quiet import cpu_flags
+        return cls(cpu, cores, memory_gb, platform.platform(), platform.python_version(), cpu_flags())
 
 
 @dataclass(frozen=True)
 class Stamp(Row):
-    """What a run of the bench was measured on: commit (None outside a git checkout), machine, UTC date, load;
-    the first line every `python -m playground.bench` command that prints rows prints.
+    """What a run of the bench was measured on: commit (None outside a git checkout), machine (with its CPU
+    flags), UTC date, load, the llama.cpp CPU variant that loads here; the first line every
+    `python -m playground.bench` command that prints rows prints.
 
-    >>> Stamp("abc", False, Machine("CPU", 2, 8.0, "Linux", "3.11"), "2026-12-04 02:00 UTC", [0.5]).to_json()
-    {'row': 'stamp', 'commit': 'abc', 'uncommitted_changes': False, 'machine': {'cpu': 'CPU', 'cores': 2, \
-'memory_gb': 8.0, 'os': 'Linux', 'python': '3.11'}, 'date': '2026-12-04 02:00 UTC', 'load_average': [0.5], 'command': None}
+    >>> Stamp("abc", False, Machine("CPU", 2, 8.0, "Linux", "3.11", {"avx2": True}), "2026-12-04 02:00 UTC",
+    ...       [0.5], llama_cpu_variant="zen4").to_json()   # doctest: +NORMALIZE_WHITESPACE
+    {'row': 'stamp', 'commit': 'abc', 'uncommitted_changes': False, 'machine': {'cpu': 'CPU', 'cores': 2,
+    'memory_gb': 8.0, 'os': 'Linux', 'python': '3.11', 'cpu_flags': {'avx2': True}}, 'date': '2026-12-04 02:00 UTC',
+    'load_average': [0.5], 'command': None, 'llama_cpu_variant': 'zen4'}
     """
 
     row: str = field(default=STAMP, init=False)
@@ -105,14 +110,17 @@ class Stamp(Row):
     date: str                            # UTC, to the minute
     load_average: list[float]            # 1, 5 and 15 minutes
     command: str | None = None           # the command line that printed the rows
+    llama_cpu_variant: str | None = None    # the libggml-cpu-<variant> llama.cpp loads here (quiet.llama_cpu_variant):
+                                            # "built-in" (no run-time dispatch), or why none ("missing: ...")
 
     @classmethod
     def now(cls, command: str | None = None) -> "Stamp":
         """This checkout, this machine, now (the commit None outside a git checkout)."""
+        from .quiet import llama_cpu_variant
         return cls(git("rev-parse", "--short=12", "HEAD") or None,
                    bool(git("status", "--porcelain", "--untracked-files=no")), Machine.here(),
                    datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                   [round(x, 2) for x in os.getloadavg()], command)
+                   [round(x, 2) for x in os.getloadavg()], command, llama_cpu_variant())
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,44 @@ class FidelityRow(Row):
     seconds: float = 0.0
 
 
+@dataclass(frozen=True, kw_only=True)
+class KldRow(Row):
+    """One backend scored as `llama-perplexity --kl-divergence` scores llama.cpp, on its ids and chunks (kld.py):
+    llama.cpp's own row (Q4_1 against its F32), the cross-check (onnx fp32 against llama.cpp's F32) and ours
+    (against onnx fp32), with llama.cpp's formulas; ours carry the gate against llama.cpp's row (kld.peer_gate).
+
+    >>> KldRow(backend="llama.cpp", error="llama-perplexity is not installed").to_json()
+    {'kld': 'llama-perplexity --kl-divergence', 'backend': 'llama.cpp', 'error': 'llama-perplexity is not installed'}
+    """
+
+    OPTIONAL = ("arithmetic", "cpu_variant", "targets", "targets_met", "error")
+    ON_ERROR = ("kld", "backend")
+
+    kld: str = field(default="llama-perplexity --kl-divergence", init=False)
+    backend: str
+    arithmetic: str | None = None         # what the backend's matmuls do to the activations
+    reference: str | None = None          # what it is scored against
+    chunks: int | None = None
+    n_ctx: int | None = None              # a chunk's tokens; its second half is scored
+    texts: list[str] | None = None
+    positions: int | None = None          # chunks x (n_ctx - 1 - n_ctx / 2)
+    same_top_p_pct: float | None = None   # % of positions whose argmax equals the reference's
+    same_top_p_pm_pct: float | None = None   # its ± (llama.cpp's: sqrt(p (1 - p) / (n - 1)))
+    mean_kld: float | None = None         # nats
+    mean_kld_pm: float | None = None
+    kld_p99: float | None = None
+    kld_median: float | None = None
+    ppl: float | None = None
+    ppl_base: float | None = None
+    ppl_ratio: float | None = None        # PPL(Q) / PPL(base)
+    ppl_ratio_pm: float | None = None
+    cpu_variant: str | None = None        # llama.cpp's row: the libggml-cpu variant that loaded
+    targets: dict[str, str] | None = None
+    targets_met: dict[str, bool | None] | None = None   # kld.peer_gate: at least as faithful as llama.cpp
+    seconds: float | None = None
+    error: str | None = None
+
+
 @dataclass(frozen=True)
 class Relayed(Row):
     """A row a child process printed (typed there: process.row_in_subprocess runs `python -m playground.bench
@@ -214,12 +260,14 @@ class LlamaBenchRow(Row):
     {'backend': 'llama.cpp', 'tool': 'llama-bench', 'threads': 2, 'error': 'llama-bench is not installed'}
     """
 
-    OPTIONAL = ("error",)
+    OPTIONAL = ("error", "cpu_variant", "load")
     ON_ERROR = ("backend", "tool", "threads")
 
     backend: str = field(default="llama.cpp", init=False)
     tool: str = field(default="llama-bench", init=False)
     threads: int
+    cpu_variant: str | None = None       # the libggml-cpu-<variant> it loaded (quiet.loaded_cpu_variant)
+    load: dict | None = None             # load averages before/after, others' CPU (quiet.LoadWindow.stop)
     model: str | None = None             # llama.cpp's name for the model type
     repeats: int | None = None
     prompt_tokens: int | None = None     # the chat prompt's length
@@ -264,10 +312,11 @@ class SummaryRow(Row):
     """Every backend's decode and 1024-token prefill as multiples of llama.cpp's (peer.ratios_row), and the
     ceilings the floors put on them; one entry a backend, under its name.
 
-    >>> SummaryRow(llama_decode_tps=50.0, llama_prefill_s=2.0, ceilings={},
+    >>> SummaryRow(llama_decode_tps=50.0, llama_prefill_s=2.0, ceilings={}, validity={"valid": True},
     ...            backends={"onnx": {"decode_x": 0.5}}).to_json()   # doctest: +NORMALIZE_WHITESPACE
     {'summary': 'ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)',
-     'llama_decode_tps': 50.0, 'llama_prefill_s': 2.0, 'ceilings': {}, 'onnx': {'decode_x': 0.5}}
+     'llama_decode_tps': 50.0, 'llama_prefill_s': 2.0, 'ceilings': {}, 'validity': {'valid': True}, 'loads': [],
+     'onnx': {'decode_x': 0.5}}
     """
 
     FLAT = ("backends",)
@@ -277,6 +326,8 @@ class SummaryRow(Row):
     llama_decode_tps: float | None       # llama.cpp's, the mean of its runs before and after ours
     llama_prefill_s: float | None
     ceilings: dict                       # the bounds the floors set (peer.ceilings); keys vary with the floors
+    validity: dict                       # quiet.validity: valid, rule[, reason]; ratios are None when not valid
+    loads: list[dict] = field(default_factory=list)   # the windows measured in (quiet.LoadWindow.stop)
     backends: dict[str, dict]            # name -> decode_x, prefill_x, ttft_ms[, prefill_gflops, prefill_pct_of_peak]
 
 
@@ -290,10 +341,13 @@ class InterleavedRoundRow(Row):
     {'round': 1, 'llama.cpp': {'decode_tps': 50.0}}
     """
 
+    OPTIONAL = ("load", "validity")
     FLAT = ("figures",)
 
     round: int
     figures: dict[str, dict]   # "llama.cpp" -> decode_tps, prompt_s, prefill_s; a backend -> its own and the ratios
+    load: dict | None = None       # the round's load (quiet.LoadWindow.stop)
+    validity: dict | None = None   # quiet.validity: the round's ratios are None when not valid
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -301,11 +355,12 @@ class InterleavedRow(Row):
     """The medians over interleaved.py's rounds, under each name (as InterleavedRoundRow); with an `error`
     (llama-bench failed), the error alone."""
 
-    OPTIONAL = ("summary", "error")
+    OPTIONAL = ("summary", "error", "valid_rounds")
     FLAT = ("medians",)
     ON_ERROR = ()
 
     summary: str | None = None            # what the medians are over
+    valid_rounds: int | None = None       # rounds on a quiet machine: the ratios' medians are over these
     medians: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
 
@@ -326,11 +381,23 @@ class BatchRow(Row):
     step: dict                            # the decode step and the kernels alone at 1 and 8 rows, and the bound
     total_x_8_vs_1: float | None          # total decode tok/s at 8 / at 1
     tpot_x_8_vs_1: float | None           # median TPOT at 8 / at 1
-    total_x_8_vs_llama: float | None      # our total decode tok/s at 8 / llama.cpp's at 8
+    total_x_8_vs_llama: float | None      # our total decode tok/s at 8 / llama.cpp's at 8 (None: not quiet)
+    total_x_16_vs_llama: float | None     # the same at 16
     llama_total_x_8_vs_1: float | None
     total_x_8_vs_1_max: float | None      # the bound (step["bound"] says how): not a measurement
+    validity: dict | None                 # quiet.validity of the ratios to llama.cpp; None without llama.cpp's sweep
     targets: dict[str, str]               # ratio -> its target, e.g. ">= 3"
     targets_met: dict[str, bool | None]   # None: a figure is missing
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakdownRow(Row):
+    """Where a decode step's time goes (breakdown.step_breakdown): one stream, then 1, 8, 16 rows, each phase's
+    step_ms, ort_run_ms, kernels_ms, other_nodes_ms, ort_between_nodes_ms, python_ms and by_op_ms."""
+
+    bench: str = field(default="breakdown", init=False)
+    backend: str
+    phases: dict                          # "one_stream", "rows_1", "rows_8", "rows_16" -> figures (or "error")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -360,6 +427,68 @@ class ServeRow(Row):
     targets_met: dict[str, bool | None]
     saturated: dict | None = None         # every request at once: both schedulers' figures, the ratio, the bounds
     llama_server: dict                    # llama-server on the same workload, or why not (`error`, `skipped`)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixCacheRow(Row):
+    """The shared-system-prompt workload on our batching without and with the prefix cache (kvmem.prefix_cache_row).
+    `without` and `with_cache`: ttft_p50_s, ttft_p95_s, output_tps."""
+
+    bench: str = field(default="prefix-cache", init=False)
+    backend: str
+    requests: int
+    rate_rps: float | None                # Poisson arrivals, requests/s
+    prompt_tokens_min: int                # the shortest prompt (the shared instruction and a question)
+    cache_positions: int                  # the prefix cache's budget
+    without: dict
+    with_cache: dict
+    hit_rate: float | None                # prompt tokens copied from cached blocks / prompt tokens looked up
+    cached_tokens: int
+    prompt_tokens: int
+    output_identical: bool                # every request's greedy tokens, with and without
+    ttft_p50_ratio: float | None          # with / without
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+    finding: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreemptionRow(Row):
+    """The memory-pressure workload without a KV budget and under one (kvmem.preemption_row)."""
+
+    bench: str = field(default="preemption", init=False)
+    backend: str
+    requests: int
+    kv_budget: int                        # positions the running requests may hold in all
+    demand_positions: int                 # prompt + output positions of every request
+    preemptions: int
+    preempted_requests: int
+    recomputed_positions: int             # prefilled again after a preemption
+    copied_back_positions: int            # copied back from the prefix cache instead
+    completed: int
+    output_identical: bool
+    requests_identical: int               # requests whose tokens equal the unpressured run's
+    unpressured_output_tps: float | None
+    pressured_output_tps: float | None
+    throughput_ratio: float | None        # pressured / unpressured (printed, not a target)
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+    finding: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkSweepRow(Row):
+    """A long document among chatters at each prefill chunk (kvmem.chunk_sweep_row). Each point: prefill_chunk,
+    document_ttft_s, chatters_itl_p95_s, chatters_itl_p95_with_chunk_s (tokens whose interval held a prefill
+    pass), chatters_itl_p50_s."""
+
+    bench: str = field(default="chunk-sweep", init=False)
+    backend: str
+    requests: int
+    sizes: list[int]
+    points: list[dict]
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]   # first size against the last; None: a figure is missing
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -89,7 +89,7 @@ def plot_depth_sweep(sweep) -> go.Figure:
 # --- short vs long
 
 PANELS = (("input tokens", "input_tokens", 1), ("output tokens", "output_tokens", 1),
-          ("TTFT (s)", "ttft", 1), ("E2E (s)", "e2e", 1), ("KV cache (MB)", "kv_bytes", 1e-6),
+          ("TTFT (s)", "ttft", 1), ("E2E (s)", "e2e", 1), ("KV cache (MiB)", "kv_bytes", 1 / 2**20),
           ("cost of 1,000 (USD, est.)", "est_cost_usd", 1000))
 RATIO_WORDS = {"input_tokens": "input tokens", "ttft": "TTFT", "est_cost_usd": "cost"}   # the title's ratios
 PANEL_COLUMNS = 3   # two rows of three: each panel's title fits over it at 1024 px

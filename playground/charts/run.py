@@ -145,8 +145,9 @@ def plot_kv_cache(trace) -> go.Figure:
 
 # --- probabilities
 
-def plot_top_k(trace, step: int | None = None) -> go.Figure:
-    """The most likely next tokens at one step (default: the last), the chosen one highlighted."""
+def plot_top_k(trace, step: int | None = None, limit: int | None = None) -> go.Figure:
+    """The most likely next tokens at one step (default: the last), the chosen one highlighted; `limit`: the
+    first that many candidates only (the chosen one kept), so each bar has room for its label at any size."""
     steps = trace.steps if trace else []
     if not steps:
         return _empty(_figure("Top-k next-token probabilities", "probability", ""))
@@ -157,12 +158,16 @@ def plot_top_k(trace, step: int | None = None) -> go.Figure:
                       MISSING.format(trace.backend, "top-k probabilities"))
     p = "" if chosen.prob is None else f" (model p={chosen.prob:.3f})"
     fig = _figure(f"Top-k at step {index}: chose “{_label(chosen.text)}”{p}", "probability", "")
-    top = list(reversed(chosen.top))   # best at the top of a horizontal bar chart
+    is_chosen = [(c.token_id == chosen.token_id) if chosen.token_id is not None else c.text == chosen.text
+                 for c in chosen.top]
+    kept = [c for i, c in enumerate(chosen.top) if limit is None or i < limit or is_chosen[i]]
+    top = list(reversed(kept))   # best at the top of a horizontal bar chart
     labels = [f"{_label(c.text)}  (id {'?' if c.token_id is None else c.token_id})" for c in top]
     picked = [(c.token_id == chosen.token_id) if chosen.token_id is not None else c.text == chosen.text for c in top]
+    # each value outside its bar's end: never over a bar or its neighbour
     fig.add_bar(name="model p (softmax at T=1)", orientation="h", x=[c.prob for c in top], y=labels,
                 marker_color=[PREFILL if p else DECODE for p in picked],
-                text=[f"{c.prob:.3f}" for c in top], textposition="auto",
+                text=[f"{c.prob:.3f}" for c in top], textposition="outside", cliponaxis=False,
                 hovertemplate="%{y}: model p=%{x:.4f}<extra></extra>")
     if any(c.sample_prob is not None for c in top) and not trace.settings.greedy:
         fig.add_bar(name="sampled with (after temperature, top-k, top-p)", orientation="h", y=labels,
@@ -171,6 +176,10 @@ def plot_top_k(trace, step: int | None = None) -> go.Figure:
     # the picked bar's colour in the legend: a trace with no bar of its own (x None on a label it shares)
     fig.add_bar(name="picked token", orientation="h", x=[None], y=labels[:1], marker_color=PREFILL,
                 hoverinfo="skip")
-    fig.update_layout(xaxis=dict(range=[0, 1]), barmode="group", showlegend=True,
-                      uniformtext=dict(minsize=14, mode="show"))   # value labels never shrunk to fit a bar
+    sampled = len(fig.data) == 3   # the sampling bars are drawn too
+    most = max([c.prob or 0.0 for c in top] + [c.sample_prob or 0.0 for c in top if sampled])
+    fig.update_layout(xaxis=dict(range=[0, min(1.0, most * 1.3) or 1.0]), barmode="group",
+                      showlegend=True, uniformtext=dict(minsize=14, mode="show"),   # labels never shrunk to fit
+                      yaxis=dict(tickmode="array", tickvals=labels, ticktext=labels),   # every bar labelled
+                      margin=dict(r=70))   # room for the longest bar's value beyond its end
     return fig

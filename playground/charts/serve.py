@@ -3,6 +3,11 @@
     fig = plot_gantt(result, now=12.3)   # one row per request: waiting, prefill (its passes), decode, end
     plot_throughput(result); plot_kv_in_use(result); plot_batches(result)
     plot_kv_map(result)                  # the KV pool's slots over time, coloured by the request holding each
+    plot_itl(result)                     # decoding requests' inter-token latency, prefill chunks marked
+
+With prefix caching the Gantt draws each request's cached prefix copy in its own colour; under a KV budget,
+each preemption (a cross), the wait that follows and the recompute's passes; the memory map adds a row for
+the prefix cache's blocks (how many requests share them) and says the budget.
 
 Every bar and point is a measured timestamp (serve/records.py). While a workload runs, `now` (seconds
 since it started) extends the bars of requests still waiting or running, so the chart grows live.
@@ -22,6 +27,7 @@ from ..trace import COMPLETED, Phase, StopReason
 from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
+CACHED, PREEMPTED, RECOMPUTE = "#0d9488", "#f9a8d4", "#be185d"
 ENDS = {StopReason.EOS: ("circle", "#16a34a"), StopReason.LENGTH: ("square", "#16a34a"),
         StopReason.CONTEXT: ("diamond", "#16a34a"), StopReason.CANCELLED: ("x", FAILED),
         StopReason.ERROR: ("x", "#7f1d1d")}
@@ -44,7 +50,8 @@ def over_time(result, window: float = 1.0) -> dict:
 
 
 def _title(text: str, result) -> dict:
-    state = " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)"
+    state = (" (did not run: stopped first)" if result.cancelled and result.started is None
+             else " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)")
     return titled(f"{text}{state}", f"{result.scheduler} on {result.source}")
 
 
@@ -71,7 +78,8 @@ def _row(record) -> str:
 
 def _segments(result, now: float | None):
     """{phase: [(row, start, end, hover)]} from the records, open phases cut at `now`."""
-    out = {"waiting": [], Phase.PREFILL: [], "prefill pass": [], Phase.DECODE: []}
+    out = {"waiting": [], Phase.PREFILL: [], "prefill pass": [], Phase.DECODE: [], "cached": [], "preempted": [],
+           "recompute": []}
     for r in result.records:
         row, clip = _row(r), (now if now is not None else r.finished)
         if r.arrival > (clip if clip is not None else r.arrival):
@@ -88,16 +96,42 @@ def _segments(result, now: float | None):
         if r.first_token is not None:
             last = r.last_token if r.stop_reason is not None else max(r.last_token, clip or r.last_token)
             out[Phase.DECODE].append((row, r.first_token, last, f"decode: {r.output_tokens} tokens, {last - r.first_token:.3f} s"))
+        for a, b, n in getattr(r, "cache_copies", ()):
+            out["cached"].append((row, a, b, f"cached blocks copied in: {n} prompt tokens, {(b - a) * 1e3:.1f} ms"))
+        for p in getattr(r, "preemptions", ()):
+            back = p.resumed if p.resumed is not None else (clip if r.stop_reason is None else r.finished)
+            if back is not None:
+                out["preempted"].append((row, p.at, back, f"preempted after {p.after_tokens} tokens: "
+                                                          f"{p.positions} positions dropped; waiting again"))
+            if p.copy:
+                out["cached"].append((row, *p.copy, f"copied back from the prefix cache: {p.cached} positions"))
+            out["recompute"] += [(row, a, b, f"recompute pass: {n} positions, {b - a:.3f} s") for a, b, n in p.chunks]
     return out
 
 
-def plot_gantt(result, now: float | None = None) -> go.Figure:
+def timeline_end(result) -> float:
+    """Where a workload's timeline ends so far: now while it runs, else its last end (0 before it starts)."""
+    ends = [r.finished for r in result.records if r.finished is not None]
+    return max([result.now() or 0.0, *ends])
+
+
+def shared_range(results) -> list[float] | None:
+    """One x-range for several Gantt charts side by side, so the faster run looks faster; None when none ran."""
+    end = max((timeline_end(r) for r in results if r is not None), default=0.0)
+    return [0.0, end * 1.03] if end > 0 else None
+
+
+def plot_gantt(result, now: float | None = None, x_range: list[float] | None = None) -> go.Figure:
+    """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own."""
     n = len(result.records)
     fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
                   height=max(460, 250 + 24 * n))
-    colors = {"waiting": WAITING, Phase.PREFILL: "#fcd9a8", "prefill pass": PREFILL, Phase.DECODE: DECODE}
+    colors = {"waiting": WAITING, Phase.PREFILL: "#fcd9a8", "prefill pass": PREFILL, Phase.DECODE: DECODE,
+              "cached": CACHED, "preempted": PREEMPTED, "recompute": RECOMPUTE}
     names = {"waiting": "waiting (arrived, not admitted)", Phase.PREFILL: "prefill phase (waiting between its passes)",
-             "prefill pass": "prefill (its forward passes, where known)", Phase.DECODE: "decode"}
+             "prefill pass": "prefill (its forward passes, where known)", Phase.DECODE: "decode",
+             "cached": "cached prefix copied in (not computed)", "preempted": "preempted: KV dropped, waiting again",
+             "recompute": "recompute after a preemption"}
     for phase, segs in _segments(result, now).items():
         if segs:
             fig.add_bar(name=names[phase], orientation="h", y=[s[0] for s in segs], base=[s[1] for s in segs],
@@ -111,12 +145,20 @@ def plot_gantt(result, now: float | None = None) -> go.Figure:
                             marker=dict(symbol=symbol, color=color, size=9),
                             customdata=[r.error or reason for r in ends],
                             hovertemplate="%{y}: %{customdata}<extra></extra>")
+    cuts = [(r, p) for r in result.records for p in getattr(r, "preemptions", ())]
+    if cuts:
+        fig.add_scatter(name="preemption", mode="markers", y=[_row(r) for r, _ in cuts], x=[p.at for _, p in cuts],
+                        marker=dict(symbol="x-thin", color=RECOMPUTE, size=12, line=dict(width=3, color=RECOMPUTE)),
+                        customdata=[f"preempted after {p.after_tokens} tokens" for _, p in cuts],
+                        hovertemplate="%{y}: %{customdata}<extra></extra>")
     rows = [_row(r) for r in result.records]
     fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
                                                      yref="container"),
                       margin=dict(l=80, r=20, t=70, b=180),
                       yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
                                  tickmode="array", tickvals=rows, ticktext=rows))
+    if x_range is not None:
+        fig.update_xaxes(range=x_range, autorange=False)
     return fig
 
 
@@ -144,6 +186,11 @@ def plot_kv_in_use(result) -> go.Figure:
         return _empty(fig, "no sample yet")
     fig.add_scatter(name=_lines(result.kv_note or "in use"), x=[t for t, _ in result.kv], y=[v * scale for _, v in result.kv],
                     mode="lines", line=dict(color=DECODE, width=3, shape="hv"))
+    budget = (result.pool or {}).get("kv_budget")
+    if budget and unit == "bytes":
+        fig.add_scatter(name=_lines(f"KV budget: {budget:,} positions (a smaller memory, as on a full GPU)"),
+                        mode="lines", line=dict(color=RECOMPUTE, dash="dot"), x=[0, max(t for t, _ in result.kv)],
+                        y=[budget * result.pool["position_bytes"] * scale] * 2)
     if result.kv_total:
         fig.add_scatter(name=f"pool: {result.kv_total * scale:g} {label}", mode="lines", line=dict(color=FORMULA, dash="dash"),
                         x=[0, max(t for t, _ in result.kv)], y=[result.kv_total * scale] * 2)
@@ -177,7 +224,7 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
     if not result.slot_map:
         return _empty(fig, "no iteration yet")
     capacity, classes = pool["capacity"], {r.request.id: r.request.cls for r in result.records}
-    palette = qualitative.Plotly + qualitative.D3
+    palette, keyed = qualitative.Plotly + qualitative.D3, set()
     for slot, rid, samples in _tenures(result):
         samples = samples[::max(1, len(samples) // max_points)] + ([samples[-1]] if len(samples) > max_points else [])
         xs, ys = [], []
@@ -188,15 +235,94 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
         x0, x1 = samples[0][0], samples[-1][0]
         fig.add_scatter(x=[x0, *xs, x1, x0], y=[slot - 0.45, *ys, slot - 0.45, slot - 0.45], fill="toself",
                         mode="lines", line=dict(width=1, color=palette[rid % len(palette)]), hoveron="fills",
-                        name=f"#{rid} {classes.get(rid, '')}", showlegend=False,
+                        name=f"#{rid} {classes.get(rid, '')}", legendgroup=str(rid),
+                        showlegend=rid not in keyed,   # the colour key: one entry a request
                         text=f"slot {slot}: request #{rid} ({classes.get(rid, '')}), up to {max(n for _, n in samples)}"
                              f" of {capacity} positions", hoverinfo="text")
-    fig.update_layout(yaxis=dict(range=[pool["slots"] - 0.5, -0.5], tickmode="linear", dtick=1),
-                      margin=dict(l=60, r=20, t=80, b=50))
-    fig.add_annotation(text=f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB; "
+        keyed.add(rid)
+    rows = pool["slots"]
+    cache_map = getattr(result, "cache_map", None)
+    if cache_map and pool.get("prefix_cache_blocks"):
+        _draw_prefix_cache(fig, cache_map, pool["prefix_cache_blocks"], rows, classes)
+        rows += 1
+    lines = -(-len(keyed) // 6)   # the key's lines, about six requests a line under the plot
+    _legend_below(fig)
+    fig.update_layout(yaxis=dict(range=[rows - 0.5, -0.5], tickmode="linear", dtick=1),
+                      legend=dict(title_text="colour: request", y=-0.2),
+                      margin=dict(l=60, r=20, t=80, b=90 + 26 * lines), height=330 + 26 * lines)
+    budget = f"; KV budget {pool['kv_budget']:,} positions (a smaller memory)" if pool.get("kv_budget") else ""
+    fig.add_annotation(text=f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB{budget}; "
                             "band height = positions held", showarrow=False, xref="paper", yref="paper", x=0, y=1.0,
                        xanchor="left", yanchor="bottom", font=dict(size=12))
     return fig
+
+
+def _draw_prefix_cache(fig, cache_map, capacity: int, row: int, classes: dict) -> None:
+    """The prefix cache as one more row: blocks kept (light) and, over them, blocks running requests hold, the
+    ones two or more hold (shared) darkest; heights are shares of the cache's budget in blocks."""
+    xs, kept, held, shared, hover = [], [], [], [], []
+    for (t, n, holders), nxt in zip(cache_map, cache_map[1:] + [None]):
+        counts = {}
+        for _, ids in holders:
+            for b in ids:
+                counts[b] = counts.get(b, 0) + 1
+        two = sum(c > 1 for c in counts.values())
+        for x in (t, nxt[0] if nxt else t):
+            xs.append(x)
+            kept.append(n)
+            held.append(len(counts))
+            shared.append(two)
+        hover.append(f"prefix cache: {n} of {capacity} blocks kept; {len(counts)} held by running requests, "
+                     f"{two} shared by two or more")
+    base = row + 0.45
+    for values, color, name in ((kept, "#99f6e4", "blocks kept"), (held, "#2dd4bf", "held by a running request"),
+                                (shared, CACHED, "shared by two or more")):
+        top = [base - 0.9 * v / capacity for v in values]
+        fig.add_scatter(x=[xs[0], *xs, xs[-1], xs[0]], y=[base, *top, base, base], fill="toself", mode="lines",
+                        line=dict(width=1, color=color), name=f"prefix cache: {name}", showlegend=False,
+                        hoveron="fills", text=hover[-1], hoverinfo="text")
+    fig.add_annotation(text="prefix cache", x=xs[0], y=row, xanchor="left", showarrow=False, font=dict(size=11))
+
+
+def decode_itl(result) -> list[tuple[float, float, bool, str, int]]:
+    """(time, ITL, whether a prefill pass ran within that interval, class, request id) for every decode Step:
+    a chunk read between two decode steps delays every decoding request's next token (Sarathi's interference)."""
+    passes = sorted((a, b) for r in result.records for a, b, _ in
+                    [*r.chunks, *(c for p in getattr(r, "preemptions", ()) for c in p.chunks)])
+    starts = [a for a, _ in passes]
+    out = []
+    for r in result.records:
+        for step in r.steps[1:]:
+            t = r.admitted + step.time
+            lo = t - step.latency
+            i = int(np.searchsorted(starts, t))   # passes run one after another: the last to start before t
+            hit = i > 0 and passes[i - 1][1] > lo   # overlaps (lo, t) when any of them does
+            out.append((t, step.latency, hit, r.request.cls, r.request.id))
+    return sorted(out)
+
+
+def plot_itl(result, max_points: int = 4000) -> go.Figure:
+    """Decoding requests' inter-token latency over time; a token whose interval held a prefill pass in the
+    prefill colour, the others in the decode colour, and every prefill pass as a tick along the bottom."""
+    fig = _figure(_title("Inter-token latency of decoding requests", result), "seconds since the workload started",
+                  "ITL (ms)")
+    points = decode_itl(result)
+    if not points:
+        return _empty(fig, "no decode step yet")
+    points = points[::max(1, len(points) // max_points)]
+    for carried, color, name in ((False, DECODE, "ITL: no prefill pass in between"),
+                                 (True, PREFILL, "ITL: a prefill chunk ran in between")):
+        sel = [p for p in points if p[2] == carried]
+        if sel:
+            fig.add_scatter(name=_lines(name), mode="markers", x=[p[0] for p in sel], y=[p[1] * 1e3 for p in sel],
+                            marker=dict(color=color, size=5), customdata=[f"#{p[4]} {p[3]}" for p in sel],
+                            hovertemplate="%{customdata}: %{y:.0f} ms<extra></extra>")
+    passes = [(a, b) for r in result.records for a, b, _ in r.chunks]
+    if passes:
+        fig.add_scatter(name="a prefill pass", mode="markers", x=[(a + b) / 2 for a, b in passes], y=[0] * len(passes),
+                        marker=dict(symbol="line-ns-open", color=PREFILL, size=12), hoverinfo="skip")
+    fig.update_yaxes(rangemode="tozero")
+    return _legend_below(fig)
 
 
 def plot_batches(result) -> go.Figure:

@@ -1,6 +1,7 @@
 """Tokenizers compared in one figure: token count per tokenizer, and how many bytes their tokens hold.
 
-Left: one bar per tokenizer (the same text, so fewer tokens = a larger vocabulary fits it better).
+Left: one bar per tokenizer on the prompt as typed (the same text, so fewer tokens = a larger vocabulary
+fits it better), and apart, hatched, what the model reads once its chat template is applied.
 Right: share of tokens holding 1, 2, … bytes (the last bin collects longer ones), one bar group per
 tokenizer. Bytes, not characters, because a split emoji or CJK character is several 1-2 byte tokens.
 
@@ -36,25 +37,48 @@ def byte_length_shares(spans) -> list[float]:
     return [counts[n] / total for n in range(1, MAX_BYTES_BIN + 1)]
 
 
-def plot_token_comparison(comparison) -> go.Figure:
+def tick_label(name: str) -> str:
+    """A tokenizer's name on two lines under its bar, never rotated into the legend.
+
+    >>> tick_label("model (SmolLM2-135M-Instruct)"), tick_label("cl100k_base")
+    ('model<br>(SmolLM2-135M-Instruct)', 'cl100k_base')
+    """
+    return name.replace(" (", "<br>(", 1)
+
+
+def plot_token_comparison(comparison, templated: int | None = None) -> go.Figure:
+    """`comparison`: the prompt as typed, in each tokenizer (the same text: the counts compare). `templated`:
+    the ids the model gets with its chat template applied, drawn apart as one hatched bar and labelled so
+    (another tokenizer reading that model's template would split its special tokens into pieces)."""
     names = list(comparison.spans)
     counts = [len(comparison.spans[n]) for n in names]
     colours = [COLOURS[k % len(COLOURS)] for k in range(len(names))]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], horizontal_spacing=0.12,
-                        subplot_titles=(f"tokens for {units_text(comparison.words, comparison.unspaced)}",
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55], horizontal_spacing=0.12,
+                        subplot_titles=(f"tokens for {units_text(comparison.words, comparison.unspaced)}, as typed",
                                         "bytes per token"))
     per_word = [f"{c / comparison.units:.2f} {comparison.per_unit}" if comparison.units else "" for c in counts]
-    fig.add_trace(go.Bar(x=names, y=counts, marker_color=colours, text=[f"{c:,}" for c in counts],
-                         textposition="outside", customdata=per_word, showlegend=False,
-                         hovertemplate="%{x}: %{y:,} tokens<br>%{customdata}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=[tick_label(n) for n in names], y=counts, marker_color=colours,
+                         text=[f"{c:,}" for c in counts], textposition="outside", cliponaxis=False,
+                         customdata=per_word, showlegend=False,
+                         hovertemplate="%{x}: %{y:,} tokens as typed<br>%{customdata}<extra></extra>"), row=1, col=1)
+    if templated is not None:
+        fig.add_trace(go.Bar(x=["model, with the<br>chat template"], y=[templated], marker_color="#ffffff",
+                             marker_line_color=colours[0], marker_line_width=2, marker_pattern_shape="/",
+                             marker_pattern_fgcolor=colours[0], text=[f"{templated:,}"], textposition="outside",
+                             cliponaxis=False, showlegend=False, name="with the chat template",
+                             hovertemplate="the ids the model reads, chat template applied: %{y:,}<extra></extra>"),
+                      row=1, col=1)
     bins = [str(n) for n in range(1, MAX_BYTES_BIN)] + [f"{MAX_BYTES_BIN}+"]
     for name, colour in zip(names, colours):
         fig.add_trace(go.Bar(x=bins, y=byte_length_shares(comparison.spans[name]), name=name,
                              marker_color=colour, hovertemplate=f"{name}: %{{y:.1%}} of tokens have %{{x}} bytes"
                              "<extra></extra>"), row=1, col=2)
-    fig.update_yaxes(title_text="tokens", rangemode="tozero", row=1, col=1)
+    tallest = max(counts + ([templated] if templated is not None else []) + [1])
+    fig.update_yaxes(title_text="tokens", range=[0, tallest * 1.2], row=1, col=1)   # room for the counts above
     fig.update_yaxes(title_text="share of tokens", tickformat=".0%", row=1, col=2)
+    fig.update_xaxes(tickangle=0, row=1, col=1)
     fig.update_xaxes(title_text="bytes in the token", row=1, col=2)
-    fig.update_layout(barmode="group", template="plotly_white", font=dict(size=16), height=420,
-                      margin=dict(t=60, l=60, r=20, b=60), legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(barmode="group", template="plotly_white", font=dict(size=16), height=460,
+                      margin=dict(t=100, l=60, r=20, b=70),   # the legend above the titles, clear of the labels
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.12, yanchor="bottom"))
     return fig

@@ -4,8 +4,9 @@
     result.presets[0].speedup, result.presets[0].tokens_per_pass, result.presets[0].acceptance
 
 Presets: where it shines (`reread`: raw text, the long document then its first sentence again, so the
-model continues by copying what it read; `quote`: raw text, the document then the start of a list of its
-key sentences "quoted word for word", an extractive summary), the lesson's case (`summary`: summarize the long document,
+model continues by copying what it read), a prompt that looks copyable and is not (`quote`: raw text, the
+document then the start of a list of its key sentences "quoted word for word"; the bundled 135M model
+writes sentences of its own there, and few drafts match), the lesson's case (`summary`: summarize the long document,
 chat template; a small model paraphrases more than it copies) and where it does not (`question`: a
 short open question, nothing to copy). Each preset runs plain (Engine) then speculative
 (SpeculativeEngine on the same backend), greedy, `repeats` times alternating; decode tok/s of each is
@@ -34,6 +35,21 @@ OPEN_QUESTION = "Why is the sky blue? Answer in a few sentences."
 QUOTE_END = "\n\nThe three most important sentences of the document above, quoted word for word:\n\n1. \""
 PRESETS = ("reread", "quote", "summary", "question")
 REREAD_TOKENS = 32   # the document's first tokens, read again at the end of the prompt
+# the Generate tab's preset where speculation can copy: raw text, the document, then its start again, so the
+# model goes on copying what it read (on the bundled model, onnx-gguf4, 64 tokens: 29 of 69 drafts accepted,
+# 64 tokens in 35 forward passes, and 23 of 47 in another run; the `quote` prompt's list got 0 of 4: the model
+# writes sentences of its own)
+REREAD_END = "\n\nThe document above, again from its start:\n\n"
+REREAD_CHARS = 80
+
+
+def reread_text(document: str) -> str:
+    """The document, then its first REREAD_CHARS characters again after REREAD_END: a prompt to copy from.
+
+    >>> reread_text("Lighthouses. A fire on a hill.").split(REREAD_END)
+    ['Lighthouses. A fire on a hill.', 'Lighthouses. A fire on a hill.']
+    """
+    return document + REREAD_END + document[:REREAD_CHARS]
 
 
 @dataclass

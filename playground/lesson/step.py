@@ -6,7 +6,7 @@ from typing import Callable
 
 
 SEED_SENTENCE = "Serving LLMs is not like serving web apps."
-RULE_OF_THUMB = 9   # what the common rule of thumb (~1.3 tokens per word) says for the seed sentence
+RULE_OF_THUMB = 1.3   # the common rule of thumb: about 1.3 tokens a word (English text, GPT-style tokenizers)
 
 
 @dataclass

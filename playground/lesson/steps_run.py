@@ -18,6 +18,7 @@ from .step import RULE_OF_THUMB, SEED_SENTENCE, StepResult
 from ..trace import Phase
 
 ANSWER_TOKENS = 24   # step 2's budget: about a second on the bundled model with a 2-core CPU
+TOP_SHOWN = 5        # step 2's candidates drawn: each bar labelled on a projector at 1024x768
 
 
 # --- 1: tokens
@@ -31,13 +32,15 @@ def step_tokens(lesson, report, text: str = SEED_SENTENCE) -> StepResult:
     c = compare(text, views)
     model_tokens = len(source.encode(c.text))   # the model's own count, from its tokenizer or its server
     cl100k = c.counts["cl100k_base"]
-    numbers = {"words": c.words, "model_tokens": model_tokens, "cl100k_tokens": cl100k, "rule_of_thumb": RULE_OF_THUMB}
+    guess = c.words * RULE_OF_THUMB
+    numbers = {"words": c.words, "model_tokens": model_tokens, "cl100k_tokens": cl100k,
+               "tokens_per_word_rule": RULE_OF_THUMB, "rule_of_thumb": guess}
     blocks = "".join(f'<h4 class="tok-title">{html.escape(name)} · {len(spans)} tokens</h4>'
                      f"{render_chips_html(spans, text=c.text)}" for name, spans in c.spans.items())
     notes = [] if source.tokenizer is not None else [
         f"{source.info.name} has no tokenizer here: its count comes from the server; chips show cl100k only"]
     takeaway = (f"{c.words} words → {model_tokens} tokens for {source.info.model}; {cl100k} for cl100k_base, "
-                f"OpenAI's GPT-4 tokenizer. The rule of thumb (1.3 tokens a word) says {RULE_OF_THUMB}. "
+                f"OpenAI's GPT-4 tokenizer. The rule of thumb ({RULE_OF_THUMB:g} tokens a word) says {guess:.1f}. "
                 f"Models read tokens, and providers bill them.")
     return StepResult(1, "It works in tokens", takeaway, numbers, html=blocks, notes=notes)
 
@@ -71,7 +74,7 @@ def step_decode(lesson, report) -> StepResult:
         takeaway += (f" At step {doubt.index} the model gave “{visible(doubt.text.encode())}” {doubt.prob:.0%}"
                      + (f" and “{visible(runner.text.encode())}” {runner.prob:.0%}" if runner else "")
                      + "; greedy decoding picks the likelier.")
-        figures["top_k"] = plot_top_k(trace, doubt.index)
+        figures["top_k"] = plot_top_k(trace, doubt.index, limit=TOP_SHOWN)
     else:
         notes.append(f"{trace.backend} gives no top-k probabilities: the candidates are missing")
     if m.decode_tps:

@@ -169,11 +169,34 @@ MIXED_NEW_TOKENS = 16
 QUESTIONS_AFTER = (0.05, 0.10, 0.15)   # seconds after the document: three short questions arrive just behind it
 
 
+def batching_cost(alone, batched, numbers: dict) -> str:
+    """What continuous batching cost the questions against one at a time (their TPOT and E2E p50), and the two
+    runs' throughput, saying so when batching's came out lower; the figures go into `numbers` too."""
+    from ..serve.summary import class_p50, throughput
+    tpot, e2e = [class_p50(x, "short", "tpot") for x in (alone, batched)], [class_p50(x, "short", "e2e")
+                                                                           for x in (alone, batched)]
+    tps = [throughput(x)["output_tps"] for x in (alone, batched)]
+    numbers.update(short_tpot_p50_s=tpot, short_e2e_p50_s=e2e, output_tps=tps)
+    parts = []
+    if None not in tpot and all(tpot):
+        dearer = tpot[1] > tpot[0]
+        parts.append(f"{'The cost' if dearer else 'No cost per token here'}: a question's tokens came every "
+                     f"{format_seconds(tpot[1])} (TPOT p50) against {format_seconds(tpot[0])} alone "
+                     f"({max(tpot) / min(tpot):.1f}× {'slower' if dearer else 'faster'})"
+                     + (f", its whole answer in {format_seconds(e2e[1])} against {format_seconds(e2e[0])}."
+                        if None not in e2e else "."))
+    if None not in tps:
+        parts.append(f"Throughput: {tps[1]:.1f} against {tps[0]:.1f} tokens/s" if tps[1] >= tps[0] else
+                     f"Throughput came out lower batched on this run: {tps[1]:.1f} against {tps[0]:.1f} tokens/s.")
+        parts[-1] += "." if tps[1] >= tps[0] else ""
+    return " ".join(parts)
+
+
 def step_mixed(lesson, report) -> StepResult:
     """A long document, then three short questions arriving just behind it, through one engine: one at a time
     (the Serve tab's harness, first come first served: each question waits for the whole document), then the
     same four requests with continuous batching on the same engine (the questions join the batch at once)."""
-    from ..charts.serve import plot_gantt
+    from ..charts.serve import plot_gantt, shared_range
     from ..serve import SCHEDULERS, OneAtATime, Request, Workload, lesson as serve_lesson
     from ..serve.registry import batching_for
 
@@ -205,7 +228,8 @@ def step_mixed(lesson, report) -> StepResult:
     takeaway = (f"One at a time, a short question queued behind {_a(long.prompt_tokens)} {long.prompt_tokens}-token "
                 f"document. Its first token took {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
                 f"{format_seconds(own)} alone.")
-    figures = {"gantt": plot_gantt(result)}
+    x_range, cost = shared_range(results), ""   # both Gantt charts on one time axis
+    figures = {"gantt": plot_gantt(result, x_range=x_range)}
     notes = []
     if len(results) == 2:
         batched = results[1].records[1:]
@@ -213,8 +237,10 @@ def step_mixed(lesson, report) -> StepResult:
         numbers["batched_scheduler"] = results[1].scheduler
         numbers["short_ttft_batched_all_s"] = [r.ttft for r in batched]
         takeaway += f" With continuous batching, every question's first token came within {format_seconds(worst)}."
-        figures["gantt_batched"] = plot_gantt(results[1])
+        cost = batching_cost(result, results[1], numbers)
+        figures["gantt_batched"] = plot_gantt(results[1], x_range=x_range)
     else:
         notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")
     return StepResult(6, "No two requests are the same", takeaway, numbers, figures=figures, notes=notes,
-                      html="".join(f"<p>{html.escape(serve_lesson(x))}</p>" for x in results))
+                      html=(f"<p><b>{html.escape(cost)}</b></p>" if cost else "")
+                      + "".join(f"<p>{html.escape(serve_lesson(x))}</p>" for x in results))

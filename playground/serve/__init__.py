@@ -6,7 +6,9 @@
     result.records[0].ttft, summarize(result)["lesson"]
 
 Modules: workload.py (requests, classes, arrivals), prompts.py (the lesson's classes, the token cap),
-registry.py (the schedulers), schedulers.py (the harness, one at a time), batching.py and
+registry.py (the schedulers), schedulers.py (the harness, one at a time), continuous.py, slots.py and
+prefix_cache.py (our continuous batching: KV slots, a KV budget, the prefix cache), presets.py (KV-memory
+workloads run on A and B that differ by one setting), batching.py and
 batching_adapter.py (transformers' continuous-batching manager), concurrent.py (requests in parallel
 to a server), records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the
 lesson sentence), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),

@@ -5,12 +5,14 @@
     python -m playground.serve --sweep batch --scheduler batching --out results/sweep
     python -m playground.serve --sweep rate --rates 0.25,0.5,1 --ttft-slo 2 --tpot-slo 0.2 --out …
     python -m playground.serve --workload results/serve/workload.json --scheduler … --out …  # replay
+    python -m playground.serve --preset "shared system prompt" --out results/prefix   # A and B differ by one setting
     python -m playground.serve --url http://127.0.0.1:8080/v1 --scheduler concurrent \
         --compare one-at-a-time --out …      # a server: concurrent against one at a time, on the server
 
 Writes DIR/workload.json (replayable), DIR/<scheduler>/requests/<id>.json (one per request: its
 timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/serve.html (standalone
-report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. Progress goes to stderr about once
+report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. A preset (presets.py) runs its own workload on
+our batching twice, A and B (DIR/batching-a, DIR/batching-b), and prints its finding in one sentence. Progress goes to stderr about once
 a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
 
 Left out: starting a server (the concurrent scheduler takes --url of a running one).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import sys
 import threading
 import time
@@ -27,6 +30,7 @@ from pathlib import Path
 from ..config import GenerationSettings
 from .registry import SCHEDULERS, Needs
 from .slots import BatchConfig
+from .presets import PRESETS
 from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
 from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
 
@@ -34,7 +38,7 @@ from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m playground.serve", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--requests", type=int, default=16, help=f"1-{MAX_REQUESTS}")
+    p.add_argument("--requests", type=int, default=None, help=f"1-{MAX_REQUESTS} (default 16; a preset's own)")
     p.add_argument("--mix", default="short:0.8,long:0.2", help="class:share pairs (classes: short, long)")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--rate", type=float, default=None, help="requests/s (default: all at once)")
@@ -51,6 +55,12 @@ def parse_args(argv):
     p.add_argument("--slots", type=int, default=BatchConfig.slots, help="batching: KV slots (requests held at once)")
     p.add_argument("--prefill-chunk", type=int, default=BatchConfig.prefill_chunk,
                    help="batching: prompt tokens read per iteration")
+    p.add_argument("--prefix-cache", type=int, default=BatchConfig.prefix_cache,
+                   help="batching: positions of KV the prefix cache keeps (0: off)")
+    p.add_argument("--kv-budget", type=int, default=BatchConfig.kv_budget,
+                   help="batching: positions the running requests may hold in all (0: no limit); preempts beyond")
+    p.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help="a KV-memory workload on our batching, A and B differing by one setting")
     p.add_argument("--max-batch-tokens", type=int, default=256, help="batching-torch: tokens per forward pass")
     p.add_argument("--num-blocks", type=int, default=None,
                    help="batching-torch: KV blocks (default: the workload at once)")
@@ -86,7 +96,7 @@ def make_scheduler(name: str, args, sources: dict):
 def batching_options(args) -> dict:
     """The batching schedulers' options (each create takes the ones it uses)."""
     from .batching import PoolConfig
-    return {"batch": BatchConfig(args.slots, args.prefill_chunk),
+    return {"batch": BatchConfig(args.slots, args.prefill_chunk, args.prefix_cache, args.kv_budget),
             "pool": PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
                                scheduler=args.manager_scheduler)}
 
@@ -96,7 +106,7 @@ def build_workload(args, source) -> Workload:
         return Workload.from_dict(json.loads(args.workload.read_text()))
     arrival = args.arrival or ("poisson" if args.rate else "all-at-once")
     classes = default_classes(source, args.max_new_tokens, parse_mix(args.mix))
-    return Workload.build(classes, args.requests, arrival, args.rate, args.seed)
+    return Workload.build(classes, args.requests or 16, arrival, args.rate, args.seed)
 
 
 def in_background(work, cancel: threading.Event):
@@ -142,6 +152,8 @@ def main(argv=None) -> int:
     from .report import html_report
     sources, cancel = {}, threading.Event()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.preset:
+        return run_preset(args, sources, cancel)
     names = [args.scheduler] + ([args.compare] if args.compare and args.compare != args.scheduler else [])
     schedulers = [make_scheduler(n, args, sources) for n in names]
     first = schedulers[0].source
@@ -165,19 +177,45 @@ def main(argv=None) -> int:
     if first.capabilities.local_tokenizer:
         check_tokens(workload, lambda p: len(first.prompt_ids(p, GenerationSettings())[1]), args.max_total_tokens)
     (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
+    results = run_and_write(args, [(s.name, s) for s in schedulers], workload, cancel)
+    (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
+    print(f"-> {args.out}/serve.html", file=sys.stderr)
+    return 130 if cancel.is_set() else 0
+
+
+def run_and_write(args, named, workload, cancel) -> list:
+    """Run `workload` on each (name, scheduler), writing DIR/<name>/requests/*.json and DIR/<name>.json."""
     results = []
-    for s in schedulers:
-        result, stopped = in_background(lambda s=s: s.run(workload, say(s.name), cancel), cancel)
+    for name, s in named:
+        result, stopped = in_background(lambda s=s: s.run(workload, say(name), cancel), cancel)
         results.append(result)
-        folder = args.out / s.name / "requests"
+        folder = args.out / name / "requests"
         folder.mkdir(parents=True, exist_ok=True)
         for record in result.records:
             (folder / f"{record.request.id:03d}.json").write_text(json.dumps(record.to_dict(), ensure_ascii=False))
-        (args.out / f"{s.name}.json").write_text(json.dumps(result.to_dict(with_traces=False), indent=1,
-                                                            ensure_ascii=False))
-        print(json.dumps({"scheduler": s.name, **result.to_dict(with_traces=False)["summary"]}, ensure_ascii=False))
+        (args.out / f"{name}.json").write_text(json.dumps(result.to_dict(with_traces=False), indent=1,
+                                                          ensure_ascii=False))
+        print(json.dumps({"scheduler": name, **result.to_dict(with_traces=False)["summary"]}, ensure_ascii=False))
         if stopped:
             break
+    return results
+
+
+def run_preset(args, sources, cancel) -> int:
+    """The preset's workload on our batching, A and B with the preset's settings; its finding on stdout."""
+    from .report import html_report
+    preset = PRESETS[args.preset]
+    base = batching_options(args)["batch"]
+    engine = make_scheduler("batching", args, sources).source
+    rate = args.rate if args.rate is not None else preset.rate
+    workload = preset.build(engine, args.requests or preset.requests, rate, args.seed)
+    count = lambda p: len(engine.prompt_ids(p, GenerationSettings())[1])   # noqa: E731
+    check_tokens(workload, count, args.max_total_tokens)
+    (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
+    a, b = preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))
+    named = [(f"batching-{side}", SCHEDULERS["batching"].create(engine, batch=c)) for side, c in (("a", a), ("b", b))]
+    results = run_and_write(args, named, workload, cancel)
+    if len(results) == 2 and not cancel.is_set():
+        print(json.dumps({"preset": preset.name, "finding": preset.finding(*results)}, ensure_ascii=False))
     (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
-    print(f"-> {args.out}/serve.html", file=sys.stderr)
     return 130 if cancel.is_set() else 0

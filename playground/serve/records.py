@@ -10,6 +10,12 @@ server's own queue is then inside the prefill time, and `admitted_means` says so
 live in `trace` (Step.time = seconds since admission), so `trace.metrics()` gives TTFT-from-admission,
 TPOT and ITL with the project's one set of definitions. `chunks` are the prefill pieces a chunked-prefill
 scheduler ran (start, end, prompt tokens); empty where the prefill was one piece not seen from outside.
+With prefix caching, `cache_copies` are the copies of cached blocks into its KV slot (start, end, prompt
+tokens copied): at admission, and before a chunk when another request has cached more of the same
+beginning meanwhile; `cached_tokens` says how many prompt tokens it did not compute.
+Under a KV budget a request may be preempted: each `Preemption` says after which output token its KV
+was dropped, when it was admitted again, what was copied back from the prefix cache and its recompute's
+passes (the request's Steps go on where they stopped: the token after it is the recompute's).
 
 Left out: summaries across requests (summary.py) and drawing (charts/serve.py).
 """
@@ -23,6 +29,21 @@ from .workload import Request, Workload
 
 
 @dataclass
+class Preemption:
+    """A request's KV dropped under a KV budget, then recomputed (seconds since the workload started)."""
+    at: float                         # when its KV was dropped
+    after_tokens: int                 # output tokens it had made: the event comes after Step after_tokens - 1
+    positions: int                    # KV positions dropped
+    resumed: float | None = None      # when it was admitted again (None: not yet, or never)
+    cached: int = 0                   # positions copied back from the prefix cache on resuming
+    copy: tuple[float, float] | None = None                           # that copy (start, end)
+    chunks: list[tuple[float, float, int]] = field(default_factory=list)   # its recompute's passes
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
 class RequestRecord:
     request: Request
     prompt_tokens: int | None = None     # after the chat template (None: the source has no tokenizer here)
@@ -32,6 +53,13 @@ class RequestRecord:
     finished: float | None = None        # when the scheduler saw the request end (last token, cancel, error)
     stop_reason: StopReason | None = None
     error: str | None = None
+    cache_copies: list[tuple[float, float, int]] = field(default_factory=list)   # cached blocks copied in
+    preemptions: list[Preemption] = field(default_factory=list)
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens served from the prefix cache at its admission (not prefilled)."""
+        return self.trace.cached_tokens if self.trace is not None else 0
 
     @property
     def steps(self):
@@ -94,7 +122,9 @@ class RequestRecord:
         return {"id": self.request.id, "class": self.request.cls, "request": asdict(self.request),
                 "prompt_tokens": self.prompt_tokens, **{k: getattr(self, k) for k in keys},
                 "prefill_chunks": [{"start": a, "end": b, "tokens": n} for a, b, n in self.chunks],
-                "stop_reason": self.stop_reason, "error": self.error,
+                "stop_reason": self.stop_reason, "error": self.error, "cached_tokens": self.cached_tokens,
+                "cache_copies": [{"start": a, "end": b, "tokens": n} for a, b, n in self.cache_copies],
+                "preemptions": [p.to_dict() for p in self.preemptions],
                 "trace": self.trace.to_dict() if self.trace is not None else None}
 
 
@@ -125,6 +155,8 @@ class WorkloadResult:
     pool: dict | None = None         # the batching scheduler's KV pool (blocks or slots), as sized
     slot_map: list[tuple[float, tuple[tuple[int, int, int], ...]]] = field(default_factory=list)
     # after each iteration of continuous batching on ONNX Runtime: (time, ((slot, request id, positions), ...))
+    cache_map: list = field(default_factory=list)
+    # the prefix cache when it changed: (time, blocks kept, ((request id, (ids of the blocks it holds)), ...))
     notes: list[str] = field(default_factory=list)
     elapsed: float = 0.0
     cancelled: bool = False
@@ -147,6 +179,7 @@ class WorkloadResult:
                 "kv": {"unit": self.kv_unit, "total": self.kv_total, "note": self.kv_note,
                        "samples": [list(p) for p in self.kv]},
                 "pool": self.pool, "slot_map": [[t, [list(h) for h in held]] for t, held in self.slot_map],
+                "prefix_cache_map": [[t, n, [[rid, list(ids)] for rid, ids in held]] for t, n, held in self.cache_map],
                 "notes": self.notes, "elapsed": self.elapsed, StopReason.CANCELLED: self.cancelled,
                 "requests": records}
 

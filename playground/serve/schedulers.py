@@ -8,7 +8,8 @@ Every scheduler releases each request at its arrival time on one perf_counter cl
 admits it, and keeps the Steps its source made (records.py). Cancel (a threading.Event) stops the
 running request(s) within one step; requests not yet started end as StopReason.CANCELLED.
 
-Left out: preemption and priorities; the batching manager's own scheduler decides those for batching.
+Left out: priorities; preemption is the batching schedulers' own (continuous.py under a KV budget; transformers'
+manager decides for itself).
 """
 from __future__ import annotations
 
@@ -81,12 +82,24 @@ def fail(record: RequestRecord, clock: Clock, exc: Exception) -> None:
 
 
 def progress_line(result: WorkloadResult) -> tuple[float, str]:
+    """(share of requests ended, a line): finished (ran to their end or failed), running, waiting, cancelled.
+
+    >>> from .workload import Request, Workload
+    >>> result = WorkloadResult("s", "S", "src", Workload(()), [RequestRecord(Request(i, "short", "", 8, 0.0))
+    ...                                                         for i in range(3)])
+    >>> result.records[0].stop_reason, result.records[1].admitted = StopReason.LENGTH, 0.1
+    >>> result.records[1].stop_reason, result.records[2].stop_reason = StopReason.CANCELLED, StopReason.CANCELLED
+    >>> progress_line(result)[1]
+    '1/3 finished · 0 running · 0 waiting · 2 cancelled · 0 tokens'
+    """
     recs = result.records
-    done = sum(r.stop_reason is not None for r in recs)
+    ended = sum(r.stop_reason is not None for r in recs)
+    cancelled = sum(r.stop_reason == StopReason.CANCELLED for r in recs)
     running = sum(r.admitted is not None and r.stop_reason is None for r in recs)
     tokens = sum(r.output_tokens for r in recs)
-    return done / len(recs), f"{done}/{len(recs)} finished · {running} running · {len(recs) - done - running} waiting · " \
-                      f"{tokens} tokens"
+    return ended / len(recs), (f"{ended - cancelled}/{len(recs)} finished · {running} running · "
+                               f"{len(recs) - ended - running} waiting · "
+                               + (f"{cancelled} cancelled · " if cancelled else "") + f"{tokens} tokens")
 
 
 class Scheduler:

@@ -6,6 +6,8 @@
     table.remove(seq)         # it ended: its slot is free at once
     table.holders()           # [(slot, seq)]: what the KV memory map draws
     BatchConfig(slots=16, prefill_chunk=128)   # the pool's size in requests, the prompt tokens read per iteration
+    BatchConfig(prefix_cache=4096, kv_budget=2048)   # a prefix cache of 4096 positions; hold at most 2048 in all
+    budget = KVBudget(2048); budget.blocks_for(40)   # the budget in blocks of 16 positions: 3 for 40 positions
 
 A batched decode step reads the decoding requests' rows as one view, kv[0:d] (onnx_batch.py), so the
 table keeps two packed groups: decoding requests in slots 0..d-1, prefilling ones in d..d+p-1. When a
@@ -24,23 +26,62 @@ prompt is read trades places with the first prefilling request (a swap), then jo
 >>> _ = t.add(c); t.remove(b); [(s, q.id) for s, q in t.holders()], t.free()
 ([(0, 'c'), (1, 'a')], 1)
 
-Left out: the memory itself (backends/onnx_batch.py) and preemption (a request keeps its slot to its end).
+The KV budget (KVBudget) is the positions the scheduler may hold in all, counted in blocks of 16, as a
+smaller memory would allow (a GPU whose blocks are full): the slots stay as they are, the budget decides
+who may hold them and how far they may grow (continuous.py preempts when it is exhausted).
+
+>>> b = KVBudget(64); b.blocks, b.blocks_for(17), b.take(3), b.free
+(4, 2, None, 1)
+
+Left out: the memory itself (backends/onnx_batch.py).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from .prefix_cache import BLOCK_SIZE
 
 
 @dataclass(frozen=True)
 class BatchConfig:
     slots: int = 16              # KV slots: requests held at once (decoding or prefilling)
     prefill_chunk: int = 128     # prompt tokens read per iteration (a longer prompt is read in chunks)
+    prefix_cache: int = 0        # positions of KV the prefix cache may keep (blocks of 16); 0: no prefix caching
+    kv_budget: int = 0           # positions the running requests may hold in all; 0: no limit but the slots
 
     def validate(self) -> "BatchConfig":
         if not 1 <= self.slots <= 64 or not 1 <= self.prefill_chunk <= 4096:
             raise ValueError(f"KV slots must be 1-64 and the prefill chunk 1-4096 tokens; got {self.slots} and "
                              f"{self.prefill_chunk}")
+        if not 0 <= self.prefix_cache <= 1 << 20:
+            raise ValueError(f"the prefix cache must be 0-{1 << 20} positions (0: off); got {self.prefix_cache}")
+        if self.kv_budget and not BLOCK_SIZE <= self.kv_budget <= 1 << 20:
+            raise ValueError(f"the KV budget must be 0 (no limit) or {BLOCK_SIZE}-{1 << 20} positions; "
+                             f"got {self.kv_budget}")
         return self
+
+
+class KVBudget:
+    """Blocks of BLOCK_SIZE positions the running requests may hold in all: taken as they grow, given back."""
+
+    def __init__(self, positions: int, block_size: int = BLOCK_SIZE):
+        self.block_size, self.blocks, self.used = block_size, positions // block_size, 0
+
+    @property
+    def free(self) -> int:
+        return self.blocks - self.used
+
+    def blocks_for(self, positions: int) -> int:
+        return math.ceil(positions / self.block_size)
+
+    def take(self, n: int) -> None:
+        if n > self.free:
+            raise ValueError(f"{n} KV blocks asked, {self.free} free")
+        self.used += n
+
+    def give(self, n: int) -> None:
+        self.used -= n
 
 
 class SlotTable:

@@ -116,9 +116,31 @@ def lesson(result, who: str | None = None) -> str:
             f"p95 {percentile(ttft, 95):.2f} s; {tail}.")
 
 
+def class_p50(result, cls: str | None, key: str) -> float | None:
+    """The p50 of `key` (a RequestRecord property: tpot, e2e, ttft) over the served requests of class `cls`
+    (None: every class); None when none was measured."""
+    return percentile([getattr(r, key) for r in served(result) if cls is None or r.request.cls == cls], 50)
+
+
+def cost_sentence(a, b, cls: str | None, name_a: str = "A", name_b: str = "B") -> str | None:
+    """What B's way cost against A's, in their own numbers: the `cls` requests' TPOT p50 (time per output token
+    after the first) and E2E p50. None when either was not measured."""
+    tpot, e2e = [class_p50(x, cls, "tpot") for x in (a, b)], [class_p50(x, cls, "e2e") for x in (a, b)]
+    if None in tpot or None in e2e or not tpot[0] or not tpot[1]:
+        return None
+    who = f"the {cls} requests'" if cls else "the requests'"
+    numbers = (f"{who} TPOT p50 was {tpot[1]:.3f} s on {name_b} against {tpot[0]:.3f} s on {name_a}"
+               f" ({max(tpot) / min(tpot):.1f}× {'longer' if tpot[1] > tpot[0] else 'shorter'} per token), and their "
+               f"E2E p50 {e2e[1]:.2f} s against {e2e[0]:.2f} s")
+    if tpot[1] > tpot[0]:
+        return f"What it cost: {numbers}, since every step of {name_b} carries more requests."
+    return f"Per token it cost nothing here: {numbers}."
+
+
 def compare(a, b, named: bool = False) -> str:
-    """One sentence on the same workload under two schedulers, A and B (B against A), in their measured numbers;
-    `named`: the reader already knows which scheduler A and B are (they are not named again).
+    """A few sentences on the same workload under two schedulers, A and B (B against A), in their measured numbers:
+    what B bought (output tokens/s, the short requests' p95 TTFT) and what it cost (their TPOT and E2E p50); it
+    says so when B's throughput came out lower. `named`: the reader already knows which scheduler A and B are.
 
     It says so when the two ran on different sources: then two runtimes differ, not only two schedulers."""
     ta, tb = throughput(a)["output_tps"], throughput(b)["output_tps"]
@@ -131,8 +153,16 @@ def compare(a, b, named: bool = False) -> str:
     sooner = (f"{p95[0] / p95[1]:.1f}× sooner" if p95[1] < p95[0] else f"{p95[1] / p95[0]:.1f}× later") \
         if p95[1] > 0 else "at once"
     name_a, name_b = ("A", "B") if named else (f"A ({a.scheduler_label})", f"B ({b.scheduler_label})")
-    head = (f"{name_b} served the same {len(b.records)} requests at {tb / ta:.2f}× the output tokens/s of {name_a}: "
-            f"{tb:.1f} against {ta:.1f}; {who} p95 TTFT was {p95[1]:.2f} s against {p95[0]:.2f} s ({sooner}).")
+    if tb >= ta:
+        rate = f"at {tb / ta:.2f}× the output tokens/s of {name_a}: {tb:.1f} against {ta:.1f}"
+    else:
+        rate = (f"at fewer output tokens/s than {name_a}, not more: {tb:.1f} against {ta:.1f} ({tb / ta:.2f}×; this "
+                "run came out the other way)")
+    head = (f"{name_b} served the same {len(b.records)} requests {rate}; {who} p95 TTFT was {p95[1]:.2f} s against "
+            f"{p95[0]:.2f} s ({sooner}).")
+    cost = cost_sentence(a, b, cls, "A" if named else name_a.split(" ")[0], "B" if named else name_b.split(" ")[0])
+    if cost:
+        head += f" {cost}"
     if a.source != b.source:
         head += (f" A ran on {a.source} and B on {b.source}: this compares two runtimes as well as two "
                  "schedulers.")
@@ -147,9 +177,18 @@ def pool_text(result) -> str | None:
     if p.get("kind") == "slots":
         fewer = (f" (fewer than the {p['asked_slots']} asked: at most {p['max_bytes'] / 2**30:g} GiB of KV)"
                  if p["slots"] < p["asked_slots"] else "")
-        return (f"KV slots: {p['slots']}{fewer} × {p['capacity']} positions (the longest request) = "
+        text = (f"KV slots: {p['slots']}{fewer} × {p['capacity']} positions (the longest request) = "
                 f"{p['bytes'] / 2**20:.0f} MiB; at most {p['prefill_chunk']} prompt tokens read per iteration; "
                 f"{p['moves']} cache copies kept the decoding rows packed.")
+        if p.get("prefix_cache_blocks"):
+            hit = p["cached"] / p["looked_up"] if p.get("looked_up") else 0.0
+            text += (f" Prefix cache: {p['prefix_cache_blocks']} blocks of {p['block_size']} positions; "
+                     f"{p['cached']:,} of {p['looked_up']:,} prompt tokens found cached (hit rate {hit:.0%}); "
+                     f"{p['evicted']} blocks evicted.")
+        if p.get("kv_budget"):
+            text += (f" KV budget: {p['kv_budget']:,} positions in all (a smaller memory, as on a full GPU); "
+                     f"{p['preemptions']} preemptions.")
+        return text
     return (f"KV block pool (sized here): {p['num_blocks']} blocks × {p['block_size']} tokens = "
             f"{p['num_blocks'] * p['bytes_per_block'] / 2**20:.1f} MiB; at most {p['max_batch_tokens']} tokens per "
             f"forward pass (longer prompts are prefilled in chunks); scheduler {p['scheduler']}. Left alone, the "

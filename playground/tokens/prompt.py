@@ -9,7 +9,8 @@ Example:
     >>> print(view.summary.splitlines()[0].split(" · ")[1])
     cl100k_base: 6 words → 7 tokens (1.17 tokens/word)
 
-Left out: gradio (playground/ui/ lays the HTML out), the figure (charts/tokens.py draws `read`) and tokenizers
+Left out: gradio (playground/ui/ lays the HTML out), the figure (charts/tokens.py draws `typed`, and
+`templated` apart) and tokenizers
 other than these two.
 """
 from __future__ import annotations
@@ -27,7 +28,9 @@ from .views import hf_view, tiktoken_view
 class PromptTokens:
     summary: str       # Markdown: counts per tokenizer, for the typed and the templated prompt
     html: str          # chips, one block per (text, tokenizer)
-    read: Comparison   # the tokenizers on the templated text (charts/tokens.py draws it)
+    read: Comparison   # the tokenizers on the templated text
+    typed: Comparison  # the tokenizers on the prompt as typed (charts/tokens.py compares these)
+    templated: int | None = None   # the ids the model gets with the chat template applied; None: raw prompt
 
 
 def prompt_tokens(engine, prompt: str, settings: GenerationSettings) -> PromptTokens:
@@ -50,4 +53,4 @@ def prompt_tokens(engine, prompt: str, settings: GenerationSettings) -> PromptTo
         for name, spans in comparison.spans.items():
             blocks.append(f'<h4 class="tok-title">{html.escape(title)} · {html.escape(name)} · '
                           f"{len(spans):,} tokens</h4>{render_chips_html(spans, text=comparison.text)}")
-    return PromptTokens(summary, "".join(blocks), read)
+    return PromptTokens(summary, "".join(blocks), read, typed, len(ids) if settings.chat else None)

@@ -2,14 +2,15 @@
 
     demo = build_demo(Engine(create_backend("torch", "tiny")))   # one fixed engine (tests)
     demo = build_demo(SourceRegistry.for_model(None))            # every backend, each loaded on first use
-    demo.launch(app_kwargs=app_kwargs())                          # + the live channel's route
+    demo.launch(app_kwargs=app_kwargs())                          # + the live channel's route, no other host
 
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
 generate_tab.py (+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py,
 experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py
-(on ZeroGPU: the torch backend's runs as spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs); the long
+(on ZeroGPU: the torch backend's runs as spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from
+Gradio's dict inputs), offline.py (the page asks no other host); the long
 runs are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,

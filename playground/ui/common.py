@@ -21,7 +21,7 @@ from ..registry import BackendUnavailable, SourceRegistry
 from ..experiments.short_long import DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT  # noqa: F401
 from ..prompts import LONG_DOCUMENT_PATH, SHORT_QUESTION, SUMMARIZE_INSTRUCTION  # noqa: F401
 from ..prompts import long_document as read_long_document
-from ..experiments.speculative import OPEN_QUESTION, QUOTE_END  # noqa: F401
+from ..experiments.speculative import OPEN_QUESTION, reread_text  # noqa: F401
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CPU_SLOTS = 2              # local runs at once: 2 CPU cores; more only slows every run (the app's MachineGate holds the rest)

@@ -37,14 +37,19 @@ from ..run_view import metrics_html, speculation_html, status_line
 from ..session import Session
 from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
-                     OPEN_QUESTION, QUOTE_END, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
-                     long_document, source, warn)
+                     OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
+                     long_document, reread_text, source, warn)
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate
 from .zerogpu import cost_line, zero_gpu
-from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, step_picker_html
+from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live/metrics.js fills it while the run streams
+# On Generate, a page whose metrics end below the window scrolls its status to the top: the status, chips and
+# metrics then show together (a long prompt's box and the controls put them below the fold at 1400x1000)
+INTO_VIEW = """() => { const status = document.querySelector('#status'), metrics = document.querySelector('#metrics');
+  if (status && metrics && metrics.getBoundingClientRect().bottom > window.innerHeight)
+    window.scrollBy({top: status.getBoundingClientRect().top - 48, behavior: 'instant'}); }"""
 CONTROL_PX = 210   # a control's narrowest width: two a row in the side column at 1400 px, one at 1024 px
 
 
@@ -78,9 +83,10 @@ def parse_seed(seed) -> int | None:
 def make_handlers(registry, c, gate: MachineGate):
     """generate, stop, top_k, metrics; `c` names the components: GenerateForm's fields and `session` (the keys of
     generate's dict input), and the outputs (OUTPUTS, the keys of every update)."""
-    def live(stream, batch) -> dict:   # constant but the stream: Gradio's diff sends only new lines
-        return {c.stream: stream.add(batch), c.status: RUNNING_STATUS, c.text: "", c.metrics: LIVE_METRICS,
-                c.files: None}
+    def live(stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
+        text = stream.add(batch)         # status, which says "reading the prompt" until the first token
+        status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
+        return {c.stream: text, c.status: status, c.text: "", c.metrics: LIVE_METRICS, c.files: None}
 
     def final(session: Session, prices, stream=None) -> dict:   # `stream`: a handler's own run (default: the latest)
         stream = stream or session.stream
@@ -218,14 +224,17 @@ def generate_tab(registry) -> SimpleNamespace:
                 france = gr.Button(f"Preset: {FRANCE}", size="sm")
                 summarize = gr.Button("Preset: summarize a long document", size="sm")
             with gr.Row():
-                quote = gr.Button("Preset: quote from the long document (speculation can copy)", size="sm",
-                                  elem_id="preset-quote")
+                quote = gr.Button("Preset: the long document, then its start again (speculation can copy)",
+                                  size="sm", elem_id="preset-quote")
                 question = gr.Button("Preset: a short open question (nothing to copy)", size="sm",
                                      elem_id="preset-question")
             with gr.Row():
                 c.generate = gr.Button("Generate", variant="primary", elem_id="generate")
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
             c.status = gr.Markdown(elem_classes="status", elem_id="status")
+            # the run's essentials under its status, beside the controls: on screen with them after Generate
+            gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")
+            c.metrics = gr.HTML(metrics_html(None), elem_id="metrics")
         with gr.Column(scale=2):
             # made in GenerateForm's order (/generate's), placed below in the column's order
             c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", render=False)
@@ -266,17 +275,14 @@ def generate_tab(registry) -> SimpleNamespace:
                 c.price_out.render()
     france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
     summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
-    # raw text (no chat template): the model goes on with the quoted list, copying from the document
-    quote.click(lambda: (long_document() + QUOTE_END, False, True), None, [c.prompt, c.chat, c.speculate],
+    # raw text (no chat template): the model goes on with the document's start, copying what it read
+    quote.click(lambda: (reread_text(long_document()), False, True), None, [c.prompt, c.chat, c.speculate],
                 api_name=False, queue=False)
     question.click(lambda: (OPEN_QUESTION, True, True), None, [c.prompt, c.chat, c.speculate], api_name=False,
                    queue=False)
     c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=2, max_lines=2,
                           interactive=False, container=False)   # read by live/stream.js, never shown
-    with gr.Row():
-        gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")
-        c.text = gr.Textbox(label="Answer (plain text)", lines=6, interactive=False, elem_id="answer")
-    c.metrics = gr.HTML(metrics_html(None), elem_id="metrics")
+    c.text = gr.Textbox(label="Answer (plain text)", lines=3, max_lines=8, interactive=False, elem_id="answer")
     gr.HTML(chart_html("timeline"), elem_id="timeline")
     caption("One request over time: the orange prefill reads the whole prompt and yields the first token "
             "(TTFT); each blue bar is one decode step that yields one more token.")
@@ -315,6 +321,7 @@ def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate):
     c.stop.click(stop, [c.price_in, c.price_out, session], outputs, api_name="stop",
                  cancels=[event], concurrency_limit=None)
     c.stream.change(None, c.stream, None, js="(text) => { window.pgLive && window.pgLive.apply(text); }")
+    c.generate.click(None, None, None, js=INTO_VIEW)
     c.roofline_button.click(roofline_handler(registry, gate), [c.backend, session], [c.roofline_plot, c.roofline_text],
                             api_name="roofline", concurrency_limit=1)
     c.topk_button.click(top_k, [c.topk_step, session], c.topk_figure, api_name="top_k", concurrency_limit=None)

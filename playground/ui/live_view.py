@@ -27,7 +27,20 @@ LIVE_DIR = Path(__file__).with_name("live")
 LIVE_PARTS = ("format.js", "charts.js", "metrics.js", "redraw.js", "stream.js")   # in load order
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 LIVE_METRICS_ID = "pg-live-metrics"   # the metrics panel live/metrics.js redraws while a run streams
-RUNNING_STATUS = '⏳ generating… <span id="pg-count">0</span> tokens so far'   # live/stream.js counts
+RUNNING_STATUS = '⏳ <span id="pg-phase">generating… <span id="pg-count">0</span> tokens so far</span>'   # stream.js counts
+
+
+def prefill_status(prompt_tokens: int) -> str:
+    """The status until the first token: the model reads the whole prompt in one forward pass (prefill), which
+    takes seconds for a long one; live/stream.js adds the seconds so far and turns it into RUNNING_STATUS.
+
+    >>> prefill_status(7267)
+    '⏳ <span id="pg-phase">reading the prompt (prefill): 7,267 tokens in one pass…</span>'
+    """
+    return f'⏳ <span id="pg-phase">{PREFILL_WORDS.format(prompt_tokens)}</span>'
+
+
+PREFILL_WORDS = "reading the prompt (prefill): {:,} tokens in one pass…"
 CHIPS_HTML = ('<div class="tok-view out-chips" id="pg-chips"><p class="tok-note">Output tokens appear here.</p>'
               '</div><p class="pg-notice" id="pg-notice" role="status"></p>')
 LIVE_CSS = """

@@ -86,7 +86,7 @@ chart redrawn many times a second is not relaid out after each redraw. */
   }
 
   // a figure that must fit in the window under what is above it (the lesson's first chart), down to FIT_MIN px
-  const FIT = "#lesson-figure0 .js-plotly-plot", FIT_MIN = 260;
+  const FIT = "#lesson-figure0 .js-plotly-plot", FIT_MIN = 230;
   function fit(gd) {
     if (!gd.matches(FIT) || !gd._fullLayout) return;
     const top = gd.getBoundingClientRect().top + window.scrollY, room = Math.floor(window.innerHeight - top - 8);

@@ -1,6 +1,6 @@
 """Presenter mode: one switch (and `?present=1` in the URL) that makes every tab readable on a projector.
 
-    presenter_switch()          # the checkbox, fixed in the page's top-right corner (first in the Blocks)
+    presenter_switch()          # the checkbox, in the page's top-right corner (first in the Blocks)
     demo.load(None, None, switch, js=FROM_URL)            # ?present=1 turns it on
     switch.change(None, switch, None, js=SET)              # body.present on or off
 
@@ -28,7 +28,9 @@ _DERIVED = {"body-text-size": "text-md", "prose-text-size": "text-md", "block-in
             "checkbox-label-text-size": "text-md", "input-text-size": "text-md", "button-large-text-size": "text-lg",
             "button-small-text-size": "text-sm", "button-medium-text-size": "text-md", "table-text-size": "text-md"}
 PRESENT_CSS = (
-    "#present { position: fixed; top: 6px; right: 12px; z-index: 1000; width: auto !important; min-width: 0 !important;"
+    # at the page's top-right corner, scrolling with the page: fixed, it covered what scrolled under it (the
+    # download list's file sizes)
+    "#present { position: absolute; top: 6px; right: 12px; z-index: 1000; width: auto !important; min-width: 0 !important;"
     " background: var(--background-fill-primary); padding: 2px 8px; border-radius: 8px; }\n"
     "body.present { " + " ".join(f"--{k}: {v}px;" for k, v in _SIZES.items())
     + " " + " ".join(f"--{k}: {_SIZES[v]}px;" for k, v in _DERIVED.items()) + " }\n"
@@ -42,6 +44,10 @@ PRESENT_CSS = (
     "body.present .gradio-container .prose h2 { font-size: 30px !important; margin: 0 !important; }\n"
     "body.present .lesson-takeaway, body.present .lesson-takeaway .prose { font-size: 24px !important; line-height: 1.35; }\n"
     "body.present .reset-button { line-height: 1 !important; }\n"   # a slider's ↺ in its fixed-height box
+    # step 2's answer box as tall as its chips: its first chart then fits under it at 1024x768
+    "body.present #lesson-replay { min-height: 0; padding: 0; }\n"
+    "body.present #lesson-replay-caption { margin: 0 !important; }\n"
+    "body.present #lesson-replay-button { padding-top: 0; padding-bottom: 0; }\n"
 )
 
 

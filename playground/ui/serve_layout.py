@@ -12,14 +12,19 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from ..api.record import endpoint_text
 from ..serve.cost import DEFAULT_USD_PER_HOUR
+from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
-from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
+from .serve_views import CLASS_HEADERS, REFUSED_HEADERS, REQUEST_HEADERS
 
+# each column of a per-class table as wide as its header in presenter mode's 20 px text (px; Gradio takes no
+# em): sized to the data, "class" read "cla…" at 1400 px; the table scrolls sideways in a half-width column
+CLASS_WIDTHS = [90, 120] + [200] * 7
 NONE = "(none)"
 # The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
 # shows) and documents to summarize, arriving at about 3x one at a time's capacity on the default backend
@@ -33,10 +38,15 @@ SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of posi
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
          "waits; the memory map below each Gantt shows who holds which slot, growing with each token.")
+KV_MEMORY = ("Prefix caching keeps KV in blocks of 16 positions named by a hash chain of their tokens: a request "
+             "whose beginning was computed before copies those blocks into its slot and prefills only the rest. A KV "
+             "budget stands for a smaller memory, as on a full GPU: requests take blocks as they grow, and when none "
+             "is left the most recently admitted one is preempted (its KV dropped) and recomputed later. A preset "
+             "builds its own workload (your request count, rate and seed) and sets A's and B's settings itself.")
 CLIENTS = ("This app also answers OpenAI-compatible requests (`--openai-api`): send your own from a terminal, "
            "e.g. `curl http://HOST:PORT/v1/chat/completions -H 'Content-Type: application/json' -d "
            "'{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}'`, or the "
-           "OpenAI SDK with base_url http://HOST:PORT/v1. Every client's request joins one continuous batch; each "
+           "OpenAI SDK with `base_url=\"http://HOST:PORT/v1\"`. Every client's request joins one continuous batch; each "
            "appears here as it arrives (short or long by its prompt: up to 256 tokens is short).")
 INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
          "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "
@@ -74,6 +84,11 @@ class ServeForm(WorkloadForm):
     max_batch_tokens: float
     blocks: float
     manager: str
+    preset: str = NONE             # KV memory (our batching): a preset workload, A's and B's prefix caching and budget
+    prefix_cache_a: bool = False
+    prefix_cache_b: bool = False
+    kv_budget_a: float = 0
+    kv_budget_b: float = 0
 
 
 @dataclass
@@ -109,10 +124,13 @@ def _columns(out):
                 setattr(out, f"gantt_{side}", gr.Plot(label=f"{name}: every request", elem_id=f"serve-gantt-{side}"))
                 setattr(out, f"classes_{side}", gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
                                                              label=f"{name}: p50/p95 per class", wrap=True,
-                                                             elem_classes="pg-scroll-table"))
+                                                             elem_classes="pg-scroll-table",
+                                                             column_widths=CLASS_WIDTHS))
                 setattr(out, f"throughput_{side}", gr.Plot(label=f"{name}: throughput over time"))
                 setattr(out, f"kv_{side}", gr.Plot(label=f"{name}: KV cache in use"))
                 setattr(out, f"kv_map_{side}", gr.Plot(label=f"{name}: KV memory map", elem_id=f"serve-kv-map-{side}"))
+                setattr(out, f"itl_{side}", gr.Plot(label=f"{name}: inter-token latency, prefill chunks marked",
+                                                    elem_id=f"serve-itl-{side}"))
     with gr.Accordion("Every request: waiting, TTFT, TPOT, E2E", open=False):
         with gr.Row():
             out.requests_a = gr.Dataframe(headers=REQUEST_HEADERS, interactive=False, label="A", wrap=True,
@@ -134,8 +152,10 @@ def _sweeps(registry, out, form):
             form.new_tokens = gr.Slider(4, 256, 64, step=4, label="Tokens each request decodes")
             form.rates = gr.Textbox("0.25,0.5,1,2", label="Rates (requests/s)")
             form.requests = gr.Slider(2, MAX_REQUESTS, 8, step=1, label="Requests per rate")
-            form.ttft = gr.Number(2.0, label="SLO: TTFT ≤ (s)")
-            form.tpot = gr.Number(0.2, label="SLO: TPOT ≤ (s)")
+            form.ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-sweep-slo-ttft",
+                                  minimum=0)   # the same SLO as the tab's goodput (one source: DEFAULT_SLO)
+            form.tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-sweep-slo-tpot",
+                                  minimum=0)
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
@@ -154,8 +174,10 @@ def _sweeps(registry, out, form):
 def _clients(out, traffic):
     """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint)."""
     with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
-                      visible=traffic is not None):
+                      visible=traffic is not None, elem_id="serve-clients"):
         caption(CLIENTS)
+        out.clients_limits = gr.Markdown((lambda: endpoint_text(traffic.endpoint)) if traffic is not None else "",
+                                         elem_id="serve-clients-limits")
         with gr.Row():
             watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
             unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")
@@ -163,8 +185,12 @@ def _clients(out, traffic):
         with gr.Row():
             out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
             out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
-        out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False,
-                                           label="Clients: p50/p95 per class (the last 10 minutes)", wrap=True)
+        out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False, column_widths=CLASS_WIDTHS,
+                                           label="Clients: p50/p95 per class (since you started watching)", wrap=True)
+        out.clients_refused = gr.Dataframe(headers=REFUSED_HEADERS, interactive=False, wrap=True,
+                                           label="Clients: requests refused (since you started watching)",
+                                           elem_id="serve-clients-refused")
+        out.clients_since = gr.State(None)   # the watch's start, on the record's clock
     return watch, unwatch
 
 
@@ -210,6 +236,19 @@ def layout(registry, traffic=None):
                                                   label="Max tokens per forward pass (longer prompts: chunked)")
                 form.blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
                 form.manager = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
+        with gr.Accordion("KV memory: presets, prefix caching, a KV budget (our batching)", open=False,
+                          elem_id="serve-kv-memory"):
+            caption(KV_MEMORY)
+            with gr.Row():
+                form.preset = gr.Dropdown([NONE, *PRESETS], value=NONE, label="Preset workload (A and B differ by one "
+                                          "setting)", elem_id="serve-preset")
+                form.prefix_cache_a = gr.Checkbox(False, label="A: prefix caching", elem_id="serve-prefix-cache-a")
+                form.prefix_cache_b = gr.Checkbox(False, label="B: prefix caching", elem_id="serve-prefix-cache-b")
+                form.kv_budget_a = gr.Number(0, precision=0, minimum=0, label="A: KV budget (positions; 0: none)",
+                                             elem_id="serve-kv-budget-a")
+                form.kv_budget_b = gr.Number(0, precision=0, minimum=0, label="B: KV budget (positions; 0: none)",
+                                             elem_id="serve-kv-budget-b")
+            out.preset_about = gr.Markdown(elem_id="serve-preset-about")
         with gr.Row():
             run = gr.Button("Run", variant="primary", elem_id="serve-run")
             stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")

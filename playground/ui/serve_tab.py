@@ -14,6 +14,7 @@ Left out: more than two classes in the editor (the CLI replays any workload.json
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
@@ -22,6 +23,7 @@ from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_toke
 from ..serve.registry import Needs
 from ..serve.batching import PoolConfig
 from ..serve.continuous import BatchConfig
+from ..serve.presets import CACHE_POSITIONS, PRESETS
 from ..serve.sweeps import run_batch_sweep, run_rate_sweep
 from ..config import GenerationSettings
 from ..serve.cost import cost_markdown, measured_rates, token_costs
@@ -31,8 +33,8 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCU
                      SourceUnavailable, loading_line, long_document, source, warn)
 from .forms import form_inputs, read_form
 from .serve_job import MachineGate, ServeJob
-from .serve_layout import NONE, ServeForm, SweepForm, WorkloadForm, layout
-from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
+from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, WorkloadForm, layout
+from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
 
 
 def make_scheduler(registry, name: str, source_name: str, options: dict):
@@ -72,6 +74,29 @@ def build_workload(scheduler, form: WorkloadForm) -> Workload:
     return workload
 
 
+def preset_schedulers(preset, schedulers, form) -> Workload:
+    """A preset's workload (the form's count, rate and seed) on A's source; `schedulers` become our batching with
+    the preset's A and B settings (in place). ValueError when the workload is too large."""
+    engine = schedulers[0].source
+    rate = float(form.rate) if form.arrival != "all-at-once" else None
+    workload = preset.build(engine, int(form.n), rate, int(form.seed))
+    count = lambda p: len(engine.prompt_ids(p, GenerationSettings())[1])   # noqa: E731
+    check_tokens(workload, count)
+    base = schedulers[0].config
+    for i, config in enumerate(preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))):
+        schedulers[i] = SCHEDULERS["batching"].create(engine, batch=config)
+    return workload
+
+
+def apply_preset(name: str):
+    """A preset picked: our batching on both sides, its request count and arrivals, what it shows."""
+    preset = PRESETS.get(name)
+    if preset is None:
+        return {}
+    return {"scheduler_b": "batching", "n": preset.requests, "arrival": "poisson" if preset.rate else "all-at-once",
+            "rate": preset.rate or DEFAULT_RATE, "about": f"**{preset.name}**: {preset.about}."}
+
+
 def sweep_mix(requests) -> WorkloadForm:
     """The rate sweep's workload: the lesson's two requests (a question, a document to summarize), Poisson."""
     return WorkloadForm(n=requests, arrival="poisson", rate=1.0, seed=0, short_prompt=FRANCE, short_tokens=48,
@@ -105,27 +130,35 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
 
     def serve(values: dict):
         f, job = read_form(ServeForm, forms.serve, values), values[forms.job]
+        preset = PRESETS.get(f.preset)
         try:
-            options = {"batch": BatchConfig(int(f.slots), int(f.chunk)).validate(),
-                       "pool": PoolConfig(num_blocks=int(f.blocks) or None, max_batch_tokens=int(f.max_batch_tokens),
-                                          scheduler=f.manager)}
+            pool = PoolConfig(num_blocks=int(f.blocks) or None, max_batch_tokens=int(f.max_batch_tokens),
+                              scheduler=f.manager)
+            sides = [{"batch": BatchConfig(int(f.slots), int(f.chunk), CACHE_POSITIONS if cache else 0,
+                                           int(budget or 0)).validate(), "pool": pool}
+                     for cache, budget in ((f.prefix_cache_a, f.kv_budget_a), (f.prefix_cache_b, f.kv_budget_b))]
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        picked = [(s, src) for s, src in ((f.scheduler_a, f.source_a), (f.scheduler_b, f.source_b)) if s != NONE]
-        yield from prepare(job, [source_for(s, src) for s, src in picked])
+        picked = [(s, src, o) for s, src, o in ((f.scheduler_a, f.source_a, sides[0]), (f.scheduler_b, f.source_b,
+                                                                                        sides[1])) if s != NONE]
+        if preset is not None:   # our batching twice on A's source; the preset sets what differs
+            picked = [("batching", f.source_a, sides[0]), ("batching", f.source_a, sides[1])]
+        yield from prepare(job, [source_for(s, src) for s, src, _ in picked])
         if job.running():
             return
-        made = [make_scheduler(registry, s, src, options) for s, src in picked]
+        made = [make_scheduler(registry, s, src, o) for s, src, o in picked]
         if any(msg for _, msg in made):
             yield {out.status: warn(next(msg for _, msg in made if msg))}
             return
         schedulers = [s for s, _ in made]
         try:
-            workload = build_workload(schedulers[0], f)
+            workload = build_workload(schedulers[0], f) if preset is None else preset_schedulers(
+                preset, schedulers, f)
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
+        job.preset = preset
         if not (yield from acquire(gate, out.status)):
             yield {out.status: warn(BUSY)}
             return
@@ -133,7 +166,10 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
         def work(job):
             job.results = [s.prepare(workload) for s in schedulers]
             for s, result in zip(schedulers, job.results):
-                s.run(workload, job.report, job.cancel, result)
+                if job.cancel.is_set():   # stopped before this one began: it did not run
+                    not_run(result)
+                else:
+                    s.run(workload, job.report, job.cancel, result)
         job.run(work, gate)
         yield from job.follow(lambda final, tick: view(job, out, charts=tick % 3 == 0, final=final), every=1.0)
 
@@ -196,14 +232,23 @@ WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by it
 
 
 def watch_clients(traffic, out, cancel_after: float = WATCH_FOR):
-    """Redraw the endpoint's clients about once a second (a generator: Stop watching, or closing the page, ends it)."""
+    """Redraw the endpoint's clients about once a second, counting time from the moment watching starts (a
+    generator: Stop watching, or closing the page, ends it; the start goes to out.clients_since)."""
     def watch():
-        start = time.monotonic()
+        start, t0 = time.monotonic(), traffic.now()
         while time.monotonic() - start < cancel_after:
-            yield clients_view(traffic.snapshot(), out)
+            yield {**clients_view(traffic, t0, out), out.clients_since: t0}
             time.sleep(1.0)
-        yield {out.clients_status: "stopped watching after 30 minutes: press Watch again"}
+        yield {**clients_view(traffic, t0, out, final=True),
+               out.clients_status: "stopped watching after 30 minutes: press Watch again"}
     return watch
+
+
+def unwatch_clients(traffic, out):
+    """The last frame once Stop watching is pressed: the requests since the watch started, no longer running."""
+    def unwatch(t0):
+        return {} if t0 is None else clients_view(traffic, t0, out, final=True)
+    return unwatch
 
 
 def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
@@ -235,10 +280,18 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
     swept.then(token_cost, cost_inputs, out.token_cost, api_name=False, concurrency_limit=None)
     if traffic is not None:   # drawing only: the endpoint's engine loop computes, not this handler
-        clients = [out.clients_status, out.clients_gantt, out.clients_kv_map, out.clients_classes]
-        watching = buttons.watch.click(watch_clients(traffic, out), None, clients, api_name="serve_watch",
-                                       concurrency_limit=None)
-        buttons.unwatch.click(None, None, None, cancels=[watching], api_name=False)
+        clients = [out.clients_limits, out.clients_status, out.clients_gantt, out.clients_kv_map,
+                   out.clients_classes, out.clients_refused]
+        watching = buttons.watch.click(watch_clients(traffic, out), None, [*clients, out.clients_since],
+                                       api_name="serve_watch", concurrency_limit=None)
+        buttons.unwatch.click(unwatch_clients(traffic, out), out.clients_since, clients, cancels=[watching],
+                              api_name=False, concurrency_limit=None)
+    preset_targets = {"scheduler_b": form.scheduler_b, "n": form.n, "arrival": form.arrival, "rate": form.rate,
+                      "about": out.preset_about}
+
+    def on_preset(name):
+        return {preset_targets[k]: v for k, v in apply_preset(name).items()}
+    form.preset.change(on_preset, form.preset, list(preset_targets.values()), api_name=False, concurrency_limit=None)
     for box in buttons.slo:   # cheap: no model call, so outside the CPU queue
         box.change(rejudge, [*buttons.slo, job], out.goodput, api_name="serve_goodput", concurrency_limit=None)
     return [serve, sweep]

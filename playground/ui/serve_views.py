@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
+from dataclasses import replace
 
 import gradio as gr
 
-from ..charts.serve import plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows
+from ..charts.serve import (plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows,
+                            shared_range)
 from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
+from ..api.record import endpoint_text
 from ..serve import compare, lesson
 from ..serve.report import html_report
 from ..serve.summary import class_stats, goodput, pool_text
@@ -26,9 +30,12 @@ CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 
                  "E2E p95 (s)", "waiting p50 (s)"]
 REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "TPOT (s)", "E2E (s)",
                    "end"]
+REFUSED_HEADERS = ["t (s)", "HTTP status", "reason"]
+REFUSED_ROW = "refused"
+WATCH_AXIS = "seconds since you started watching"
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
-           "sweep_plot", "sweep_roofline")
+           "sweep_plot", "sweep_roofline", "itl_a", "itl_b")
 
 
 def _s(v):
@@ -41,10 +48,23 @@ def class_rows(result) -> list[list]:
         for cls, row in class_stats(result).items()]
 
 
+def not_run(result) -> None:
+    """Mark a workload stopped before it began: ended and cancelled, never started, every request cancelled."""
+    for record in result.records:
+        record.stop_reason = StopReason.CANCELLED
+    result.cancelled = result.done = True
+
+
+def did_run(result) -> bool:
+    return result.started is not None
+
+
 def pool_markdown(results) -> str:
-    return "\n\n".join(f"**{side}**: " + html.escape(
-        pool_text(r) or f"KV cache: {r.kv_note or 'missing: the source does not give it'}.")
-        for side, r in zip("AB", results))
+    def kv(r) -> str:
+        if not did_run(r):
+            return "KV cache: not known yet (it did not run)." if r.done else "KV cache: known once it runs."
+        return pool_text(r) or f"KV cache: {r.kv_note or 'missing: the source does not give it'}."
+    return "\n\n".join(f"**{side}**: " + html.escape(kv(r)) for side, r in zip("AB", results))
 
 
 def goodput_markdown(results, ttft: float | None, tpot: float | None) -> str:
@@ -67,7 +87,11 @@ def status_text(job) -> str:
         return error_html(job.error)
     parts = []
     for side, r in zip("AB", job.results):
-        state = StopReason.CANCELLED.value if r.cancelled else "done" if r.done else "running" if r.started else "waiting for A to end"
+        if not did_run(r):
+            state = "did not run: stopped before it began" if r.done else "waiting for A to end"
+            parts.append(f"**{side}** = {html.escape(r.scheduler_label)} on {html.escape(r.source)}: {state}")
+            continue
+        state = StopReason.CANCELLED.value if r.cancelled else "done" if r.done else "running"
         parts.append(f"**{side}** = {html.escape(r.scheduler_label)} on {html.escape(r.source)}: {state} · "
                      f"{html.escape(progress_line(r)[1])}")
     return "<br>".join(parts) or html.escape(job.message)
@@ -78,47 +102,76 @@ def lesson_text(job) -> str:
     lines = [f"- {html.escape(lesson(r, side))}" for side, r in zip("AB", job.results) if r.started]
     if len(job.results) == 2 and all(r.done and not r.cancelled for r in job.results):
         lines.append(f"- **{html.escape(compare(*job.results, named=True))}**")
+        preset = getattr(job, "preset", None)
+        if preset is not None:
+            lines.append(f"- **{html.escape(preset.name)}**: {html.escape(preset.finding(*job.results))}")
     return "\n".join(lines)
 
 
 def view(job, out, charts: bool = True, final: bool = False) -> dict:
     updates = {out.status: status_text(job), out.lesson: lesson_text(job)}
+    x_range = shared_range(job.results)   # A and B on one time axis: the faster run looks faster
     for side, result in zip("ab", job.results + [None, None]):
         if result is None:
             continue
-        updates[getattr(out, f"gantt_{side}")] = plot_gantt(result, result.now())
+        updates[getattr(out, f"gantt_{side}")] = plot_gantt(result, result.now(), x_range)
         updates[getattr(out, f"classes_{side}")] = gr.update(value=class_rows(result), headers=CLASS_HEADERS)
         updates[getattr(out, f"requests_{side}")] = gr.update(value=request_rows(result), headers=REQUEST_HEADERS)
         if charts or final:
             updates[getattr(out, f"throughput_{side}")] = plot_throughput(result)
             updates[getattr(out, f"kv_{side}")] = plot_kv_in_use(result)
             updates[getattr(out, f"kv_map_{side}")] = plot_kv_map(result)
+            updates[getattr(out, f"itl_{side}")] = plot_itl(result)
     if job.results:
         updates[out.pool] = pool_markdown(job.results)
     if final and job.results:
         updates[out.goodput] = goodput_markdown(job.results, *job.slo)
     if final and job.results:
-        files = {f"serve-{r.scheduler}.json": json.dumps(r.to_dict(), ensure_ascii=False) for r in job.results}
+        same = len({r.scheduler for r in job.results}) < len(job.results)   # our batching twice: named by side
+        files = {f"serve-{r.scheduler}{'-' + side if same else ''}.json": json.dumps(r.to_dict(), ensure_ascii=False)
+                 for side, r in zip("ab", job.results)}
         files["serve-report.html"] = html_report(job.results)
         updates[out.download] = job.exports.write(files)
     return updates
 
 
-def clients_view(result, out) -> dict:
-    """The endpoint's clients (a live WorkloadResult snapshot): one line, the Gantt, the KV map, p50/p95 per class."""
+def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
+    """The endpoint's clients since t0 (the watch's start, on the record's clock; times counted from it): the
+    limits, one line, the Gantt (refused requests on a row of their own), the KV map, p50/p95 per class, the
+    refusals. `final`: the watch has stopped (the charts are no longer "running")."""
+    result, refusals = traffic.since(t0), traffic.refused_since(t0)
+    if final:
+        result = replace(result, done=True)
     recs = result.records
+    head = "Stopped watching: the requests" if final else "Watching: requests"
     if not recs:
-        line = "No client request yet: send one (see above)."
+        line = f"{head} since you started watching: none yet. Send one (see above)."
     else:
         running = sum(r.admitted is not None and r.stop_reason is None for r in recs)
         waiting = sum(r.admitted is None and r.stop_reason is None for r in recs)
-        line = (f"{len(recs)} requests in the last 10 minutes · {running} running · {waiting} waiting · "
-                f"{sum(r.output_tokens for r in recs)} output tokens")
+        line = (f"{head} since you started watching ({result.elapsed:.0f} s): {len(recs)} admitted · "
+                f"{running} running · {waiting} waiting · {sum(r.output_tokens for r in recs)} output tokens")
         if len(result.workload.classes()) > 0 and any(r.steps for r in recs):
             line += f"<br>{html.escape(lesson(result))}"
-    return {out.clients_status: line, out.clients_gantt: plot_gantt(result, result.now()),
-            out.clients_kv_map: plot_kv_map(result),
-            out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS)}
+    if refusals:
+        counts = Counter((x.status, x.reason) for x in refusals)
+        line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
+            f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
+    gantt, kv_map = plot_gantt(result, result.now()), plot_kv_map(result)
+    for fig in (gantt, kv_map):
+        fig.update_xaxes(title_text=WATCH_AXIS)
+    if refusals:   # a row per HTTP status, a cross per refused request
+        statuses = sorted({x.status for x in refusals})
+        rows = list(gantt.layout.yaxis.categoryarray or ()) + [f"{REFUSED_ROW} {s}" for s in statuses]
+        gantt.add_scatter(name="refused (row: HTTP status)", mode="markers", y=[f"{REFUSED_ROW} {x.status}" for x in refusals],
+                          x=[x.time for x in refusals], marker=dict(symbol="x", color="#c0392b", size=10),
+                          customdata=[x.reason for x in refusals], hovertemplate="%{y}: %{customdata}<extra></extra>")
+        gantt.update_yaxes(categoryarray=rows, tickvals=rows, ticktext=rows)
+    return {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line, out.clients_gantt: gantt,
+            out.clients_kv_map: kv_map,
+            out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
+            out.clients_refused: gr.update(value=[[round(x.time, 1), x.status, x.reason] for x in reversed(refusals)],
+                                           headers=REFUSED_HEADERS)}
 
 
 def sweep_roofline(sweep, source, ceilings):

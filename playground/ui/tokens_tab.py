@@ -2,8 +2,10 @@
 GPT-4 tokenizer).
 
 Its own prompt box is kept in step with the Generate tab's (a prompt typed in either shows in both); it
-reads the tokenizer of the backend picked in the Generate tab (all backends of one model share it). One
-line under the box says what the chips' marks mean. API name: /tokens.
+reads the tokenizer of the backend picked in the Generate tab (all backends of one model share it). The
+counts, chips and chart follow typing. The chart compares the tokenizers on the prompt as typed; what the
+model reads with its chat template is one bar apart. One line under the box says what the chips' marks
+mean. API name: /tokens.
 Left out: tokenizers other than these two.
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
             v = prompt_tokens(source(registry, name), text, coerce_settings(chat=bool(chat_on)))
         except (SourceUnavailable, ValueError, SourceError) as exc:   # SourceError: a server's /tokenize failed
             return error_html(str(exc)), "", gr.skip()
-        return v.summary, v.html, plot_token_comparison(v.read)
+        return v.summary, v.html, plot_token_comparison(v.typed, v.templated)
 
     with gr.Tab("Tokens", id="tokens") as tab:
         gr.Markdown("The model never sees words: it reads token ids. Each chip is one token; hover for its id "
@@ -41,5 +43,6 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
         chips = gr.HTML()
     prompt.change(lambda text: text, prompt, own, api_name=False, queue=False)   # Generate's prompt shows here
     own.input(lambda text: text, own, prompt, api_name=False, queue=False)      # and a prompt typed here there
-    gr.on([button.click, tab.select, own.submit], show, [own, chat, backend], [summary, chips, figure],
-          api_name="tokens", concurrency_limit=None)
+    # the counts follow typing: each edit asks again, and only the latest pending one runs (always_last)
+    gr.on([button.click, tab.select, own.submit, own.input], show, [own, chat, backend], [summary, chips, figure],
+          api_name="tokens", concurrency_limit=None, trigger_mode="always_last")

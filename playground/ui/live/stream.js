@@ -8,16 +8,18 @@ EventSource on ui/live_channel.py), which sends each step as the run makes it: G
 100 ms (its handler coalesces, its SSE loop polls, its frontend fires .change in an animation frame)
 and, while the channel reads, comes once a second as a backup. A step is drawn once, from whichever
 path brings it first, in sequence order; a page whose channel is refused still gets every step.
-Each step becomes a chip at once (a speculative run's chips coloured accepted / replaced / ordinary, its
-text set with textContent); the charts and metrics follow at redraw.js's pace. A missing sequence number
-is said on the page and the stream is read again from its start.
+Until the first step the status says the prompt is being read (prefill), with its tokens and the
+seconds so far; then it counts the tokens. Each step becomes a chip at once (a speculative run's chips
+coloured accepted / replaced / ordinary, its text set with textContent); the charts and metrics follow at
+redraw.js's pace. A missing sequence number is said on the page and the stream is read again from its
+start.
 window.pgLive.apply(text) reads a stream, .state() is the run on screen, .stats what reading and drawing
 cost (for the tests and the bench).
 Left out: anything the server can tell better (the final figures come from charts/run.py). */
 (function () {
   "use strict";
   const L = (window.pgLive = window.pgLive || {});
-  const {chipTitle} = L.format;
+  const {chipTitle, count: counted, fixed} = L.format;
   const PALETTE = 6;   // chip colours by position (tokens/chips.py PALETTE_SIZE)
   const GAP = new Error("gap");
   const stats = {applied: 0, channelEvents: 0, channelSteps: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0,
@@ -130,12 +132,12 @@ Left out: anything the server can tell better (the final figures come from chart
 
   function start(head, headLine) {
     if (run && run.timer > 0) clearTimeout(run.timer);
-    if (run) closeChannel(run);
+    if (run) { closeChannel(run); clearInterval(run.prefillTimer); }
     const F = Object.fromEntries(head.fields.map((name, i) => [name, i]));
     run = {head, headLine, F, offset: headLine.length + 1, text: "", steps: [], next: 0, answer: "",
            accepted: 0, passes: 0,
            end: null, drawn: {}, timer: null, lastDraw: 0, follow: true, selected: 0, topkShown: null,
-           finalShown: false, logAxis: false, cycles: 0, busy: 0, channel: null};
+           finalShown: false, logAxis: false, cycles: 0, busy: 0, channel: null, prefillTimer: 0};
     const box = $("pg-chips");
     follow = true;   // a new answer starts at the top, followed as it grows
     if (box) {
@@ -152,6 +154,35 @@ Left out: anything the server can tell better (the final figures come from chart
     const step = $("pg-step");
     if (step) { step.max = "0"; step.value = "0"; }
     openChannel(run);
+    prefilling(run);
+  }
+
+  // Until the first token the status says the prompt is being read (one forward pass over all of it: a long
+  // prompt takes seconds) and for how long; then it counts the tokens (live_view.py's two statuses). Checked
+  // twice a second too, so a status the server sends again (Gradio redraws it) reads right within 0.5 s.
+  function prefilling(r) {
+    const began = performance.now(), tokens = counted(r.head.prompt_tokens || 0);
+    const tick = () => {
+      if (run !== r || r.end) { clearInterval(r.prefillTimer); return; }
+      const phase = $("pg-phase");
+      if (phase && r.next === 0) {
+        phase.textContent = `reading the prompt (prefill): ${tokens} tokens in one pass… `
+          + `${fixed((performance.now() - began) / 1e3, 0)} s so far`;
+      } else if (phase) {
+        counting();
+        const n = $("pg-count");
+        if (n && n.textContent !== String(r.next)) n.textContent = String(r.next);
+      }
+    };
+    r.prefillTimer = setInterval(tick, 500);
+  }
+
+  function counting() {   // the status counts tokens once the first has come (whichever path brought it)
+    const phase = $("pg-phase");
+    if (!phase || $("pg-count") || run.next === 0 || run.end) return;
+    const n = document.createElement("span");
+    n.id = "pg-count";
+    phase.replaceChildren("generating… ", n, " tokens so far");
   }
 
   // --- the live channel (ui/live_channel.py): the run's steps as they are made, beside Gradio's updates
@@ -205,6 +236,7 @@ Left out: anything the server can tell better (the final figures come from chart
   }
 
   function updated() {
+    counting();
     const count = $("pg-count");
     if (count) count.textContent = String(run.next);
     if (run.end) {

@@ -1,0 +1,132 @@
+"""The KV-memory rows of `make bench`: prefix caching, preemption under a KV budget, the prefill-chunk sweep.
+
+    python -m playground.bench kvmem                  # three JSON rows on the default CPU backend
+    python -m playground.bench kvmem --model tiny --requests 4 --sizes 32,512   # what the test suite runs
+
+1. prefix-cache: the "shared system prompt" preset (serve/presets.py: a ~800-token shared instruction, 16
+   short questions, seeded Poisson arrivals at 2 requests/s, 16 new tokens each) on our batching, without and
+   with the prefix cache, in this process: TTFT p50 and p95 of each, their ratio (target: with / without
+   <= 0.25), the hit rate (prompt tokens copied from cached blocks / prompt tokens), and whether every
+   request's greedy tokens are the same.
+2. preemption: the "memory pressure" preset (12 chats of 128 tokens, EOS ignored, all at once) without a
+   budget and under a KV budget of a third of its demand: preemptions (target: > 0), completed requests,
+   whether the output is identical, output tok/s of each and their ratio (printed, not a target).
+3. chunk-sweep: the "a long document among chatters" preset at prefill chunks 32…512: the document's TTFT
+   and the chatters' decode ITL p95 per size (targets: the TTFT falls and the ITL p95 rises as the chunk
+   grows; printed as met or not, never tuned for: timings on a shared machine are noisy).
+
+A two-request warm-up runs first (the pool's first calls of both graphs). Figures, not tests.
+Left out: llama.cpp's or vLLM's prefix caching on the same workload (their own servers' figures).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..charts.serve import decode_itl
+from ..config import GenerationSettings
+from ..serve import SCHEDULERS
+from ..serve.presets import PRESETS, identical_requests
+from ..serve.slots import BatchConfig
+from ..serve.summary import percentile, served, throughput
+from .batch import ratio, targets_met, targets_text
+from .rows import ChunkSweepRow, PreemptionRow, PrefixCacheRow, parser, say_timed
+from .serve import load
+
+BASE = BatchConfig(slots=16, prefill_chunk=128)
+CHUNKS = (32, 64, 128, 256, 512)
+TARGETS = {"ttft_p50_ratio": ("<=", 0.25)}
+
+
+def _r(x, digits: int = 4):
+    return None if x is None else round(x, digits)
+
+
+def _preset_runs(engine, name: str, requests: int | None, base: BatchConfig = BASE):
+    """The preset's workload and its A and B results (A first), on `engine`."""
+    preset = PRESETS[name]
+    workload = preset.build(engine, requests or preset.requests, preset.rate, 0)
+    count = lambda p: len(engine.prompt_ids(p, GenerationSettings())[1])   # noqa: E731
+    a, b = preset.configs(workload, count, base)
+    return workload, count, [SCHEDULERS["batching"].create(engine, batch=c).run(workload) for c in (a, b)]
+
+
+def _ids(result):
+    return [r.trace.output_ids if r.trace else None for r in result.records]
+
+
+def _ttft(result, q: float, cls: str | None = None):
+    return _r(percentile([r.ttft for r in served(result) if cls is None or r.request.cls == cls], q))
+
+
+def prefix_cache_row(engine, name: str, requests: int | None = None) -> PrefixCacheRow:
+    workload, count, (off, on) = _preset_runs(engine, "shared system prompt", requests)
+    pool = on.pool
+    row = {"ttft_p50_ratio": ratio(_ttft(on, 50), _ttft(off, 50), 3)}
+    shared = min(count(r.prompt) for r in workload.requests)
+    return PrefixCacheRow(backend=name, requests=len(workload.requests), rate_rps=workload.rate,
+                          prompt_tokens_min=shared, cache_positions=pool["prefix_cache_blocks"] * pool["block_size"],
+                          without={"ttft_p50_s": _ttft(off, 50), "ttft_p95_s": _ttft(off, 95),
+                                   "output_tps": _r(throughput(off)["output_tps"], 2)},
+                          with_cache={"ttft_p50_s": _ttft(on, 50), "ttft_p95_s": _ttft(on, 95),
+                                      "output_tps": _r(throughput(on)["output_tps"], 2)},
+                          hit_rate=_r(pool["cached"] / pool["looked_up"] if pool["looked_up"] else None, 3),
+                          cached_tokens=pool["cached"], prompt_tokens=pool["looked_up"],
+                          output_identical=_ids(off) == _ids(on), ttft_p50_ratio=row["ttft_p50_ratio"],
+                          targets=targets_text(TARGETS), targets_met=targets_met(row, TARGETS),
+                          finding=PRESETS["shared system prompt"].finding(off, on))
+
+
+def preemption_row(engine, name: str, requests: int | None = None) -> PreemptionRow:
+    workload, _, (free, pressed) = _preset_runs(engine, "memory pressure", requests)
+    preemptions = sum(len(r.preemptions) for r in pressed.records)
+    completed = sum(r.stop_reason in ("eos", "length") for r in pressed.records)
+    identical = _ids(free) == _ids(pressed)
+    tps = [_r(throughput(x)["output_tps"], 2) for x in (free, pressed)]
+    return PreemptionRow(backend=name, requests=len(workload.requests), kv_budget=pressed.pool["kv_budget"],
+                         demand_positions=sum(len(r.trace.prompt_ids) + r.output_tokens for r in free.records),
+                         preemptions=preemptions, preempted_requests=sum(bool(r.preemptions) for r in pressed.records),
+                         recomputed_positions=sum(n for r in pressed.records for p in r.preemptions for *_, n in p.chunks),
+                         copied_back_positions=sum(p.cached for r in pressed.records for p in r.preemptions),
+                         completed=completed, output_identical=identical,
+                         requests_identical=identical_requests(free, pressed), unpressured_output_tps=tps[0],
+                         pressured_output_tps=tps[1], throughput_ratio=ratio(tps[1], tps[0], 3),
+                         targets={"preemptions": "> 0", "completed": "all", "output_identical": "true"},
+                         targets_met={"preemptions": preemptions > 0, "completed": completed == len(workload.requests),
+                                      "output_identical": identical},
+                         finding=PRESETS["memory pressure"].finding(free, pressed))
+
+
+def chunk_sweep_row(engine, name: str, requests: int | None = None, sizes=CHUNKS) -> ChunkSweepRow:
+    preset = PRESETS["a long document among chatters"]
+    workload = preset.build(engine, requests or preset.requests, preset.rate, 0)
+    points = []
+    for size in sizes:
+        result = SCHEDULERS["batching"].create(engine, batch=replace(BASE, prefill_chunk=size)).run(workload)
+        itl = [p for p in decode_itl(result) if p[3] != "document"]
+        points.append({"prefill_chunk": size, "document_ttft_s": _ttft(result, 50, "document"),
+                       "chatters_itl_p95_s": _r(percentile([p[1] for p in itl], 95)),
+                       "chatters_itl_p95_with_chunk_s": _r(percentile([p[1] for p in itl if p[2]], 95)),
+                       "chatters_itl_p50_s": _r(percentile([p[1] for p in itl], 50))})
+    ttfts = [p["document_ttft_s"] for p in points]
+    itls = [p["chatters_itl_p95_s"] for p in points]
+    known = None not in ttfts + itls and len(points) > 1
+    return ChunkSweepRow(backend=name, requests=len(workload.requests), sizes=list(sizes), points=points,
+                         targets={"document_ttft": "falls as the chunk grows", "chatters_itl_p95": "rises as the "
+                                  "chunk grows"},
+                         targets_met={"document_ttft": ttfts[-1] < ttfts[0] if known else None,
+                                      "chatters_itl_p95": itls[-1] > itls[0] if known else None})
+
+
+def main(argv: list[str]) -> None:
+    p = parser("kvmem", __doc__)
+    p.add_argument("--backend", default=None, help="an ONNX backend (default: onnx-gguf4 for a GGUF, else onnx)")
+    p.add_argument("--requests", type=int, default=None, help="requests per workload (default: each preset's)")
+    p.add_argument("--sizes", default=",".join(map(str, CHUNKS)), help="prefill chunks of the sweep")
+    args = p.parse_args(argv)
+    from ..backends import default_backend_name
+    name = args.backend or default_backend_name("cpu", args.model)
+    engine = load(name, args.model)
+    SCHEDULERS["batching"].create(engine, batch=BASE).run(PRESETS["memory pressure"].build(engine, 2, None, 0))   # warm-up
+    say_timed(lambda: prefix_cache_row(engine, name, args.requests))
+    say_timed(lambda: preemption_row(engine, name, args.requests))
+    say_timed(lambda: chunk_sweep_row(engine, name, args.requests, [int(x) for x in args.sizes.split(",")]))

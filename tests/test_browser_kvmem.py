@@ -1,0 +1,48 @@
+"""A KV-memory preset in the Serve tab, in Chromium (tiny model on ONNX Runtime): picked from the accordion, it
+sets our batching on both sides and its request count, runs A and B, and ends with its finding, the Gantt's
+cached-prefix copies and the inter-token latency chart drawn."""
+from __future__ import annotations
+
+import pytest
+
+from playground.engine import Engine
+from playground.registry import SourceRegistry
+
+pytestmark = [pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def onnx_page(tiny_engine, tiny_onnx_engine):
+    from playground.ui import build_demo
+    from tests.browser import launch, open_page
+    from tests.helpers import require_browser
+    sync_api = require_browser()
+    sources: dict[str, Engine] = {"onnx": tiny_onnx_engine, "torch": tiny_engine}
+    demo = build_demo(SourceRegistry(lambda name, progress: sources[name], list(sources), default="onnx"))
+    url = launch(demo)
+    with sync_api.sync_playwright() as p:
+        browser, page = open_page(p, url)
+        yield page
+        browser.close()
+    demo.close()
+
+
+def test_a_preset_runs_in_the_serve_tab_and_says_what_it_found(onnx_page):
+    page = onnx_page
+    page.get_by_role("tab", name="Serve").click()
+    page.get_by_text("KV memory: presets, prefix caching, a KV budget (our batching)").click()
+    page.locator("#serve-preset input").click()
+    page.get_by_role("option", name="shared system prompt").click()
+    page.wait_for_function("document.querySelector('#serve-preset-about').innerText.includes('prefix cache')",
+                           timeout=30_000)
+    assert page.locator("#serve-requests input[type=number]").input_value() == "16"
+    page.locator("#serve-requests input[type=number]").fill("3")
+    page.locator("#serve-run").click()
+    page.wait_for_function("(document.querySelector('#serve-status').innerText.match(/: done/g) || []).length >= 2",
+                           timeout=300_000)
+    page.wait_for_function("document.querySelector('#serve-lesson').innerText.includes('With the prefix cache')",
+                           timeout=30_000)
+    page.wait_for_function("document.querySelector('#serve-itl-b .js-plotly-plot') !== null", timeout=30_000)
+    legend = page.locator("#serve-gantt-b").inner_text()
+    assert "cached prefix copied in" in legend
+    assert "prefix cache" in page.locator("#serve-status").inner_text().split("\n")[-1]

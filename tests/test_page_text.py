@@ -1,0 +1,79 @@
+"""The page's markdown has no bare address: markdown turns one into a link, and an address with a
+placeholder (http://HOST:PORT/v1) is a link the browser cannot parse, on which Gradio's start-up code
+throws and leaves the whole page dead. An address the page means to show sits in `code`; one it means to
+link is written [text](url)."""
+from __future__ import annotations
+
+import re
+
+import gradio as gr
+import pytest
+
+from playground.api import ClientTraffic
+from playground.ui import build_demo
+
+CODE = re.compile(r"`[^`]*`")
+LINKED = re.compile(r"\[[^\]]*\]\([^)]*\)|<https?://[^>]*>")
+BARE = re.compile(r"(?:https?://|www\.)\S+|[\w.+-]+@[\w-]+\.[\w.-]+")
+
+
+def bare_addresses(markdown: str) -> list[str]:
+    """The addresses markdown would turn into links by themselves.
+
+    >>> bare_addresses("OpenAI SDK with base_url http://HOST:PORT/v1. Or `curl http://HOST:PORT/v1`.")
+    ['http://HOST:PORT/v1.']
+    >>> bare_addresses("[the docs](https://example.org/a) and `http://127.0.0.1:8080/v1`, me@example.org")
+    ['me@example.org']
+    """
+    return BARE.findall(LINKED.sub("", CODE.sub("", markdown)))
+
+
+@pytest.mark.slow
+def test_no_markdown_on_the_page_holds_a_bare_address(tiny_engine):
+    demo = build_demo(tiny_engine, ClientTraffic())   # with the endpoint's panel on the Serve tab
+    texts = [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown) and block.value]
+    assert any("HOST:PORT" in text for text in texts)   # the endpoint's help, with its placeholder
+    assert {text[:60]: bare_addresses(text) for text in texts if bare_addresses(text)} == {}
+
+
+# --- the page's head: the browser asks no host but the app's own (offline.py)
+
+PAGE = ('<head><link rel="preconnect" href="https://fonts.googleapis.com" />\n<script\n'
+        ' src="https://cdnjs.cloudflare.com/ajax/libs/iframe-resizer/4.3.1/iframeResizer.contentWindow.min.js"\n'
+        ' async\n></script><script type="module" src="./assets/index.js"></script></head>')
+
+
+def served(on_space: bool):
+    from fastapi import FastAPI
+    from fastapi.responses import HTMLResponse, PlainTextResponse
+    from fastapi.testclient import TestClient
+    from starlette.middleware import Middleware
+
+    from playground.ui.offline import OwnHostOnly
+    app = FastAPI(middleware=[Middleware(OwnHostOnly, on_space=on_space)])
+    app.get("/")(lambda: HTMLResponse(PAGE))
+    app.get("/text")(lambda: PlainTextResponse(PAGE))
+    return TestClient(app)
+
+
+def test_the_page_leaves_without_the_tags_that_name_another_host():
+    client = served(on_space=False)
+    page = client.get("/")
+    assert page.text == '<head><script type="module" src="./assets/index.js"></script></head>'
+    assert int(page.headers["content-length"]) == len(page.content)
+    assert client.get("/text").text == PAGE   # only HTML is rewritten
+    assert served(on_space=True).get("/").text == PAGE   # a Space's page sits in huggingface.co's iframe
+
+
+@pytest.mark.slow
+def test_gradios_own_page_names_no_other_host(tiny_engine):
+    import httpx
+
+    from tests.browser import launch
+    demo = build_demo(tiny_engine)
+    try:
+        page = httpx.get(launch(demo)).text
+    finally:
+        demo.close()
+    assert "gradio_config" in page   # Gradio's index.html, served through the app's middleware
+    assert re.findall(r'(?:src|href)="(https?://[^"]*)"', page) == []
