@@ -21,8 +21,9 @@ import time
 from typing import Callable, Iterator
 
 # A page that asks for nothing for this long has gone (its handler was dropped without being closed): its work
-# stops. A live page asks every few hundred milliseconds, even while drawing charts.
-ABANDONED_AFTER = 5.0
+# stops. A live page asks every few hundred milliseconds; on a loaded 2-core machine drawing and sending a frame of
+# many charts has taken several seconds, so the lease is far above that.
+ABANDONED_AFTER = 30.0
 
 
 class BackgroundJob:
@@ -32,7 +33,7 @@ class BackgroundJob:
 
     def __init__(self):
         self.cancel, self.thread, self.result, self.error = threading.Event(), None, None, None
-        self.fraction, self.message, self.asked = 0.0, "starting", time.monotonic()
+        self.fraction, self.message, self.asked, self.drawing = 0.0, "starting", time.monotonic(), False
 
     def __deepcopy__(self, memo):   # gr.State copies its initial value per session; an Event cannot be copied
         return type(self)()
@@ -61,7 +62,7 @@ class BackgroundJob:
 
     def abandoned(self) -> bool:
         """True once the page has asked for nothing for `lease` seconds (never without a lease)."""
-        return bool(self.lease) and time.monotonic() - self.asked > self.lease
+        return bool(self.lease) and not self.drawing and time.monotonic() - self.asked > self.lease
 
     def report(self, fraction: float, message: str) -> None:
         """The work's progress callback; it cancels the work once the page has stopped asking."""
@@ -75,8 +76,13 @@ class BackgroundJob:
         tick = 0
         try:
             while self.running():
-                self.asked = time.monotonic()
-                yield draw(False, tick)
+                self.drawing = True   # a slow draw is the page's own work, not its absence
+                try:
+                    frame = draw(False, tick)
+                finally:
+                    self.drawing, self.asked = False, time.monotonic()
+                yield frame
+                self.asked = time.monotonic()   # resumed: the page took the frame and asks for the next
                 self.thread.join(every)
                 tick += 1
         finally:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from gradio_client import Client
@@ -69,3 +70,30 @@ def test_an_experiment_nobody_asks_about_cancels_itself(tiny_backend):
     job.run("depth", {"prompt_tokens": 16, "new_tokens": 480}, engine)   # no handler asks
     job.thread.join(60)
     assert job.error is None and job.result.cancelled and len(job.result.latency) < 480
+
+
+def test_a_draw_slower_than_the_lease_does_not_count_as_an_abandoned_page():
+    """Regression: on a loaded machine a Serve frame took longer to draw than the lease, and the run was cancelled
+    while its page was still following it."""
+    from playground.jobs import BackgroundJob
+
+    job = BackgroundJob()
+    job.lease = 0.2
+    finished = threading.Event()
+
+    def work(job):
+        for k in range(60):
+            if job.cancel.is_set():
+                return "cancelled"
+            job.report(k / 60, "working")
+            time.sleep(0.01)
+        finished.set()
+        return "done"
+
+    def draw(final, tick):
+        time.sleep(0.4)   # twice the lease
+        return final
+
+    job.start(work)
+    frames = list(job.follow(draw, every=0.01))
+    assert frames[-1] is True and job.result == "done" and finished.is_set()
