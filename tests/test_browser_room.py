@@ -93,7 +93,8 @@ def open_page(browser_app, width: int, height: int, query: str = ""):
     page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda exc: page.errors.append(f"page error: {exc}"))
     page.goto(f"{url}{query}")
-    page.wait_for_selector("#generate", timeout=60_000)
+    # attached, not visible: a deep link (?lesson=2) opens another tab, which can hide Generate before this looks
+    page.wait_for_selector("#generate", state="attached", timeout=60_000)
     page.wait_for_function("!document.querySelector('#model-info').innerText.includes('Loading')", timeout=120_000)
     return page
 

@@ -91,6 +91,10 @@ class ZeroGpuDouble:
             return original_launch(blocks, *args, **kwargs)
         monkeypatch.setattr(gr.Blocks, "launch", launch)
         monkeypatch.setattr(self, "active", True)   # undone with the monkeypatch: the hooks go quiet
+        # a Space's process starts with no model loaded: models another test loaded in this process would skip
+        # the device move the double watches for
+        from playground import models
+        monkeypatch.setattr(models, "_cache", {})
         return self
 
     def startup(self) -> None:
