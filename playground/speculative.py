@@ -24,7 +24,9 @@ How many to propose (`Lookahead`): a verify row is not free on a CPU (here each 
 half a decode step: the 2 cores compute as much as they read), so each pass carries the m <= k proposals
 that maximise the expected gain  sum_{j<=m} a^j - c*m,  where a is the run's acceptance rate so far
 (decaying counts, an optimistic prior) and c the cost of one verify row as a fraction of a decode step,
-measured from the run's own passes (or fixed by `Speculation.row_cost`). m = 0 means a plain decode.
+measured from the run's own passes (or fixed by `Speculation.row_cost`). m = 0 means a plain decode; each
+such pass lets the counts fade back toward the prior, so a run whose first proposals failed (a model that
+starts to copy only after a few tokens) tries again instead of never proposing.
 And backing off: a pass whose proposals were all rejected gains nothing, so after one the engine stops
 proposing for 1, 2, 4 ... steps (up to BACKOFF_MAX); an accepted proposal resets the pause. Without a
 match there is nothing to propose and the step is an ordinary `decode`.
@@ -77,6 +79,10 @@ class Lookahead:
     (0, 4)
     >>> round(policy.acceptance, 2)            # then fewer: the acceptance rate fell
     0.87
+    >>> shy = Lookahead(k=4, row_cost=0.5)
+    >>> for _ in range(2): shy.record(proposed=1, accepted=0)
+    >>> shy.pause = 0; [shy.length(4) for _ in range(4)]   # acceptance 0.47: not worth a row, until it fades
+    [0, 0, 1, 1]
     """
     PRIOR = (3.0, 1.0)   # (accepted, rejected) before any evidence: acceptance 0.75
     DECAY = 0.9          # weight of older passes' evidence
@@ -102,6 +108,9 @@ class Lookahead:
             value += a ** m
             if value - self.row_cost * m > best_gain + 1e-12:
                 best, best_gain = m, value - self.row_cost * m
+        if not best:   # nothing learnt this pass: old evidence fades toward the prior
+            self.hits = self.DECAY * self.hits + (1 - self.DECAY) * self.PRIOR[0]
+            self.misses = self.DECAY * self.misses + (1 - self.DECAY) * self.PRIOR[1]
         return best
 
     def record(self, proposed: int, accepted: int) -> None:
