@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1] / "playground"
 LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
     # settings, words, tokenizers, free ports, the browser, the background job, the declared Python version
     ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs", "interpreter"),
-    ("models", "trace", "sampling", "measure"),
+    ("models", "trace", "sampling", "measure", "next_token"),
     ("source", "backends"),
     ("engine", "roofline"),
     ("playground", "registry", "speculative", "remote", "compare", "live"),   # sources of Steps

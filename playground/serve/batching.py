@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, replace
 from transformers import GenerationConfig
 
 from ..sampling import Detokenizer
-from ..trace import Phase, Step, StopReason, Trace
+from ..next_token import sampled_step
+from ..trace import StopReason, Trace
 from .batching_adapter import (PREFILLING, RequestStatus, TimedManager, left_alone_pool, paged_model,
                                patch_cpu_memory_sizing, quiet_manager_log)
 from .records import BatchStep
@@ -155,9 +156,8 @@ class BatchingScheduler(Scheduler):
         record = records[state.request_id]
         steps, detok = record.trace.steps, self._detok[record.request.id]
         at = clock.since(t) - record.admitted
-        steps.append(Step(index=len(steps), token_id=token, text=detok.add(token), special=token in detok.special_ids,
-                          phase=Phase.DECODE if steps else Phase.PREFILL, time=at, latency=at - (steps[-1].time if steps else 0.0),
-                          prob=None, sample_prob=None, top=None, seq_len=len(record.trace.prompt_ids) + len(steps), kv_bytes=None, wall_ns=wall_ns, tokens=1, cpu=None))
+        sampled_step(steps, token, detok, time=at, latency=at - (steps[-1].time if steps else 0.0),
+                     seq_len=len(record.trace.prompt_ids) + len(steps), wall_ns=wall_ns)
         if reason:
             record.stop_reason = record.trace.stop_reason = reason
             record.finished = clock.since(t)

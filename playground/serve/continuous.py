@@ -49,7 +49,8 @@ from ..backends.onnx_batch import (DECODE_GRAPH, PREFILL_GRAPH, KVSlots, check_b
                                    prefill_chunk)
 from ..config import GenerationSettings
 from ..sampling import Detokenizer, Sampler
-from ..trace import Candidate, Phase, Step, StopReason, Trace
+from ..next_token import sampled_step, stop_reason
+from ..trace import Step, StopReason, Trace
 from .prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 from .records import BatchStep, Preemption
 from .schedulers import Scheduler, fail, progress_line, settings_for
@@ -321,21 +322,15 @@ class Batcher:
         pick = seq.sampler.choose(ids, torch.from_numpy(logits), seq.settings.top_candidates)
         t, wall_ns = self.clock(), time.time_ns()
         steps = seq.trace.steps
-        step = Step(index=len(steps), token_id=pick.token, text=seq.detok.add(pick.token),
-                    special=pick.token in seq.detok.special_ids, phase=Phase.DECODE if steps else Phase.PREFILL,
-                    time=t - seq.admitted, latency=t - seq.t_prev, prob=pick.prob, sample_prob=pick.sample_prob,
-                    top=tuple(Candidate(i, seq.detok.token_text(i), p, q) for i, p, q in pick.top),
-                    seq_len=seq.length, kv_bytes=seq.length * self.kv.position_bytes, wall_ns=wall_ns,
-                    rows=rows, graph=graph)
+        step = sampled_step(steps, pick, seq.detok, time=t - seq.admitted, latency=t - seq.t_prev, seq_len=seq.length,
+                            kv_bytes=seq.length * self.kv.position_bytes, wall_ns=wall_ns, rows=rows, graph=graph)
         seq.t_prev, seq.last = t, pick.token
-        steps.append(step)
         it.steps.append((seq, step))
-        if pick.token in seq.eos:
-            self._finish(seq, StopReason.EOS, it)
-        elif len(steps) >= seq.settings.max_new_tokens:
-            self._finish(seq, StopReason.LENGTH, it)
-        elif seq.length + 1 >= self.capacity or len(seq.ids) + len(steps) >= self.backend.context_window:
-            self._finish(seq, StopReason.CONTEXT, it)
+        # its context is now the cache's positions and this token; a KV slot holds at most `capacity` of them
+        reason = stop_reason(pick.token, made=len(steps), length=seq.length + 1, eos=seq.eos,
+                             max_new_tokens=seq.settings.max_new_tokens, window=self.capacity)
+        if reason:
+            self._finish(seq, reason, it)
 
     def _finish(self, seq: Sequence, reason: str, it: Iteration) -> None:
         seq.trace.stop_reason = reason
