@@ -20,7 +20,7 @@ from playground.config import GenerationSettings
 from playground.engine import Engine
 from playground.models import LoadedModel, ModelSource
 from playground.serve import Request, RequestClass, Workload, default_classes
-from playground.serve.batching import BatchingScheduler, PoolConfig
+from playground.serve.batching_torch import BatchingScheduler, PoolConfig
 from playground.tiny import build_tiny_model
 from tests.fakes import ThreadSafeFakeSource
 from tests.helpers import check_timelines
@@ -124,7 +124,7 @@ def test_a_request_makes_exactly_its_token_budget_and_no_extra_pass(varied_engin
 
 
 def test_the_paged_copy_shares_the_weights_and_leaves_the_engines_model_alone(varied_engine):
-    from playground.serve.batching_adapter import paged_model
+    from playground.serve.batching_torch_adapter import paged_model
     model = varied_engine.backend.model
     paged = paged_model(model)
     assert paged is not model and paged_model(model) is paged

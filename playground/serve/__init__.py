@@ -8,8 +8,8 @@
 Modules: workload.py (requests, classes, arrivals), prompts.py (the lesson's classes, the token cap),
 registry.py (the schedulers), schedulers.py (the harness, one at a time), continuous.py, slots.py and
 prefix_cache.py (our continuous batching: KV slots, a KV budget, the prefix cache), presets.py (KV-memory
-workloads run on A and B that differ by one setting), batching.py and
-batching_adapter.py (transformers' continuous-batching manager), concurrent.py (requests in parallel
+workloads run on A and B that differ by one setting), batching_torch.py and
+batching_torch_adapter.py (transformers' continuous-batching manager), concurrent.py (requests in parallel
 to a server), records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the
 lesson sentence), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),
 cli.py (`python -m playground.serve`).

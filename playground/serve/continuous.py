@@ -34,7 +34,7 @@ a greedy request gives the tokens it gives alone: the decode graph's rows are bi
 
 Left out: priorities, swapping a preempted request's KV out instead of recomputing it, caching the blocks a
 request generates (a preempted request's whole context is cached, so its recompute copies it back), and the
-torch backend (transformers' manager batches there: batching.py).
+torch backend (transformers' manager batches there: batching_torch.py).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 | name           | what it is                                                  | source it needs                |
 | one-at-a-time  | first come first served, one request at a time              | any StepSource                 |
 | batching       | ours: KV slots, chunked prefill, batched decode (continuous.py) | a local ONNX backend (onnx-gguf4, onnx) |
-| batching-torch | transformers' continuous-batching manager (batching.py)     | the local torch backend (a GPU) |
+| batching-torch | transformers' continuous-batching manager (batching_torch.py)   | the local torch backend (a GPU) |
 | concurrent     | every request sent at once; the server batches them         | a source whose runs are thread-safe (remote/) |
 
 Each create takes the source and the options of every batching scheduler (`batch`, `pool`), using its own.
@@ -53,7 +53,7 @@ def _batching(source, batch=None, **_):
 
 
 def _batching_torch(source, pool=None, **_):
-    from .batching import BatchingScheduler
+    from .batching_torch import BatchingScheduler
     return BatchingScheduler(source, pool)
 
 

@@ -1,4 +1,4 @@
-"""Continuous batching on the local torch backend, through transformers' own manager (batching_adapter.py).
+"""Continuous batching on the local torch backend, through transformers' own manager (batching_torch_adapter.py).
 
     scheduler = BatchingScheduler(torch_engine, PoolConfig(max_batch_tokens=256, scheduler="fifo"))
     result = scheduler.run(workload)            # result.pool: the block pool as sized; result.batches: each pass
@@ -26,8 +26,8 @@ from transformers import GenerationConfig
 from ..sampling import Detokenizer
 from ..next_token import sampled_step
 from ..trace import StopReason, Trace
-from .batching_adapter import (PREFILLING, RequestStatus, TimedManager, left_alone_pool, paged_model,
-                               patch_cpu_memory_sizing, quiet_manager_log)
+from .batching_torch_adapter import (PREFILLING, RequestStatus, TimedManager, left_alone_pool, paged_model,
+                                     patch_cpu_memory_sizing, quiet_manager_log)
 from .records import BatchStep
 from .schedulers import Scheduler, progress_line, settings_for
 

@@ -7,7 +7,7 @@ schedulers, chunked prefill) does the scheduling and the forward passes. What is
    (`get_device_and_memory_breakdown` gives total None on CPU, and the subtraction raises TypeError,
    even when `num_blocks` and `max_batch_tokens` are given, since it still checks the footprint).
    `patch_cpu_memory_sizing()` answers from psutil (available RAM) when there is no accelerator total;
-   on CUDA the library's own answer stands. The pool is then sized explicitly (batching.py).
+   on CUDA the library's own answer stands. The pool is then sized explicitly (batching_torch.py).
 2. Timestamps where tokens are made. `TimedRequestState` (a RequestState) reports, on an event
    queue, each status change (admission = leaving PENDING) and each token the moment
    `update_batch` hands it over, right after the batch's one device sync, in the manager's thread.
