@@ -31,7 +31,7 @@ from typing import Callable
 
 from ..backends.onnx_batch import position_bytes
 from ..config import MAX_PROMPT_CHARS
-from ..serve.continuous import MAX_POOL_BYTES
+from ..serve.batching import MAX_POOL_BYTES
 from ..serve.slots import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard

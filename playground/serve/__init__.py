@@ -6,7 +6,7 @@
     result.records[0].ttft, summarize(result)["lesson"]
 
 Modules: workload.py (requests, classes, arrivals), prompts.py (the lesson's classes, the token cap),
-registry.py (the schedulers), schedulers.py (the harness, one at a time), continuous.py, slots.py and
+registry.py (the schedulers), schedulers.py (the harness, one at a time), batching.py, slots.py and
 prefix_cache.py (our continuous batching: KV slots, a KV budget, the prefix cache), presets.py (KV-memory
 workloads run on A and B that differ by one setting), batching_torch.py and
 batching_torch_adapter.py (transformers' continuous-batching manager), concurrent.py (requests in parallel

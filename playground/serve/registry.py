@@ -6,7 +6,7 @@
 
 | name           | what it is                                                  | source it needs                |
 | one-at-a-time  | first come first served, one request at a time              | any StepSource                 |
-| batching       | ours: KV slots, chunked prefill, batched decode (continuous.py) | a local ONNX backend (onnx-gguf4, onnx) |
+| batching       | ours: KV slots, chunked prefill, batched decode (batching.py) | a local ONNX backend (onnx-gguf4, onnx) |
 | batching-torch | transformers' continuous-batching manager (batching_torch.py)   | the local torch backend (a GPU) |
 | concurrent     | every request sent at once; the server batches them         | a source whose runs are thread-safe (remote/) |
 
@@ -48,7 +48,7 @@ class SchedulerSpec:
 
 
 def _batching(source, batch=None, **_):
-    from .continuous import ContinuousBatching
+    from .batching import ContinuousBatching
     return ContinuousBatching(source, batch)
 
 
