@@ -338,6 +338,12 @@ class Batcher:
         it.finished.append(seq)
 
 
+def pool_slots(asked: int, capacity: int, backend) -> int:
+    """The KV slots a pool of `capacity` positions each gets: the `asked` number, fewer when that would take more
+    memory than MAX_POOL_BYTES, at least one (the Serve tab's scheduler and the endpoint size their pools here)."""
+    return max(1, min(asked, MAX_POOL_BYTES // (capacity * position_bytes(backend))))
+
+
 def pool_capacity(lengths: list[int], window: int, step: int = 64) -> int:
     """Positions per slot for requests of these total lengths (prompt + new tokens): the longest, rounded up.
 
@@ -374,7 +380,7 @@ class ContinuousBatching(Scheduler):
         lengths = [len(ids) + r.request.max_new_tokens for r in result.records if r.request.id in prompts
                    for _, ids in [prompts[r.request.id]]]
         capacity = pool_capacity(lengths, int(backend.context_window))
-        slots = max(1, min(self.config.slots, MAX_POOL_BYTES // (capacity * position_bytes(backend))))
+        slots = pool_slots(self.config.slots, capacity, backend)
         batcher = Batcher(engine, replace(self.config, slots=slots), capacity)
         describe_pool(result, batcher, self.config.slots)
         records = {}
