@@ -9,18 +9,13 @@ import threading
 from pathlib import Path
 
 import pytest
-import torch
 
 from playground.api import ApiConfig, ApiService
 from playground.api.request_body import COMPLETION, read_body
-from playground.backends.torch_backend import TorchBackend
 from playground.config import GenerationSettings
-from playground.engine import Engine
-from playground.models import LoadedModel, ModelSource
 from playground.serve import SCHEDULERS, Request, Workload
 from playground.serve.batching import BatchConfig, Batcher
 from playground.speculative import Speculation, SpeculativeEngine
-from playground.tiny import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1] / "playground"
 PROMPT, OTHERS = "What is the capital of France?", ["Hi", "Write a short poem about the sea and the wind."]
@@ -107,17 +102,6 @@ def test_the_endpoint_gives_the_engines_records(tiny_onnx_engine, alone, setting
         same_records(job.ticket.trace, alone[settings], SHARED + ("seq_len",))
     finally:
         service.close()
-
-
-@pytest.fixture(scope="module")
-def varied_engine():
-    """The tiny model with larger weights, on torch: sharp, varied greedy picks (as tests/test_serve_batching.py)."""
-    model, tok = build_tiny_model()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(30.0)
-    return Engine(TorchBackend(LoadedModel(model, tok, ModelSource("tiny-varied", "tiny", None)), "cpu", "float32"))
 
 
 def test_transformers_manager_gives_the_torch_engines_records(varied_engine):

@@ -13,29 +13,16 @@ import time
 
 import psutil
 import pytest
-import torch
 
 from playground.backends.torch_backend import TorchBackend
 from playground.config import GenerationSettings
 from playground.engine import Engine
-from playground.models import LoadedModel, ModelSource
 from playground.serve import Request, RequestClass, Workload, default_classes
 from playground.serve.batching_torch import BatchingScheduler, PoolConfig
-from playground.tiny import build_tiny_model
 from tests.fakes import ThreadSafeFakeSource
 from tests.helpers import check_timelines
 
 PROMPTS = ["What is the capital of France?", "Why is the sky blue?", "Name three fruits, please."]
-
-
-@pytest.fixture(scope="module")
-def varied_engine():
-    model, tok = build_tiny_model()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(30.0)   # larger weights: sharp, varied greedy picks
-    return Engine(TorchBackend(LoadedModel(model, tok, ModelSource("tiny-varied", "tiny", None)), "cpu", "float32"))
 
 
 def alone(engine, request, top=2):
