@@ -30,7 +30,7 @@ def test_real_commands_pass(repo):
 Run `make test-fast`, then `make run ARGS="--openai-api --port 7861"` or `PLAYGROUND_MODEL=tiny make run`.
 ```bash
 python -m playground.lesson --out handout --backend onnx
-python -m playground.experiments serve --requests 16 --sweep batch \\
+python -m playground.serve --requests 16 --sweep batch \\
     --out results/batch
 python scripts/soak.py --ui --backend onnx   # app.py in a subprocess
 python -m pytest -q
@@ -44,8 +44,8 @@ See `playground/live.py`, `tests/test_remote_*.py`, `presenter.js` and [the back
     ("```\nmake run ARGS=\"--opnai-api\"\n```", "`--opnai-api`: not a flag of app.py"),
     ("`python -m playground.lessons --out x`", "`python -m playground.lessons`: no module playground.lessons"),
     ("`python -m playground.lesson --outdir x`", "`--outdir`: not a flag of playground.lesson"),
-    ("```\npython -m playground.experiments serve --requests 4 \\\n   --reqs 4\n```",
-     "`--reqs`: not a flag of playground.experiments"),
+    ("```\npython -m playground.serve --requests 4 \\\n   --reqs 4\n```",
+     "`--reqs`: not a flag of playground.serve"),
     ("`python scripts/soaks.py`", "`python scripts/soaks.py`: no such file"),
     ("`python -m nosuchpackage_xyz`", "`python -m nosuchpackage_xyz`: no such module installed"),
     ("`playground/nothing_here.py`", "`playground/nothing_here.py`: no such file or folder"),
