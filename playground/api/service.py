@@ -17,7 +17,10 @@ public Space shows no one's prompt. Its `server` dict says when the route receiv
 (`received_ns`, time.time_ns(): the server-side start a standard client's TTFT is compared with) and the
 client's own `X-Request-ID` (`x_request_id`, so a benchmark can match its records to ours; never logged). The pool is sized
 once: `slots` KV slots of `capacity` positions (at most the model's window), fewer slots when that would
-take more memory than the Serve tab's batching allows (MAX_POOL_BYTES).
+take more memory than the Serve tab's batching allows (MAX_POOL_BYTES). Prefix caching is on unless
+`ApiConfig.prefix_cache` is 0: a request whose prompt begins as an earlier one's did copies those blocks' KV
+instead of computing them, and its usage says how many prompt tokens it did not compute
+(`prompt_tokens_details.cached_tokens`, from its Trace, as OpenAI reports it).
 
 Left out: HTTP (routes.py) and authentication (the guard names the client before `open`).
 """
@@ -133,9 +136,11 @@ class ApiService:
             slots = max(1, min(self.config.slots, MAX_POOL_BYTES // (capacity * position_bytes(engine.backend))))
             self.model_id = engine.info.model
             self.longest_token = longest_token(engine.tokenizer)
-            self.engine_loop = EngineLoop(engine, BatchConfig(slots=slots), capacity, self.observer)
+            batch = BatchConfig(slots=slots, prefix_cache=self.config.prefix_cache)
+            self.engine_loop = EngineLoop(engine, batch, capacity, self.observer)
             if self.observer is not None:
-                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots)
+                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots,
+                                        prefix_cache=batch.prefix_cache)
         except Exception as exc:   # noqa: BLE001 - every request is told why, with a 503
             self.error = f"the model failed to load: {type(exc).__name__}: {exc}"
 
@@ -211,7 +216,8 @@ class ApiService:
             "id": self.model_id, "object": "model", "created": int(self._started), "owned_by": "playground",
             "max_model_len": loop.capacity,
             "meta": {"backend": loop.engine.info.name, "slots": loop.batcher.kv.slots,
-                     "context_window": int(loop.engine.backend.context_window)}}]}
+                     "context_window": int(loop.engine.backend.context_window),
+                     "prefix_cache_positions": loop.batcher.config.prefix_cache}}]}
 
     def tokenize(self, body) -> dict:
         """llama.cpp's /tokenize: {"content", "add_special"?, "with_pieces"?} -> {"tokens": [...]}."""
