@@ -38,3 +38,6 @@ def test_the_chunk_sweep_row_has_a_point_per_size(engine):
     assert all(p["document_ttft_s"] > 0 and p["chatters_itl_p95_s"] > 0 for p in row["points"])
     first, last = row["points"][0], row["points"][-1]
     assert row["targets_met"]["document_ttft"] == (last["document_ttft_s"] < first["document_ttft_s"])
+    assert row["targets_met"]["chatters_itl_p95"] == (last["chatters_itl_p95_s"] > first["chatters_itl_p95_s"])
+    assert first["document_passes"] > last["document_passes"] >= 1
+    assert row["finding"].startswith("Prefill chunk 32: the long prompt's TTFT ") and "From 32 to 512 the TTFT" in row["finding"]

@@ -11,9 +11,10 @@
 2. preemption: the "memory pressure" preset (12 chats of 128 tokens, EOS ignored, all at once) without a
    budget and under a KV budget of a third of its demand: preemptions (target: > 0), completed requests,
    whether the output is identical, output tok/s of each and their ratio (printed, not a target).
-3. chunk-sweep: the "a long document among chatters" preset at prefill chunks 32…512: the document's TTFT
-   and the chatters' decode ITL p95 per size (targets: the TTFT falls and the ITL p95 rises as the chunk
-   grows; printed as met or not, never tuned for: timings on a shared machine are noisy).
+3. chunk-sweep: the "a long document among chatters" preset at prefill chunks 32…512 (serve/sweeps.py's
+   run_chunk_sweep, as the Serve tab's chunk sweep): the document's TTFT and the chatters' decode ITL p95 per
+   size, and a sentence of them (targets: the TTFT falls and the ITL p95 rises from the smallest chunk to the
+   largest; printed as met or not, never tuned for: timings on a shared machine are noisy).
 
 A two-request warm-up runs first (the pool's first calls of both graphs). Figures, not tests.
 Left out: llama.cpp's or vLLM's prefix caching on the same workload (their own servers' figures).
@@ -22,18 +23,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..charts.serve import decode_itl
 from ..config import GenerationSettings
 from ..serve import SCHEDULERS
 from ..serve.presets import PRESETS, identical_requests
 from ..serve.slots import BatchConfig
 from ..serve.summary import percentile, served, throughput
+from ..serve.sweeps import CHUNK_SIZES, chunk_sentence, chunk_trend, run_chunk_sweep
 from .batch import ratio, targets_met, targets_text
 from .rows import ChunkSweepRow, PreemptionRow, PrefixCacheRow, parser, say_timed
 from .serve import load
 
 BASE = BatchConfig(slots=16, prefill_chunk=128)
-CHUNKS = (32, 64, 128, 256, 512)
+CHUNKS = CHUNK_SIZES
 TARGETS = {"ttft_p50_ratio": ("<=", 0.25)}
 
 
@@ -99,22 +100,18 @@ def preemption_row(engine, name: str, requests: int | None = None) -> Preemption
 def chunk_sweep_row(engine, name: str, requests: int | None = None, sizes=CHUNKS) -> ChunkSweepRow:
     preset = PRESETS["a long document among chatters"]
     workload = preset.build(engine, requests or preset.requests, preset.rate, 0)
-    points = []
-    for size in sizes:
-        result = SCHEDULERS["batching"].create(engine, batch=replace(BASE, prefill_chunk=size)).run(workload)
-        itl = [p for p in decode_itl(result) if p[3] != "document"]
-        points.append({"prefill_chunk": size, "document_ttft_s": _ttft(result, 50, "document"),
-                       "chatters_itl_p95_s": _r(percentile([p[1] for p in itl], 95)),
-                       "chatters_itl_p95_with_chunk_s": _r(percentile([p[1] for p in itl if p[2]], 95)),
-                       "chatters_itl_p50_s": _r(percentile([p[1] for p in itl], 50))})
-    ttfts = [p["document_ttft_s"] for p in points]
-    itls = [p["chatters_itl_p95_s"] for p in points]
-    known = None not in ttfts + itls and len(points) > 1
-    return ChunkSweepRow(backend=name, requests=len(workload.requests), sizes=list(sizes), points=points,
+    sweep = run_chunk_sweep(lambda size: SCHEDULERS["batching"].create(engine, batch=replace(BASE, prefill_chunk=size)),
+                            workload, sizes)
+    points = [{"prefill_chunk": p.prefill_chunk, "document_ttft_s": _r(p.document_ttft),
+               "chatters_itl_p95_s": _r(p.itl_p95), "chatters_itl_p95_with_chunk_s": _r(p.itl_p95_with_chunk),
+               "chatters_itl_p50_s": _r(p.itl_p50), "document_passes": p.document_passes} for p in sweep.points]
+    trend = chunk_trend([replace(p, document_ttft=_r(p.document_ttft), itl_p95=_r(p.itl_p95)) for p in sweep.points])
+    return ChunkSweepRow(backend=name, requests=len(workload.requests), sizes=sweep.settings["sizes"], points=points,
                          targets={"document_ttft": "falls as the chunk grows", "chatters_itl_p95": "rises as the "
                                   "chunk grows"},
-                         targets_met={"document_ttft": ttfts[-1] < ttfts[0] if known else None,
-                                      "chatters_itl_p95": itls[-1] > itls[0] if known else None})
+                         targets_met={"document_ttft": trend["document_ttft_falls"],
+                                      "chatters_itl_p95": trend["itl_p95_rises"]},
+                         finding=chunk_sentence(sweep.points))
 
 
 def main(argv: list[str]) -> None:

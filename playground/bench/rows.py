@@ -480,7 +480,7 @@ class PreemptionRow(Row):
 class ChunkSweepRow(Row):
     """A long document among chatters at each prefill chunk (kvmem.chunk_sweep_row). Each point: prefill_chunk,
     document_ttft_s, chatters_itl_p95_s, chatters_itl_p95_with_chunk_s (tokens whose interval held a prefill
-    pass), chatters_itl_p50_s."""
+    pass), chatters_itl_p50_s, document_passes (its prefill passes)."""
 
     bench: str = field(default="chunk-sweep", init=False)
     backend: str
@@ -489,6 +489,7 @@ class ChunkSweepRow(Row):
     points: list[dict]
     targets: dict[str, str]
     targets_met: dict[str, bool | None]   # first size against the last; None: a figure is missing
+    finding: str = ""                      # every size's two figures and the trend, in one sentence
 
 
 @dataclass(frozen=True, kw_only=True)
