@@ -34,7 +34,7 @@ def lesson(page, timeout_s: float = 600) -> None:
     """Open the Lesson tab, press Next (step 1 on a fresh page) and wait for its takeaway and its view drawn."""
     page.get_by_role("tab", name="Lesson").click()
     page.locator("#lesson-next").click()
-    page.wait_for_function("document.querySelector('#lesson-title').innerText.includes('Step 1 of 6') && "
+    page.wait_for_function("document.querySelector('#lesson-title').innerText.includes('Step 1 of ') && "
                            "document.querySelector('#lesson-takeaway').innerText.length > 40", timeout=timeout_s * 1000)
     page.wait_for_timeout(2500)   # the step's last redraw; presenter.js enlarges chart fonts once a second
 
