@@ -22,6 +22,11 @@ def test_the_prefix_cache_row_says_what_was_cached_and_compares_ttft(engine):
     assert row["ttft_p50_ratio"] == pytest.approx(row["with_cache"]["ttft_p50_s"] / row["without"]["ttft_p50_s"],
                                                   abs=2e-3)
     assert row["targets_met"]["ttft_p50_ratio"] == (row["ttft_p50_ratio"] <= 0.25)
+    parts = row["with_cache"]["ttft_parts_p50"]   # where the TTFT with the cache went
+    found, whole = parts["found_cached"], parts["computed_whole"]
+    assert found["requests"] + whole["requests"] == 4 and found["requests"] >= 1 and whole["requests"] >= 1
+    assert found["copy_s"] > 0 and whole["copy_s"] == 0 and found["own_prefill_s"] > 0
+    assert all(v >= -1e-3 for p in (found, whole) for k, v in p.items() if k.endswith("_s"))
 
 
 @pytest.mark.slow

@@ -432,7 +432,8 @@ class ServeRow(Row):
 @dataclass(frozen=True, kw_only=True)
 class PrefixCacheRow(Row):
     """The shared-system-prompt workload on our batching without and with the prefix cache (kvmem.prefix_cache_row).
-    `without` and `with_cache`: ttft_p50_s, ttft_p95_s, output_tps."""
+    `without` and `with_cache`: ttft_p50_s, ttft_p95_s, output_tps; `with_cache` also ttft_parts_p50 (where its
+    TTFT went: kvmem.ttft_parts)."""
 
     bench: str = field(default="prefix-cache", init=False)
     backend: str
