@@ -43,7 +43,7 @@ def app_url(tiny_backend, tiny_engine, tiny_onnx_engine):
     registry = SourceRegistry(lambda name, progress: sources[name], list(sources), default="onnx")
     demo = build_demo(registry)
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
-                                    quiet=True)
+                                    quiet=True, show_error=True)   # a handler's exception reaches the test's message
     yield url
     demo.close()
 
