@@ -201,12 +201,12 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
 
     def sweep(values: dict):
         f, job = read_form(SweepForm, forms.sweep, values), values[forms.job]
-        yield from prepare(job, [source_for(f.scheduler, f.source)])
+        chunked = f.kind == "chunk"   # the prefill-chunk sweep runs our batching, whichever scheduler is picked
+        name = "batching" if chunked else f.scheduler
+        yield from prepare(job, [source_for(name, f.source)])
         if job.running():
             return
-        chunked = f.kind == "chunk"   # the prefill-chunk sweep runs our batching, whichever scheduler is picked
-        scheduler, msg = make_scheduler(registry, "batching" if chunked else f.scheduler, f.source,
-                                        {"batch": BatchConfig(), "pool": PoolConfig()})
+        scheduler, msg = make_scheduler(registry, name, f.source, {"batch": BatchConfig(), "pool": PoolConfig()})
         try:
             if msg:
                 raise ValueError(msg)
