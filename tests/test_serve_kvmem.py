@@ -364,7 +364,8 @@ def test_the_chunk_sweep_measures_each_chunk_on_the_interference_workload(tiny_o
     trend = chunk_trend(sweep.points)
     a, b = sweep.points
     assert a.document_passes > b.document_passes
-    assert trend == {"document_ttft_falls": b.document_ttft < a.document_ttft, "itl_p95_rises": b.itl_p95 > a.itl_p95}
+    assert trend == {"document_ttft_falls": b.document_ttft < a.document_ttft, "itl_p95_rises": b.itl_p95 > a.itl_p95,
+                     "itl_p95_with_chunk_rises": b.itl_p95_with_chunk > a.itl_p95_with_chunk}
     text = chunk_sentence(sweep.points)
     assert f"TTFT {a.document_ttft:.2f} s" in text and f"64: {b.document_ttft:.2f} s, {b.itl_p95 * 1e3:.0f} ms" in text
     assert f"({b.document_ttft / a.document_ttft:.2f}×)" in text
