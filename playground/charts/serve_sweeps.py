@@ -12,6 +12,7 @@ Left out: fits; a knee is read off the measured points.
 from __future__ import annotations
 
 from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
+from .serve import _legend_below
 
 
 def _title(text: str, sweep) -> dict:
@@ -78,8 +79,8 @@ def plot_chunk_sweep(sweep):
     fig.update_xaxes(type="log", tickvals=x, ticktext=[str(v) for v in x])
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(yaxis2=dict(title="ITL p95 (ms)", overlaying="y", side="right", showgrid=False,
-                                  rangemode="tozero"))
-    return fig
+                                  rangemode="tozero"), margin=dict(r=70))
+    return _legend_below(fig)   # three entries above the plot ran into the title
 
 
 PLOTS = {"batch": plot_batch_sweep, "rate": plot_rate_sweep, "chunk": plot_chunk_sweep}
