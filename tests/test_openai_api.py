@@ -452,6 +452,7 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
     assert len(decode) == 1 and 0 <= decode[0]["base"][0] < watched_for   # from the watch's start, not the record's
     assert figure["layout"]["xaxis"]["title"]["text"] == "seconds since you started watching"
     assert any(trace.get("fill") == "toself" for trace in json.loads(kv_map["plot"])["data"])
+    assert json.loads(kv_map["plot"])["layout"]["xaxis"]["range"] == figure["layout"]["xaxis"]["range"]   # one axis
     assert classes["value"]["data"][0][0] == "short"
     assert refused["value"]["data"][0][1] == 401
 

@@ -16,7 +16,7 @@ from playground.engine import Engine
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.forms import api_args
-from playground.ui.serve_job import MachineGate
+from playground.ui.machine_gate import MachineGate
 from playground.ui.serve_layout import ServeForm, SweepForm
 from playground.ui.serve_views import OUTPUTS
 from tests.fakes import SlowBackend

@@ -31,9 +31,9 @@ from ..serve.presets import PRESETS, identical_requests
 from ..serve.slots import BatchConfig
 from ..serve.summary import percentile, served, throughput
 from ..serve.sweeps import CHUNK_SIZES, chunk_sentence, chunk_trend, run_chunk_sweep
-from .batch import ratio, targets_met, targets_text
 from .rows import ChunkSweepRow, PreemptionRow, PrefixCacheRow, parser, say_timed
 from .serve import load
+from .stats import ratio, targets_met, targets_text
 
 BASE = BatchConfig(slots=16, prefill_chunk=128)
 CHUNKS = CHUNK_SIZES

@@ -160,9 +160,12 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
         counts = Counter((x.status, x.reason) for x in refusals)
         line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
             f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
-    gantt, kv_map = plot_gantt(result, result.now()), plot_kv_map(result)
+    x_range = shared_range([result])   # the Gantt and the map on one time axis
+    gantt, kv_map = plot_gantt(result, result.now(), x_range), plot_kv_map(result)
     for fig in (gantt, kv_map):
         fig.update_xaxes(title_text=WATCH_AXIS)
+        if x_range is not None:
+            fig.update_xaxes(range=x_range, autorange=False)
     if refusals:   # a row per HTTP status, a cross per refused request
         statuses = sorted({x.status for x in refusals})
         rows = list(gantt.layout.yaxis.categoryarray or ()) + [f"{REFUSED_ROW} {s}" for s in statuses]
