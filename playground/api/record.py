@@ -10,7 +10,7 @@
 Each request becomes a RequestRecord the moment it is submitted (its arrival), with its class by prompt
 tokens (SHORT_MAX_TOKENS); the loop's iterations then fill in admission, prefill chunks, the Steps (its
 Trace) and its end, and the scheduler's batches, KV bytes in use and slot map -- exactly as the Serve
-tab's continuous-batching scheduler records a workload (serve.continuous.record_iteration, the same code), so
+tab's continuous-batching scheduler records a workload (serve.batching.record_iteration, the same code), so
 every chart of that tab can draw it. Times are seconds since the record started; `since(t0)` counts them
 from t0 instead (a page that starts watching at t0 sees a time base of its own). What is older than
 `keep_s` (finished requests, batches, KV samples, refusals) is dropped as the record grows. A request the
@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from ..serve.continuous import describe_pool, record_iteration
+from ..serve.batching import describe_pool, record_iteration
 from ..serve.prefix_cache import BLOCK_SIZE
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock

@@ -99,7 +99,7 @@ def make_scheduler(name: str, args, sources: dict):
 
 def batching_options(args) -> dict:
     """The batching schedulers' options (each create takes the ones it uses)."""
-    from .batching import PoolConfig
+    from .batching_torch import PoolConfig
     return {"batch": BatchConfig(args.slots, args.prefill_chunk, args.prefix_cache, args.kv_budget),
             "pool": PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
                                scheduler=args.manager_scheduler)}

@@ -22,8 +22,8 @@ import gradio as gr
 
 from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
 from ..serve.registry import Needs
-from ..serve.batching import PoolConfig
-from ..serve.continuous import BatchConfig
+from ..serve.batching_torch import PoolConfig
+from ..serve.batching import BatchConfig
 from ..serve.presets import CACHE_POSITIONS, INTERFERENCE, PRESETS
 from ..serve.sweeps import run_batch_sweep, run_chunk_sweep, run_rate_sweep
 from ..config import GenerationSettings
