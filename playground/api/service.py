@@ -18,7 +18,9 @@ public Space shows no one's prompt. Its `server` dict says when the route receiv
 client's own `X-Request-ID` (`x_request_id`, so a benchmark can match its records to ours; never logged). The pool is sized
 once: `slots` KV slots of `capacity` positions (at most the model's window), fewer slots when that would
 take more memory than the Serve tab's batching allows (serve.batching.pool_slots). The backend it runs:
-serve.registry.batching_backend.
+serve.registry.batching_backend. Prefix caching is on unless `ApiConfig.prefix_cache` is 0: a request whose
+prompt begins as an earlier one's did copies those blocks' KV instead of computing them, and its usage says how
+many prompt tokens it did not compute (`prompt_tokens_details.cached_tokens`, from its Trace, as OpenAI reports it).
 
 Left out: HTTP (routes.py) and authentication (the guard names the client before `open`).
 """
@@ -117,9 +119,11 @@ class ApiService:
             slots = pool_slots(self.config.slots, capacity, engine.backend)
             self.model_id = engine.info.model
             self.longest_token = longest_token(engine.tokenizer)
-            self.engine_loop = EngineLoop(engine, BatchConfig(slots=slots), capacity, self.observer)
+            batch = BatchConfig(slots=slots, prefix_cache=self.config.prefix_cache)
+            self.engine_loop = EngineLoop(engine, batch, capacity, self.observer)
             if self.observer is not None:
-                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots)
+                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots,
+                                        prefix_cache=batch.prefix_cache)
         except Exception as exc:   # noqa: BLE001 - every request is told why, with a 503
             self.error = f"the model failed to load: {type(exc).__name__}: {exc}"
 
@@ -195,7 +199,8 @@ class ApiService:
             "id": self.model_id, "object": "model", "created": int(self._started), "owned_by": "playground",
             "max_model_len": loop.capacity,
             "meta": {"backend": loop.engine.info.name, "slots": loop.batcher.kv.slots,
-                     "context_window": int(loop.engine.backend.context_window)}}]}
+                     "context_window": int(loop.engine.backend.context_window),
+                     "prefix_cache_positions": loop.batcher.config.prefix_cache}}]}
 
     def tokenize(self, body) -> dict:
         """llama.cpp's /tokenize: {"content", "add_special"?, "with_pieces"?} -> {"tokens": [...]}."""
