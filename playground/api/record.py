@@ -113,9 +113,13 @@ class ClientTraffic:
         """A snapshot of the requests that arrived at t0 or later, every time counted from t0 (a request's Steps
         are counted from its admission already); the loop's passes, KV and slot map from t0 on."""
         r = self.snapshot()
+        shift = lambda spans: [(a - t0, b - t0, n) for a, b, n in spans]   # noqa: E731 - (start, end, n) spans
         records = [replace(x, request=replace(x.request, arrival=x.arrival - t0),
                            admitted=None if x.admitted is None else x.admitted - t0,
-                           chunks=[(a - t0, b - t0, n) for a, b, n in x.chunks],
+                           chunks=shift(x.chunks), cache_copies=shift(x.cache_copies),
+                           preemptions=[replace(p, at=p.at - t0, resumed=None if p.resumed is None else p.resumed - t0,
+                                                copy=None if p.copy is None else (p.copy[0] - t0, p.copy[1] - t0),
+                                                chunks=shift(p.chunks)) for p in x.preemptions],
                            finished=None if x.finished is None else x.finished - t0)
                    for x in r.records if x.arrival >= t0]
         ids = {x.request.id for x in records}
@@ -123,6 +127,7 @@ class ClientTraffic:
                        batches=[replace(b, start=b.start - t0, end=b.end - t0) for b in r.batches if b.start >= t0],
                        kv=[(t - t0, v) for t, v in r.kv if t >= t0],
                        slot_map=[(t - t0, tuple(h for h in held if h[1] in ids)) for t, held in r.slot_map if t >= t0],
+                       cache_map=[(t - t0, n, held) for t, n, held in r.cache_map if t >= t0],
                        started=r.started + t0, elapsed=r.elapsed - t0)
 
     def refused_since(self, t0: float) -> list[Refusal]:
