@@ -53,19 +53,29 @@ class SwervingBackend(SlowBackend):
 
 
 class CountingBackend(SlowBackend):
-    """SlowBackend that counts forward passes, so a test can see compute stop."""
+    """SlowBackend that counts forward passes (`calls`) and those in progress (`active`), so a test can see
+    compute stop."""
 
     def __init__(self, backend, pause=0.03):
         super().__init__(backend, pause)
-        self.calls = 0
+        self.calls = self.active = 0
+        self._lock = threading.Lock()
+
+    def _counted(self, forward, *args):
+        with self._lock:
+            self.calls += 1
+            self.active += 1
+        try:
+            return forward(*args)
+        finally:
+            with self._lock:
+                self.active -= 1
 
     def prefill(self, ids):
-        self.calls += 1
-        return super().prefill(ids)
+        return self._counted(super().prefill, ids)
 
     def decode(self, token, state):
-        self.calls += 1
-        return super().decode(token, state)
+        return self._counted(super().decode, token, state)
 
 
 class RecordingEngine(Engine):

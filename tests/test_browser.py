@@ -20,7 +20,7 @@ from playground.trace import Candidate, Step
 from playground.ui import build_demo
 from tests.browser import generate, launch, set_max_new_tokens
 from tests.fakes import CountingBackend, RecordingEngine, SlowBackend
-from tests.helpers import calls_settle, wait_for
+from tests.helpers import compute_stopped, wait_for
 
 pytestmark = [pytest.mark.browser]
 
@@ -65,9 +65,11 @@ def test_stop_ends_a_long_run_and_keeps_its_tokens(page, tiny_backend):
                   tab.evaluate("JSON.stringify({next: window.pgLive.state().next, end: !!window.pgLive.state().end})"))
             raise
         kept = chip_count(tab)
-        assert engine.runs[-1].trace.stop_reason == "cancelled" and calls_settle(slow) == 0
-        time.sleep(1.0)
-        assert 5 <= kept < 480 and chip_count(tab) == kept   # nothing arrives after Stop
+        wait_for(lambda: compute_stopped(slow, engine.runs[-1:]), timeout=30, message="the run's compute to stop")
+        assert engine.runs[-1].trace.stop_reason == "cancelled"
+        tab.wait_for_function("!!window.pgLive.state().end", timeout=30_000)   # the stream's last line is read
+        ended_with = tab.evaluate("window.pgLive.state().end.steps")
+        assert 5 <= kept < 480 and chip_count(tab) == kept == ended_with   # nothing arrives after Stop
         assert tab.locator("a[download], .file-preview").count() >= 1   # the partial trace is downloadable
 
 
@@ -130,9 +132,10 @@ def test_closing_the_tab_mid_stream_stops_the_run(page, tiny_backend):
         tab.locator("#generate").click()
         tab.wait_for_selector("#chips .tok", timeout=60_000)
         tab.close()
-        wait_for(lambda: engine.runs and engine.runs[-1].trace.finished, timeout=30)
+        wait_for(lambda: engine.runs and compute_stopped(slow, engine.runs[-1:]), timeout=30,
+                 message="the closed tab's run to end and its compute to stop")
         assert engine.runs[-1].trace.stop_reason == "cancelled"
-        assert len(engine.runs[-1].trace.steps) < 2000 and calls_settle(slow) == 0
+        assert len(engine.runs[-1].trace.steps) < 2000
     finally:
         demo.close()
 
@@ -212,7 +215,7 @@ class HostileEngine(Engine):
     def _steps(self, run, prefix=None):
         trace, prev = run.trace, run.t0
         for i in range(trace.settings.max_new_tokens):
-            time.sleep(0.02)
+            time.sleep(0.02)   # timing: the fake engine's pace, so the page draws a stream
             now = time.perf_counter()
             top = tuple(Candidate(100 + j, HOSTILE[(i + j) % len(HOSTILE)], 0.5 / (j + 1)) for j in range(3))
             step = Step(index=i, token_id=100 + i, text=HOSTILE[i % len(HOSTILE)], special=False, phase="prefill" if i == 0 else "decode",

@@ -11,7 +11,7 @@ from playground.engine import Engine
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from tests.fakes import CountingBackend, RecordingEngine, SlowBackend
-from tests.helpers import calls_settle, experiment_args, free_port, generate_args, generated, wait_for
+from tests.helpers import compute_stopped, experiment_args, free_port, generate_args, generated, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +34,10 @@ def test_cancelled_generations_stop_and_the_next_request_runs(app):
     wait_for(lambda: slow.calls >= 10)
     for job in jobs:
         job.cancel()
-    wait_for(lambda: calls_settle(slow) == 0, timeout=20)   # compute stopped: the workers are free
-    assert slow.calls < 2 * 2000
     runs = engine.runs[-2:]
-    wait_for(lambda: all(r.trace.finished for r in runs), timeout=20)   # closed, cache released
+    wait_for(lambda: compute_stopped(slow, runs), timeout=20,
+             message="both runs to end and their forward passes to stop")   # closed, cache released, workers free
+    assert slow.calls < 2 * 2000
     assert [r.trace.stop_reason for r in runs] == ["cancelled", "cancelled"]
     assert all(0 < len(r.trace.steps) < 2000 for r in runs)
     out = client.predict(*generate_args(max_new_tokens=8, backend="torch"), api_name="/generate")
@@ -54,7 +54,7 @@ def test_a_cancelled_experiment_stops_its_worker_thread(app):
     wait_for(lambda: slow.calls >= 5)
     job.cancel()
     wait_for(lambda: not any(t.name.startswith("experiment-") for t in threading.enumerate()), timeout=30)
-    assert calls_settle(slow) == 0
+    assert slow.active == 0   # its thread ended mid-run: no forward pass left running
 
 
 def test_an_experiment_nobody_asks_about_cancels_itself(tiny_backend):
@@ -86,12 +86,12 @@ def test_a_draw_slower_than_the_lease_does_not_count_as_an_abandoned_page():
             if job.cancel.is_set():
                 return "cancelled"
             job.report(k / 60, "working")
-            time.sleep(0.01)
+            time.sleep(0.01)   # timing: a worker's pace, long enough for several leases
         finished.set()
         return "done"
 
     def draw(final, tick):
-        time.sleep(0.4)   # twice the lease
+        time.sleep(0.4)   # timing: the slow draw under test, twice the lease
         return final
 
     job.start(work)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 from gradio_client import Client
@@ -10,7 +9,7 @@ from gradio_client import Client
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.serve_job import MachineGate
-from tests.helpers import free_port, generate_args, generated
+from tests.helpers import free_port, generate_args, generated, wait_for
 
 
 class ServerLike:
@@ -56,9 +55,9 @@ def test_a_server_run_streams_while_every_cpu_slot_is_taken(app_url):
         remote = client.submit(*generate_args(max_new_tokens=4, backend="server"),
                                api_name="/generate").result(timeout=30)
         assert "finished" in generated(remote)["status"]       # no slot needed: it ran
-        time.sleep(1.5)
-        assert not local.done()                                 # the local one waits for a core …
-        assert any("Waiting for a CPU slot" in str(update) for update in local.outputs())   # … and says so
+        wait_for(lambda: any("Waiting for a CPU slot" in str(update) for update in local.outputs()), timeout=60,
+                 message="the local run to say it waits for a CPU slot")   # the local one says it waits …
+        assert not local.done()                                 # … and does: both slots are still held
     finally:
         for _ in range(GATE.slots):
             GATE.leave_shared()

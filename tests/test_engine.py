@@ -8,6 +8,7 @@ from playground.config import GenerationSettings
 from playground.engine import Engine
 from playground.sampling import Detokenizer
 from tests.fakes import SlowBackend
+from tests.helpers import wait_for
 
 GREEDY8 = GenerationSettings(max_new_tokens=8)
 
@@ -164,24 +165,19 @@ def test_detokenizer_pieces_never_split_a_character(tiny_backend, text):
 
 
 def test_background_run_keeps_step_timing_free_of_a_slow_consumer(tiny_backend):
-    """The UI draws charts between updates; with the run in its own thread that drawing time must not
-    appear in the measured latency of any step."""
-    import time as _time
-
+    """The UI draws charts between updates; with the run in its own thread, the step loop never waits for that
+    drawing (so no step's latency holds it): here the page is still drawing its first batch when the run ends."""
     from playground.session import BackgroundRun
 
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))   # ~5 ms a step
     background = BackgroundRun(engine.run("slow page", GenerationSettings(max_new_tokens=20)))
-    batches = []
-    for batch in background:
-        batches.append(batch)
-        _time.sleep(0.1)   # a page that takes 100 ms to redraw
-    steps = [s for b in batches for s in b]
+    batches = iter(background)
+    first = next(batches)   # the page draws it, and takes as long as it likes
     trace = background.run.trace
-    assert steps == trace.steps and trace.stop_reason == "length"
-    assert len(batches) < 20                               # the consumer got several steps at a time
-    decode = sorted(s.latency for s in steps[1:])
-    assert decode[len(decode) // 2] < 0.05                 # median step: the model's ~5 ms, not 100 ms
+    wait_for(lambda: trace.finished, timeout=60, message="the run to end while its page is still drawing")
+    rest = list(batches)
+    assert first + [s for b in rest for s in b] == trace.steps and trace.stop_reason == "length"
+    assert len(rest) == 1   # the steps made meanwhile come in one batch
 
 
 def test_background_run_cancel_stops_within_one_step(tiny_engine):

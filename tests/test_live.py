@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import replace
 
 import pytest
@@ -82,22 +81,40 @@ def test_a_missing_sequence_number_is_named():
         read_stream(text)
 
 
-def test_updates_are_coalesced_to_one_per_interval():
-    class Run:   # 40 steps, one every 5 ms
+def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
+    """Each batch after the first waits out the interval since the one before, taking the steps made
+    meanwhile. The consumer's clock is a fake one (its sleeps only move it), so this holds on any machine."""
+    from types import SimpleNamespace
+
+    import playground.session as session
+
+    clock = SimpleNamespace(now=0.0, sleeps=[])
+
+    def sleep(seconds):
+        clock.sleeps.append(round(seconds, 9))
+        clock.now += seconds
+
+    monkeypatch.setattr(session, "time", SimpleNamespace(monotonic=lambda: clock.now, sleep=sleep))
+    first_taken = threading.Event()
+
+    class Run:   # step 0, then (once the consumer has it) 39 more
         trace = None
 
         def __iter__(self):
             for i in range(40):
-                time.sleep(0.005)
+                if i == 1:
+                    assert first_taken.wait(30), "the consumer never took the first batch"
                 yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
 
         def cancel(self):
             pass
-    started = time.monotonic()
-    batches = list(BackgroundRun(Run(), interval=0.05))
+    batches = iter(BackgroundRun(Run(), interval=0.05))
+    first = next(batches)
+    first_taken.set()
+    batches = [first, *batches]
     assert sum(len(b) for b in batches) == 40 and [s.index for b in batches for s in b] == list(range(40))
-    assert len(batches) <= (time.monotonic() - started) / 0.05 + 2   # at most one batch per 50 ms
-    assert len(batches) >= 2                                          # yet several: the run streams
+    assert len(batches) >= 2 and first == batches[0] and [s.index for s in first] == [0]   # the run streams
+    assert clock.sleeps == [0.05] * (len(batches) - 1)   # at most one batch per 50 ms of the consumer's clock
 
 
 def test_a_stream_is_safe_to_extend_from_two_threads(trace):

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from playground.api import ApiConfig, ApiLimits, ApiService, ClientTraffic, api_routes
 from playground.config import GenerationSettings
 from playground.remote.source import RemoteSource
-from tests.helpers import free_port
+from tests.helpers import free_port, wait_for
 
 KEY = "test-key-7f3a"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -291,6 +291,7 @@ def test_the_record_keeps_the_clients_x_request_id_and_when_the_route_received_i
     traces = [x.trace for x in served.traffic.snapshot().records if x.trace and x.trace.server.get("x_request_id") == rid]
     assert len(traces) == 1
     trace = traces[0]
+    # timing: an order of events (sent, received, first step, now), not a speed bound
     assert before <= trace.server["received_ns"] <= trace.steps[0].wall_ns <= time.time_ns()
     assert len(trace.steps) == 3 and rid not in caplog.text   # kept on the record, never logged
     anonymous = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=1)
@@ -299,12 +300,34 @@ def test_the_record_keeps_the_clients_x_request_id_and_when_the_route_received_i
     assert "received_ns" in last.server and "x_request_id" not in last.server
 
 
+class CountedWake(threading.Event):
+    """The engine loop's wake-up event, counting the loop's waits: each follows a look that found no work."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout=None):
+        self.waits += 1
+        return super().wait(timeout)
+
+
 def test_the_idle_loop_does_not_step(served):
+    """Woken three times with nothing to do, the loop looks, finds no work and waits again: no iteration."""
     loop = served.service.engine_loop
     settle(loop)
-    before = loop.iterations
-    time.sleep(0.5)
-    assert loop.iterations == before and loop._thread.is_alive()
+    before, idle, wake = loop.iterations, loop._wake, CountedWake()
+    loop._wake = wake
+    try:
+        idle.set()   # out of the wait it is in, onto the counted event
+        for _ in range(3):
+            waits = wake.waits
+            wake.set()
+            wait_for(lambda: wake.waits > waits, timeout=30, message="the idle loop to look for work again")
+        assert loop.iterations == before and loop._thread.is_alive()
+    finally:
+        loop._wake = idle
+        wake.set()
 
 
 # --- the app itself: `python app.py --openai-api`, the endpoint on the page's own port
@@ -374,7 +397,6 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
 
     from playground.ui import build_demo
     served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)   # before watching
-    time.sleep(1.5)
     demo = build_demo(served.service.engine_loop.engine, served.traffic)
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
                                     quiet=True)
@@ -400,6 +422,7 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
     assert "1 refused: 401" in status
     figure = json.loads(gantt["plot"])
     decode = [trace for trace in figure["data"] if trace.get("name") == "decode"]
+    # timing: an order of events: the watch started after watched_at, so what it drew began less than watched_for ago
     assert len(decode) == 1 and 0 <= decode[0]["base"][0] < watched_for   # from the watch's start, not the record's
     assert figure["layout"]["xaxis"]["title"]["text"] == "seconds since you started watching"
     assert any(trace.get("fill") == "toself" for trace in json.loads(kv_map["plot"])["data"])

@@ -15,7 +15,7 @@ def counting_registry(fail=(), pause=0.0):
     def factory(name, progress):
         calls.append(name)
         progress(0.5, f"building {name}")
-        time.sleep(pause)
+        time.sleep(pause)   # timing: a slow load, so that two threads ask for it at once
         if name in fail:
             raise ImportError(f"no runtime for {name}")
         return f"engine-{name}"

@@ -131,21 +131,22 @@ def test_failures_at_connect_time_are_named(fake_server):
 
 @pytest.mark.slow
 def test_a_server_that_never_sends_a_byte_times_out(fake_server):
+    """The server holds the request 60 s without a byte: only the 0.5 s read timeout ends it as a RemoteTimeout."""
     run = run_of(fake_server, "silent", read_timeout=0.5)
-    start = time.monotonic()
     with pytest.raises(RemoteTimeout):
         run.wait()
-    assert time.monotonic() - start < 3 and run.trace.stop_reason == "error"
+    assert run.trace.stop_reason == "error"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode, steps", [("silent", 0), ("stall", 2)])
 def test_stop_ends_a_run_at_once_even_while_the_server_sends_nothing(fake_server, mode, steps):
+    """The server sends nothing for 60 s (the read timeout too): Stop, once the run waits, ends it well before."""
     run = run_of(fake_server, mode, read_timeout=60)
     threading.Timer(0.5, run.cancel).start()
     start = time.monotonic()
     trace = run.wait()
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < 30   # timing: a hang detector; without Stop the wait lasts 60 s
     assert trace.stop_reason == "cancelled" and len(trace.steps) == steps and trace.error is None
 
 

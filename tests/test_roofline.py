@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -100,31 +99,54 @@ def test_storage_of_names_the_gguf_blocks():
 
 # --- the probes
 
-def test_probes_measure_something_within_their_budget():
-    start = time.perf_counter()
-    peak, peak_method = measure_peak(1, budget_s=0.2, shape=(64, 256, 256))
-    bandwidth, bw_method = measure_bandwidth(1, budget_s=0.2, nbytes=16 * roofline.MiB)
-    assert time.perf_counter() - start < 5
-    assert peak > 1e8 and bandwidth > 1e8
-    assert "MatMul" in peak_method and "measured here" in peak_method
-    assert "ReduceSum" in bw_method and "16 MiB" in bw_method
+class TickClock:
+    """roofline's clock, made deterministic: each reading is 0.1 s after the one before."""
+
+    def __init__(self):
+        self.now = -0.1
+
+    def perf_counter(self):
+        self.now += 0.1
+        return self.now
+
+
+class CancelAt(threading.Event):
+    """A cancel event that reads as set from its `n`-th check on: a Stop pressed between two repeats."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.checks, self.n = 0, n
+
+    def is_set(self):
+        self.checks += 1
+        return self.checks >= self.n
+
+
+def test_probes_measure_something_within_their_budget(monkeypatch):
+    """The budget decides the repeats (at least 2), and the figure is the work over the best repeat: on a clock
+    that moves 0.1 s a reading, a 0.25 s budget gives 2 repeats of 0.1 s, a 0.65 s one 3."""
+    monkeypatch.setattr(roofline, "time", TickClock())
+    peak, peak_method = measure_peak(1, budget_s=0.25, shape=(64, 256, 256))
+    monkeypatch.setattr(roofline, "time", TickClock())
+    bandwidth, bw_method = measure_bandwidth(1, budget_s=0.65, nbytes=16 * roofline.MiB)
+    assert peak == pytest.approx(2 * 64 * 256 * 256 / 0.1) and bandwidth == pytest.approx(16 * roofline.MiB / 0.1)
+    assert "MatMul" in peak_method and "best of 2 runs" in peak_method and "measured here" in peak_method
+    assert "ReduceSum" in bw_method and "16 MiB" in bw_method and "best of 3 reads" in bw_method
 
 
 def test_probes_stop_at_once_when_cancelled_before():
     cancel = threading.Event()
     cancel.set()
-    start = time.perf_counter()
-    assert measure_peak(1, budget_s=30, cancel=cancel)[0] == 0.0
-    assert measure_bandwidth(1, budget_s=30, cancel=cancel, nbytes=16 * roofline.MiB)[0] == 0.0
-    assert time.perf_counter() - start < 2
+    assert measure_peak(1, budget_s=30, cancel=cancel) == (0.0, roofline.PEAK_METHOD.format(
+        m=roofline.PEAK_SHAPE[0], k=roofline.PEAK_SHAPE[1], n=roofline.PEAK_SHAPE[2], r=0, t=1))
+    bandwidth, method = measure_bandwidth(1, budget_s=30, cancel=cancel, nbytes=16 * roofline.MiB)
+    assert bandwidth == 0.0 and "best of 0 reads" in method
 
 
 def test_probe_stops_when_cancelled_midway():
-    cancel = threading.Event()
-    threading.Timer(0.3, cancel.set).start()
-    start = time.perf_counter()
-    bandwidth, method = measure_bandwidth(1, budget_s=30, cancel=cancel, nbytes=16 * roofline.MiB)
-    assert time.perf_counter() - start < 3 and bandwidth > 0
+    """Stop between two repeats: the probe ends there (a 30 s budget would allow 50) with the repeats made."""
+    bandwidth, method = measure_bandwidth(1, budget_s=30, cancel=CancelAt(4), nbytes=16 * roofline.MiB)
+    assert bandwidth > 0 and "best of 2 reads" in method
 
 
 @pytest.mark.slow

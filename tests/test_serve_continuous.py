@@ -179,13 +179,15 @@ def test_cancel_ends_every_request_within_one_iteration(tiny_onnx_engine):
     thread.start()
     while sum(r.output_tokens for r in result.records) < 10:
         time.sleep(0.005)
-    cancel.set()
     set_at = time.perf_counter() - result.started
-    thread.join(10)
+    cancel.set()
+    thread.join(60)
     assert not thread.is_alive() and result.cancelled
     assert {r.stop_reason for r in result.records} == {"cancelled"}
-    last = max(b.end for b in result.batches)
-    assert last - set_at < 0.5 and result.slot_map[-1][1] == ()   # ended, and every slot given back
+    after = [b for b in result.batches if b.start >= set_at]
+    # timing: an order of events on the run's clock (which passes began after the cancel), not a speed bound
+    assert len(after) <= 2, after   # the pass under way when it was set, then the one that ends every request
+    assert result.slot_map[-1][1] == ()   # every slot given back
 
 
 def test_only_an_onnx_backend_with_fused_attention_is_batched(tiny_engine):

@@ -85,9 +85,8 @@ def test_cancelling_concurrent_requests_stops_all_of_them():
     cancel, scheduler = threading.Event(), ConcurrentScheduler(server)
     w = Workload.build([Q], 4, "fixed", 10.0)
     threading.Timer(0.5, cancel.set).start()
-    started = time.perf_counter()
     result = scheduler.run(w, cancel=cancel)
-    assert time.perf_counter() - started < 2.0 and result.cancelled
+    assert result.cancelled and all(len(r.steps) < 200 for r in result.records)   # none ran to its end
     assert {r.stop_reason for r in result.records} == {"cancelled"} and server.in_flight == 0
     assert not [t for t in threading.enumerate() if t.name.startswith("serve-request-")]
 
@@ -100,7 +99,7 @@ def test_concurrent_requests_to_llama_server_with_its_own_kv_figure(llama_server
     source = RemoteSource(llama_server.url)
     w = Workload.build([Q, RequestClass("sky", "Why is the sky blue?", 24, 1.0)], 4)
     result = SCHEDULERS["concurrent"].create(source).run(w)
-    check_timelines(result, slack=0.5)
+    check_timelines(result)
     assert {r.stop_reason for r in result.records} <= {"eos", "length"}
     firsts = sorted(r.first_token for r in result.records)
     assert firsts[1] < min(r.last_token for r in result.records)   # two were decoding at the same time

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 from gradio_client import Client
@@ -19,7 +18,7 @@ from playground.ui.serve_job import MachineGate
 from playground.ui.serve_layout import ServeForm, SweepForm
 from playground.ui.serve_views import OUTPUTS
 from tests.fakes import SlowBackend
-from tests.helpers import free_port, generate_args, generated, trace_from
+from tests.helpers import free_port, generate_args, generated, trace_from, wait_for
 
 OUT = {name: i for i, name in enumerate(OUTPUTS)}
 LONG = "Summarize the following document. " + "The cat sat on the mat. " * 40
@@ -89,10 +88,8 @@ def test_stop_cancels_every_request_and_one_workload_runs_per_session(app_url):
     client = Client(app_url, verbose=False)
     job = client.submit(*serve_args(n=6, src_a="slow", b="(none)", short_tokens=200, long_tokens=200),
                         api_name="/serve")
-    deadline = time.monotonic() + 180   # the machine gate may first wait for the previous test's workload
-    while not any("running" in str(o[OUT["status"]]) for o in job.outputs() if o):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_for(lambda: any("running" in str(o[OUT["status"]]) for o in job.outputs() if o), timeout=180,
+             message="the workload to start")   # the machine gate may first wait for the previous test's workload
     second = client.predict(*serve_args(), api_name="/serve")
     assert "already running in this session" in second[OUT["status"]]
     stopped = client.predict(api_name="/serve_stop")
@@ -107,8 +104,8 @@ def test_other_cpu_work_waits_until_the_workload_ends(app_url):
     serve_client, gen_client = Client(app_url, verbose=False), Client(app_url, verbose=False)
     serve = serve_client.submit(*serve_args(n=3, src_a="slow", b="(none)", short_tokens=40, long_tokens=40),
                                 api_name="/serve")
-    while not any("running" in str(o[OUT["status"]]) for o in serve.outputs() if o):
-        time.sleep(0.05)
+    wait_for(lambda: any("running" in str(o[OUT["status"]]) for o in serve.outputs() if o), timeout=180,
+             message="the workload to start")
     reply = gen_client.predict(*generate_args(max_new_tokens=4, backend="torch"), api_name="/generate")
     run = json.load(open(next(f for f in serve.result(timeout=300)[OUT["download"]] if str(f).endswith(".json")),
                          encoding="utf-8"))

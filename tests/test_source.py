@@ -18,8 +18,9 @@ SECONDS_PER_PROMPT_TOKEN, SECONDS_PER_STEP = 20e-6, 1e-3
 
 
 class FakeServer:
-    """A step source with a word tokenizer of its own: each word is one id, prefill costs 20 µs a token
-    (slept, so the clock really sees it), decode 1 ms a step; it measures no KV cache and sends no top-k."""
+    """A step source with a word tokenizer of its own: each word is one id, prefill costs 20 µs a token and
+    decode 1 ms a step on its own clock (the step times it reports, whatever the machine's load); it
+    measures no KV cache and sends no top-k."""
     capabilities = Capabilities(kv_bytes=False, top_k=False, local_tokenizer=False, no_cache=False)
     info = SourceInfo("fake-server", "fake-model", "remote", "server", "unknown", 4096, None, origin="remote")
     tokenizer = None
@@ -49,13 +50,12 @@ class FakeServer:
         return Run(trace, self._steps, time.perf_counter())
 
     def _steps(self, run):
-        trace, prev = run.trace, run.t0
+        trace, now = run.trace, 0.0
         for i in range(trace.settings.max_new_tokens):
-            time.sleep(SECONDS_PER_PROMPT_TOKEN * len(trace.prompt_ids) if i == 0 else SECONDS_PER_STEP)
-            now = time.perf_counter()
-            step = Step(index=i, token_id=None, text=f" w{i}", special=False, phase="prefill" if i == 0 else "decode", time=now - run.t0, latency=now - prev,
+            cost = SECONDS_PER_PROMPT_TOKEN * len(trace.prompt_ids) if i == 0 else SECONDS_PER_STEP
+            now += cost
+            step = Step(index=i, token_id=None, text=f" w{i}", special=False, phase="prefill" if i == 0 else "decode", time=now, latency=cost,
                         prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None, wall_ns=time.time_ns())
-            prev = now
             trace.steps.append(step)
             yield step
             if run.cancelled:
@@ -75,9 +75,9 @@ def test_the_prefill_sweep_and_depth_sweep_run_on_a_source_that_is_not_a_backend
     sweep = EXPERIMENTS["prefill"].run(server, {"min_length": 100, "max_length": 1600, "points": 3, "repeats": 1})
     assert [p.length for p in sweep.points] == [100, 400, 1600] and sweep.info.backend == "fake-server"
     medians = [p.median for p in sweep.points]
-    assert medians == sorted(medians) and medians[-1] >= 1600 * SECONDS_PER_PROMPT_TOKEN   # the sleeps, seen
+    assert medians == sorted(medians) and medians[-1] == pytest.approx(1600 * SECONDS_PER_PROMPT_TOKEN)   # the costs, seen
     depth = EXPERIMENTS["depth"].run(server, {"prompt_tokens": 8, "new_tokens": 5})
-    assert depth.seq_len == [9, 10, 11, 12, 13] and all(t >= SECONDS_PER_STEP for t in depth.latency)
+    assert depth.seq_len == [9, 10, 11, 12, 13] and depth.latency == pytest.approx([SECONDS_PER_STEP] * 5)
     assert depth.kv_bytes == [None] * 5 and depth.kv_formula_bytes == [None] * 5   # missing, never zero
     EXPERIMENTS["depth"].plot(depth)
 
@@ -98,7 +98,7 @@ def test_short_vs_long_on_the_source_labels_the_missing_kv_cache():
 def test_the_bench_prefill_row_runs_on_the_source():
     row = measure_prefill(FakeServer(), tokens=500, repeats=1)
     assert row.backend == "fake-server" and row.prefill_tokens == 500
-    assert row.prefill_s >= 500 * SECONDS_PER_PROMPT_TOKEN
+    assert row.prefill_s == pytest.approx(500 * SECONDS_PER_PROMPT_TOKEN)
 
 
 def test_every_view_labels_what_the_source_lacks():

@@ -164,7 +164,7 @@ def space(space_python, space_home):
         deadline = time.monotonic() + 180
         while True:
             assert app.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()   # timing: a hang detector (3 minutes)
             try:
                 if httpx.get(url + "/", timeout=5).status_code == 200:
                     break
@@ -187,7 +187,7 @@ def wait_until_ready(space, timeout: float = 900) -> str:
         line = next((ln for ln in text.splitlines() if ln.startswith(("model ready", "model not ready"))), None)
         if line:
             return line
-        assert time.monotonic() < deadline, text
+        assert time.monotonic() < deadline, text   # timing: a hang detector (minutes: a model conversion)
         time.sleep(0.5)
 
 
@@ -253,7 +253,7 @@ def test_a_space_with_the_endpoint_turned_on_answers_a_chat_completion(space):
     deadline = time.monotonic() + 300   # the endpoint's engine loads beside the page's: 503 until then
     while (reply := httpx.post(url, json=chat, headers={"Authorization": f"Bearer {KEY}"}, timeout=120)).status_code \
             == 503:
-        assert time.monotonic() < deadline, reply.text
+        assert time.monotonic() < deadline, reply.text   # timing: a hang detector (5 minutes)
         time.sleep(1)
     assert reply.status_code == 200, reply.text
     body = reply.json()

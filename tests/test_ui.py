@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 
 import pytest
 from gradio_client import Client
@@ -218,10 +217,8 @@ def test_cancel_ends_an_experiment_with_its_partial_result(app_url):
                         api_name="/experiment")
     from playground.ui.experiments_tab import OUTPUTS
     wait_for(lambda: any("decode at depth" in str(named(o, OUTPUTS)["status"]) for o in job.outputs()))
-    started = time.monotonic()
     out = named(client.predict(api_name="/cancel_experiment"), OUTPUTS)
     summary, path, status = out["summary"], out["download"], out["status"]
-    assert time.monotonic() - started < 5
     assert "cancelled" in status and "partial result" in summary
     with open(path, encoding="utf-8") as fh:
         result = json.load(fh)

@@ -103,7 +103,7 @@ def test_a_stream_that_outlives_its_duration_is_aborted(double):
     with pytest.raises(gr.Error, match="GPU task aborted"):
         for value in endless():
             seen.append(value)
-    assert seen and time.monotonic() - start < 5
+    assert seen and time.monotonic() - start < 60   # timing: a hang detector; the stream is endless unless aborted
 
 
 def test_a_model_moved_outside_the_main_thread_or_used_after_launch_fails(double):
@@ -171,7 +171,7 @@ class StallingBackend:
     def decode(self, token, state):
         self.decodes += 1
         if self.decodes > self.STALL_AFTER:
-            time.sleep(2)
+            time.sleep(2)   # timing: the stall under test, past the run's duration
         return self._backend.decode(token, state)
 
 
