@@ -46,3 +46,11 @@ def test_a_preset_runs_in_the_serve_tab_and_says_what_it_found(onnx_page):
     legend = page.locator("#serve-gantt-b").inner_text()
     assert "cached prefix copied in" in legend
     assert "prefix cache" in page.locator("#serve-status").inner_text().split("\n")[-1]
+    # the KV map's colour key sits under the x axis's title, not over it
+    page.wait_for_function("document.querySelector('#serve-kv-map-b .legend') !== null", timeout=30_000)
+    overlap = page.evaluate("""() => {
+        const box = s => document.querySelector('#serve-kv-map-b ' + s).getBoundingClientRect();
+        const key = box('.legend'), title = box('.g-xtitle');
+        return Math.max(0, Math.min(key.bottom, title.bottom) - Math.max(key.top, title.top));
+    }""")
+    assert overlap == 0, f"the KV map's key covers its x-axis title by {overlap} px"

@@ -93,3 +93,15 @@ def test_a_and_b_gantt_charts_share_one_x_range():
     figures = view(job(a, b), out, charts=False)
     ranges = [list(figures[f"gantt_{side}"].layout.xaxis.range) for side in "ab"]
     assert ranges[0] == ranges[1] and ranges[0][0] == 0 and ranges[0][1] == pytest.approx(2.5 * 1.03)
+
+
+def test_every_time_chart_of_a_and_b_shares_the_gantts_x_range():
+    """Throughput, KV in use, the KV map and the ITL chart sat on each run's own axis (A to 26 s, B to 17 s):
+    the faster run looked as long as the slower one."""
+    a, b = two_runs(batched_tpot=0.3, batched_tokens=8)
+    out = SimpleNamespace(**{name: name for name in OUTPUTS})
+    figures = view(job(a, b), out, charts=True)
+    gantt = list(figures["gantt_a"].layout.xaxis.range)
+    for name in ("throughput", "kv", "kv_map", "itl"):
+        for side in "ab":
+            assert list(figures[f"{name}_{side}"].layout.xaxis.range) == gantt, (name, side)

@@ -245,11 +245,12 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
     if cache_map and pool.get("prefix_cache_blocks"):
         _draw_prefix_cache(fig, cache_map, pool["prefix_cache_blocks"], rows, classes)
         rows += 1
-    lines = -(-len(keyed) // 6)   # the key's lines, about six requests a line under the plot
-    _legend_below(fig)
+    lines = 1 + -(-len(keyed) // 5)   # the key under the x axis: its title, then about five requests a line
+    below = 80 + 24 * lines             # the x axis's ticks and title, then the key, anchored to the bottom edge
     fig.update_layout(yaxis=dict(range=[rows - 0.5, -0.5], tickmode="linear", dtick=1),
-                      legend=dict(title_text="colour: request", y=-0.2),
-                      margin=dict(l=60, r=20, t=80, b=90 + 26 * lines), height=330 + 26 * lines)
+                      legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="bottom", yref="container",
+                                  title=dict(text="colour: request", side="top")),
+                      margin=dict(l=60, r=20, t=80, b=below), height=max(300, 160 + 20 * rows) + below)
     budget = f"; KV budget {pool['kv_budget']:,} positions (a smaller memory)" if pool.get("kv_budget") else ""
     fig.add_annotation(text=f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB{budget}; "
                             "band height = positions held", showarrow=False, xref="paper", yref="paper", x=0, y=1.0,

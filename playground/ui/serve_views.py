@@ -118,10 +118,12 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
         updates[getattr(out, f"classes_{side}")] = gr.update(value=class_rows(result), headers=CLASS_HEADERS)
         updates[getattr(out, f"requests_{side}")] = gr.update(value=request_rows(result), headers=REQUEST_HEADERS)
         if charts or final:
-            updates[getattr(out, f"throughput_{side}")] = plot_throughput(result)
-            updates[getattr(out, f"kv_{side}")] = plot_kv_in_use(result)
-            updates[getattr(out, f"kv_map_{side}")] = plot_kv_map(result)
-            updates[getattr(out, f"itl_{side}")] = plot_itl(result)
+            for name, plot in (("throughput", plot_throughput), ("kv", plot_kv_in_use), ("kv_map", plot_kv_map),
+                               ("itl", plot_itl)):
+                fig = plot(result)
+                if x_range is not None:   # every time chart of A and B on the Gantts' axis
+                    fig.update_xaxes(range=x_range, autorange=False)
+                updates[getattr(out, f"{name}_{side}")] = fig
     if job.results:
         updates[out.pool] = pool_markdown(job.results)
     if final and job.results:
