@@ -86,7 +86,7 @@ def test_long_prompts_are_prefilled_in_chunks_of_at_most_max_batch_tokens(varied
     for r in result.records:
         assert sum(n for _, _, n in r.chunks) == r.prompt_tokens and all(n <= 64 for _, _, n in r.chunks)
         assert r.admitted <= r.chunks[0][0] and all(a < b for a, b, _ in r.chunks)
-        assert r.first_token <= r.chunks[-1][1] + 1e-6 and r.chunks[-1][1] - r.first_token < 0.05
+        assert r.chunks[-1][0] <= r.first_token <= r.chunks[-1][1] + 1e-6   # the last chunk's pass makes it
     assert all(len(r.chunks) > 1 for r in long)
     assert max(b.prefill_tokens + b.decode_tokens for b in result.batches) <= 64
 
