@@ -222,9 +222,21 @@ def test_tokenize_has_llama_cpps_shape(served, tiny_onnx_engine):
 
 # --- batching, disconnects, the playground watching itself
 
-def test_concurrent_sdk_clients_are_batched_together(served):
+def test_concurrent_sdk_clients_are_batched_together(served, monkeypatch):
+    """Four clients at once share the loop's passes. The loop takes its first pass once all four have arrived,
+    as a busy server would: the test does not depend on how fast the machine sends them."""
     sdk = served.sdk()
+    loop = served.service.engine_loop
+    settle(loop)
     before = len(served.traffic.snapshot().records)
+    step, arrived = loop.batcher.step, threading.Event()
+
+    def step_once_all_four_are_in():
+        if not arrived.is_set():
+            wait_for(lambda: loop.in_flight() >= 4, timeout=60, message="the four requests to reach the loop")
+            arrived.set()
+        return step()
+    monkeypatch.setattr(loop.batcher, "step", step_once_all_four_are_in)
 
     def ask(i):
         stream = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": f"Count to {i}"}],

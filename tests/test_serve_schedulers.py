@@ -54,7 +54,7 @@ def test_cancelling_one_at_a_time_stops_the_running_request_within_a_step(tiny_e
 # --- concurrent requests over a fake server
 
 def test_concurrent_requests_are_in_flight_together():
-    server = ThreadSafeFakeSource()
+    server = ThreadSafeFakeSource(together=6)   # a request's first token waits for the sixth to arrive
     result = SCHEDULERS["concurrent"].create(server).run(Workload.build([Q], 6))
     check_timelines(result)
     assert server.most == 6 and [r.stop_reason for r in result.records] == ["length"] * 6
