@@ -7,8 +7,10 @@ The check parses every file under tests/ and reports, by file:line,
   (a fake server's delay, a slow backend's pace) lives in a fake (FAKES) or carries a `# timing: why`
   comment;
 - an assert that orders a wall-clock measurement: a comparison (<, <=, >, >=) whose side reads a clock
-  (`time.monotonic()`, `time.perf_counter()`, `time.time()`) or a name computed from one in the same
-  function. A hang detector with a generous bound stays, marked `# timing: why` on the assert's lines.
+  (`time.monotonic()`, `time.perf_counter()`, `time.time()`), a name computed from one in the same
+  function, or a call of a function of the same file that returns one. A hang detector with a generous
+  bound, or an order of events read from clocks, stays, marked `# timing: why` on the assert's lines or
+  in the comment just above.
 Speed claims belong to `make bench`; a test checks an order of events, a count, or a fake clock.
 """
 from __future__ import annotations
@@ -77,8 +79,6 @@ class _Finder(ast.NodeVisitor):
         self.functions.append(getattr(node, "name", "<lambda>"))
         loops, self.loops = self.loops, 0
         self.generic_visit(node)
-        if isinstance(node, ast.Lambda) and self._reads(node.body):
-            self.returns_clock.add(self.functions[-1])
         self.loops = loops
         self.functions.pop()
         self.tainted.pop()
