@@ -17,7 +17,8 @@ from playground.bench import peer
 from playground.backends.gguf_blocks import q4_1_as_nbits
 from playground.backends.onnx_graph import make_model
 from playground.backends.onnx_nbits import nbits_nodes
-from playground.bench.batch import AT, TARGETS, at, batch_row, gain_ceiling, ratio, step_bound
+from playground.bench.batch import AT, TARGETS, at, batch_row, gain_ceiling, step_bound
+from playground.bench.stats import ratio
 
 SIZES, NEW = (1, 2, 8), 6
 

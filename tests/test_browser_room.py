@@ -65,6 +65,13 @@ OVERFLOWS = """() => {
           out.push(`plot ${(gd.closest('[id]') || {}).id} "${entry.textContent.slice(0, 30)}" over "${t.textContent.slice(0, 30)}"`);
       }
     }
+    const label = gd.closest('.block') && gd.closest('.block').querySelector('[data-testid="block-label"]');
+    const title = gd.querySelector('.gtitle');   // Gradio's label box floats over the figure's top-left corner
+    if (label && title && label.offsetParent !== null && !label.classList.contains('sr-only')) {
+      const l = label.getBoundingClientRect(), r = title.getBoundingClientRect();
+      if (r.width && r.left < l.right - 1 && l.left < r.right - 1 && r.top < l.bottom - 1 && l.top < r.bottom - 1)
+        out.push(`plot ${(gd.closest('[id]') || {}).id}: its label "${label.textContent.trim().slice(0, 30)}" over its title`);
+    }
   }
   return out;
 }"""

@@ -8,7 +8,7 @@ from gradio_client import Client
 
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
-from playground.ui.serve_job import MachineGate
+from playground.ui.machine_gate import MachineGate
 from tests.helpers import free_port, generate_args, generated, wait_for
 
 

@@ -166,6 +166,12 @@ def test_cli_writes_json_and_standalone_html(tmp_path, capsys):
         assert raw not in printed.out, raw
 
 
+def test_the_cli_sends_a_workload_to_the_serve_command_instead_of_running_it(capsys):
+    assert main(["serve", "--requests", "4", "--out", "never-written"]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and "python -m playground.serve" in printed.err and "not an experiment" in printed.err
+
+
 # --- the bundled model
 
 class ReadLengths:

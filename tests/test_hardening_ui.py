@@ -63,7 +63,7 @@ def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny
     called as Gradio would call it."""
     from playground.session import Session
     from playground.ui.generate_tab import make_handlers
-    from playground.ui.serve_job import MachineGate
+    from playground.ui.machine_gate import MachineGate
 
     generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), MachineGate())[0]
     session = Session()

@@ -1,7 +1,8 @@
 """The package's layers: every import in `playground/` (function-level and TYPE_CHECKING ones included) goes to
 a module of its own layer or a lower one, no two packages import each other, and every module has a layer.
 
-A module's layer is its package's (`playground.serve.cli` is in `serve`'s), or its own for a top-level
+The order is playground/layers.py's LAYERS (docs/architecture.md's map follows it: tests/test_docs.py). A
+module's layer is its package's (`playground.serve.cli` is in `serve`'s), or its own for a top-level
 module; `playground` is the package's `__init__` (the public API). A new package or top-level module gets a
 place in LAYERS; an import that points up is a layer to rethink, not an exception to list.
 
@@ -14,37 +15,14 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "playground"
+from playground.layers import LAYERS, unit
 
-LAYERS: list[tuple[str, ...]] = [   # lowest first; a module may import its own layer and the ones below
-    # settings, words, tokenizers, free ports, the browser, the background job, the declared Python version
-    ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs", "interpreter"),
-    ("models", "trace", "sampling", "measure"),
-    ("source", "backends"),
-    ("engine", "roofline"),
-    ("playground", "registry", "speculative", "remote", "compare", "live"),   # sources of Steps
-    ("run_view", "charts"),                                                     # Steps in words and figures
-    ("serve",),                                                                 # many requests at once
-    ("experiments",),
-    ("lesson", "session", "api"),
-    ("ui",),                                                                    # the only gradio importer
-    ("bench",),                                                                 # make bench: every row, as JSON lines
-]
+ROOT = Path(__file__).resolve().parents[1] / "playground"
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def unit(module: str) -> str:
-    """The layer unit of a module: its package under playground, or the top-level module itself.
-
-    >>> unit("playground.serve.cli"), unit("playground.engine"), unit("playground")
-    ('serve', 'engine', 'playground')
-    """
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
 
 
 def imports_of(path: Path, module: str, known: set[str]) -> set[str]:

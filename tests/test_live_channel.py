@@ -146,7 +146,7 @@ def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backe
     from playground.engine import Engine
     from playground.registry import SourceRegistry
     from playground.ui.generate_tab import make_handlers
-    from playground.ui.serve_job import MachineGate
+    from playground.ui.machine_gate import MachineGate
     from tests.fakes import SlowBackend
     engine = Engine(SlowBackend(tiny_backend, pause=0.01))
     registry = SourceRegistry(lambda name, progress: engine, ["slow"], default="slow")

@@ -49,7 +49,7 @@ def test_a_server_run_on_the_generate_roofline_is_labelled_estimated(tiny_engine
     from playground.remote.source import RemoteSource
     from playground.session import Session
     from playground.ui.generate_tab import roofline_handler
-    from playground.ui.serve_job import MachineGate
+    from playground.ui.machine_gate import MachineGate
 
     if bundled_copy() is None:
         pytest.skip("the bundled model's config is not here")

@@ -1,4 +1,4 @@
-"""Headless serving (tiny model): `python -m playground.experiments serve` writes a replayable workload, JSON
+"""Headless serving (tiny model): `python -m playground.serve` writes a replayable workload, JSON
 per request and a standalone report; sweeps give one point per size or rate; Ctrl-C cancels every request."""
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ import threading
 
 import pytest
 
-from playground.experiments.cli import main
 from playground.serve import SCHEDULERS, RequestClass, Workload
-from playground.serve.cli import in_background
+from playground.serve.cli import in_background, main
 from playground.serve.sweeps import run_batch_sweep, run_rate_sweep
 
 
 @pytest.mark.slow
 def test_serve_writes_json_per_request_and_a_report_and_replays(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["serve", "--model", "tiny", "--requests", "5", "--mix", "short:0.6,long:0.4", "--rate", "20",
+    args = ["--model", "tiny", "--requests", "5", "--mix", "short:0.6,long:0.4", "--rate", "20",
             "--max-new-tokens", "4", "--scheduler", "batching", "--compare", "one-at-a-time", "--backend", "onnx",
             "--out", str(out)]
     assert main(args) == 0
@@ -34,7 +33,7 @@ def test_serve_writes_json_per_request_and_a_report_and_replays(tmp_path, capsys
     assert "<script" in html and ("× the output tokens/s" in html or "this run came out the other way" in html)
     assert '"scheduler": "one-at-a-time"' in capsys.readouterr().out
     replay = tmp_path / "replay"
-    assert main(["serve", "--model", "tiny", "--workload", str(out / "workload.json"), "--scheduler", "batching",
+    assert main(["--model", "tiny", "--workload", str(out / "workload.json"), "--scheduler", "batching",
                  "--out", str(replay)]) == 0
     assert json.loads((replay / "workload.json").read_text()) == workload
 
@@ -84,7 +83,7 @@ def test_rate_sweep_gives_a_point_per_rate_with_goodput(tiny_engine):
 @pytest.mark.integration
 def test_a_server_serves_the_workload_concurrently_and_one_at_a_time(llama_server, tmp_path):
     out = tmp_path / "server"
-    assert main(["serve", "--url", llama_server.url, "--requests", "3", "--mix", "short:1", "--max-new-tokens", "4",
+    assert main(["--url", llama_server.url, "--requests", "3", "--mix", "short:1", "--max-new-tokens", "4",
                  "--scheduler", "concurrent", "--compare", "one-at-a-time", "--out", str(out)]) == 0
     for name in ("concurrent", "one-at-a-time"):
         result = json.loads((out / f"{name}.json").read_text())

@@ -218,7 +218,7 @@ def test_the_kv_map_draws_each_slot_holder_and_says_when_it_is_missing(tiny_onnx
     assert holders == {f"#{r.request.id} {r.request.cls}" for r in result.records}
     assert all(trace.fill == "toself" for trace in fig.data)
     keyed = [trace.name for trace in fig.data if trace.showlegend]   # the colour key: each request once
-    assert sorted(keyed) == sorted(holders) and fig.layout.legend.title.text == "colour: request"
+    assert sorted(keyed) == sorted(holders) and fig.layout.legend.title.text.endswith("<br>colour: request")
     one = SCHEDULERS["one-at-a-time"].create(tiny_onnx_engine).run(workload(2))
     assert "missing" in plot_kv_map(one).layout.annotations[0].text
 

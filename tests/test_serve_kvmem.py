@@ -277,7 +277,7 @@ def test_the_charts_draw_the_cached_copy_each_preemption_and_the_interference(pr
     _, pressed = preset_runs["memory pressure"]
     names = {t.name for t in plot_gantt(pressed).data}
     assert {"preemption", "preempted: KV dropped, waiting again", "recompute after a preemption"} <= names
-    assert any("KV budget" in a.text for a in plot_kv_map(pressed).layout.annotations)
+    assert "KV budget" in plot_kv_map(pressed).layout.legend.title.text
     assert any("KV budget" in (t.name or "") for t in plot_kv_in_use(pressed).data)
     _, chunked = preset_runs["a long document among chatters"]
     points = decode_itl(chunked)

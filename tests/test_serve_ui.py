@@ -14,7 +14,7 @@ from playground.engine import Engine
 from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.forms import api_args
-from playground.ui.serve_job import MachineGate
+from playground.ui.machine_gate import MachineGate
 from playground.ui.serve_layout import ServeForm, SweepForm
 from playground.ui.serve_views import OUTPUTS
 from tests.fakes import SlowBackend
@@ -41,7 +41,7 @@ def app_url(tiny_backend, tiny_engine, tiny_onnx_engine):
     registry = SourceRegistry(lambda name, progress: sources[name], list(sources), default="onnx")
     demo = build_demo(registry)
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
-                                    quiet=True)
+                                    quiet=True, show_error=True)   # a handler's exception reaches the test's message
     yield url
     demo.close()
 

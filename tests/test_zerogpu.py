@@ -149,7 +149,7 @@ def test_a_whole_handler_in_spaces_gpu_would_send_its_session_to_the_worker(doub
     import spaces
     from playground.session import Session
     from playground.ui.generate_tab import make_handlers
-    from playground.ui.serve_job import MachineGate
+    from playground.ui.machine_gate import MachineGate
     from tests.helpers import generate_by_name, generate_values
 
     generate = make_handlers(SourceRegistry.fixed(tiny_engine), generate_by_name(), MachineGate())[0]

@@ -46,7 +46,7 @@ from starlette.requests import ClientDisconnect
 from .errors import ApiError, bad_request, internal, too_large
 from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
-from .service import ApiService, Job, Received
+from .service import ApiService, Received, ServedRequest
 from ..trace import StopReason
 
 POLL_S = 0.5         # how often a request with no new Step checks that its client is still there
@@ -65,8 +65,8 @@ def error_response(error: ApiError) -> JSONResponse:
     return ErrorJSON(error.body(), status_code=error.status, headers=error.headers)
 
 
-def loop_failed(job: Job) -> ApiError:
-    return ApiError(500, job.ticket.trace.error or "the engine loop failed", "server_error", "engine_error")
+def loop_failed(served: ServedRequest) -> ApiError:
+    return ApiError(500, served.ticket.trace.error or "the engine loop failed", "server_error", "engine_error")
 
 
 def incident(exc: BaseException, request: Request) -> ApiError:
@@ -153,50 +153,50 @@ def _client(service: ApiService, request: Request) -> str:
                                 h.get("x-forwarded-for"))
 
 
-async def _events(job: Job, request: Request):
+async def _events(served: ServedRequest, request: Request):
     """The streamed answer: chunks as the Steps come, the finish chunk (and usage), [DONE]; a failure after
     the first byte (the status is sent) ends it with the error as the last event."""
     try:
-        async for event in _stream(job, request):
+        async for event in _stream(served, request):
             yield event
     except Exception as exc:   # noqa: BLE001 - the status line is gone: the error is the last event
         yield sse(incident(exc, request).body())
 
 
-async def _stream(job: Job, request: Request):
-    answer, trace = job.answer, job.ticket.trace
+async def _stream(served: ServedRequest, request: Request):
+    answer, trace = served.answer, served.ticket.trace
     try:
         for chunk in answer.first_chunks():
             yield sse(chunk)
-        async with aclosing(job.ticket.updates(POLL_S, request.is_disconnected)) as updates:
+        async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
             async for steps in updates:
                 for chunk in answer.chunks(steps):
                     yield sse(chunk)
                 if answer.stopped:
                     break
         if trace.stop_reason == StopReason.ERROR:
-            yield sse(loop_failed(job).body())
+            yield sse(loop_failed(served).body())
         elif answer.stopped or trace.stop_reason not in (None, StopReason.CANCELLED):
             for chunk in answer.end_chunks(trace):
                 yield sse(chunk)
             yield DONE
     finally:
-        job.end()
+        served.end()
 
 
-async def _whole(job: Job, request: Request):
+async def _whole(served: ServedRequest, request: Request):
     try:
-        async with aclosing(job.ticket.updates(POLL_S, request.is_disconnected)) as updates:
+        async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
             async for steps in updates:
-                job.answer.read(steps)
-                if job.answer.stopped:
+                served.answer.read(steps)
+                if served.answer.stopped:
                     break
-        trace = job.ticket.trace
+        trace = served.ticket.trace
         if trace.stop_reason == StopReason.ERROR:
-            return error_response(loop_failed(job))
-        return JSONResponse(job.answer.whole(trace))
+            return error_response(loop_failed(served))
+        return JSONResponse(served.answer.whole(trace))
     finally:
-        job.end()
+        served.end()
 
 
 def completion_route(service: ApiService, kind: str):
@@ -205,14 +205,14 @@ def completion_route(service: ApiService, kind: str):
         try:
             client = _client(service, request)
             asked = read_body(await _body(service, request), kind)
-            job = service.open(asked, client, received)
+            served = service.open(asked, client, received)
         except ApiError as error:
             service.refused(error)   # the Serve tab's Watch view lists it, with its status and reason
             raise
         if asked.stream:
-            return StreamingResponse(_events(job, request), media_type="text/event-stream",
+            return StreamingResponse(_events(served, request), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return await _whole(job, request)
+        return await _whole(served, request)
     return guarded(complete)
 
 

@@ -1,12 +1,12 @@
-"""The OpenAI-compatible service without HTTP: the engine loop (loaded in the background), the guard, one job
-per request.
+"""The OpenAI-compatible service without HTTP: the engine loop (loaded in the background), the guard, one
+ServedRequest per request.
 
     service = ApiService(lambda: registry.get("onnx-gguf4"), ApiConfig.from_env())
     service.start_loading()                        # the model loads in a thread; until then: 503 + Retry-After
-    job = service.open(asked, client, Received(time.time_ns(), "req-1"))   # tokenize, check sizes (400),
+    served = service.open(asked, client, Received(time.time_ns(), "req-1"))   # tokenize, check sizes (400),
                                                    # admit (429), queue in the loop
-    async for steps in job.ticket.updates(): job.answer.chunks(steps)   # (routes.py)
-    job.end()                                      # cancel it if still running, true up the client's minute
+    async for steps in served.ticket.updates(): served.answer.chunks(steps)   # (routes.py)
+    served.end()                                   # cancel it if still running, true up the client's minute
     service.models(), service.tokenize(body), service.apply_template(body)
     service.health()                               # {"status": "ok"} once the model is ready, else 503
     service.metrics.exposition()                   # Prometheus text under vLLM's names (prometheus.py)
@@ -35,7 +35,7 @@ from ..serve.continuous import MAX_POOL_BYTES
 from ..serve.slots import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard
-from .loop import EngineLoop, Ticket
+from .engine_thread import EngineLoop, Ticket
 from .prometheus import ServerMetrics
 from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
 from .response_body import Answer
@@ -79,8 +79,8 @@ class Received:
 
 
 @dataclass
-class Job:
-    """One request in the loop: its ticket, the answer being shaped, its share of the limits."""
+class ServedRequest:
+    """One HTTP request being served: its ticket in the loop, the answer being shaped, its share of the limits."""
     loop: EngineLoop
     ticket: Ticket
     answer: Answer
@@ -160,7 +160,7 @@ class ApiService:
         if self.observer is not None:
             self.observer.refused(error.status, error.message)
 
-    def open(self, asked: Asked, client: str, received: Received | None = None) -> Job:
+    def open(self, asked: Asked, client: str, received: Received | None = None) -> ServedRequest:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""
         received = received or Received(time.time_ns())
         loop = self.loop()
@@ -186,8 +186,8 @@ class ApiService:
             admission.guard.release(admission)
             raise
         self.metrics.admitted(len(ids))
-        return Job(loop, ticket, Answer(asked, request_id, self.model_id, len(ids), ticket.seq.detok.token_text),
-                   admission, self.metrics)
+        return ServedRequest(loop, ticket, Answer(asked, request_id, self.model_id, len(ids),
+                                                  ticket.seq.detok.token_text), admission, self.metrics)
 
     def could_fit(self, asked: Asked, tokens: int) -> None:
         """ApiError 400 (prompt_too_long) for a prompt that cannot be `tokens` tokens or fewer, found without

@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from ..ports import free_port
 from .rows import ROOT, AiperfRow, parser, say_timed
+from .stats import median
 
 REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCIES = 8, 40, 64, (1, 4)
 TTFT_TARGET_MS, TTFT_TARGET_PCT, ITL_TARGET_PCT = 10.0, 5.0, 5.0
@@ -134,24 +134,24 @@ def match(client: list[Timing], server: list[Timing]) -> list[Pair]:
 def compare(pairs: list[Pair], requests: int) -> dict:
     """Medians over the matched requests of one run: each side's figures and client - server."""
     return {"requests": requests, "matched": len(pairs),
-            "client_ttft_ms": _median(p.client.ttft_ms for p in pairs),
-            "server_ttft_ms": _median(p.server.ttft_ms for p in pairs),
-            "ttft_overhead_ms": _median(p.ttft_overhead_ms for p in pairs),
-            "ttft_overhead_pct": _median(p.ttft_overhead_pct for p in pairs),
-            "client_itl_ms": _median(p.client.itl_ms for p in pairs),
-            "server_itl_ms": _median(p.server.itl_ms for p in pairs),
-            "itl_overhead_pct": _median(p.itl_overhead_pct for p in pairs),
-            "request_to_route_ms": _median(p.to_route_ms for p in pairs),
-            "output_tokens": _median(p.server.tokens for p in pairs),
-            "server_prompt_tokens": _median(p.server.prompt_tokens for p in pairs)}
+            "client_ttft_ms": median(p.client.ttft_ms for p in pairs),
+            "server_ttft_ms": median(p.server.ttft_ms for p in pairs),
+            "ttft_overhead_ms": median(p.ttft_overhead_ms for p in pairs),
+            "ttft_overhead_pct": median(p.ttft_overhead_pct for p in pairs),
+            "client_itl_ms": median(p.client.itl_ms for p in pairs),
+            "server_itl_ms": median(p.server.itl_ms for p in pairs),
+            "itl_overhead_pct": median(p.itl_overhead_pct for p in pairs),
+            "request_to_route_ms": median(p.to_route_ms for p in pairs),
+            "output_tokens": median(p.server.tokens for p in pairs),
+            "server_prompt_tokens": median(p.server.prompt_tokens for p in pairs)}
 
 
-def targets_met(at_1: dict) -> dict:
+def overhead_targets_met(at_1: dict) -> dict:
     """At concurrency 1: |TTFT overhead| <= 10 ms + 5% of the server's TTFT; |ITL overhead| <= 5%.
 
-    >>> targets_met({"matched": 8, "server_ttft_ms": 100.0, "ttft_overhead_ms": 14.9, "itl_overhead_pct": -4.0})
+    >>> overhead_targets_met({"matched": 8, "server_ttft_ms": 100.0, "ttft_overhead_ms": 14.9, "itl_overhead_pct": -4.0})
     {'ttft': True, 'itl': True}
-    >>> targets_met({"matched": 8, "server_ttft_ms": 100.0, "ttft_overhead_ms": 15.1, "itl_overhead_pct": 5.1})
+    >>> overhead_targets_met({"matched": 8, "server_ttft_ms": 100.0, "ttft_overhead_ms": 15.1, "itl_overhead_pct": 5.1})
     {'ttft': False, 'itl': False}
     """
     if not at_1.get("matched"):
@@ -160,11 +160,6 @@ def targets_met(at_1: dict) -> dict:
     itl = at_1.get("itl_overhead_pct")
     return {"ttft": abs(at_1["ttft_overhead_ms"]) <= ttft_bound,
             "itl": itl is not None and abs(itl) <= ITL_TARGET_PCT}
-
-
-def _median(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 3) if values else None
 
 
 # --- running AIPerf
@@ -288,7 +283,7 @@ def aiperf_row(model: str | None = None, aiperf: str | None = None) -> AiperfRow
         **head, by_concurrency={str(c): r for c, r in runs.items()},
         targets={"ttft": f"|client - server| <= {TTFT_TARGET_MS:g} ms + {TTFT_TARGET_PCT:g}% of server, "
                          "concurrency 1", "itl": f"|client - server| <= {ITL_TARGET_PCT:g}%, concurrency 1"},
-        targets_met=targets_met(runs[1]),
+        targets_met=overhead_targets_met(runs[1]),
         overhead_means="client (AIPerf) - server (the endpoint's Step records): HTTP, loopback, SSE",
         load_average_1m=_load())
 

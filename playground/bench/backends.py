@@ -20,7 +20,6 @@ Left out: CUDA timings (torch on GPU is measured by the same code, but this mach
 from __future__ import annotations
 
 import resource
-import statistics
 import time
 
 from ..backends import BACKENDS, create_backend
@@ -29,6 +28,7 @@ from ..config import GenerationSettings
 from ..engine import Engine
 from .process import row_in_subprocess
 from .rows import BackendRow, say
+from .stats import median, ratio
 
 PROMPT = "Explain in two sentences why the KV cache makes decoding cheaper than prefill."
 MAX_NEW_TOKENS = 64
@@ -85,8 +85,8 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
         runs.append(engine.run_ids(ids, settings).wait())
         plain.append(time_generate(backend, ids, max_new_tokens))
     metrics = [r.metrics() for r in runs]
-    engine_ttft, engine_tps = _median(m.ttft for m in metrics), _median(m.decode_tps for m in metrics)
-    plain_ttft, plain_tps = _median(p["ttft"] for p in plain), _median(p["decode_tps"] for p in plain)
+    engine_ttft, engine_tps = median((m.ttft for m in metrics), 4), median((m.decode_tps for m in metrics), 4)
+    plain_ttft, plain_tps = median((p["ttft"] for p in plain), 4), median((p["decode_tps"] for p in plain), 4)
     agreement = divergence = None
     if BACKENDS[name].runtime == "onnx" and BACKENDS[name].variant:
         fp32 = Engine(create_backend("onnx", model, device="cpu")).run_ids(ids, settings).wait()
@@ -97,18 +97,9 @@ def bench_backend(name: str, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW
         repeats=repeats, engine_ttft_s=engine_ttft, engine_decode_tps=engine_tps, generate_ttft_s=plain_ttft,
         generate_decode_tps=plain_tps, engine_matches_generate=token_agreement(runs[0].output_ids, plain[0]["ids"])[0],
         load_s=round(load_s, 2), peak_rss_mb=round(peak_rss_mb(), 1), rss_mb=round(rss_mb(), 1),
-        decode_ratio_engine_vs_generate=_ratio(engine_tps, plain_tps),
-        ttft_ratio_engine_vs_generate=_ratio(engine_ttft, plain_ttft),
+        decode_ratio_engine_vs_generate=ratio(engine_tps, plain_tps, 3),
+        ttft_ratio_engine_vs_generate=ratio(engine_ttft, plain_ttft, 3),
         agreement_with_fp32=agreement, first_divergence_from_fp32=divergence)
-
-
-def _ratio(a, b) -> float | None:
-    return round(a / b, 3) if a and b else None
-
-
-def _median(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 4) if values else None
 
 
 # --- command line

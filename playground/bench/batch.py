@@ -37,33 +37,11 @@ import time
 from pathlib import Path
 
 from .rows import BatchRow, parser, say_timed
+from .stats import ratio, rounded, targets_met, targets_text
 
 AT, SIZES, NEW_TOKENS, CONTEXT = 8, (1, 2, 4, 8, 16), 64, 64
 TARGETS = {"total_x_8_vs_1": (">=", 3.0), "tpot_x_8_vs_1": ("<=", 2.5), "total_x_8_vs_llama": (">=", 1.0),
            "total_x_16_vs_llama": (">=", 1.0)}
-
-
-def ratio(a, b, digits: int = 2) -> float | None:
-    """a / b rounded, None when either is missing or zero.
-
-    >>> ratio(3.0, 2.0), ratio(None, 2.0), ratio(1.0, 0)
-    (1.5, None, None)
-    """
-    return round(a / b, digits) if a and b else None
-
-
-def targets_met(row: dict, targets: dict) -> dict[str, bool | None]:
-    """{ratio key: whether row[key] meets its target}; None where the ratio is missing.
-
-    >>> targets_met({"a": 3.2, "b": 2.6, "c": None}, {"a": (">=", 3.0), "b": ("<=", 2.5), "c": (">=", 1.0)})
-    {'a': True, 'b': False, 'c': None}
-    """
-    return {key: None if row.get(key) is None else (row[key] >= target if op == ">=" else row[key] <= target)
-            for key, (op, target) in targets.items()}
-
-
-def targets_text(targets: dict) -> dict[str, str]:
-    return {key: f"{op} {target:g}" for key, (op, target) in targets.items()}
 
 
 def gain_ceiling(step_ms_1: float, kernels_ms_n: float, n: int) -> float:
@@ -133,9 +111,9 @@ def our_sweep(engine, sizes=SIZES, new_tokens: int = NEW_TOKENS, prefill_chunk: 
     sweep = run_batch_sweep(scheduler, sizes, new_tokens)
     return {"scheduler": scheduler.name, "slots": max(sizes), "prefill_chunk": prefill_chunk,
             "prompt": sweep.settings["prompt"], "points": [
-                {"concurrency": p.concurrency, "total_tps": _round(p.total_tps, 1),
-                 "per_request_tps": _round(p.per_request_tps, 1),
-                 "tpot_ms": _round(p.tpot_s and p.tpot_s * 1e3, 2), "rows_max": p.rows_max,
+                {"concurrency": p.concurrency, "total_tps": rounded(p.total_tps, 1),
+                 "per_request_tps": rounded(p.per_request_tps, 1),
+                 "tpot_ms": rounded(p.tpot_s and p.tpot_s * 1e3, 2), "rows_max": p.rows_max,
                  "output_tokens": p.output_tokens} for p in sweep.points]}
 
 
@@ -194,10 +172,6 @@ def batch_row(model: str | None = None, backend: str | None = None, sizes=SIZES,
                     ours=sweep, llama=peer, step=step, **ratios, validity=check,
                     total_x_8_vs_1_max=step.get(f"total_x_{AT}_vs_1_max"),   # the bound (see step["bound"])
                     targets=targets_text(TARGETS), targets_met=targets_met(ratios, TARGETS))
-
-
-def _round(v, digits: int):
-    return None if v is None else round(v, digits)
 
 
 def main(argv: list[str]) -> None:

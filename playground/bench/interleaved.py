@@ -16,13 +16,12 @@ Left out: memory figures (all backends share this process; `make bench` isolates
 """
 from __future__ import annotations
 
-import statistics
-
 from .backends import PROMPT
 from .peer import NEW_TOKENS, llama_bench_row
 from .prefill import PREFILL_TOKENS, measure_prefill
 from .quiet import LoadWindow, gated, validity
 from .rows import InterleavedRoundRow, InterleavedRow, say
+from .stats import median
 
 
 def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
@@ -59,20 +58,10 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
                            "prefill_x": gated(round(llama.prefill_s / prefill, 3), check)}
         raw.append(entry)
         say(InterleavedRoundRow(round=len(raw), figures=entry, load=load, validity=check))
-    median = {name: {key: _median([r[name][key] for r in raw]) for key in raw[0][name] if key != "cpu_variant"}
-              for name in raw[0]}
+    medians = {name: {key: median([r[name][key] for r in raw]) for key in raw[0][name] if key != "cpu_variant"}
+               for name in raw[0]}
     return InterleavedRow(summary=f"medians over {rounds} interleaved rounds (ratios taken within each round, "
-                                  f"over the {valid_rounds} valid ones)", valid_rounds=valid_rounds, medians=median)
-
-
-def _median(values: list) -> float | None:
-    """The median of the figures that were measured (None: a ratio from a round that was not quiet).
-
-    >>> _median([1.0, None, 3.0]), _median([None, None])
-    (2.0, None)
-    """
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 3) if values else None
+                                  f"over the {valid_rounds} valid ones)", valid_rounds=valid_rounds, medians=medians)
 
 
 def main(argv: list[str]) -> None:

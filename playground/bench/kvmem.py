@@ -28,9 +28,9 @@ from ..serve import SCHEDULERS
 from ..serve.presets import PRESETS, identical_requests
 from ..serve.slots import BatchConfig
 from ..serve.summary import percentile, served, throughput
-from .batch import ratio, targets_met, targets_text
 from .rows import ChunkSweepRow, PreemptionRow, PrefixCacheRow, parser, say_timed
 from .serve import load
+from .stats import ratio, targets_met, targets_text
 
 BASE = BatchConfig(slots=16, prefill_chunk=128)
 CHUNKS = (32, 64, 128, 256, 512)

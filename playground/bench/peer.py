@@ -45,6 +45,7 @@ from pathlib import Path
 from .prefill import PREFILL_TOKENS
 from .quiet import LoadWindow, gated, loaded_cpu_variant, validity
 from .rows import KernelFloorRow, LlamaBenchRow, MatmulPeakRow, SummaryRow, say
+from .stats import ratio
 
 PROMPT_TOKENS, NEW_TOKENS = 46, 64
 
@@ -315,8 +316,8 @@ def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dic
     prefill_s = {p["backend"]: p.get("prefill_s") for p in prefills}
     for b in backends:
         name, tps = b.get("backend"), b.get("engine_decode_tps")
-        entry = {"decode_x": gated(_ratio(tps, llama.get("decode_tps")), check),
-                 "prefill_x": gated(_ratio(llama.get("prefill_s"), prefill_s.get(name)), check),
+        entry = {"decode_x": gated(ratio(tps, llama.get("decode_tps"), 3), check),
+                 "prefill_x": gated(ratio(llama.get("prefill_s"), prefill_s.get(name), 3), check),
                  "ttft_ms": round(b["engine_ttft_s"] * 1e3, 1) if b.get("engine_ttft_s") else None}
         if config and prefill_s.get(name) and peak.get("matmul_peak_gflops"):
             gflops = prefill_gflop(config) / prefill_s[name]
@@ -346,13 +347,9 @@ def ceilings(llama: dict, peak: dict, config: dict | None, floor: dict) -> dict:
     if config and gflops:
         at_peak = prefill_gflop(config) / gflops
         out["prefill_s_at_peak"] = round(at_peak, 3)
-        out["prefill_x_max"] = _ratio(llama.get("prefill_s"), at_peak)
+        out["prefill_x_max"] = ratio(llama.get("prefill_s"), at_peak, 3)
         out["ttft_ms_at_peak"] = round(1e3 * prefill_gflop(config, PROMPT_TOKENS) / gflops, 1)
     return out
-
-
-def _ratio(a, b) -> float | None:
-    return round(a / b, 3) if a and b else None
 
 
 def main(argv: list[str]) -> None:

@@ -16,11 +16,10 @@ Left out: standard clients (vLLM's `bench serve`, guidellm): not installed here;
 """
 from __future__ import annotations
 
-import statistics
-
 from ..config import GenerationSettings
 from .backends import MAX_NEW_TOKENS, PROMPT
 from .rows import ErrorRow, RemoteRow, say
+from .stats import median
 
 
 def measure(source, repeats: int = 3, max_new_tokens: int = MAX_NEW_TOKENS) -> RemoteRow:
@@ -34,15 +33,15 @@ def measure(source, repeats: int = 3, max_new_tokens: int = MAX_NEW_TOKENS) -> R
     if all(t.get("predicted_n") and t.get("predicted_ms") for t in timings):
         server_tps = [(t["predicted_n"] - 1) / (t["predicted_ms"] / 1e3) for t in timings]
         overheads = [1 - m.decode_tps / s for m, s in zip(client, server_tps)]
-        server = {"server_prompt_ms": _median(t["prompt_ms"] for t in timings),
+        server = {"server_prompt_ms": median((t["prompt_ms"] for t in timings), 4),
                   "server_cached_prompt_tokens": max(t.get("cache_n", 0) for t in timings),
-                  "server_decode_tps": _median(server_tps),
-                  "server_reported_predicted_per_second": _median(t["predicted_per_second"] for t in timings),
-                  "client_overhead": _median(overheads), "client_overhead_target": 0.03}
+                  "server_decode_tps": median(server_tps, 4),
+                  "server_reported_predicted_per_second": median((t["predicted_per_second"] for t in timings), 4),
+                  "client_overhead": median(overheads, 4), "client_overhead_target": 0.03}
     return RemoteRow(backend=source.info.name, model=source.info.model, prompt_tokens=len(ids),
                      new_tokens=client[0].output_tokens, repeats=repeats,
-                     client_ttft_s=_median(m.ttft for m in client),
-                     client_decode_tps=_median(m.decode_tps for m in client), **server)
+                     client_ttft_s=median((m.ttft for m in client), 4),
+                     client_decode_tps=median((m.decode_tps for m in client), 4), **server)
 
 
 def remote_row(url: str | None = None, repeats: int = 3) -> RemoteRow | ErrorRow:
@@ -56,11 +55,6 @@ def remote_row(url: str | None = None, repeats: int = 3) -> RemoteRow | ErrorRow
             return measure(RemoteSource(server.url, figure_interval=0), repeats)
     except Exception as exc:  # noqa: BLE001 - a bench row that cannot run says why
         return ErrorRow(f"remote ({url or 'llama-server'})", f"{type(exc).__name__}: {exc}")
-
-
-def _median(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 4) if values else None
 
 
 def main(argv: list[str]) -> None:

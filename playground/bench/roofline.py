@@ -22,8 +22,8 @@ from __future__ import annotations
 import statistics
 
 from ..trace import Phase
-from .batch import targets_met, targets_text
 from .rows import RooflineRow, parser, say_timed
+from .stats import targets_met, targets_text
 
 PROMPT_TOKENS, DECODE_STEPS, REPEATS = 1024, 16, 2
 TARGETS = {"prefill_off_by": ("<=", 2.0)}

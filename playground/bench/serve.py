@@ -39,8 +39,9 @@ import statistics
 from ..serve import SCHEDULERS, Workload, default_classes
 from ..serve.continuous import BatchConfig
 from ..serve.summary import percentile, served, throughput
-from .batch import CONTEXT, decode_step_ms, prefill_tps, ratio, targets_met, targets_text
+from .batch import CONTEXT, decode_step_ms, prefill_tps
 from .rows import ServeRow, parser, say_timed
+from .stats import ratio, rounded, targets_met, targets_text
 
 MIX = {"short": 0.8, "long": 0.2}
 BATCH = BatchConfig(slots=8, prefill_chunk=128)
@@ -73,9 +74,9 @@ def single_stream(engine, max_new_tokens: int, rounds: int = 3) -> dict:
 def figures(result) -> dict:
     shorts = [r.ttft for r in served(result) if r.request.cls == "short"]
     tp = throughput(result)
-    return {"output_tps": _round(tp["output_tps"]), "output_tokens": tp["output_tokens"], "requests_per_s": _round(tp["requests_per_s"]),
-            "short_ttft_p50_s": _round(percentile(shorts, 50)), "short_ttft_p95_s": _round(percentile(shorts, 95)),
-            "completed": tp["completed"], "wall_s": _round(tp["wall_s"])}
+    return {"output_tps": rounded(tp["output_tps"]), "output_tokens": tp["output_tokens"], "requests_per_s": rounded(tp["requests_per_s"]),
+            "short_ttft_p50_s": rounded(percentile(shorts, 50)), "short_ttft_p95_s": rounded(percentile(shorts, 95)),
+            "completed": tp["completed"], "wall_s": rounded(tp["wall_s"])}
 
 
 def throughput_ratio_ceiling(workload, baseline: dict) -> float | None:
@@ -103,10 +104,10 @@ def work_bounds(prompt_tokens: int, output_tokens: int, requests: int, prefill_r
 'output_tps_max_in_turn': 45.71}
     """
     prefill_s, decode_s = prompt_tokens / prefill_rate, (output_tokens - requests) / rows * step_s
-    return {"prefill_bound_s": round(prefill_s, 3), "output_tps_max_prefill": _round(output_tokens / prefill_s, 2),
+    return {"prefill_bound_s": round(prefill_s, 3), "output_tps_max_prefill": rounded(output_tokens / prefill_s, 2),
             "decode_bound_s": round(decode_s, 3),
-            "output_tps_max_decode": _round(output_tokens / decode_s, 2) if decode_s > 0 else None,
-            "output_tps_max_in_turn": _round(output_tokens / (prefill_s + decode_s), 2)}
+            "output_tps_max_decode": rounded(output_tokens / decode_s, 2) if decode_s > 0 else None,
+            "output_tps_max_in_turn": rounded(output_tokens / (prefill_s + decode_s), 2)}
 
 
 def saturated_bounds(engine, result, rows: int = BATCH.slots, chunk: int = BATCH.prefill_chunk) -> dict:
@@ -124,10 +125,6 @@ def saturated_bounds(engine, result, rows: int = BATCH.slots, chunk: int = BATCH
             "prefill_rates_tps": {k: round(v, 1) for k, v in rates.items()}, "prefill_rate_from": fastest,
             f"decode_step_ms_{rows}_rows": round(step_ms, 3), "decode_step_context": CONTEXT,
             **work_bounds(prompt_tokens, output_tokens, len(recs), rates[fastest], step_ms / 1e3, rows)}
-
-
-def _round(v, digits=3):
-    return None if v is None else round(v, digits)
 
 
 def serve_row(model: str | None = None, requests: int = 16, max_new_tokens: int = 48, seed: int = 0,

@@ -24,8 +24,8 @@ Left out: sampling; other k and n-gram sizes (the experiment's CLI takes them).
 from __future__ import annotations
 
 
-from .batch import targets_met, targets_text
 from .rows import SpeculativeRow, parser, say_timed
+from .stats import rounded, targets_met, targets_text
 
 TARGETS = {"summary_speedup": (">=", 1.5), "question_speedup": (">=", 0.95)}
 K, NGRAM, NEW_TOKENS, REPEATS, AGREEMENT_TOKENS = 4, 3, 96, 2, 200
@@ -43,8 +43,8 @@ def speculative_row(model: str | None = None, backend: str | None = None, new_to
     result = run_speculative(engine, K, NGRAM, new_tokens, repeats)
     presets, speedups = result.summary(), {}
     for p in result.presets:
-        presets[p.preset].update(plain_decode_tps=_round(p.plain_decode_tps), proposed=p.proposed,
-                                 spec_decode_tps=_round(p.spec_decode_tps), accepted=p.accepted,
+        presets[p.preset].update(plain_decode_tps=rounded(p.plain_decode_tps, 2), proposed=p.proposed,
+                                 spec_decode_tps=rounded(p.spec_decode_tps, 2), accepted=p.accepted,
                                  passes=p.passes, output_tokens=p.output_tokens, first_difference=p.first_difference)
         speedups[f"{p.preset}_speedup"] = None if p.speedup is None else round(p.speedup, 2)
     ids = text_ids(engine.tokenizer, AGREEMENT_TOKENS + 1)
@@ -66,10 +66,6 @@ def speculative_row(model: str | None = None, backend: str | None = None, new_to
                       and p["speedup"] > 1.1 * p["bound_speedup_free_verify"]],
         verify_vs_decode_top1_differ={"positions": compared, "differ": differ},
         targets=targets_text(TARGETS), targets_met=targets_met(speedups, TARGETS))
-
-
-def _round(v, digits: int = 2):
-    return None if v is None else round(v, digits)
 
 
 def main(argv: list[str]) -> None:

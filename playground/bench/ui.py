@@ -40,6 +40,7 @@ from ..live import GENERATE_OUTPUTS, read_stream
 from .app_process import AppProcess
 from .recorder import RECORDER
 from .rows import UiFlatRow, UiRow, parser, say
+from .stats import median, rounded
 
 PROMPT = "Explain the KV cache in one paragraph."
 MAX_NEW_TOKENS = 128
@@ -102,25 +103,25 @@ def ui_row(backend: str = "onnx", model: str | None = None, tokens: int = MAX_NE
         with client_side():
             watched = browser_run(app, tokens) if browser else None
     n = [len(h.steps) for h in headless] + [len(u["trace"]["steps"]) for u in ui]
-    model_cpu = _median(sum(s.cpu or 0.0 for s in h.steps) / len(h.steps) for h in headless)
-    server_cpu = _median(u["server_cpu"] / len(u["trace"]["steps"]) for u in ui)
+    model_cpu = median((sum(s.cpu or 0.0 for s in h.steps) / len(h.steps) for h in headless), 5)
+    server_cpu = median((u["server_cpu"] / len(u["trace"]["steps"]) for u in ui), 5)
     # during decode: the server's CPU per second against the headless model's CPU per second of decode
-    model_decode = _median(sum(s.cpu or 0.0 for s in h.steps[1:]) / (h.steps[-1].time - h.steps[0].time)
-                           for h in headless if len(h.steps) > 2)
-    server_decode = _median(u["decode_cpu_per_s"] for u in ui)
-    headless_tps = _median(h.metrics().decode_tps for h in headless)
-    ui_tps = _median(u["trace"]["metrics"]["decode_tps"] for u in ui)
+    model_decode = median((sum(s.cpu or 0.0 for s in h.steps[1:]) / (h.steps[-1].time - h.steps[0].time)
+                           for h in headless if len(h.steps) > 2), 5)
+    server_decode = median((u["decode_cpu_per_s"] for u in ui), 5)
+    headless_tps = median((h.metrics().decode_tps for h in headless), 5)
+    ui_tps = median((u["trace"]["metrics"]["decode_tps"] for u in ui), 5)
     if watched:
         watched["decode_ratio_vs_headless"] = round(watched["decode_tps"] / headless_tps, 3)
     return UiRow(backend=backend, model=engine.info.model, prompt=PROMPT, new_tokens=min(n),
                  same_tokens=len(set(n)) == 1, repeats=repeats, headless_decode_tps=headless_tps,
-                 ui_decode_tps=ui_tps, wire_bytes=_median(u["bytes"] for u in ui),
-                 sse_events=_median(u["events"] for u in ui),
-                 all_bytes_with_downloads=_median(u["all_bytes"] for u in ui),
+                 ui_decode_tps=ui_tps, wire_bytes=median((u["bytes"] for u in ui), 5),
+                 sse_events=median((u["events"] for u in ui), 5),
+                 all_bytes_with_downloads=median((u["all_bytes"] for u in ui), 5),
                  server_cpu_s_per_token=server_cpu, model_cpu_s_per_token=model_cpu,
                  server_cpu_outside_model_s_per_token=round(server_cpu - model_cpu, 5),
                  decode_cpu_s_per_s_server_vs_headless=[server_decode, model_decode],
-                 client_cpu_s_per_run=_median(u["client_cpu"] for u in ui),
+                 client_cpu_s_per_run=median((u["client_cpu"] for u in ui), 5),
                  decode_ratio_ui_vs_headless=round(ui_tps / headless_tps, 3),
                  # the watched run, under a key that says where Chromium ran
                  with_chromium_on_its_own_cpu=watched if watched and PINNED_CPUS else None,
@@ -240,10 +241,10 @@ def flat_row(steps: int = FLAT_STEPS, steps_per_s: float = FLAT_STEPS_PER_S) -> 
         return (part[-1][i] - part[0][i]) / events if events else None
     return UiFlatRow(steps=len(run["trace"]["steps"]), steps_per_s=steps_per_s, sse_events=run["events"],
                      wire_bytes=run["bytes"],
-                     server_cpu_ms_per_update_first_quarter=_round(per_update(first, 1), 1e3),
-                     server_cpu_ms_per_update_last_quarter=_round(per_update(last, 1), 1e3),
-                     bytes_per_update_first_quarter=_round(per_update(first, 2)),
-                     bytes_per_update_last_quarter=_round(per_update(last, 2)))
+                     server_cpu_ms_per_update_first_quarter=rounded(per_update(first, 1), scale=1e3),
+                     server_cpu_ms_per_update_last_quarter=rounded(per_update(last, 1), scale=1e3),
+                     bytes_per_update_first_quarter=rounded(per_update(first, 2)),
+                     bytes_per_update_last_quarter=rounded(per_update(last, 2)))
 
 
 def _own_cpu() -> float:
@@ -252,17 +253,8 @@ def _own_cpu() -> float:
     return cpu.user + cpu.system
 
 
-def _round(x, scale: float = 1.0):
-    return None if x is None else round(x * scale, 3)
-
-
 def _p95(values: list[float]) -> float:
     return sorted(values)[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
-
-
-def _median(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 5) if values else None
 
 
 def main(argv: list[str]) -> None:

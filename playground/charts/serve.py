@@ -215,7 +215,7 @@ def _tenures(result) -> list[tuple[int, int, list[tuple[float, int]]]]:
 def plot_kv_map(result, max_points: int = 300) -> go.Figure:
     """The KV pool as slots over time: a band per slot, filled by the request holding it, as high as the
     share of the slot's positions it holds (allocation at admission, growth with each token, release)."""
-    fig = _figure(_title("KV memory map: who holds which slot", result), "seconds since the workload started",
+    fig = _figure(_title("KV memory map", result), "seconds since the workload started",
                   "KV slot", height=380)
     pool = result.pool or {}
     if pool.get("kind") != "slots":
@@ -245,16 +245,16 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
     if cache_map and pool.get("prefix_cache_blocks"):
         _draw_prefix_cache(fig, cache_map, pool["prefix_cache_blocks"], rows, classes)
         rows += 1
-    lines = 1 + -(-len(keyed) // 5)   # the key under the x axis: its title, then about five requests a line
+    key = [f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB",
+           *([f"KV budget: {pool['kv_budget']:,} positions (a smaller memory)"] if pool.get("kv_budget") else []),
+           "a band's height: the positions its request holds", "colour: request"]
+    key = "<br>".join(key)
+    lines = key.count("<br>") + 1 + -(-len(keyed) // 5)   # the key under the x axis: about five requests a line
     below = 80 + 24 * lines             # the x axis's ticks and title, then the key, anchored to the bottom edge
     fig.update_layout(yaxis=dict(range=[rows - 0.5, -0.5], tickmode="linear", dtick=1),
                       legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="bottom", yref="container",
-                                  title=dict(text="colour: request", side="top")),
+                                  title=dict(text=key, side="top")),
                       margin=dict(l=60, r=20, t=80, b=below), height=max(300, 160 + 20 * rows) + below)
-    budget = f"; KV budget {pool['kv_budget']:,} positions (a smaller memory)" if pool.get("kv_budget") else ""
-    fig.add_annotation(text=f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB{budget}; "
-                            "band height = positions held", showarrow=False, xref="paper", yref="paper", x=0, y=1.0,
-                       xanchor="left", yanchor="bottom", font=dict(size=12))
     return fig
 
 

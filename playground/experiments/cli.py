@@ -3,7 +3,6 @@
     python -m playground.experiments all --out results/
     python -m playground.experiments prefill --out results/ --min-length 16 --max-length 2048 --repeats 5
     python -m playground.experiments cache --out results/ --backend onnx --cache-prompt 256
-    python -m playground.experiments serve --requests 16 --rate 2 --scheduler batching --out results/serve
 
 Writes DIR/<name>.json (the result's to_dict(): raw keys, for programs) and DIR/<name>.html (the chart,
 plotly.js inlined so it opens offline) per experiment; prints the result in words with units (its
@@ -13,7 +12,8 @@ On a machine shared with other busy processes, `--threads 1` gives far steadier 
 CPU: with 2 threads each parallel region waits for a thread the OS has put aside, and a 100 ms
 prefill was seen to take 1-8 s. Each result records the thread count it ran with.
 
-Left out: running several backends in one call (run the command once per backend).
+Left out: running several backends in one call (run the command once per backend), and workloads of many
+requests: `python -m playground.serve` runs those (asked for here, it says so and exits with status 2).
 """
 from __future__ import annotations
 
@@ -49,11 +49,15 @@ def options_of(args: argparse.Namespace, name: str) -> dict:
     return {k.partition(".")[2]: v for k, v in vars(args).items() if k.startswith(f"{name}.")}
 
 
+SERVE_ELSEWHERE = ("serve is not an experiment: a workload of many requests has its own command, "
+                   "python -m playground.serve (see python -m playground.serve --help)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["serve"]:   # a workload of many requests: its own options (playground/serve/cli.py)
-        from ..serve.cli import main as serve_main
-        return serve_main(argv[1:])
+    if argv[:1] == ["serve"]:
+        print(f"python -m playground.experiments: {SERVE_ELSEWHERE}", file=sys.stderr)
+        return 2
     args = parse_args(argv)
     from ..backends import create_backend
     from ..config import AppConfig

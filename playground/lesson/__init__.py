@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from ..measure import Progress
-from .step import RULE_OF_THUMB, SEED_SENTENCE, LessonStep, StepResult
+from .lesson_step import RULE_OF_THUMB, SEED_SENTENCE, LessonStep, StepResult
 from .steps_run import step_decode, step_prefill, step_tokens
 from .steps_scale import step_kv_cache, step_mixed, step_scale
 from ..trace import StopReason

@@ -14,7 +14,7 @@ from ..measure import follow
 from ..prompts import SHORT_QUESTION
 from ..run_view import chip_html, chips_html, format_seconds
 from ..tokens import compare, hf_view, render_chips_html, tiktoken_view, visible
-from .step import RULE_OF_THUMB, SEED_SENTENCE, StepResult
+from .lesson_step import RULE_OF_THUMB, SEED_SENTENCE, StepResult
 from ..trace import Phase
 
 ANSWER_TOKENS = 24   # step 2's budget: about a second on the bundled model with a 2-core CPU

@@ -16,7 +16,7 @@ from ..experiments import EXPERIMENTS
 from ..measure import exact_length_ids
 from ..prompts import SHORT_QUESTION, long_document, long_prompt
 from ..run_view import format_bytes, format_seconds
-from .step import StepResult
+from .lesson_step import StepResult
 from .cost_model import calibrate
 from .steps_run import answer_run
 from ..trace import StopReason

@@ -5,7 +5,8 @@
 
 Modules: client.py (httpx), stream.py (SSE via httpx-sse, read in a thread; Stop at any moment),
 errors.py (one exception per failure), servers.py (what each kind of server offers), steps.py (events ->
-Steps), loop.py (a Run's loop), figures.py (the server's own figures), report.py (them in words),
+Steps), streamed_run.py (one request streamed into a Run's Steps),
+server_metrics.py (the server's own figures), report.py (them in words),
 local_copy.py (the bundled model's tokenizer when the server serves it), source.py (the StepSource),
 endpoints.py (app wiring), llama_server.py (start a local llama-server: tests, bench, app.py --llama-server).
 

@@ -27,7 +27,7 @@ from typing import Callable
 from ..config import GenerationSettings
 from .client import ServerClient
 from .errors import RemoteBadRequest, RemoteError, RemoteMalformed, RemoteServerError
-from .figures import read_metrics, summarize_slots
+from .server_metrics import read_metrics, summarize_slots
 
 
 def _common(s: GenerationSettings) -> dict:

@@ -28,7 +28,7 @@ from ..trace import Trace
 from .client import ServerClient
 from .errors import RemoteNotFound
 from .local_copy import CL100K, cl100k, local_copy
-from .loop import stream_steps
+from .streamed_run import stream_steps
 from .servers import detect_kind, logprobs_work
 
 log = logging.getLogger(__name__)

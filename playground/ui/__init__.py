@@ -6,12 +6,12 @@
 
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
-failed and why (the dropdowns still list the others). Modules: common.py (shared pieces),
-generate_tab.py (+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py,
-experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job: the CPU gate), zerogpu.py
-(on ZeroGPU: the torch backend's runs as spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from
-Gradio's dict inputs), offline.py (the page asks no other host); the long
-runs are playground/jobs.py's BackgroundJob;
+failed and why (the dropdowns still list the others). Modules: common.py (shared pieces), machine_gate.py
+(the app-wide CPU gate: local runs share the CPU slots, a Serve workload holds them alone), generate_tab.py
+(+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py, experiments_tab.py,
+lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job), zerogpu.py (on ZeroGPU: the torch
+backend's runs as spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from Gradio's dict
+inputs), offline.py (the page asks no other host); the long runs are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.
@@ -37,7 +37,7 @@ from .lesson_tab import lesson_tab
 from .live_channel import app_kwargs
 from .live_view import LIVE_CSS, live_head
 from .presenter import PRESENT_CSS, presenter_head, presenter_switch, wire_presenter
-from .serve_job import MachineGate, gate_cpu_events
+from .machine_gate import MachineGate, gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 from .zerogpu import WAITING, zero_gpu
@@ -89,7 +89,7 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends()).
     `traffic`: the OpenAI-compatible endpoint's live record of its clients (api.ClientTraffic), drawn on the
     Serve tab; None when the app serves no endpoint. `gate`: the machine's CPU slots and a workload's turn
-    alone (serve_job.MachineGate), one per app; a new one when not given."""
+    alone (machine_gate.MachineGate), one per app; a new one when not given."""
     registry = as_registry(engine)
     gate = gate or MachineGate()
     css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")

@@ -40,7 +40,7 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPU
                      OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
                      long_document, reread_text, source, warn)
 from .forms import form_inputs, read_form
-from .serve_job import MachineGate
+from .machine_gate import MachineGate
 from .zerogpu import cost_line, zero_gpu
 from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 

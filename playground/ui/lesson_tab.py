@@ -154,7 +154,7 @@ def lesson_tab(registry) -> None:
     go, rerun, stop_fn = make_handlers(registry, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
     queue = dict(concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    inputs = {backend, session}   # dict inputs, like every handler of the CPU queue (serve_job.gate_cpu_events)
+    inputs = {backend, session}   # dict inputs, like every handler of the CPU queue (machine_gate.gate_cpu_events)
 
     def step_by(delta: int):
         def handler(values: dict):

@@ -48,6 +48,9 @@ PRESENT_CSS = (
     "body.present #lesson-replay { min-height: 0; padding: 0; }\n"
     "body.present #lesson-replay-caption { margin: 0 !important; }\n"
     "body.present #lesson-replay-button { padding-top: 0; padding-bottom: 0; }\n"
+    # a chart's Gradio label floats over its figure's top-left corner, where the enlarged title now reaches;
+    # the figure's own title and subtitle name it
+    "body.present .block:has(.js-plotly-plot) > label[data-testid='block-label'] { display: none !important; }\n"
 )
 
 

@@ -2,7 +2,7 @@
 
 Edit the workload (how many requests, the two classes' prompts, budgets and shares, how they arrive),
 pick scheduler A (and B for the same workload replayed), Run: the workload runs in a worker thread
-holding the machine alone (serve_job.py) while the handler redraws the Gantt charts, tables and the
+holding the machine alone (machine_gate.py) while the handler redraws the Gantt charts, tables and the
 lesson sentences about once a second (serve_views.py). Stop cancels every request within one step.
 Sweeps (batch size, arrival rate with an SLO) run from the accordion below with the same gate.
 Below the sweeps, what a token costs on this machine (serve/cost.py): a price per hour over the output tokens
@@ -32,7 +32,8 @@ from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
                      SourceUnavailable, loading_line, long_document, source, warn)
 from .forms import form_inputs, read_form
-from .serve_job import MachineGate, ServeJob
+from .machine_gate import MachineGate
+from .serve_job import ServeJob
 from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, WorkloadForm, layout
 from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
 

@@ -7,7 +7,7 @@
     ...                   "next_token": [{"n_decoded": 5}]}])
     [{'id': 0, 'n_ctx': 2048, 'processing': True, 'prompt_tokens': 37, 'decoded': 5}]
 
-`FigureSampler` asks the server for its live figures while a request streams (once the first token has
+`ServerMetricsSampler` asks the server for its live figures while a request streams (once the first token has
 come, then every `interval` seconds, and once after the end), each sample stamped with the client's
 seconds since t0: vLLM's KV-pool share is only worth reading while the request holds its blocks.
 Every figure here is server-reported; views label it so and never draw it as a client measurement.
@@ -44,7 +44,7 @@ def summarize_slots(slots) -> list[dict]:
     return out
 
 
-class FigureSampler:
+class ServerMetricsSampler:
     """Calls `read()` (the server's live figures) on a side thread while a run streams; keeps the samples."""
 
     def __init__(self, read: Callable[[], dict], t0: float, clock: Callable[[], float] = time.perf_counter,

@@ -1,4 +1,4 @@
-"""The loop of a remote Run: one request streamed, one Step per event that carries tokens, the server's figures.
+"""A remote Run: one request streamed, one Step per event that carries tokens, the server's figures.
 
     Run(trace, lambda run: stream_steps(source, run, path, body, exact_prompt), clock())   # as source.py does
 
@@ -17,7 +17,7 @@ from typing import Iterator
 from ..source import Run
 from ..trace import Step, StopReason
 from .errors import RemoteServerError, RemoteStreamCut, server_message
-from .figures import FigureSampler
+from .server_metrics import ServerMetricsSampler
 from .steps import EventSteps
 
 
@@ -27,8 +27,8 @@ def stream_steps(source, run: Run, path: str, body: dict, exact_prompt: bool) ->
     stream = source.client.stream(path, body, source.clock)
     run.t0 = stream.t0
     maker = EventSteps(len(trace.prompt_ids), stream.t0, exact_prompt, source.decode)
-    sampler = (FigureSampler(lambda: source.kind.figures(source.client), stream.t0, source.clock,
-                             source.figure_interval) if source.figure_interval else None)   # 0: the bench's choice
+    sampler = (ServerMetricsSampler(lambda: source.kind.figures(source.client), stream.t0, source.clock,
+                                    source.figure_interval) if source.figure_interval else None)   # 0: the bench's choice
     try:
         for arrived, wall_ns, event in stream.events(stop=lambda: run.cancelled):
             if event.get("error"):   # llama.cpp and vLLM report a failure mid-stream as an event

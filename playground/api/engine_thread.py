@@ -1,4 +1,4 @@
-"""The engine loop: one background thread steps a continuous-batching Batcher for requests from any thread.
+"""The engine thread: one background thread steps a continuous-batching Batcher for requests from any thread.
 
     loop = EngineLoop(onnx_engine, BatchConfig(slots=8), capacity=1024)
     ticket = loop.submit(ids, settings, prompt="Hi", text=chat_text)   # any thread; ValueError if it cannot fit
