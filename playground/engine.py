@@ -25,7 +25,8 @@ from .config import MAX_PROMPT_CHARS, GenerationSettings, check_text
 from .replay import replay_info
 from .sampling import Detokenizer, Sampler
 from .source import Capabilities, Run, SourceInfo
-from .trace import Candidate, Phase, Step, StopReason, Trace
+from .next_token import sampled_step, stop_reason
+from .trace import Step, Trace
 
 __all__ = ["Engine", "Prefix", "Run", "check_prompt", "common_prefix"]
 
@@ -152,14 +153,13 @@ class Engine:
             token = pick.token
             ids.append(token)
             kv = b.kv_cache_bytes(state) if trace.use_cache else None   # no cache kept: nothing to measure
-            step = Step(index=index, token_id=token, text=detok.add(token), special=token in detok.special_ids,
-                        phase=Phase.PREFILL if index == 0 else Phase.DECODE, time=t - run.t0, latency=t - t_prev, prob=pick.prob, sample_prob=pick.sample_prob,
-                        top=tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
-                        seq_len=len(ids) - 1, kv_bytes=kv, wall_ns=wall_ns, tokens=1, cpu=cpu - cpu_prev)
+            step = sampled_step(trace.steps, pick, detok, time=t - run.t0, latency=t - t_prev, seq_len=len(ids) - 1,
+                                kv_bytes=kv, wall_ns=wall_ns, cpu=cpu - cpu_prev)
             t_prev, cpu_prev = t, cpu
-            trace.steps.append(step)
             yield step
-            trace.stop_reason = self._stop_reason(run, token, index, len(ids), eos)
+            trace.stop_reason = stop_reason(token, made=index + 1, length=len(ids), eos=eos,
+                                            max_new_tokens=s.max_new_tokens, window=b.context_window,
+                                            cancelled=run.cancelled)
             if trace.stop_reason:
                 return
             if trace.use_cache:
@@ -181,16 +181,6 @@ class Engine:
         else:   # the prompt's start is cached: read only the rest onto a copy of its cache
             logits, state = b.extend(ids[len(prefix.ids):], prefix.state)
         return sampler, detok, ids, eos, logits, state
-
-    def _stop_reason(self, run: Run, token: int, index: int, length: int, eos: frozenset[int]) -> StopReason | None:
-        """Why the run stops after output token `index` (the context now `length` ids long), or None."""
-        if token in eos:
-            return StopReason.EOS
-        if index + 1 == run.trace.settings.max_new_tokens:
-            return StopReason.LENGTH
-        if length >= self.backend.context_window:
-            return StopReason.CONTEXT
-        return StopReason.CANCELLED if run.cancelled else None
 
 
 class Prefix(NamedTuple):

@@ -19,7 +19,7 @@ NAMED: tuple[tuple[str, tuple[str, ...]], ...] = (
     # settings, words, tokenizers, free ports, the browser, the background job, the declared Python version
     ("base", ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs",
               "interpreter", "layers")),
-    ("records", ("models", "trace", "sampling", "measure")),
+    ("records", ("models", "trace", "sampling", "measure", "next_token")),
     ("seam", ("source", "backends")),
     ("engine", ("engine", "roofline")),
     ("sources", ("playground", "registry", "speculative", "remote", "compare", "live")),   # sources of Steps

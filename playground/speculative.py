@@ -41,7 +41,8 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from .engine import Engine
-from .trace import COMPLETED, Candidate, Phase, Step
+from .next_token import sampled_step, stop_reason
+from .trace import COMPLETED, Step
 
 __all__ = ["BACKOFF_MAX", "Speculation", "SpeculationReport", "SpeculativeEngine", "plain_baseline", "propose",
            "speculation_report"]
@@ -201,16 +202,15 @@ class SpeculativeEngine(Engine):
                 policy.record(len(drafts), accepted)
             kv = b.kv_cache_bytes(state)
             for pick, how, t, wall_ns, cpu in picks:
-                index, token = len(trace.steps), pick.token
-                step = Step(index=index, token_id=token, text=detok.add(token), special=token in detok.special_ids,
-                            phase=Phase.PREFILL if index == 0 else Phase.DECODE, time=t - run.t0, latency=t - t_prev, prob=pick.prob,
-                            sample_prob=pick.sample_prob, top=tuple(Candidate(i, detok.token_text(i), p, q) for i, p, q in pick.top),
-                            seq_len=b.cache_length(state), kv_bytes=kv, wall_ns=wall_ns, tokens=1, cpu=cpu - cpu_prev, draft=how,
-                            forward_pass=counts["passes"] - 1)
+                step = sampled_step(trace.steps, pick, detok, time=t - run.t0, latency=t - t_prev,
+                                    seq_len=b.cache_length(state), kv_bytes=kv, wall_ns=wall_ns, cpu=cpu - cpu_prev,
+                                    draft=how, forward_pass=counts["passes"] - 1)
                 t_prev, cpu_prev = t, cpu
-                trace.steps.append(step)
                 yield step
-                trace.stop_reason = self._stop_reason(run, token, index, len(trace.prompt_ids) + index + 1, eos)
+                made = len(trace.steps)
+                trace.stop_reason = stop_reason(pick.token, made=made, length=len(trace.prompt_ids) + made, eos=eos,
+                                                max_new_tokens=s.max_new_tokens, window=b.context_window,
+                                                cancelled=run.cancelled)
                 if trace.stop_reason:
                     return
             # the next pass: [last token + proposals] verified at once, or a plain decode step

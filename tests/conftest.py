@@ -60,6 +60,23 @@ def tiny_onnx_engine():
 
 
 @pytest.fixture(scope="session")
+def varied_engine():
+    """The tiny model on torch with its weights scaled up: sharp, varied greedy picks (the plain tiny model repeats
+    one token, which could not tell a misplaced logit row from a right one)."""
+    import torch
+
+    from playground.backends.torch_backend import TorchBackend
+    from playground.models import LoadedModel, ModelSource
+    from playground.tiny import build_tiny_model
+    model, tok = build_tiny_model()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(30.0)
+    return Engine(TorchBackend(LoadedModel(model, tok, ModelSource("tiny-varied", "tiny", None)), "cpu", "float32"))
+
+
+@pytest.fixture(scope="session")
 def smol_backend():
     """The bundled SmolLM2-135M-Instruct on torch fp32 CPU (converted once, cached on disk)."""
     return create_backend("torch", None, device="cpu", dtype="float32")

@@ -244,6 +244,10 @@ def test_metrics_are_prometheus_text_under_vllms_names(served):
     assert samples[("vllm:time_to_first_token_seconds_count", None)] >= 1
     assert samples[("vllm:inter_token_latency_seconds_count", None)] >= 4
     assert samples[("vllm:e2e_request_latency_seconds_count", None)] >= 1
+    sdk.chat.completions.create(model="m", messages=QUESTION, max_tokens=2, temperature=0)   # the same prompt again
+    r = httpx.get(served.url + "/metrics", headers=AUTH)
+    again = {s.name: s.value for f in text_string_to_metric_families(r.text) for s in f.samples}
+    assert 0 < again["vllm:prefix_cache_hits_total"] < again["vllm:prefix_cache_queries_total"]
 
 
 def test_the_projects_remote_source_reads_our_metrics_while_a_request_runs(served):

@@ -22,6 +22,11 @@ def test_the_prefix_cache_row_says_what_was_cached_and_compares_ttft(engine):
     assert row["ttft_p50_ratio"] == pytest.approx(row["with_cache"]["ttft_p50_s"] / row["without"]["ttft_p50_s"],
                                                   abs=2e-3)
     assert row["targets_met"]["ttft_p50_ratio"] == (row["ttft_p50_ratio"] <= 0.25)
+    parts = row["with_cache"]["ttft_parts_p50"]   # where the TTFT with the cache went
+    found, whole = parts["found_cached"], parts["computed_whole"]
+    assert found["requests"] + whole["requests"] == 4 and found["requests"] >= 1 and whole["requests"] >= 1
+    assert found["copy_s"] > 0 and whole["copy_s"] == 0 and found["own_prefill_s"] > 0
+    assert all(v >= -1e-3 for p in (found, whole) for k, v in p.items() if k.endswith("_s"))
 
 
 @pytest.mark.slow
@@ -38,3 +43,8 @@ def test_the_chunk_sweep_row_has_a_point_per_size(engine):
     assert all(p["document_ttft_s"] > 0 and p["chatters_itl_p95_s"] > 0 for p in row["points"])
     first, last = row["points"][0], row["points"][-1]
     assert row["targets_met"]["document_ttft"] == (last["document_ttft_s"] < first["document_ttft_s"])
+    assert row["targets_met"]["chatters_itl_p95"] == (last["chatters_itl_p95_s"] > first["chatters_itl_p95_s"])
+    waited = [p["chatters_itl_p95_with_chunk_s"] for p in (first, last)]   # None: no chatter waited for a chunk
+    assert row["targets_met"]["chatters_itl_p95_with_chunk"] == (None if None in waited else waited[1] > waited[0])
+    assert first["document_passes"] > last["document_passes"] >= 1
+    assert row["finding"].startswith("Prefill chunk 32: the long prompt's TTFT ") and "From 32 to 512 the TTFT" in row["finding"]

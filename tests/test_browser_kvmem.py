@@ -54,3 +54,31 @@ def test_a_preset_runs_in_the_serve_tab_and_says_what_it_found(onnx_page):
         return Math.max(0, Math.min(key.bottom, title.bottom) - Math.max(key.top, title.top));
     }""")
     assert overlap == 0, f"the KV map's key covers its x-axis title by {overlap} px"
+
+
+def test_lesson_step_seven_fits_1024x768_in_presenter_mode_with_its_numbers(onnx_page, tmp_path):
+    """Step 7 on our batching (the tiny model on ONNX Runtime), opened by a deep link on a projector: heading,
+    takeaway (the prefix cache's TTFT, the preemptions) and first chart on one screen, text >= 20 px, chart text
+    >= 18 px."""
+    from tests.test_browser_room import FONTS, ON_ONE_SCREEN, WHERE, enlarged
+    page = onnx_page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+    try:
+        page.goto(onnx_page.url.split("?")[0] + "?present=1&lesson=7")
+        page.wait_for_function("document.querySelector('#lesson-title') && document.querySelector('#lesson-title')"
+                               ".innerText.includes('Step 7 of 7')", timeout=120_000)
+        page.wait_for_function("document.querySelector('#lesson-takeaway').innerText.includes('preemption')",
+                               timeout=120_000)
+        takeaway = page.locator("#lesson-takeaway").inner_text()
+        assert "Caching a shared " in takeaway and "KV positions needed" in takeaway
+        try:
+            page.wait_for_function(ON_ONE_SCREEN, timeout=10_000)   # presenter.js fits the chart within a second
+        except Exception:   # noqa: BLE001 - playwright's TimeoutError: the assert below says where things are
+            pass
+        page.screenshot(path=str(tmp_path / "lesson-step7-presenter-1024x768.png"))
+        assert page.evaluate(ON_ONE_SCREEN), f"step 7 is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
+        enlarged(page)
+        fonts = page.evaluate(FONTS)
+        assert fonts["small"] == [] and fonts["body"] >= 20 and fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
+        assert "cached prefix copied in" in page.locator("#lesson-figure0").inner_text()   # the cached run's Gantt
+    finally:
+        page.close()

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from playground.lesson import STEPS
 from tests.browser import generate
 
 pytestmark = [pytest.mark.browser]
@@ -125,7 +126,7 @@ def settle(page, check: str, timeout_s: float = 5) -> None:
 
 
 def lesson_step(page, n: int) -> None:
-    page.wait_for_function(f"document.querySelector('#lesson-title').innerText.includes('Step {n} of 6') && "
+    page.wait_for_function(f"document.querySelector('#lesson-title').innerText.includes('Step {n} of {len(STEPS)}') && "
                            "document.querySelector('#lesson-takeaway').innerText.length > 40", timeout=120_000)
 
 
@@ -197,7 +198,7 @@ WHERE = f"""() => ({{bottoms: [document.querySelector('#lesson-title'), document
 
 
 def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path):
-    """The lesson walked from a fresh page with Next, as a room sees it: each of the six steps shows its
+    """The lesson walked from a fresh page with Next, as a room sees it: each of the seven steps shows its
     heading, takeaway and first chart (steps 1 and 2: chips, the replayed answer) without scrolling, in
     text >= 20 px and chart text >= 18 px."""
     page = open_page(browser_app, 1024, 768, "?present=1")
@@ -206,7 +207,7 @@ def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path
         page.locator("#page-header").wait_for(state="hidden", timeout=10_000)
         page.locator("#model-info").wait_for(state="hidden", timeout=10_000)
         page.get_by_role("tab", name="Lesson").click()
-        for n in range(1, 7):   # on a fresh page Next shows step 1, not step 2
+        for n in STEPS:   # on a fresh page Next shows step 1, not step 2
             page.locator("#lesson-next").click()
             lesson_step(page, n)
             try:
@@ -214,13 +215,16 @@ def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path
             except Exception:   # noqa: BLE001 - playwright's TimeoutError: the assert below says where things are
                 pass
             page.screenshot(path=str(tmp_path / f"lesson-step{n}-presenter-1024x768.png"))
-            assert page.evaluate(ON_ONE_SCREEN), f"step {n} is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
+            if n == 7:   # on torch step 7 says what is missing, with no chart (test_browser_kvmem.py: on ONNX)
+                assert page.evaluate(WHERE)["bottoms"][1] <= 768 and not page.evaluate(FIRST_VISUAL)
+            else:
+                assert page.evaluate(ON_ONE_SCREEN), f"step {n} is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
             enlarged(page)
             fonts = page.evaluate(FONTS)
             assert fonts["small"] == [] and fonts["body"] >= 20, f"step {n}: {fonts}"
             assert fonts["tiny"] == [] and (n < 3 or fonts["chart"] >= 18), f"step {n}: {fonts}"
             assert "est_cost_usd" not in page.locator("body").inner_text()   # words, never a result's raw key
-        assert page.locator("#lesson-figure0 .js-plotly-plot").count() == 1   # step 6 has its chart
+        assert page.locator("#lesson-figure0 .js-plotly-plot").count() == 0   # step 7 on torch: none, it says why
         page.get_by_role("tab", name="Generate").click()   # a tab drawn by ui/live/*.js, in presenter mode too
         generate(page)
         enlarged(page)

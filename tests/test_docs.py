@@ -155,10 +155,10 @@ def test_the_map_names_every_module_of_playground_under_its_layer():
 
 def test_a_module_missing_from_the_map_says_which_and_where_to_add_it():
     text, modules = MAP.read_text(), playground_modules()
-    assert map_problems(text, modules + ["serve/batching_torch.py", "newcomer.py"],
+    assert map_problems(text, modules + ["serve/prefill_only.py", "newcomer.py"],
                         NAMED[:3] + ((NAMED[3][0], NAMED[3][1] + ("newcomer",)),) + NAMED[4:]) == [
-        "playground/serve/batching_torch.py is missing from the map in docs/architecture.md: name "
-        "`batching_torch.py` in the `serve/` entry under \"### 6 · serve\"",
+        "playground/serve/prefill_only.py is missing from the map in docs/architecture.md: name "
+        "`prefill_only.py` in the `serve/` entry under \"### 6 · serve\"",
         "playground/newcomer.py is missing from the map in docs/architecture.md: add a line `- \\`newcomer.py\\` …` "
         "under \"### 3 · engine\""]
     assert map_problems(text, modules + ["orphan.py"]) == [

@@ -1,4 +1,4 @@
-"""Lesson mode: the six steps on the tiny model, their takeaways built from their own numbers, the handout."""
+"""Lesson mode: the seven steps on the tiny model, their takeaways built from their own numbers, the handout."""
 from __future__ import annotations
 
 import html
@@ -21,7 +21,7 @@ def lesson(tiny_engine):
 
 @pytest.mark.slow
 def test_every_step_runs_and_states_a_takeaway(lesson):
-    assert sorted(lesson.results) == list(STEPS) == [1, 2, 3, 4, 5, 6]
+    assert sorted(lesson.results) == list(STEPS) == [1, 2, 3, 4, 5, 6, 7]
     for n, r in lesson.results.items():
         assert r.number == n and r.title == STEPS[n].title and len(r.takeaway) > 40 and not r.cancelled
         assert len(r.takeaway.split()) <= 35, (n, r.takeaway)   # a room reads it at a glance
@@ -71,9 +71,39 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
 
 
 @pytest.mark.slow
+def test_step_seven_measures_the_prefix_cache_and_preemption_in_its_own_numbers(tiny_onnx_engine):
+    from playground.lesson.steps_scale import memory_sentence
+    seven = Lesson(tiny_onnx_engine).run(7)
+    n = seven.numbers
+    assert not seven.cancelled and seven.takeaway == memory_sentence(n) and len(seven.takeaway.split()) <= 35
+    cold, warm = n["ttft_p50_s"]
+    assert n["ttft_ratio"] == pytest.approx(warm / cold) and cold > 0 and warm > 0
+    said = (f"cut TTFT p50 from {format_seconds(cold)} to {format_seconds(warm)}" if warm < cold else
+            f"saved no TTFT here ({format_seconds(warm)} against {format_seconds(cold)})")
+    assert f"Caching a shared {n['shared_tokens']}-token prompt {said}." in seven.takeaway
+    assert 2 * 16 <= n["shared_tokens"] < min(n["prompt_tokens"]) and len(n["prompt_tokens"]) == 4
+    # every question after the first found the shared blocks: whole blocks, never its last token
+    assert 0 < n["cached_tokens"] < n["looked_up_tokens"] == sum(n["prompt_tokens"]) and n["cached_tokens"] % 16 == 0
+    assert n["cached_tokens"] >= 3 * (n["shared_tokens"] // 16 * 16 - 16)
+    assert f"{n['cached_tokens']:,} of {n['looked_up_tokens']:,} prompt tokens" in seven.html
+    assert n["kv_budget"] < n["demand_positions"] and n["preemptions"] > 0
+    assert (f"With {n['kv_budget']} of the {n['demand_positions']} KV positions needed, {n['preemptions']} "
+            "preemption") in seven.takeaway
+    assert n["completed"] == n["requests"] == 4 and "all 4 requests still finished" in seven.takeaway
+    assert n["identical"] == 4   # the tiny model's fp32 graph: a recompute gives the very same tokens
+    assert list(seven.figures) == ["cached", "uncached", "pressure"] and "<b>Preemption</b>" in seven.html
+
+
+@pytest.mark.slow
+def test_step_seven_says_what_is_missing_without_our_batching(lesson):
+    seven = lesson.results[7]   # the tiny torch model: no ONNX batching, no prefix cache to drive
+    assert "pick onnx-gguf4" in seven.takeaway and not seven.figures and seven.notes
+
+
+@pytest.mark.slow
 def test_the_handout_carries_the_same_numbers(lesson, tmp_path):
     page = write_handout(lesson, tmp_path).read_text()
-    assert page.count("<h2>") == 6 and page.count("plotly.js") >= 1
+    assert page.count("<h2>") == 7 and page.count("plotly.js") >= 1
     for r in lesson.results.values():
         assert f"<p class='takeaway'>{html.escape(r.takeaway)}</p>" in page
         for key, value in r.numbers.items():
@@ -88,7 +118,7 @@ def test_the_handout_cli_runs_headless(tmp_path, capsys, monkeypatch):
     assert main(["--out", str(tmp_path), "--backend", "torch"]) == 0
     out = capsys.readouterr().out
     page = (tmp_path / "lesson.html").read_text()
-    assert out.count("\n") >= 7 and len(page) > 1_000_000   # plotly.js inlined
+    assert out.count("\n") >= 8 and len(page) > 1_000_000   # plotly.js inlined
     assert "<p>tiny-random-llama on" in page   # not the bundled SmolLM2
 
 
@@ -96,8 +126,8 @@ def test_a_stopped_step_is_not_kept(tiny_engine):
     lesson, cancel = Lesson(tiny_engine), threading.Event()
     result = lesson.run(4, progress=lambda f, m: f > 0.2 and cancel.set(), cancel=cancel)
     assert result.cancelled and 4 not in lesson.results
-    with pytest.raises(ValueError, match="steps 1-6"):
-        lesson.run(7)
+    with pytest.raises(ValueError, match="steps 1-7"):
+        lesson.run(8)
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from playground.api import ApiConfig, ApiLimits, ApiService, ClientTraffic, api_routes
+from playground.api.record import endpoint_text
 from playground.config import GenerationSettings
 from playground.remote.source import RemoteSource
 from tests.helpers import free_port, wait_for
@@ -60,9 +61,9 @@ def served(tiny_onnx_engine):
 
 @pytest.fixture(scope="module")
 def strict(tiny_onnx_engine):
-    """A second endpoint with small limits: one request in flight per client, 400 tokens a minute."""
+    """A second endpoint with small limits: one request in flight per client, 400 tokens a minute; no prefix cache."""
     limits = ApiLimits(in_flight_per_client=1, max_tokens=64, prompt_tokens=200, tokens_per_minute=400)
-    s = Served(tiny_onnx_engine, ApiConfig(limits=limits, slots=2, capacity=512))
+    s = Served(tiny_onnx_engine, ApiConfig(limits=limits, slots=2, capacity=512, prefix_cache=0))
     yield s
     s.stop()
 
@@ -171,6 +172,54 @@ def test_chat_whole_and_streamed_give_the_engines_greedy_answer(served, tiny_onn
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == alone.text
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 8
+
+
+# a system prompt of ~150 tokens on the tiny model: several blocks of 16, found by no other test of this module
+SYSTEM = ("You answer for the harbour office of a small island. Ferries leave at seven, noon and five; the last "
+          "one waits for the mail boat. Tickets are sold on board, cash or card. Bicycles travel free, dogs on a "
+          "lead. In a storm the office posts a notice by the pier and on the radio at the hour. " * 2)
+
+
+def ask_with_system(question: str) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+
+
+def test_a_prompt_that_begins_as_an_earlier_one_reports_cached_tokens_and_answers_as_cold(served, tiny_onnx_engine):
+    sdk, greedy = served.sdk(), dict(model="m", max_tokens=8, temperature=0)
+    first = sdk.chat.completions.create(messages=ask_with_system("When is the first ferry?"), **greedy)
+    assert first.usage.prompt_tokens_details.cached_tokens == 0   # nothing began this way before
+    question = "Can I bring my dog?"
+    cold = tiny_onnx_engine.generate(question, GenerationSettings(max_new_tokens=8, system_prompt=SYSTEM))
+    chunks = list(sdk.chat.completions.create(messages=ask_with_system(question), stream=True,
+                                              stream_options={"include_usage": True}, **greedy))
+    usage = chunks[-1].usage
+    cached = usage.prompt_tokens_details.cached_tokens
+    assert usage.prompt_tokens == len(cold.prompt_ids) and 4 * 16 <= cached < usage.prompt_tokens and cached % 16 == 0
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == cold.text
+    whole = sdk.chat.completions.create(messages=ask_with_system(question), **greedy)   # all of it now, but its tail
+    assert whole.choices[0].message.content == cold.text
+    assert cached < whole.usage.prompt_tokens_details.cached_tokens < whole.usage.prompt_tokens
+    models = httpx.get(served.url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()
+    assert models["data"][0]["meta"]["prefix_cache_positions"] == 4096
+    assert "Prefix caching on: 4,096 positions" in endpoint_text(served.traffic.endpoint)
+
+
+def test_without_a_prefix_cache_no_prompt_token_is_cached(strict):
+    sdk = strict.sdk("no key needed here")
+    for _ in range(2):
+        reply = sdk.completions.create(model="m", prompt=[9] * 80, max_tokens=2, temperature=0)
+        assert reply.usage.prompt_tokens_details.cached_tokens == 0
+    assert "Prefix caching off" in endpoint_text(strict.traffic.endpoint)
+
+
+def test_the_prefix_cache_setting_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("PLAYGROUND_API_PREFIX_CACHE", raising=False)
+    assert ApiConfig.from_env().prefix_cache == 4096
+    monkeypatch.setenv("PLAYGROUND_API_PREFIX_CACHE", "0")
+    assert ApiConfig.from_env().prefix_cache == 0
+    monkeypatch.setenv("PLAYGROUND_API_PREFIX_CACHE", "lots")
+    with pytest.raises(ValueError, match="PLAYGROUND_API_PREFIX_CACHE"):
+        ApiConfig.from_env()
 
 
 def test_the_stream_ends_with_done_as_server_sent_events(served):
@@ -438,6 +487,7 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
     assert len(decode) == 1 and 0 <= decode[0]["base"][0] < watched_for   # from the watch's start, not the record's
     assert figure["layout"]["xaxis"]["title"]["text"] == "seconds since you started watching"
     assert any(trace.get("fill") == "toself" for trace in json.loads(kv_map["plot"])["data"])
+    assert json.loads(kv_map["plot"])["layout"]["xaxis"]["range"] == figure["layout"]["xaxis"]["range"]   # one axis
     assert classes["value"]["data"][0][0] == "short"
     assert refused["value"]["data"][0][1] == 401
 

@@ -13,29 +13,16 @@ import time
 
 import psutil
 import pytest
-import torch
 
 from playground.backends.torch_backend import TorchBackend
 from playground.config import GenerationSettings
 from playground.engine import Engine
-from playground.models import LoadedModel, ModelSource
 from playground.serve import Request, RequestClass, Workload, default_classes
-from playground.serve.batching import BatchingScheduler, PoolConfig
-from playground.tiny import build_tiny_model
+from playground.serve.batching_torch import BatchingScheduler, PoolConfig
 from tests.fakes import ThreadSafeFakeSource
 from tests.helpers import check_timelines
 
 PROMPTS = ["What is the capital of France?", "Why is the sky blue?", "Name three fruits, please."]
-
-
-@pytest.fixture(scope="module")
-def varied_engine():
-    model, tok = build_tiny_model()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(30.0)   # larger weights: sharp, varied greedy picks
-    return Engine(TorchBackend(LoadedModel(model, tok, ModelSource("tiny-varied", "tiny", None)), "cpu", "float32"))
 
 
 def alone(engine, request, top=2):
@@ -124,7 +111,7 @@ def test_a_request_makes_exactly_its_token_budget_and_no_extra_pass(varied_engin
 
 
 def test_the_paged_copy_shares_the_weights_and_leaves_the_engines_model_alone(varied_engine):
-    from playground.serve.batching_adapter import paged_model
+    from playground.serve.batching_torch_adapter import paged_model
     model = varied_engine.backend.model
     paged = paged_model(model)
     assert paged is not model and paged_model(model) is paged

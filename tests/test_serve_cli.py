@@ -88,3 +88,18 @@ def test_a_server_serves_the_workload_concurrently_and_one_at_a_time(llama_serve
     for name in ("concurrent", "one-at-a-time"):
         result = json.loads((out / f"{name}.json").read_text())
         assert "llama.cpp" in result["source"] and result["summary"]["classes"]["short"]["served"] == 3
+
+
+@pytest.mark.slow
+def test_the_chunk_sweep_runs_headless_and_says_what_it_found(tmp_path, capsys):
+    out = tmp_path / "chunks"
+    assert main(["--model", "tiny", "--backend", "onnx", "--scheduler", "batching", "--sweep", "chunk",
+                 "--chunks", "256,32", "--requests", "3", "--out", str(out)]) == 0
+    sweep = json.loads((out / "sweep-chunk-batching.json").read_text())
+    assert [p["prefill_chunk"] for p in sweep["points"]] == [32, 256] and sweep["settings"]["requests"] == 3
+    printed = capsys.readouterr().out
+    first, last = sweep["points"]
+    assert f"Prefill chunk 32: the long prompt's TTFT {first['document_ttft']:.2f} s" in printed
+    assert "Prefill-chunk sweep" in (out / "serve.html").read_text()
+    with pytest.raises(SystemExit, match="--sweep chunk runs our batching"):
+        main(["--model", "tiny", "--scheduler", "one-at-a-time", "--sweep", "chunk", "--out", str(out)])

@@ -1,4 +1,4 @@
-"""Continuous batching on ONNX Runtime (serve/continuous.py, serve/slots.py, backends/onnx_batch.py): each request
+"""Continuous batching on ONNX Runtime (serve/batching.py, serve/slots.py, backends/onnx_batch.py): each request
 gives the tokens it gives alone, the KV slots are never over-allocated and always freed, cancel ends every request
 within one iteration, and the timelines add up. Unit tests on the tiny model's fp32 graph; the bundled model's
 4-bit graphs under the integration marker."""
@@ -16,7 +16,7 @@ from playground.backends.onnx_batch import KVSlots, decode_rows, prefill_chunk
 from playground.charts.serve import plot_kv_map
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, RequestClass, Workload
-from playground.serve.continuous import BatchConfig, Batcher, ContinuousBatching
+from playground.serve.batching import BatchConfig, Batcher, ContinuousBatching
 from playground.serve.slots import SlotTable
 
 PROMPTS = ["What is the capital of France?", "Write a short poem about the sea and the wind.", "Hi",

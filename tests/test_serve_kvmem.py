@@ -1,4 +1,4 @@
-"""What our continuous batching does with KV memory (serve/prefix_cache.py, serve/continuous.py, serve/slots.py):
+"""What our continuous batching does with KV memory (serve/prefix_cache.py, serve/batching.py, serve/slots.py):
 a request served from cached blocks gives the tokens it gives computed from scratch; a block is named by its
 tokens and every earlier block; the cache keeps to its budget and never drops a block a request holds; under a
 KV budget the most recently admitted request is preempted and recomputed, gives the same tokens, and resumes
@@ -6,6 +6,7 @@ before anyone behind it. Unit tests on the tiny model's fp32 graph; the bundled 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, Workload
-from playground.serve.continuous import BatchConfig, Batcher
+from playground.serve.batching import BatchConfig, Batcher
 from playground.serve.prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 from playground.serve.workload import Request
 from playground.trace import COMPLETED
@@ -332,3 +333,50 @@ def test_the_default_after_a_recompute_follows_the_decoded_cache_teacher_forced(
         out = decode_rows(b, kv, [ids[i], ids[i]], [i, i])
         same.append(int(out[0].argmax()) == int(out[1].argmax()))
     assert np.mean(same) >= 0.99, np.mean(same)
+
+
+# --- the prefill-chunk sweep (serve/sweeps.py): its data, never its speed
+
+@pytest.mark.slow
+def test_the_chunk_sweep_measures_each_chunk_on_the_interference_workload(tiny_onnx_engine):
+    from playground.serve.presets import PRESETS
+    from playground.serve.sweeps import chunk_point, chunk_sentence, chunk_trend, run_chunk_sweep
+    e, runs = tiny_onnx_engine, []
+    preset = PRESETS["a long document among chatters"].build(e, 4, 8.0, 0)   # all at once: the tiny model's
+    workload = Workload(tuple(replace(r, arrival=0.0) for r in preset.requests))   # chatters would end by 1.5 s
+    document = next(r for r in workload.requests if r.cls == "document")
+    prompt = len(e.prompt_ids(document.prompt, GREEDY)[1])
+
+    def at(chunk):
+        scheduler = SCHEDULERS["batching"].create(e, batch=BatchConfig(slots=4, prefill_chunk=chunk))
+        run = scheduler.run
+        scheduler.run = lambda *a, **k: runs.append(run(*a, **k)) or runs[-1]   # keep each run to check the points
+        return scheduler
+    sweep = run_chunk_sweep(at, workload, sizes=[64, 16])
+    assert sweep.kind == "chunk" and [p.prefill_chunk for p in sweep.points] == [16, 64] and not sweep.cancelled
+    for point, result in zip(sweep.points, runs):
+        assert result.pool["prefill_chunk"] == point.prefill_chunk and point == chunk_point(result, point.prefill_chunk)
+        doc = next(r for r in result.records if r.request.cls == "document")
+        assert sum(n for *_, n in doc.chunks) == prompt and max(n for *_, n in doc.chunks) <= point.prefill_chunk
+        assert point.document_passes == len(doc.chunks) >= -(-prompt // point.prefill_chunk)
+        assert point.document_ttft == pytest.approx(doc.ttft) and point.itl_p95 > 0 and point.itl_p50 > 0
+        assert point.itl_p95_with_chunk is not None   # some chatter's token waited for a chunk
+    trend = chunk_trend(sweep.points)
+    a, b = sweep.points
+    assert a.document_passes > b.document_passes
+    assert trend == {"document_ttft_falls": b.document_ttft < a.document_ttft, "itl_p95_rises": b.itl_p95 > a.itl_p95,
+                     "itl_p95_with_chunk_rises": b.itl_p95_with_chunk > a.itl_p95_with_chunk}
+    text = chunk_sentence(sweep.points)
+    assert f"TTFT {a.document_ttft:.2f} s" in text and f"64: {b.document_ttft:.2f} s, {b.itl_p95 * 1e3:.0f} ms" in text
+    assert f"({b.document_ttft / a.document_ttft:.2f}×)" in text
+
+
+def test_a_chunk_sweep_refuses_bad_sizes_and_a_workload_without_a_long_prompt(tiny_onnx_engine):
+    from playground.serve.presets import PRESETS
+    from playground.serve.sweeps import run_chunk_sweep
+    at = lambda c: SCHEDULERS["batching"].create(tiny_onnx_engine, batch=BatchConfig(prefill_chunk=c))   # noqa: E731
+    chatters = PRESETS["memory pressure"].build(tiny_onnx_engine, 2, None, 0)
+    with pytest.raises(ValueError, match="between 1 and 4096"):
+        run_chunk_sweep(at, chatters, sizes=[0, 64])
+    with pytest.raises(ValueError, match="long prompt of class 'document'"):
+        run_chunk_sweep(at, chatters, sizes=[64])

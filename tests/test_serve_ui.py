@@ -3,6 +3,7 @@ messages for bad input, Stop, one workload per session, other CPU work waiting w
 batch-size sweep drawn on the roofline and pricing a token."""
 from __future__ import annotations
 
+import html
 import json
 import threading
 
@@ -154,6 +155,25 @@ def test_a_batch_sweep_draws_the_roofline_and_prices_a_token(app_url):
     assert "Generate run, speculative" in priced and "missing" not in priced
     with pytest.raises(AppError, match="less than minimum value 0"):   # the field refuses it, in words
         client.predict(usd_per_hour=-1, api_name="/token_cost")
+
+
+@pytest.mark.slow
+def test_a_prefill_chunk_sweep_draws_the_long_prompts_ttft_and_the_chatters_itl_per_chunk(app_url):
+    client = Client(app_url, verbose=False)
+    sweep = SweepForm(kind="chunk", scheduler="one-at-a-time", source="onnx", sizes="1", new_tokens=8, rates="1",
+                      requests=2, ttft=2.0, tpot=0.2, chunks="256,32")   # our batching, whichever scheduler is picked
+    final = client.submit(*api_args(sweep), api_name="/serve_sweep").result(timeout=300)
+    status = html.unescape(final[OUT["status"]])
+    assert "sweep done" in status and "Prefill chunk 32: the long prompt's TTFT " in status and "256: " in status
+    figure = json.loads(final[OUT["sweep_plot"]]["plot"])
+    ttft, itl = figure["data"][0], figure["data"][1]
+    assert ttft["x"] == itl["x"] == [32, 256] and all(y > 0 for y in ttft["y"] + itl["y"])
+    assert f"TTFT {ttft['y'][0]:.2f} s" in status and f"256: {ttft['y'][1]:.2f} s, {itl['y'][1]:.0f} ms" in status
+    report = [f for f in final[OUT["download"]] if str(f).endswith("sweep-chunk.json")]
+    points = json.load(open(report[0], encoding="utf-8"))["points"]
+    assert [p["prefill_chunk"] for p in points] == [32, 256] and points[0]["document_passes"] > points[1]["document_passes"]
+    bad = client.predict(*api_args(SweepForm(**{**vars(sweep), "chunks": "8,64"})), api_name="/serve_sweep")
+    assert "prefill chunks must be whole numbers between 16 and 4096" in bad[OUT["status"]]
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from .limits import ApiConfig, ApiLimits
 from .engine_thread import EngineLoop
 from .record import ClientTraffic
 from .routes import api_routes
-from .service import ApiService, Received, batching_backend
+from ..serve.registry import batching_backend
+from .service import ApiService, Received
 
 __all__ = ["ApiConfig", "ApiLimits", "ApiService", "ClientTraffic", "EngineLoop", "Received", "api_routes", "batching_backend"]

@@ -7,7 +7,7 @@
     loop.cancel(ticket)                           # a client went away: its slot is free after the next iteration
     loop.close()
 
-Every request joins one Batcher (playground/serve/continuous.py), so requests that arrive together share
+Every request joins one Batcher (playground/serve/batching.py), so requests that arrive together share
 its decode steps: a Step's `rows` says how many requests its forward pass carried. The loop thread sleeps
 on an event while nothing is waiting or running (no spinning) and is woken by `submit` and `cancel`.
 After each iteration it wakes the tickets that got a Step or ended; their readers then read the new Steps
@@ -24,7 +24,7 @@ import threading
 from typing import Callable
 
 from ..config import GenerationSettings
-from ..serve.continuous import Batcher, Iteration, Sequence
+from ..serve.batching import Batcher, Iteration, Sequence
 from ..serve.slots import BatchConfig
 from ..trace import Step, StopReason
 

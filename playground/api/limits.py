@@ -20,7 +20,8 @@
 Keys come from PLAYGROUND_API_KEYS (comma-separated); none set: the endpoint is open (limits still apply,
 each client known by its address). A key is compared in constant time and never logged, shown or put in a
 record: clients are named "client 1", "client 2", … in the order they first came. Limits from
-PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). Over a per-request limit (max_tokens, prompt
+PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). The prefix cache's size in KV positions from
+PLAYGROUND_API_PREFIX_CACHE (default PREFIX_CACHE_POSITIONS; 0: off). Over a per-request limit (max_tokens, prompt
 tokens) is a bad request (400: asking again cannot help); over a rate limit (requests in flight, for one
 client or in all; tokens per minute, one client's prompt + completion tokens over the last 60 s, reserved
 at admission and trued up at the end) is 429 with a Retry-After.
@@ -47,6 +48,9 @@ from dataclasses import dataclass, field, fields, replace
 from .errors import bad_request, too_many, unauthorized
 
 WINDOW_S = 60.0
+# The endpoint's prefix cache (serve/prefix_cache.py): 4096 positions, 256 blocks of 16, half the default pool of
+# 8 slots x 1024 (180 MiB of float32 KV on the bundled model): a long system prompt a few clients share stays.
+PREFIX_CACHE_POSITIONS = 4096
 PRESENTER = "the presenter"   # the client name of the app's own Serve tab (ApiConfig.presenter_key)
 
 
@@ -82,6 +86,7 @@ class ApiConfig:
     limits: ApiLimits = ApiLimits()
     slots: int = 8                # KV slots: requests decoded together (more wait for a free slot)
     capacity: int = 1024          # positions per slot: prompt + new tokens of one request (at most the window)
+    prefix_cache: int = PREFIX_CACHE_POSITIONS   # positions of KV kept for prompts that begin alike; 0: off
     trust_forwarded: bool = False  # name clients by X-Forwarded-For's last address (added by a known proxy)
     presenter_key: str | None = field(default=None, repr=False)   # the app's own Serve tab: no per-client limits
 
@@ -89,7 +94,23 @@ class ApiConfig:
     def from_env(cls, **overrides) -> "ApiConfig":
         keys = tuple(k.strip() for k in os.environ.get("PLAYGROUND_API_KEYS", "").split(",") if k.strip())
         limits = replace(ApiLimits(), **parse_limits(os.environ.get("PLAYGROUND_API_LIMITS")))
-        return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")), **overrides)
+        cache = parse_positions(os.environ.get("PLAYGROUND_API_PREFIX_CACHE"), PREFIX_CACHE_POSITIONS)
+        return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")),
+                   **{"prefix_cache": cache, **overrides})
+
+
+def parse_positions(text: str | None, default: int) -> int:
+    """PLAYGROUND_API_PREFIX_CACHE: a whole number of positions (0: off), `default` when unset; ValueError else.
+
+    >>> parse_positions(None, 4096), parse_positions(" 0 ", 4096), parse_positions("8192", 4096)
+    (4096, 0, 8192)
+    """
+    if text is None or not text.strip():
+        return default
+    if not text.strip().isdigit() or int(text) > 1 << 20:
+        raise ValueError(f"PLAYGROUND_API_PREFIX_CACHE: {text.strip()!r} is not a number of KV positions from 0 "
+                         f"(no prefix caching) to {1 << 20}")
+    return int(text)
 
 
 def forwarded_client(header: str | None) -> str | None:

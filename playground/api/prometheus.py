@@ -15,18 +15,20 @@ client that watches vLLM (the playground's own RemoteSource, Grafana's vLLM boar
     vllm:time_to_first_token_seconds   histogram  from the route's arrival to the first Step
     vllm:inter_token_latency_seconds   histogram  between consecutive Steps (wall clock)
     vllm:e2e_request_latency_seconds   histogram  from the route's arrival to the last Step
+    vllm:prefix_cache_queries_total    counter    prompt tokens looked up in the prefix cache (as vLLM v1 counts)
+    vllm:prefix_cache_hits_total       counter    of them, tokens found cached (copied, not computed)
 
 Every series carries `model_name`. llama.cpp's server exports the same figures as llamacpp:requests_processing,
 llamacpp:requests_deferred, llamacpp:prompt_tokens_total and llamacpp:tokens_predicted_total; one naming is
 kept here, vLLM's, since only it has the histograms. The times are the Steps' `wall_ns` (the engine loop's
 clock when each token was made) against the route's `received_ns`: the server's side, without the network.
 
-Left out: vLLM's per-engine labels, prefix-cache and preemption figures (there is no prefix cache or preemption).
+Left out: vLLM's per-engine labels and preemption figures (the endpoint runs without a KV budget: no preemption).
 """
 from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 # vLLM's buckets (seconds), so its dashboards' quantiles read the same
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -50,13 +52,18 @@ class _Live:
         waiting = GaugeMetricFamily("vllm:num_requests_waiting", "Requests waiting for a KV slot", labels=LABEL)
         usage = GaugeMetricFamily("vllm:kv_cache_usage_perc", "KV-cache usage: 1 means every position in use",
                                   labels=LABEL)
+        queries = CounterMetricFamily("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
+                                      labels=LABEL)
+        hits = CounterMetricFamily("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels=LABEL)
         if loop is not None:
             batcher = loop.batcher
             held = batcher.holders()
             running.add_metric([model], len(held))
             waiting.add_metric([model], len(batcher.waiting))
             usage.add_metric([model], sum(s.length for _, s in held) / (batcher.kv.slots * batcher.kv.capacity))
-        return [running, waiting, usage]
+            queries.add_metric([model], batcher.looked_up)
+            hits.add_metric([model], batcher.cached)
+        return [running, waiting, usage, queries, hits]
 
 
 class ServerMetrics:

@@ -10,7 +10,7 @@
 Each request becomes a RequestRecord the moment it is submitted (its arrival), with its class by prompt
 tokens (SHORT_MAX_TOKENS); the loop's iterations then fill in admission, prefill chunks, the Steps (its
 Trace) and its end, and the scheduler's batches, KV bytes in use and slot map -- exactly as the Serve
-tab's continuous-batching scheduler records a workload (serve.continuous.record_iteration, the same code), so
+tab's continuous-batching scheduler records a workload (serve.batching.record_iteration, the same code), so
 every chart of that tab can draw it. Times are seconds since the record started; `since(t0)` counts them
 from t0 instead (a page that starts watching at t0 sees a time base of its own). What is older than
 `keep_s` (finished requests, batches, KV samples, refusals) is dropped as the record grows. A request the
@@ -24,7 +24,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from ..serve.continuous import describe_pool, record_iteration
+from ..serve.batching import describe_pool, record_iteration
+from ..serve.prefix_cache import BLOCK_SIZE
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock
 from ..serve.workload import Request, Workload
@@ -91,7 +92,7 @@ class ClientTraffic:
 
     def described(self, **facts) -> None:
         """The service's limits (an ApiLimits: `limits`), and once its model loads: `context` (positions a
-        request may use), `window` (the model's), `slots`."""
+        request may use), `window` (the model's), `slots`, `prefix_cache` (positions; 0: off)."""
         self.endpoint = {**self.endpoint, **facts}
 
     def _forget(self, before: float) -> None:
@@ -140,11 +141,14 @@ class ClientTraffic:
 
 def endpoint_text(endpoint: dict) -> str:
     """The endpoint's limits and context in one paragraph (ClientTraffic.endpoint: `limits`, then once loaded
-    `context`, `window`, `slots`).
+    `context`, `window`, `slots`, `prefix_cache`).
 
     >>> from playground.api.limits import ApiLimits
     >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8}))
     The endpoint's limits: each client at most 4 requests in flight (16 from all clients), 896 prompt tokens and 512 new tokens a request, 20,000 tokens a minute; context 1,024 tokens a request, prompt and answer together (the model's window is 8,192), 8 requests decoded at once. A request over a limit is refused: 400 (too long), 429 (too many; it says when to retry).
+    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8,
+    ...                      "prefix_cache": 4096}).split(". ")[1])
+    Prefix caching on: 4,096 positions of KV (256 blocks of 16) kept for prompts that begin alike; a response's usage.prompt_tokens_details.cached_tokens says how many prompt tokens were copied, not computed
     """
     limits = endpoint.get("limits")
     if limits is None:
@@ -153,7 +157,12 @@ def endpoint_text(endpoint: dict) -> str:
     where = (f"context {context:,} tokens a request, prompt and answer together (the model's window is "
              f"{endpoint['window']:,}), {endpoint['slots']} requests decoded at once" if context
              else "context: not known until the model has loaded")
+    cache = endpoint.get("prefix_cache")
+    caching = ("" if cache is None else "Prefix caching off. " if not cache else
+               f"Prefix caching on: {cache:,} positions of KV ({cache // BLOCK_SIZE} blocks of {BLOCK_SIZE}) kept for "
+               "prompts that begin alike; a response's usage.prompt_tokens_details.cached_tokens says how many prompt "
+               "tokens were copied, not computed. ")
     return (f"The endpoint's limits: each client at most {limits.in_flight_per_client} requests in flight "
             f"({limits.in_flight} from all clients), {limits.prompt_tokens:,} prompt tokens and {limits.max_tokens:,} "
-            f"new tokens a request, {limits.tokens_per_minute:,} tokens a minute; {where}. A request over a limit "
-            "is refused: 400 (too long), 429 (too many; it says when to retry).")
+            f"new tokens a request, {limits.tokens_per_minute:,} tokens a minute; {where}. {caching}A request over a "
+            "limit is refused: 400 (too long), 429 (too many; it says when to retry).")

@@ -17,7 +17,10 @@ public Space shows no one's prompt. Its `server` dict says when the route receiv
 (`received_ns`, time.time_ns(): the server-side start a standard client's TTFT is compared with) and the
 client's own `X-Request-ID` (`x_request_id`, so a benchmark can match its records to ours; never logged). The pool is sized
 once: `slots` KV slots of `capacity` positions (at most the model's window), fewer slots when that would
-take more memory than the Serve tab's batching allows (MAX_POOL_BYTES).
+take more memory than the Serve tab's batching allows (serve.batching.pool_slots). The backend it runs:
+serve.registry.batching_backend. Prefix caching is on unless `ApiConfig.prefix_cache` is 0: a request whose
+prompt begins as an earlier one's did copies those blocks' KV instead of computing them, and its usage says how
+many prompt tokens it did not compute (`prompt_tokens_details.cached_tokens`, from its Trace, as OpenAI reports it).
 
 Left out: HTTP (routes.py) and authentication (the guard names the client before `open`).
 """
@@ -29,9 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..backends.onnx_batch import position_bytes
 from ..config import MAX_PROMPT_CHARS
-from ..serve.continuous import MAX_POOL_BYTES
+from ..serve.batching import pool_slots
 from ..serve.slots import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard
@@ -41,22 +43,6 @@ from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
 from .response_body import Answer
 
 LOADING_RETRY_S = 5   # the Retry-After sent while the model loads
-BATCHABLE = ("onnx-gguf4", "onnx")   # the backends continuous batching runs on (GroupQueryAttention graphs)
-
-
-def batching_backend(names: list[str], default: str) -> str:
-    """The backend the endpoint runs: the app's default when batching runs on it, else onnx-gguf4, else onnx.
-
-    >>> batching_backend(["torch", "onnx", "onnx-gguf4"], "torch"), batching_backend(["onnx", "torch"], "onnx")
-    ('onnx-gguf4', 'onnx')
-    """
-    for name in (default, *BATCHABLE):
-        if name in names and name in BATCHABLE:
-            return name
-    raise ValueError(f"the OpenAI-compatible endpoint needs one of {', '.join(BATCHABLE)}; this app has "
-                     f"{', '.join(names)}")
-
-
 MAX_REQUEST_ID_CHARS = 128   # a longer X-Request-ID is cut (it only ever labels a record)
 
 
@@ -130,12 +116,14 @@ class ApiService:
         try:
             engine = self.get_engine()
             capacity = min(self.config.capacity, int(engine.backend.context_window))
-            slots = max(1, min(self.config.slots, MAX_POOL_BYTES // (capacity * position_bytes(engine.backend))))
+            slots = pool_slots(self.config.slots, capacity, engine.backend)
             self.model_id = engine.info.model
             self.longest_token = longest_token(engine.tokenizer)
-            self.engine_loop = EngineLoop(engine, BatchConfig(slots=slots), capacity, self.observer)
+            batch = BatchConfig(slots=slots, prefix_cache=self.config.prefix_cache)
+            self.engine_loop = EngineLoop(engine, batch, capacity, self.observer)
             if self.observer is not None:
-                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots)
+                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots,
+                                        prefix_cache=batch.prefix_cache)
         except Exception as exc:   # noqa: BLE001 - every request is told why, with a 503
             self.error = f"the model failed to load: {type(exc).__name__}: {exc}"
 
@@ -211,7 +199,8 @@ class ApiService:
             "id": self.model_id, "object": "model", "created": int(self._started), "owned_by": "playground",
             "max_model_len": loop.capacity,
             "meta": {"backend": loop.engine.info.name, "slots": loop.batcher.kv.slots,
-                     "context_window": int(loop.engine.backend.context_window)}}]}
+                     "context_window": int(loop.engine.backend.context_window),
+                     "prefix_cache_positions": loop.batcher.config.prefix_cache}}]}
 
     def tokenize(self, body) -> dict:
         """llama.cpp's /tokenize: {"content", "add_special"?, "with_pieces"?} -> {"tokens": [...]}."""

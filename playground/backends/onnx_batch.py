@@ -22,7 +22,7 @@ the fp32-activation prefill graph for prompt chunks (onnx_gguf.py); the plain `o
 
 Left out: a block table (CPU GroupQueryAttention has none, so a slot is one contiguous run of positions
 and every slot has the same capacity), growing the pool (it is sized once), and the torch backend
-(transformers' manager batches there: serve/batching.py).
+(transformers' manager batches there: serve/batching_torch.py).
 """
 from __future__ import annotations
 

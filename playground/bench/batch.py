@@ -4,7 +4,7 @@
     python -m playground.bench batch --model tiny  # the tiny model on onnx fp32, no llama.cpp (what the tests run)
 
 Method, in one process (one session: the figures share the machine's state):
-1. Our sweep (serve/sweeps.py) with our scheduler (serve/continuous.py: as many KV slots as the largest
+1. Our sweep (serve/sweeps.py) with our scheduler (serve/batching.py: as many KV slots as the largest
    size, 128-token prefill chunks) on the default CPU backend (onnx-gguf4 for the bundled GGUF): b = 1, 2,
    4, 8, 16 copies of the lesson's short question at once, 64 new tokens each, EOS ignored, after the same
    sweep at 4 tokens, untimed (warm-up). Per b: total decode tok/s (all b requests' tokens while all of
@@ -103,7 +103,7 @@ def decode_kernels_ms(backend, requests: int, repeats: int = 30) -> dict:
 def our_sweep(engine, sizes=SIZES, new_tokens: int = NEW_TOKENS, prefill_chunk: int = 128) -> dict:
     """Our scheduler's batch-size sweep (after the same sweep at 4 tokens, untimed): the points, rounded."""
     from ..serve import SCHEDULERS
-    from ..serve.continuous import BatchConfig
+    from ..serve.batching import BatchConfig
     from ..serve.sweeps import run_batch_sweep
 
     scheduler = SCHEDULERS["batching"].create(engine, batch=BatchConfig(slots=max(sizes), prefill_chunk=prefill_chunk))

@@ -6,14 +6,17 @@
 1. prefix-cache: the "shared system prompt" preset (serve/presets.py: a ~800-token shared instruction, 16
    short questions, seeded Poisson arrivals at 2 requests/s, 16 new tokens each) on our batching, without and
    with the prefix cache, in this process: TTFT p50 and p95 of each, their ratio (target: with / without
-   <= 0.25), the hit rate (prompt tokens copied from cached blocks / prompt tokens), and whether every
-   request's greedy tokens are the same.
+   <= 0.25), the hit rate (prompt tokens copied from cached blocks / prompt tokens), whether every
+   request's greedy tokens are the same, and where the TTFT with the cache went (ttft_parts: waiting, the
+   copy, its own prefill passes, the rest of its time in a slot; p50 for the requests that found a cached
+   prefix and for those that computed their whole prompt).
 2. preemption: the "memory pressure" preset (12 chats of 128 tokens, EOS ignored, all at once) without a
    budget and under a KV budget of a third of its demand: preemptions (target: > 0), completed requests,
    whether the output is identical, output tok/s of each and their ratio (printed, not a target).
-3. chunk-sweep: the "a long document among chatters" preset at prefill chunks 32…512: the document's TTFT
-   and the chatters' decode ITL p95 per size (targets: the TTFT falls and the ITL p95 rises as the chunk
-   grows; printed as met or not, never tuned for: timings on a shared machine are noisy).
+3. chunk-sweep: the "a long document among chatters" preset at prefill chunks 32…512 (serve/sweeps.py's
+   run_chunk_sweep, as the Serve tab's chunk sweep): the document's TTFT and the chatters' decode ITL p95 per
+   size, and a sentence of them (targets: the TTFT falls and the ITL p95 rises from the smallest chunk to the
+   largest; printed as met or not, never tuned for: timings on a shared machine are noisy).
 
 A two-request warm-up runs first (the pool's first calls of both graphs). Figures, not tests.
 Left out: llama.cpp's or vLLM's prefix caching on the same workload (their own servers' figures).
@@ -22,18 +25,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..charts.serve import decode_itl
 from ..config import GenerationSettings
 from ..serve import SCHEDULERS
 from ..serve.presets import PRESETS, identical_requests
 from ..serve.slots import BatchConfig
 from ..serve.summary import percentile, served, throughput
+from ..serve.sweeps import CHUNK_SIZES, chunk_sentence, chunk_trend, run_chunk_sweep
 from .rows import ChunkSweepRow, PreemptionRow, PrefixCacheRow, parser, say_timed
 from .serve import load
 from .stats import ratio, targets_met, targets_text
 
 BASE = BatchConfig(slots=16, prefill_chunk=128)
-CHUNKS = (32, 64, 128, 256, 512)
+CHUNKS = CHUNK_SIZES
 TARGETS = {"ttft_p50_ratio": ("<=", 0.25)}
 
 
@@ -58,6 +61,33 @@ def _ttft(result, q: float, cls: str | None = None):
     return _r(percentile([r.ttft for r in served(result) if cls is None or r.request.cls == cls], q))
 
 
+def ttft_parts(result) -> dict:
+    """Where the requests' TTFT went, p50 per group (requests that found a cached prefix, and those that computed
+    their whole prompt): waiting (arrival to admission), the copy of cached blocks, the passes that read its own
+    prompt, and the rest of the time it held a slot before its first token (other requests' decode steps and
+    prefill passes in the same iterations, and waiting for blocks another request is still reading).
+
+    >>> from types import SimpleNamespace as S
+    >>> r = S(steps=[1], ttft=1.0, waiting=0.2, prefill=0.8, cached_tokens=32, cache_copies=[(0.2, 0.25, 32)],
+    ...       chunks=[(0.6, 0.9, 9)])
+    >>> ttft_parts(S(records=[r]))["found_cached"]
+    {'requests': 1, 'ttft_s': 1.0, 'waiting_s': 0.2, 'copy_s': 0.05, 'own_prefill_s': 0.3, 'other_work_s': 0.45}
+    """
+    groups = {"found_cached": [], "computed_whole": []}
+    for r in result.records:
+        if r.steps and r.prefill is not None:
+            groups["found_cached" if r.cached_tokens else "computed_whole"].append(r)
+    out = {}
+    for key, recs in groups.items():
+        copy = [sum(b - a for a, b, _ in r.cache_copies) for r in recs]
+        own = [sum(b - a for a, b, _ in r.chunks) for r in recs]
+        other = [r.prefill - c - o for r, c, o in zip(recs, copy, own)]
+        out[key] = {"requests": len(recs), "ttft_s": _r(percentile([r.ttft for r in recs], 50)),
+                    "waiting_s": _r(percentile([r.waiting for r in recs], 50)), "copy_s": _r(percentile(copy, 50)),
+                    "own_prefill_s": _r(percentile(own, 50)), "other_work_s": _r(percentile(other, 50))}
+    return out
+
+
 def prefix_cache_row(engine, name: str, requests: int | None = None) -> PrefixCacheRow:
     workload, count, (off, on) = _preset_runs(engine, "shared system prompt", requests)
     pool = on.pool
@@ -68,7 +98,8 @@ def prefix_cache_row(engine, name: str, requests: int | None = None) -> PrefixCa
                           without={"ttft_p50_s": _ttft(off, 50), "ttft_p95_s": _ttft(off, 95),
                                    "output_tps": _r(throughput(off)["output_tps"], 2)},
                           with_cache={"ttft_p50_s": _ttft(on, 50), "ttft_p95_s": _ttft(on, 95),
-                                      "output_tps": _r(throughput(on)["output_tps"], 2)},
+                                      "output_tps": _r(throughput(on)["output_tps"], 2),
+                                      "ttft_parts_p50": ttft_parts(on)},
                           hit_rate=_r(pool["cached"] / pool["looked_up"] if pool["looked_up"] else None, 3),
                           cached_tokens=pool["cached"], prompt_tokens=pool["looked_up"],
                           output_identical=_ids(off) == _ids(on), ttft_p50_ratio=row["ttft_p50_ratio"],
@@ -99,22 +130,20 @@ def preemption_row(engine, name: str, requests: int | None = None) -> Preemption
 def chunk_sweep_row(engine, name: str, requests: int | None = None, sizes=CHUNKS) -> ChunkSweepRow:
     preset = PRESETS["a long document among chatters"]
     workload = preset.build(engine, requests or preset.requests, preset.rate, 0)
-    points = []
-    for size in sizes:
-        result = SCHEDULERS["batching"].create(engine, batch=replace(BASE, prefill_chunk=size)).run(workload)
-        itl = [p for p in decode_itl(result) if p[3] != "document"]
-        points.append({"prefill_chunk": size, "document_ttft_s": _ttft(result, 50, "document"),
-                       "chatters_itl_p95_s": _r(percentile([p[1] for p in itl], 95)),
-                       "chatters_itl_p95_with_chunk_s": _r(percentile([p[1] for p in itl if p[2]], 95)),
-                       "chatters_itl_p50_s": _r(percentile([p[1] for p in itl], 50))})
-    ttfts = [p["document_ttft_s"] for p in points]
-    itls = [p["chatters_itl_p95_s"] for p in points]
-    known = None not in ttfts + itls and len(points) > 1
-    return ChunkSweepRow(backend=name, requests=len(workload.requests), sizes=list(sizes), points=points,
+    sweep = run_chunk_sweep(lambda size: SCHEDULERS["batching"].create(engine, batch=replace(BASE, prefill_chunk=size)),
+                            workload, sizes)
+    points = [{"prefill_chunk": p.prefill_chunk, "document_ttft_s": _r(p.document_ttft),
+               "chatters_itl_p95_s": _r(p.itl_p95), "chatters_itl_p95_with_chunk_s": _r(p.itl_p95_with_chunk),
+               "chatters_itl_p50_s": _r(p.itl_p50), "document_passes": p.document_passes} for p in sweep.points]
+    trend = chunk_trend([replace(p, document_ttft=_r(p.document_ttft), itl_p95=_r(p.itl_p95),
+                                 itl_p95_with_chunk=_r(p.itl_p95_with_chunk)) for p in sweep.points])
+    return ChunkSweepRow(backend=name, requests=len(workload.requests), sizes=sweep.settings["sizes"], points=points,
                          targets={"document_ttft": "falls as the chunk grows", "chatters_itl_p95": "rises as the "
-                                  "chunk grows"},
-                         targets_met={"document_ttft": ttfts[-1] < ttfts[0] if known else None,
-                                      "chatters_itl_p95": itls[-1] > itls[0] if known else None})
+                                  "chunk grows", "chatters_itl_p95_with_chunk": "rises as the chunk grows"},
+                         targets_met={"document_ttft": trend["document_ttft_falls"],
+                                      "chatters_itl_p95": trend["itl_p95_rises"],
+                                      "chatters_itl_p95_with_chunk": trend["itl_p95_with_chunk_rises"]},
+                         finding=chunk_sentence(sweep.points))
 
 
 def main(argv: list[str]) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 
 from ..engine import Engine
-from ..trace import Candidate, Phase, Step, StopReason
+from ..next_token import new_step, stop_reason
+from ..trace import Candidate, Step
 
 WORDS = [" the", " KV", " cache", " keeps", " keys", " and", " values", " of", " past", " tokens", ",", " so",
          " each", " decode", " step", " reads", " them", " instead", " of", " recomputing", " attention", "."]
@@ -31,23 +32,24 @@ class PacedEngine(Engine):
         for i in range(trace.settings.max_new_tokens):
             time.sleep(max(0.0, run.t0 + (i + 1) * self.period - self.clock()))   # on schedule, whatever else runs
             now = self.clock()
-            step = self._step(i, len(trace.prompt_ids) + i + 1, now - run.t0, now - prev)
+            step = self._step(trace.steps, len(trace.prompt_ids) + i + 1, now - run.t0, now - prev)
             prev = now
-            trace.steps.append(step)
             yield step
-            if run.cancelled:
-                trace.stop_reason = StopReason.CANCELLED
+            trace.stop_reason = stop_reason(step.token_id, made=i + 1, length=len(trace.prompt_ids) + i + 1,
+                                            eos=frozenset(), max_new_tokens=trace.settings.max_new_tokens,
+                                            window=None, cancelled=run.cancelled)
+            if trace.stop_reason:
                 return
-        trace.stop_reason = StopReason.LENGTH
 
-    def _step(self, i: int, seq_len: int, time_s: float, latency: float) -> Step:
-        """Step i: WORDS[i] chosen among five candidates, the KV bytes of `seq_len` tokens by the formula."""
+    def _step(self, steps: list, seq_len: int, time_s: float, latency: float) -> Step:
+        """The next of `steps`: WORDS[i] chosen among five candidates, the KV bytes of `seq_len` tokens by the
+        formula; appended to `steps`."""
+        i = len(steps)
         top = tuple(Candidate(100 + (i + j) % len(WORDS), WORDS[(i + j) % len(WORDS)], 0.5 / (j + 1), 1.0 * (j == 0))
                     for j in range(5))
-        return Step(index=i, token_id=top[0].token_id, text=top[0].text, special=False,
-                    phase=Phase.PREFILL if i == 0 else Phase.DECODE, time=time_s, latency=latency, prob=0.5,
-                    sample_prob=1.0, top=top, seq_len=seq_len, kv_bytes=self.backend.kv_shape.formula_bytes(seq_len),
-                    wall_ns=time.time_ns())
+        return new_step(steps, token_id=top[0].token_id, text=top[0].text, special=False, time=time_s,
+                        latency=latency, prob=0.5, sample_prob=1.0, top=top, seq_len=seq_len,
+                        kv_bytes=self.backend.kv_shape.formula_bytes(seq_len), wall_ns=time.time_ns())
 
 
 def main(argv: list[str]) -> None:

@@ -432,7 +432,8 @@ class ServeRow(Row):
 @dataclass(frozen=True, kw_only=True)
 class PrefixCacheRow(Row):
     """The shared-system-prompt workload on our batching without and with the prefix cache (kvmem.prefix_cache_row).
-    `without` and `with_cache`: ttft_p50_s, ttft_p95_s, output_tps."""
+    `without` and `with_cache`: ttft_p50_s, ttft_p95_s, output_tps; `with_cache` also ttft_parts_p50 (where its
+    TTFT went: kvmem.ttft_parts)."""
 
     bench: str = field(default="prefix-cache", init=False)
     backend: str
@@ -480,7 +481,7 @@ class PreemptionRow(Row):
 class ChunkSweepRow(Row):
     """A long document among chatters at each prefill chunk (kvmem.chunk_sweep_row). Each point: prefill_chunk,
     document_ttft_s, chatters_itl_p95_s, chatters_itl_p95_with_chunk_s (tokens whose interval held a prefill
-    pass), chatters_itl_p50_s."""
+    pass), chatters_itl_p50_s, document_passes (its prefill passes)."""
 
     bench: str = field(default="chunk-sweep", init=False)
     backend: str
@@ -489,6 +490,7 @@ class ChunkSweepRow(Row):
     points: list[dict]
     targets: dict[str, str]
     targets_met: dict[str, bool | None]   # first size against the last; None: a figure is missing
+    finding: str = ""                      # every size's two figures and the trend, in one sentence
 
 
 @dataclass(frozen=True, kw_only=True)

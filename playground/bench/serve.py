@@ -4,7 +4,7 @@
     python -m playground.bench serve --model tiny --requests 4   # what the test suite runs
 
 1. The default CPU backend (onnx-gguf4 for the bundled GGUF; onnx for another model), both schedulers on
-   it: one at a time, and ours (serve/continuous.py: 8 KV slots, 128-token prefill chunks).
+   it: one at a time, and ours (serve/batching.py: 8 KV slots, 128-token prefill chunks).
 2. One at a time's capacity: one short and one long request of the lesson, alone, after a warm-up,
    median of 3 rounds; the mix's service time 0.8·short + 0.2·long gives requests/s.
 3. The pinned workload: 16 requests, 80% short / 20% long, seeded Poisson arrivals at 0.8x that capacity,
@@ -37,7 +37,7 @@ from __future__ import annotations
 import statistics
 
 from ..serve import SCHEDULERS, Workload, default_classes
-from ..serve.continuous import BatchConfig
+from ..serve.batching import BatchConfig
 from ..serve.summary import percentile, served, throughput
 from .batch import CONTEXT, decode_step_ms, prefill_tps
 from .rows import ServeRow, parser, say_timed

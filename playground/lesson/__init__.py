@@ -1,9 +1,9 @@
-"""Lesson mode: the serving lesson as six live steps, each backed by numbers measured on the spot.
+"""Lesson mode: the serving lesson as seven live steps, each backed by numbers measured on the spot.
 
     lesson = Lesson(source)                      # any step source: a local Engine or a server
     result = lesson.run(3, progress, cancel)     # a StepResult: title, takeaway, numbers, figures, html
     lesson.results[3]                            # kept, so going back shows it again
-    python -m playground.lesson --out DIR        # all six into one standalone HTML handout
+    python -m playground.lesson --out DIR        # all seven into one standalone HTML handout
 
 | step | title                          | what runs (budgets sized for a 2-core machine)            |
 | 1    | It works in tokens             | the seed sentence in two tokenizers                        |
@@ -13,6 +13,8 @@
 | 4    | The KV cache                   | its growth; cache vs none; a shared prefix reused          |
 | 5    | Cost and latency scale with tokens | short vs long; a 100-page contract extrapolated         |
 | 6    | No two requests are the same   | a long and a short request through one engine              |
+| 7    | Reuse the cache, make room     | a shared system prompt without and with the prefix cache;  |
+|      |                                | chats under a KV budget smaller than they need (preemption)|
 
 Steps 3 and 4 read the run step 2 made (running it first if needed), so the lesson tells one story.
 Every takeaway is built from that step's own numbers, one finding a sentence, in about 35 words at most,
@@ -28,13 +30,13 @@ from typing import Any
 from ..measure import Progress
 from .lesson_step import RULE_OF_THUMB, SEED_SENTENCE, LessonStep, StepResult
 from .steps_run import step_decode, step_prefill, step_tokens
-from .steps_scale import step_kv_cache, step_mixed, step_scale
+from .steps_scale import MEMORY_TITLE, step_kv_cache, step_memory, step_mixed, step_scale
 from ..trace import StopReason
 
 __all__ = ["RULE_OF_THUMB", "SEED_SENTENCE", "STEPS", "Lesson", "LessonStep", "StepResult"]
 
 class Lesson:
-    """One presenter's walk through the six steps on one source; results are kept per step."""
+    """One presenter's walk through the seven steps on one source; results are kept per step."""
 
     def __init__(self, source):
         self.source = source
@@ -70,4 +72,5 @@ STEPS: dict[int, LessonStep] = {s.number: s for s in (
     LessonStep(4, "The KV cache", step_kv_cache),
     LessonStep(5, "Cost and latency scale with tokens", step_scale),
     LessonStep(6, "No two requests are the same", step_mixed),
+    LessonStep(7, MEMORY_TITLE, step_memory),
 )}

@@ -16,8 +16,8 @@ Reasoning content is kept as a Step marked `special`: shown as chips, not part o
     True
     >>> s = m.add(0.5, 0, {"choices": [{"delta": {"content": "Hi"}, "logprobs": {"content": [
     ...     {"id": 9, "token": "Hi", "logprob": 0.0, "top_logprobs": [{"id": 9, "token": "Hi", "logprob": 0.0}]}]}}]})
-    >>> s.token_id, s.text, s.phase is Phase.PREFILL, s.time, s.prob, s.seq_len, s.top[0].token_id
-    (9, 'Hi', True, 0.5, 1.0, 3, 9)
+    >>> s.token_id, s.text, s.phase, s.time, s.prob, s.seq_len, s.top[0].token_id
+    (9, 'Hi', <Phase.PREFILL: 'prefill'>, 0.5, 1.0, 3, 9)
 
 Left out: several choices per request (n > 1): only the first choice is read.
 """
@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-from ..trace import Candidate, Phase, Step, StopReason
+from ..next_token import new_step
+from ..trace import Candidate, Step, StopReason
 
 STOP_REASONS = {"stop": StopReason.EOS, "length": StopReason.LENGTH}   # finish_reason -> the engine's stop reasons
 
@@ -114,12 +115,11 @@ class EventSteps:
         self.with_logprobs += bool(entries)
         self.entries += entries
         one = entries[0] if len(entries) == 1 else TokenEntry(None, "", None, None)
-        index = len(self.steps)
-        step = Step(index=index, token_id=one.token_id, text=reasoning + content, special=bool(reasoning) and not content,
-                    phase=Phase.PREFILL if index == 0 else Phase.DECODE, time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, sample_prob=None,
-                    top=one.top, seq_len=self.prompt_len + self.counted - 1 if self.exact_prompt else None, kv_bytes=None, wall_ns=wall_ns, tokens=tokens)
+        step = new_step(self.steps, token_id=one.token_id, text=reasoning + content, special=bool(reasoning) and not content,
+                        time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, top=one.top,
+                        seq_len=self.prompt_len + self.counted - 1 if self.exact_prompt else None, wall_ns=wall_ns,
+                        tokens=tokens)
         self.t_prev = arrived
-        self.steps.append(step)
         return step
 
     def stop_reason(self) -> StopReason | str | None:

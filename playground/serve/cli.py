@@ -4,6 +4,7 @@
         --scheduler batching --compare one-at-a-time --backend onnx --out results/serve
     python -m playground.serve --sweep batch --scheduler batching --out results/sweep
     python -m playground.serve --sweep rate --rates 0.25,0.5,1 --ttft-slo 2 --tpot-slo 0.2 --out …
+    python -m playground.serve --sweep chunk --chunks 32,128,512 --out …   # a long document among chatters
     python -m playground.serve --workload results/serve/workload.json --scheduler … --out …  # replay
     python -m playground.serve --preset "shared system prompt" --out results/prefix   # A and B differ by one setting
     python -m playground.serve --url http://127.0.0.1:8080/v1 --scheduler concurrent \
@@ -30,7 +31,8 @@ from pathlib import Path
 from ..config import GenerationSettings
 from .registry import SCHEDULERS, Needs
 from .slots import BatchConfig
-from .presets import PRESETS
+from .presets import INTERFERENCE, PRESETS
+from .sweeps import CHUNK_SIZES
 from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
 from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
 
@@ -66,10 +68,12 @@ def parse_args(argv):
                    help="batching-torch: KV blocks (default: the workload at once)")
     p.add_argument("--manager-scheduler", choices=("fifo", "prefill_first"), default="fifo")
     p.add_argument("--max-total-tokens", type=int, default=MAX_WORKLOAD_TOKENS)
-    p.add_argument("--sweep", choices=("batch", "rate"), default=None)
+    p.add_argument("--sweep", choices=("batch", "rate", "chunk"), default=None)
     p.add_argument("--sizes", default="1,2,4,8,16", help="batch sweep: concurrent requests")
     p.add_argument("--new-tokens", type=int, default=64, help="batch sweep: tokens each request decodes")
     p.add_argument("--rates", default="0.25,0.5,1,2", help="rate sweep: requests/s")
+    p.add_argument("--chunks", default=",".join(map(str, CHUNK_SIZES)),
+                   help="chunk sweep: prefill chunks (our batching on the preset \"a long document among chatters\")")
     p.add_argument("--ttft-slo", type=float, default=None, help="seconds")
     p.add_argument("--tpot-slo", type=float, default=None, help="seconds")
     return p.parse_args(argv)
@@ -95,7 +99,7 @@ def make_scheduler(name: str, args, sources: dict):
 
 def batching_options(args) -> dict:
     """The batching schedulers' options (each create takes the ones it uses)."""
-    from .batching import PoolConfig
+    from .batching_torch import PoolConfig
     return {"batch": BatchConfig(args.slots, args.prefill_chunk, args.prefix_cache, args.kv_budget),
             "pool": PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
                                scheduler=args.manager_scheduler)}
@@ -158,17 +162,26 @@ def main(argv=None) -> int:
     schedulers = [make_scheduler(n, args, sources) for n in names]
     first = schedulers[0].source
     if args.sweep:
-        from .sweeps import run_batch_sweep, run_rate_sweep
+        from .sweeps import chunk_sentence, run_batch_sweep, run_chunk_sweep, run_rate_sweep
         sweeps = []
         for s in schedulers:
-            work = (lambda s=s: run_batch_sweep(s, [int(x) for x in args.sizes.split(",")], args.new_tokens,
-                                                progress=say(s.name), cancel=cancel)) if args.sweep == "batch" else (
-                lambda s=s: run_rate_sweep(s, build_workload(args, first), [float(x) for x in args.rates.split(",")],
-                                           args.ttft_slo, args.tpot_slo, say(s.name), cancel))
+            if args.sweep == "chunk" and s.name != "batching":
+                raise SystemExit("--sweep chunk runs our batching: --scheduler batching (an ONNX --backend)")
+            work = {"batch": lambda s=s: run_batch_sweep(s, [int(x) for x in args.sizes.split(",")], args.new_tokens,
+                                                         progress=say(s.name), cancel=cancel),
+                    "rate": lambda s=s: run_rate_sweep(s, build_workload(args, first),
+                                                       [float(x) for x in args.rates.split(",")], args.ttft_slo,
+                                                       args.tpot_slo, say(s.name), cancel),
+                    "chunk": lambda s=s: run_chunk_sweep(
+                        lambda c: SCHEDULERS["batching"].create(s.source, batch=replace(s.config, prefill_chunk=c)),
+                        interference_workload(args, s.source),
+                        [int(x) for x in args.chunks.split(",")], say(s.name), cancel)}[args.sweep]
             sweep, stopped = in_background(work, cancel)
             sweeps.append(sweep)
             (args.out / f"sweep-{args.sweep}-{s.name}.json").write_text(json.dumps(sweep.to_dict(), indent=1))
             print(json.dumps({"sweep": args.sweep, "scheduler": s.name, "points": sweep.to_dict()["points"]}))
+            if args.sweep == "chunk":
+                print(chunk_sentence(sweep.points))
             if stopped:
                 break
         (args.out / "serve.html").write_text(html_report([], sweeps, f"{args.sweep} sweep"), encoding="utf-8")
@@ -199,6 +212,13 @@ def run_and_write(args, named, workload, cancel) -> list:
         if stopped:
             break
     return results
+
+
+def interference_workload(args, source) -> Workload:
+    """The chunk sweep's workload: the preset "a long document among chatters" (--requests, --rate, --seed)."""
+    preset = PRESETS[INTERFERENCE]
+    return preset.build(source, args.requests or preset.requests, preset.rate if args.rate is None else args.rate,
+                        args.seed)
 
 
 def run_preset(args, sources, cancel) -> int:

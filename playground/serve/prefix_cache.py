@@ -11,7 +11,7 @@ As vLLM's automatic prefix caching and nano-vLLM's block manager: a prompt is cu
 positions, and block i is named by a hash of its tokens *and block i-1's hash*, so a block is found only
 after the very same tokens from position 0 (attention makes a position's K and V depend on every earlier
 token: the same words after another system prompt have other KV). A lookup walks the prompt's hashes
-until the first miss; that many blocks are copied into the request's KV slot (continuous.py) and only the
+until the first miss; that many blocks are copied into the request's KV slot (batching.py) and only the
 rest is prefilled. At least one prompt token is always left to compute: its logits give the first token.
 
 The cache has a budget in blocks. A block a running request holds (`refs` > 0) is never evicted; one no

@@ -35,6 +35,7 @@ from .summary import percentile, served, throughput
 from .workload import Request, Workload, arrival_times, check_count
 
 CACHE_POSITIONS = 8192   # the presets' prefix cache: 512 blocks of 16 positions
+INTERFERENCE = "a long document among chatters"   # the preset the prefill-chunk sweep runs (serve/sweeps.py)
 
 SYSTEM = ("You are the guide of a small lighthouse museum. Answer each visitor's question in one or two "
           "sentences, kindly, using only the notes below; when the notes do not say, say so.\n\nNotes:\n")

@@ -58,7 +58,7 @@ def run_section(result, figures, include_js: list[bool]) -> str:
 
 def html_report(results, sweeps=(), title: str = "Serving a workload") -> str:
     from ..charts.serve import plot_batches, plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput
-    from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
+    from ..charts.serve_sweeps import TITLES, plot_sweep
     js = [False]
     body = [f"<h1>{html.escape(title)}</h1>"]
     if len(results) == 2 and results[0].workload == results[1].workload:
@@ -67,8 +67,8 @@ def html_report(results, sweeps=(), title: str = "Serving a workload") -> str:
         body.append(run_section(result, [plot_gantt(result), plot_throughput(result), plot_kv_in_use(result),
                                          plot_kv_map(result), plot_batches(result)], js))
     for sweep in sweeps:
-        fig = plot_batch_sweep(sweep) if sweep.kind == "batch" else plot_rate_sweep(sweep)
-        body.append(f"<h2>{'Batch-size' if sweep.kind == 'batch' else 'Rate'} sweep</h2>")
+        fig = plot_sweep(sweep)
+        body.append(f"<h2>{TITLES[sweep.kind]}</h2>")
         body.append(fig.to_html(full_html=False, include_plotlyjs="inline" if not js[0] else False))
         js[0] = True
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

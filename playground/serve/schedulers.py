@@ -1,6 +1,8 @@
-"""Schedulers: the shared harness, and one at a time (first come, first served). The registry: registry.py.
+"""The harness every scheduler shares: the Scheduler base, its clock, and the helpers that start, drive and end
+requests. The schedulers: one_at_a_time.py, batching.py (ours), batching_torch.py, concurrent.py; the registry:
+registry.py.
 
-    scheduler = OneAtATime(source)                              # any StepSource (a local Engine, a server)
+    scheduler = SCHEDULERS["one-at-a-time"].create(source)     # any Scheduler subclass
     result = scheduler.prepare(workload)                        # the live record (a UI draws it while it grows)
     scheduler.run(workload, progress, cancel, result)           # returns it, every request ended
 
@@ -8,7 +10,7 @@ Every scheduler releases each request at its arrival time on one perf_counter cl
 admits it, and keeps the Steps its source made (records.py). Cancel (a threading.Event) stops the
 running request(s) within one step; requests not yet started end as StopReason.CANCELLED.
 
-Left out: priorities; preemption is the batching schedulers' own (continuous.py under a KV budget; transformers'
+Left out: priorities; preemption is the batching schedulers' own (batching.py under a KV budget; transformers'
 manager decides for itself).
 """
 from __future__ import annotations
@@ -132,31 +134,3 @@ class Scheduler:
 
     def _run(self, result: WorkloadResult, clock: Clock, report: Progress) -> None:
         raise NotImplementedError
-
-
-class OneAtATime(Scheduler):
-    """First come first served: the next request starts when the last one ends (what Generate does, queued)."""
-    name, label = "one-at-a-time", "one at a time (first come, first served)"
-
-    def _run(self, result, clock, report):
-        if self.source.capabilities.kv_bytes:
-            result.kv_unit, result.kv_note = "bytes", "measured KV-cache bytes of the running request"
-        for record in sorted(result.records, key=lambda r: r.arrival):
-            if not clock.wait_until(record.arrival, report.event):
-                return
-            record.admitted = clock.now()
-            try:
-                run = start_run(self.source, record.request)
-            except Exception as exc:  # noqa: BLE001 - a bad request ends in error; the others still run
-                fail(record, clock, exc)
-                continue
-            record.prompt_tokens = len(run.trace.prompt_ids)
-            drive(record, run, clock, report.event, lambda rec, step: self._step(result, rec, step, report))
-            if result.kv_unit:
-                result.kv.append((record.finished, 0))   # its cache is released with the request
-
-    @staticmethod
-    def _step(result, record, step, report):
-        if step.kv_bytes is not None and result.kv_unit:
-            result.kv.append((record.admitted + step.time, step.kv_bytes))
-        report(*progress_line(result))

@@ -4,6 +4,8 @@
     [(p.concurrency, p.per_request_tps, p.total_tps) for p in sweep.points]   # each slows, the total rises
     curve = run_rate_sweep(scheduler, workload, rates=[0.5, 1, 2], ttft_slo=1.0, tpot_slo=0.2)
     [(p.rate, p.output_tps, p.ttft_p95, p.goodput_rps) for p in curve.points]  # the latency-throughput curve
+    chunks = run_chunk_sweep(lambda c: batching_at(c), interference_workload, sizes=(32, 64, 128, 256, 512))
+    [(p.prefill_chunk, p.document_ttft, p.itl_p95) for p in chunks.points]    # TTFT falls, ITL p95 rises
 
 Batch-size sweep: `b` copies of one request, all at once, EOS ignored (every request decodes exactly
 `new_tokens`). Per request: the median of each request's own decode tok/s ((N-1)/(tN-t1)) and the
@@ -16,6 +18,20 @@ so the total rises while each request slows.
 Rate sweep: the same requests (classes, order) with Poisson arrivals redrawn at each rate; per rate the
 throughput, p50/p95 TTFT and TPOT, and goodput: requests/s that finished within both SLOs.
 
+Chunk sweep (Sarathi-Serve's trade-off): one workload with a long prompt among decoding requests (the
+"a long document among chatters" preset, serve/presets.py) on our batching at each prefill chunk. Per size
+the long prompt's TTFT (its prefill takes fewer iterations as the chunk grows) and the decoding requests'
+inter-token latency p95 (each iteration that carries a chunk holds their next token for longer), with the
+p95 of only the tokens whose interval held a prefill pass. `chunk_trend` reads the two targets off the
+points: the TTFT falls and the ITL p95 rises from the smallest chunk to the largest (and the ITL p95 of the
+tokens that waited for a chunk, which sees each stall however few tokens it holds up).
+
+    >>> pts = [ChunkPoint(32, 2.0, 0.05, 0.06, 0.04, 28), ChunkPoint(512, 1.2, 0.11, 0.2, 0.04, 2)]
+    >>> chunk_trend(pts)
+    {'document_ttft_falls': True, 'itl_p95_rises': True, 'itl_p95_with_chunk_rises': True}
+    >>> print(chunk_sentence(pts))
+    Prefill chunk 32: the long prompt's TTFT 2.00 s, the decoding requests' ITL p95 50 ms; 512: 1.20 s, 110 ms. From 32 to 512 the TTFT fell (0.60×), the ITL p95 rose (2.20×) and that of the tokens that waited for a chunk rose (3.33×).
+
 Left out: warm-up runs between points (the first point pays any first-call cost; it is labelled).
 """
 from __future__ import annotations
@@ -25,11 +41,14 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from ..measure import Progress, ProgressFn
+from ..charts.serve import decode_itl
 from ..prompts import SHORT_QUESTION
 from .summary import goodput, percentile, served, throughput
 from .workload import RequestClass, Workload
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
+CHUNK_SIZES = (32, 64, 128, 256, 512)
+LONG_CLASS = "document"   # the interference workload's long prompt (serve/presets.py)
 
 
 @dataclass
@@ -55,6 +74,16 @@ class RatePoint:
     goodput_rps: float | None       # requests/s that met both SLOs
     met: int
     of: int
+
+
+@dataclass
+class ChunkPoint:
+    prefill_chunk: int              # prompt tokens read per iteration
+    document_ttft: float | None     # the long prompt's TTFT (s)
+    itl_p95: float | None           # the decoding requests' inter-token latency p95 (s), every decode step
+    itl_p95_with_chunk: float | None  # the same, of the steps whose interval held a prefill pass
+    itl_p50: float | None
+    document_passes: int            # the long prompt's prefill passes
 
 
 @dataclass
@@ -135,3 +164,88 @@ def run_rate_sweep(scheduler, workload: Workload, rates, ttft_slo: float | None 
                                       good["of"]))
     sweep.cancelled, sweep.elapsed = report.cancelled, report.elapsed()
     return sweep
+
+
+def run_chunk_sweep(scheduler_at, workload: Workload, sizes=CHUNK_SIZES, progress: ProgressFn | None = None,
+                    cancel: threading.Event | None = None, live: list | None = None) -> Sweep:
+    """`workload` (a long prompt of class LONG_CLASS among decoding requests) on `scheduler_at(chunk)`, our
+    batching at each prefill chunk in `sizes`."""
+    sizes = sorted({int(x) for x in sizes})
+    if not sizes or not all(1 <= x <= 4096 for x in sizes):
+        raise ValueError("a chunk sweep needs prefill chunks between 1 and 4096 tokens, e.g. 32,64,128,256,512")
+    if not any(r.cls == LONG_CLASS for r in workload.requests):
+        raise ValueError(f"a chunk sweep's workload needs a long prompt of class {LONG_CLASS!r} among its requests")
+    report = Progress(progress, cancel)
+    first = scheduler_at(sizes[0])
+    sweep = Sweep("chunk", first.name, first.source.info.describe(),
+                  {"sizes": sizes, "requests": len(workload.requests), "long_class": LONG_CLASS})
+    if live is not None:
+        live.append(sweep)
+    for k, size in enumerate(sizes):
+        if report.cancelled:
+            break
+        scheduler = first if k == 0 else scheduler_at(size)
+        result = scheduler.run(workload, lambda f, m: report((k + f) / len(sizes), f"chunk {size}: {m}"), cancel)
+        if result.cancelled:
+            break
+        sweep.points.append(chunk_point(result, size))
+    sweep.cancelled, sweep.elapsed = report.cancelled, report.elapsed()
+    return sweep
+
+
+def chunk_point(result, size: int) -> ChunkPoint:
+    """One point of a chunk sweep from a finished run: the long prompt's TTFT, the others' decode ITL."""
+    itl = [(latency, carried) for _, latency, carried, cls, _ in decode_itl(result) if cls != LONG_CLASS]
+    longs = [r for r in served(result) if r.request.cls == LONG_CLASS]
+    return ChunkPoint(size, percentile([r.ttft for r in longs], 50), percentile([x for x, _ in itl], 95),
+                      percentile([x for x, c in itl if c], 95), percentile([x for x, _ in itl], 50),
+                      sum(len(r.chunks) for r in result.records if r.request.cls == LONG_CLASS))
+
+
+def chunk_trend(points) -> dict[str, bool | None]:
+    """The chunk sweep's targets, smallest chunk against largest: the long prompt's TTFT falls, the decoding requests'
+    ITL p95 rises, and so does the ITL p95 of their tokens that waited for a chunk (None: fewer than two points, or a
+    figure missing). The p95 over every token can fall with a large chunk although each stall grows: fewer passes
+    hold up fewer tokens, and when they are under 5% of all the p95 no longer sees them."""
+    pts = sorted(points, key=lambda p: p.prefill_chunk)
+    if len(pts) < 2:
+        return dict.fromkeys(TRENDS)
+    a, b = pts[0], pts[-1]
+    out = {}
+    for key, (attr, rises) in TRENDS.items():
+        x, y = getattr(a, attr), getattr(b, attr)
+        out[key] = None if x is None or y is None else (y > x if rises else y < x)
+    return out
+
+
+TRENDS = {"document_ttft_falls": ("document_ttft", False), "itl_p95_rises": ("itl_p95", True),
+          "itl_p95_with_chunk_rises": ("itl_p95_with_chunk", True)}   # key: (ChunkPoint field, whether it should rise)
+
+
+def chunk_sentence(points) -> str:
+    """The chunk sweep in words, every figure from its points."""
+    pts = sorted(points, key=lambda p: p.prefill_chunk)
+    if not pts:
+        return "No chunk size was measured."
+
+    def s(x, scale=1.0, fmt=".2f", unit=" s"):
+        return "missing" if x is None else f"{x * scale:{fmt}}{unit}"
+    head, rest = pts[0], pts[1:]
+    parts = [f"Prefill chunk {head.prefill_chunk}: the long prompt's TTFT {s(head.document_ttft)}, the decoding "
+             f"requests' ITL p95 {s(head.itl_p95, 1e3, '.0f', ' ms')}"]
+    parts += [f"{p.prefill_chunk}: {s(p.document_ttft)}, {s(p.itl_p95, 1e3, '.0f', ' ms')}" for p in rest]
+    text = "; ".join(parts) + "."
+    if rest:
+        a, b, trend = head, pts[-1], chunk_trend(pts)
+        said = []
+        for key, name, verbs in (("document_ttft_falls", "the TTFT", ("fell", "did not fall")),
+                                 ("itl_p95_rises", "the ITL p95", ("rose", "did not rise")),
+                                 ("itl_p95_with_chunk_rises", "that of the tokens that waited for a chunk",
+                                  ("rose", "did not rise"))):
+            x, y = getattr(a, TRENDS[key][0]), getattr(b, TRENDS[key][0])
+            if trend[key] is not None:
+                said.append(f"{name} {verbs[0] if trend[key] else verbs[1]}" + (f" ({y / x:.2f}×)" if x else ""))
+        if said:
+            text += f" From {a.prefill_chunk} to {b.prefill_chunk} " + ", ".join(said[:-1]) + \
+                (" and " if len(said) > 1 else "") + said[-1] + "."
+    return text

@@ -49,8 +49,8 @@ PRESENT_CSS = (
     "body.present #lesson-replay-caption { margin: 0 !important; }\n"
     "body.present #lesson-replay-button { padding-top: 0; padding-bottom: 0; }\n"
     # a chart's Gradio label floats over its figure's top-left corner, where the enlarged title now reaches;
-    # the figure's own title and subtitle name it
-    "body.present .block:has(.js-plotly-plot) > label[data-testid='block-label'] { display: none !important; }\n"
+    # the figure's own title and subtitle name it (a figure without a title keeps its label)
+    "body.present .block:has(.js-plotly-plot .gtitle) > label[data-testid='block-label'] { display: none !important; }\n"
 )
 
 

@@ -17,6 +17,7 @@ from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
+from ..serve.sweeps import CHUNK_SIZES
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
@@ -103,6 +104,7 @@ class SweepForm:
     requests: float
     ttft: float
     tpot: float
+    chunks: str = ",".join(map(str, CHUNK_SIZES))   # the prefill-chunk sweep's sizes (our batching)
 
 
 def scheduler_dropdown(label: str, value: str, none: bool = False, **kw) -> gr.Dropdown:
@@ -140,11 +142,16 @@ def _columns(out):
 
 
 def _sweeps(registry, out, form):
-    with gr.Accordion("Sweeps: batch size (concurrent decodes) and arrival rate (latency vs throughput)", open=False):
+    with gr.Accordion("Sweeps: batch size (concurrent decodes), arrival rate (latency vs throughput), prefill chunk "
+                      "(TTFT vs ITL)", open=False, elem_id="serve-sweeps"):
         caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored): each request slows, the total "
-                "rises. Rate: the lesson's mix at each rate (Poisson), with goodput under your SLO.")
+                "rises. Rate: the lesson's mix at each rate (Poisson), with goodput under your SLO. Prefill chunk: "
+                "the preset \"a long document among chatters\" on our batching at each chunk size: a larger chunk "
+                "reads the document in fewer iterations (its TTFT falls) but holds every decoding request's next "
+                "token for longer (their ITL p95 rises).")
         with gr.Row():
-            form.kind = gr.Radio([("batch size", "batch"), ("arrival rate", "rate")], value="batch", label="Sweep")
+            form.kind = gr.Radio([("batch size", "batch"), ("arrival rate", "rate"), ("prefill chunk", "chunk")],
+                                 value="batch", label="Sweep", elem_id="serve-sweep-kind")
             form.scheduler = scheduler_dropdown("Scheduler", default_batching(registry))
             form.source = backend_dropdown(registry, "Source (one at a time, concurrent)")
         with gr.Row():
@@ -156,6 +163,8 @@ def _sweeps(registry, out, form):
                                   minimum=0)   # the same SLO as the tab's goodput (one source: DEFAULT_SLO)
             form.tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-sweep-slo-tpot",
                                   minimum=0)
+            form.chunks = gr.Textbox(SweepForm.chunks, label="Prefill chunks (prompt tokens per iteration)",
+                                     elem_id="serve-sweep-chunks")
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,

@@ -4,7 +4,8 @@ Edit the workload (how many requests, the two classes' prompts, budgets and shar
 pick scheduler A (and B for the same workload replayed), Run: the workload runs in a worker thread
 holding the machine alone (machine_gate.py) while the handler redraws the Gantt charts, tables and the
 lesson sentences about once a second (serve_views.py). Stop cancels every request within one step.
-Sweeps (batch size, arrival rate with an SLO) run from the accordion below with the same gate.
+Sweeps (batch size, arrival rate with an SLO, prefill chunk on the interference preset) run from the accordion
+below with the same gate.
 Below the sweeps, what a token costs on this machine (serve/cost.py): a price per hour over the output tokens
 per hour measured by the batch-size sweep and the Generate tab's runs.
 API names: /serve, /serve_stop, /serve_sweep, /token_cost.
@@ -21,10 +22,10 @@ import gradio as gr
 
 from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
 from ..serve.registry import Needs
-from ..serve.batching import PoolConfig
-from ..serve.continuous import BatchConfig
-from ..serve.presets import CACHE_POSITIONS, PRESETS
-from ..serve.sweeps import run_batch_sweep, run_rate_sweep
+from ..serve.batching_torch import PoolConfig
+from ..serve.batching import BatchConfig
+from ..serve.presets import CACHE_POSITIONS, INTERFERENCE, PRESETS
+from ..serve.sweeps import run_batch_sweep, run_chunk_sweep, run_rate_sweep
 from ..config import GenerationSettings
 from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
@@ -104,6 +105,26 @@ def sweep_mix(requests) -> WorkloadForm:
                         short_share=0.8, long_prompt=SUMMARIZE + long_document(), long_tokens=48, long_share=0.2)
 
 
+def chunk_sweep_input(scheduler, text) -> tuple[list[int], Workload]:
+    """The prefill-chunk sweep's sizes (from "32,64,…") and its workload: the preset "a long document among
+    chatters" on the scheduler's source, with its own request count and arrivals; ValueError in words."""
+    try:
+        chunks = sorted({int(x) for x in str(text).split(",") if x.strip()})
+    except ValueError:
+        chunks = []
+    if not chunks or not all(16 <= x <= 4096 for x in chunks):
+        raise ValueError("prefill chunks must be whole numbers between 16 and 4096, e.g. 32,64,128,256,512")
+    preset, engine = PRESETS[INTERFERENCE], scheduler.source
+    workload = preset.build(engine, preset.requests, preset.rate, 0)
+    check_tokens(workload, lambda p: len(engine.prompt_ids(p, GenerationSettings())[1]))
+    return chunks, workload
+
+
+def replace_chunk(scheduler, chunk: int):
+    """Our batching as `scheduler` is, reading `chunk` prompt tokens per iteration."""
+    return SCHEDULERS["batching"].create(scheduler.source, batch=replace(scheduler.config, prefill_chunk=chunk))
+
+
 BUSY = "the machine stayed busy for a minute (another workload or other runs); try again"
 
 
@@ -181,18 +202,23 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
 
     def sweep(values: dict):
         f, job = read_form(SweepForm, forms.sweep, values), values[forms.job]
-        yield from prepare(job, [source_for(f.scheduler, f.source)])
+        chunked = f.kind == "chunk"   # the prefill-chunk sweep runs our batching, whichever scheduler is picked
+        name = "batching" if chunked else f.scheduler
+        yield from prepare(job, [source_for(name, f.source)])
         if job.running():
             return
-        scheduler, msg = make_scheduler(registry, f.scheduler, f.source, {"batch": BatchConfig(), "pool": PoolConfig()})
+        scheduler, msg = make_scheduler(registry, name, f.source, {"batch": BatchConfig(), "pool": PoolConfig()})
         try:
             if msg:
                 raise ValueError(msg)
-            sizes = [int(x) for x in str(f.sizes).split(",") if x.strip()]
-            if not sizes or not all(1 <= x <= MAX_REQUESTS for x in sizes):
-                raise ValueError(f"batch sizes must be whole numbers between 1 and {MAX_REQUESTS}, e.g. 1,2,4,8,16")
-            rates = [float(x) for x in str(f.rates).split(",") if x.strip()]
-            base = build_workload(scheduler, sweep_mix(f.requests))
+            if chunked:
+                chunks, base = chunk_sweep_input(scheduler, f.chunks)
+            else:
+                sizes = [int(x) for x in str(f.sizes).split(",") if x.strip()]
+                if not sizes or not all(1 <= x <= MAX_REQUESTS for x in sizes):
+                    raise ValueError(f"batch sizes must be whole numbers between 1 and {MAX_REQUESTS}, e.g. 1,2,4,8,16")
+                rates = [float(x) for x in str(f.rates).split(",") if x.strip()]
+                base = build_workload(scheduler, sweep_mix(f.requests))
         except ValueError as exc:
             yield {out.status: warn(str(exc))}
             return
@@ -211,6 +237,9 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
                     ceilings = machine_ceilings(cancel=job.cancel)
                     if not ceilings.cancelled:
                         job.roofline = sweep_roofline(sweep, scheduler.source, ceilings)
+            elif chunked:
+                at = lambda c: replace_chunk(scheduler, c)   # noqa: E731
+                run_chunk_sweep(at, base, chunks, progress=job.report, cancel=job.cancel, live=job.sweeps)
             else:
                 run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
         job.run(work, gate)

@@ -17,11 +17,12 @@ import gradio as gr
 
 from ..charts.serve import (plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows,
                             shared_range)
-from ..charts.serve_sweeps import plot_batch_sweep, plot_rate_sweep
+from ..charts.serve_sweeps import plot_sweep
 from ..api.record import endpoint_text
 from ..serve import compare, lesson
 from ..serve.report import html_report
 from ..serve.summary import class_stats, goodput, pool_text
+from ..serve.sweeps import chunk_sentence
 from ..serve.schedulers import progress_line
 from ..trace import StopReason
 from .common import error_html
@@ -159,9 +160,12 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
         counts = Counter((x.status, x.reason) for x in refusals)
         line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
             f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
-    gantt, kv_map = plot_gantt(result, result.now()), plot_kv_map(result)
+    x_range = shared_range([result])   # the Gantt and the map on one time axis
+    gantt, kv_map = plot_gantt(result, result.now(), x_range), plot_kv_map(result)
     for fig in (gantt, kv_map):
         fig.update_xaxes(title_text=WATCH_AXIS)
+        if x_range is not None:
+            fig.update_xaxes(range=x_range, autorange=False)
     if refusals:   # a row per HTTP status, a cross per refused request
         statuses = sorted({x.status for x in refusals})
         rows = list(gantt.layout.yaxis.categoryarray or ()) + [f"{REFUSED_ROW} {s}" for s in statuses]
@@ -196,11 +200,13 @@ def sweep_view(job, out, final: bool = False) -> dict:
     updates = {out.status: error_html(job.error) if job.error else f"⏳ {html.escape(job.message)}"}
     if job.sweeps:
         sweep = job.sweeps[-1]
-        updates[out.sweep_plot] = plot_batch_sweep(sweep) if sweep.kind == "batch" else plot_rate_sweep(sweep)
+        updates[out.sweep_plot] = plot_sweep(sweep)
         if final and job.roofline is not None:
             updates[out.sweep_roofline] = gr.update(value=job.roofline, visible=True)
         if final:
             updates[out.status] = "cancelled: partial sweep" if sweep.cancelled else f"sweep done in {sweep.elapsed:.0f} s"
+            if sweep.kind == "chunk":   # the trade-off in the sweep's own numbers
+                updates[out.status] += f"<br>{html.escape(chunk_sentence(sweep.points))}"
             updates[out.download] = job.exports.write({f"sweep-{sweep.kind}.json": json.dumps(sweep.to_dict()),
                                                        "sweep-report.html": html_report([], [sweep], "Sweep")})
     return updates

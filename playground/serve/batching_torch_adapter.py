@@ -7,7 +7,7 @@ schedulers, chunked prefill) does the scheduling and the forward passes. What is
    (`get_device_and_memory_breakdown` gives total None on CPU, and the subtraction raises TypeError,
    even when `num_blocks` and `max_batch_tokens` are given, since it still checks the footprint).
    `patch_cpu_memory_sizing()` answers from psutil (available RAM) when there is no accelerator total;
-   on CUDA the library's own answer stands. The pool is then sized explicitly (batching.py).
+   on CUDA the library's own answer stands. The pool is then sized explicitly (batching_torch.py).
 2. Timestamps where tokens are made. `TimedRequestState` (a RequestState) reports, on an event
    queue, each status change (admission = leaving PENDING) and each token the moment
    `update_batch` hands it over, right after the batch's one device sync, in the manager's thread.
@@ -41,7 +41,7 @@ from transformers.generation.continuous_batching.continuous_api import Continuou
 from transformers.generation.continuous_batching.requests import (RequestState, RequestStatus,
                                                                   get_device_and_memory_breakdown)
 from transformers.generation.continuous_batching.requests import logger as cb_logger
-from ..trace import StopReason
+from ..next_token import stop_reason
 
 PREFILLING = (RequestStatus.PREFILLING, RequestStatus.PREFILLING_SPLIT)
 IDLE_WAIT = 0.02   # seconds the idle manager waits on its input queue
@@ -95,8 +95,8 @@ class TimedRequestState(RequestState):
             return False
         now, wall_ns = time.perf_counter(), time.time_ns()
         self.static_outputs.append(token_id)
-        reason = (StopReason.EOS if token_id in self.eos_ids else StopReason.LENGTH if len(self.static_outputs) >= self.max_new_tokens
-                  else StopReason.CONTEXT if self.position_offset + 1 >= self.context_window else None)
+        reason = stop_reason(token_id, made=len(self.static_outputs), length=self.position_offset + 1,
+                             eos=self.eos_ids, max_new_tokens=self.max_new_tokens, window=self.context_window)
         self.events.put(("token", self, token_id, now, wall_ns, reason))
         if reason:
             self.status = RequestStatus.FINISHED
