@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from playground.api import ApiConfig, ApiService
-from tests.test_openai_api import KEY, Served
+from tests.api.test_openai_api import KEY, Served
 
-GUIDELLM = Path(__file__).resolve().parents[1] / ".venv-guidellm" / "bin" / "guidellm"
+GUIDELLM = Path(__file__).resolve().parents[2] / ".venv-guidellm" / "bin" / "guidellm"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 REQUESTS = 4
 

@@ -405,7 +405,7 @@ def test_the_app_started_with_the_flag_serves_the_endpoint_beside_the_page(tmp_p
     log = tmp_path / "app.log"
     with open(log, "w") as out:
         app = subprocess.Popen([sys.executable, "app.py", "--model", "tiny", "--backend", "onnx", "--openai-api",
-                                "--port", str(port)], cwd=Path(__file__).resolve().parents[1], env=env,
+                                "--port", str(port)], cwd=Path(__file__).resolve().parents[2], env=env,
                                stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -60,7 +60,7 @@ def test_lesson_step_seven_fits_1024x768_in_presenter_mode_with_its_numbers(onnx
     """Step 7 on our batching (the tiny model on ONNX Runtime), opened by a deep link on a projector: heading,
     takeaway (the prefix cache's TTFT, the preemptions) and first chart on one screen, text >= 20 px, chart text
     >= 18 px."""
-    from tests.test_browser_room import FONTS, ON_ONE_SCREEN, WHERE, enlarged
+    from tests.ui.test_browser_room import FONTS, ON_ONE_SCREEN, WHERE, enlarged
     page = onnx_page.context.browser.new_page(viewport={"width": 1024, "height": 768})
     try:
         page.goto(onnx_page.url.split("?")[0] + "?present=1&lesson=7")

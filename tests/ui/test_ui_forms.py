@@ -23,7 +23,7 @@ from playground.ui.machine_gate import MachineGate, gate_cpu_events
 from playground.ui.serve_layout import ServeForm, SweepForm
 from tests.helpers import generate_form
 
-UI = Path(__file__).resolve().parents[1] / "playground" / "ui"
+UI = Path(__file__).resolve().parents[2] / "playground" / "ui"
 MAX_POSITIONAL = 6
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.browser import open_page
 from tests.helpers import require_browser
-from tests.test_browser_options import Watched, app_with
+from tests.ui.test_browser_options import Watched, app_with
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from playground.bench.aiperf import Pair, Timing, compare, match, overhead_targe
 from playground.config import GenerationSettings
 from playground.trace import Step, Trace
 
-EXPORT = Path(__file__).parent / "data" / "aiperf_profile_export.jsonl"
+EXPORT = Path(__file__).resolve().parents[1] / "data" / "aiperf_profile_export.jsonl"
 WARMUP_ID = "79d4129c-c440-4950-a08d-442d8362c79b"
 IDS = ["285ca4c3-c1bf-4417-a5de-a45bdcbeff6f", "562a0117-17d6-4e02-83ba-8bfd2339bb5c",
        "9d15c54d-7569-4790-91c9-c00d1f8c70f2"]
@@ -127,7 +127,7 @@ def test_without_aiperf_the_row_says_so_and_does_not_fail(tmp_path, monkeypatch)
 def test_the_bench_looks_for_aiperf_where_make_aiperf_puts_it(monkeypatch):
     """The venv `make aiperf` makes (the Makefile's AIPERF_VENV, from the repository root) is the bench's."""
     import re
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     venv = re.search(r"^AIPERF_VENV\s*:=\s*(\S+)", (root / "Makefile").read_text(), re.M).group(1)
     assert aiperf.AIPERF_VENV == root / venv
     monkeypatch.delenv("PLAYGROUND_AIPERF", raising=False)

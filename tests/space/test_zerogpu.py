@@ -261,7 +261,7 @@ def test_generate_streams_from_the_worker_and_says_what_it_cost(zero_app):
 
 @pytest.mark.slow
 def test_compare_experiments_lesson_and_serve_run_their_gpu_path(zero_app):
-    from tests.test_serve_ui import serve_args
+    from tests.serve.test_serve_ui import serve_args
 
     double, client, _ = zero_app
     before = len(double.calls)

@@ -16,7 +16,7 @@ import pytest
 from playground.api import ApiConfig, ApiLimits, ApiService, api_routes
 from playground.api.limits import Guard
 from playground.api.routes import MAX_JSON_DEPTH
-from tests.test_openai_api import KEY, QUESTION, Served, settle
+from tests.api.test_openai_api import KEY, QUESTION, Served, settle
 
 AUTH = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
 CHAT = "/v1/chat/completions"

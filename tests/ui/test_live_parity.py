@@ -7,7 +7,7 @@ bytes, durations, probabilities (ties included: JavaScript's toFixed rounds 0.06
 the even digit), tokens as the page shows them (whitespace, controls, emoji, CJK, markup, split
 characters), chip titles, log-axis ticks and the metrics cards.
 
-Left out: drawing (tests/test_browser.py drives the page).
+Left out: drawing (tests/ui/test_browser.py drives the page).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from playground.serve import SCHEDULERS, Request, Workload
 from playground.serve.batching import BatchConfig, Batcher
 from playground.speculative import Speculation, SpeculativeEngine
 
-ROOT = Path(__file__).resolve().parents[1] / "playground"
+ROOT = Path(__file__).resolve().parents[2] / "playground"
 PROMPT, OTHERS = "What is the capital of France?", ["Hi", "Write a short poem about the sea and the wind."]
 N = 12
 GREEDY = GenerationSettings(max_new_tokens=N, top_candidates=1)   # what a workload's request asks (settings_for)

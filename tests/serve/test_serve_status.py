@@ -16,7 +16,7 @@ from playground.serve.workload import Request, Workload
 from playground.serve.records import RequestRecord
 from playground.trace import StopReason
 from playground.ui.serve_views import OUTPUTS, not_run, pool_markdown, status_text, view
-from tests.test_serve_workload import record
+from tests.serve.test_serve_workload import record
 
 
 def result(scheduler: str, records, **kw) -> WorkloadResult:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.subprocess,
               pytest.mark.skipif(shutil.which("make") is None or shutil.which("sha256sum") is None,
                                  reason="needs make and sha256sum")]

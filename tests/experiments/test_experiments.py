@@ -214,7 +214,7 @@ def test_charts_name_bytes_in_binary_units():
     from pathlib import Path
 
     from playground.charts.experiments import PANELS
-    root = Path(__file__).resolve().parent.parent / "playground"
+    root = Path(__file__).resolve().parents[2] / "playground"
     sources = [*(root / "charts").glob("*.py"), *(root / "ui" / "live").glob("*.js")]
     decimal = [(p.name, m.group(0)) for p in sources for m in re.finditer(r"\b[kKMGT]B\b(?!/s)", p.read_text())]
     assert decimal == []

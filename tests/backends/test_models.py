@@ -74,7 +74,7 @@ def test_importing_the_package_loads_no_model():
     code = ("import sys, playground, playground.engine, playground.models, playground.backends;"
             "import playground.models as m; print(len(m._cache))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).parents[1])
+                         cwd=Path(__file__).parents[2])
     assert out.stdout.strip() == "0"
 
 
