@@ -65,7 +65,7 @@ $(AIPERF):
 
 aiperf: $(AIPERF)
 
-# GuideLLM, a second standard client (tests/test_api_guidellm.py runs it against the endpoint, its validation
+# GuideLLM, a second standard client (tests/api/test_api_guidellm.py runs it against the endpoint, its validation
 # on), in a venv of its own like AIPerf's. Not part of make test's install (it brings torch): the test skips
 # without it.
 GUIDELLM_VENV := .venv-guidellm

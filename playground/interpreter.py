@@ -1,7 +1,7 @@
 """The Python this project runs on: the version a Hugging Face Space builds with, read from one place.
 
 The README's front matter (`python_version`) is the single source: a Space reads it to pick its interpreter,
-the simulated Space (tests/test_space.py) and `make test-oldest` build their venvs with it, and
+the simulated Space (tests/space/test_space.py) and `make test-oldest` build their venvs with it, and
 `pyproject.toml`'s `requires-python` must name it as its lower bound (tests/test_interpreter.py holds them
 equal). Standard library only, and runnable as a script with any Python 3 (the Makefile does so, before any
 venv exists): `python3 playground/interpreter.py` prints the version.

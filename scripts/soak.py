@@ -8,7 +8,7 @@
 Memory is read after a warm-up (the first `--warmup` runs fill allocator pools and caches) and at the
 end; growth over 10%, or more live threads at the end than at any point of the first half (pools of
 worker threads grow lazily up to their limit; a leak keeps growing), is a failure (exit 1).
-Prints one JSON object. Left out: the browser side (see tests/test_ui*.py for the app's own checks).
+Prints one JSON object. Left out: the browser side (see tests/ui/test_ui*.py for the app's own checks).
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ done
 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM not healthy after 10 min:"; tail -n 50 "$LOG"; exit 1; }
 
 URL="http://127.0.0.1:$PORT/v1"
-PLAYGROUND_TEST_ENDPOINT="$URL" "$PY" -m pytest -q -p no:cacheprovider tests/test_remote_server.py
+PLAYGROUND_TEST_ENDPOINT="$URL" "$PY" -m pytest -q -p no:cacheprovider tests/remote/test_remote_server.py
 "$PY" -m playground.bench remote "$URL"       # client TTFT and decode tok/s (vLLM gives no per-request timings)
 # the serve row's workload on vLLM: every request sent as it arrives (vLLM batches them) against one at a time
 "$PY" -m playground.serve --url "$URL" --requests 16 --mix short:0.8,long:0.2 --rate 2 --seed 0 \

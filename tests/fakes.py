@@ -53,19 +53,29 @@ class SwervingBackend(SlowBackend):
 
 
 class CountingBackend(SlowBackend):
-    """SlowBackend that counts forward passes, so a test can see compute stop."""
+    """SlowBackend that counts forward passes (`calls`) and those in progress (`active`), so a test can see
+    compute stop."""
 
     def __init__(self, backend, pause=0.03):
         super().__init__(backend, pause)
-        self.calls = 0
+        self.calls = self.active = 0
+        self._lock = threading.Lock()
+
+    def _counted(self, forward, *args):
+        with self._lock:
+            self.calls += 1
+            self.active += 1
+        try:
+            return forward(*args)
+        finally:
+            with self._lock:
+                self.active -= 1
 
     def prefill(self, ids):
-        self.calls += 1
-        return super().prefill(ids)
+        return self._counted(super().prefill, ids)
 
     def decode(self, token, state):
-        self.calls += 1
-        return super().decode(token, state)
+        return self._counted(super().decode, token, state)
 
 
 class RecordingEngine(Engine):
@@ -81,15 +91,17 @@ class RecordingEngine(Engine):
 
 
 class ThreadSafeFakeSource:
-    """A step source whose runs are thread-safe: each sleeps `delay` per token; counts runs in flight."""
+    """A step source whose runs are thread-safe: each sleeps `delay` per token; counts runs in flight. With
+    `together`, a run sends its first token only once that many are in flight (or after 30 s): requests that
+    overlap whatever the machine's speed."""
     info = SourceInfo("fake server", "m", "remote", "remote", "", None, None, origin="remote")
     capabilities = Capabilities(kv_bytes=False, top_k=False, local_tokenizer=False, no_cache=False, exact_ids=False)
     tokenizer = None
 
-    def __init__(self, tokens=5, delay=0.04, refuse=(), cut=()):
-        self.tokens, self.delay, self.refuse, self.cut = tokens, delay, refuse, cut
+    def __init__(self, tokens=5, delay=0.04, refuse=(), cut=(), together=0):
+        self.tokens, self.delay, self.refuse, self.cut, self.together = tokens, delay, refuse, cut, together
         self.in_flight = self.most = 0
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
 
     def kv_cache_usage(self):
         return self.in_flight / 8, 1.0, "fraction"
@@ -104,6 +116,8 @@ class ThreadSafeFakeSource:
             with self.lock:
                 self.in_flight += 1
                 self.most = max(self.most, self.in_flight)
+                self.lock.notify_all()
+                self.lock.wait_for(lambda: self.most >= self.together, timeout=30)
             try:
                 for i in range(self.tokens):
                     if run.cancelled:

@@ -3,7 +3,7 @@
 - the app's endpoints: FRANCE, DEFAULTS, generate_form, generate_args, compare_args, generated, named, trace_from, EXPERIMENT,
   experiment_args, free_port, wait_for;
 - tiny_registry (torch, onnx that fails, copy that swerves at SWERVE_AT, late, slow) and swerving_engine;
-- calls_settle (forward passes still being made), check_timelines (a serve result's stamps are consistent);
+- compute_stopped (no forward pass in progress, every run ended), check_timelines (a serve result's stamps are consistent);
 - require_browser (Chromium and playwright, or a one-line failure);
 - require_llama (llama.cpp's llama-server: a failure naming `make llama` under CI, else a skip).
 
@@ -93,10 +93,13 @@ def trace_from(files) -> dict:
         return json.load(fh)
 
 
-def wait_for(predicate, timeout=60.0):
+def wait_for(predicate, timeout=60.0, message=None):
+    """Poll `predicate` until it holds; past `timeout` seconds fail with `message` (a hang, not a speed check:
+    the bound is generous, and a fast machine only returns sooner)."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, (   # timing: a hang detector with a generous bound
+            f"timed out after {timeout:g} s waiting for {message or getattr(predicate, '__name__', 'a condition')}")
         time.sleep(0.05)
 
 
@@ -135,7 +138,7 @@ def tiny_registry(tiny_backend, tiny_engine) -> SourceRegistry:
         if name == "late":
             for i in range(3):
                 progress(i / 3, f"exporting part {i + 1} of 3 (test)")
-                time.sleep(0.5)
+                time.sleep(0.5)   # timing: the source's slow load, with progress, is what the tests watch
         if name == "copy":
             return swerving_engine(tiny_backend, tiny_engine)
         return {"torch": tiny_engine, "slow": Engine(SlowBackend(tiny_backend))}.get(name) or Engine(tiny_backend)
@@ -144,22 +147,22 @@ def tiny_registry(tiny_backend, tiny_engine) -> SourceRegistry:
 
 # --- checks
 
-def calls_settle(backend, window=0.5) -> int:
-    """Forward passes made during `window` seconds, once the count has stopped moving (or not)."""
-    before = backend.calls
-    time.sleep(window)
-    return backend.calls - before
+def compute_stopped(backend, runs) -> bool:
+    """Every run has ended and `backend` (a CountingBackend) has no forward pass in progress: an ended run
+    makes no further call, so nothing more is computed for them."""
+    return all(r.trace.finished for r in runs) and backend.active == 0
 
 
-def check_timelines(result, slack: float = 0.05):
-    """arrival <= admitted <= first token <= last token <= finished; the phases add up to E2E; every request ended."""
+def check_timelines(result):
+    """arrival <= admitted <= first token <= last token <= finished <= the run's end; the phases add up to E2E;
+    every request ended. Orders of stamps on the run's clock only: no gap between them is bounded."""
     for r in result.records:
         assert r.stop_reason is not None, r
         if not r.steps:
             continue
         assert r.arrival <= r.admitted + 1e-9 <= r.first_token + 1e-9 <= r.last_token + 1e-9 <= r.finished + 1e-9
         assert r.waiting + r.prefill + r.decode == pytest.approx(r.e2e)
-        assert r.finished - r.arrival - r.e2e < slack   # E2E against the scheduler's own end stamp
+        assert not result.done or r.finished <= result.elapsed + 1e-9   # the scheduler's end stamp, on its clock
         times = [s.time for s in r.steps]
         assert times == sorted(times)
 

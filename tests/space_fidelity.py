@@ -1,13 +1,13 @@
-"""The 4-bit default's gates, measured by a simulated Space's own Python (tests/test_space.py runs it there, in
+"""The 4-bit default's gates, measured by a simulated Space's own Python (tests/space/test_space.py runs it there, in
 a venv of requirements.txt only, so on the ONNX Runtime pip resolved for that interpreter):
 
-    <space venv>/bin/python tests/space_fidelity.py MODEL   # prints one JSON object; tests/test_space.py asserts
+    <space venv>/bin/python tests/space_fidelity.py MODEL   # prints one JSON object; tests/space/test_space.py asserts
 
 - the graphs: onnx-gguf4's decode and prefill graphs build and load, every MatMulNBits' accuracy level and the
   GroupQueryAttention nodes counted;
-- the default's fidelity gate (tests/test_onnx_gguf.py): teacher-forced on TOKENS tokens of the bench text, the
+- the default's fidelity gate (tests/backends/test_onnx_gguf.py): teacher-forced on TOKENS tokens of the bench text, the
   share of positions where onnx-gguf4 chooses fp32 ONNX's top token;
-- the batched rows' gate (tests/test_serve_continuous.py): the same text decoded one row at a time and as row 0
+- the batched rows' gate (tests/serve/test_serve_continuous.py): the same text decoded one row at a time and as row 0
   of a 4-row batch in the shared KV buffer (rows at different lengths), the share of equal top tokens.
 
 Left out: the gates themselves (the test asserts them, so this script measures and reports only).

@@ -38,7 +38,7 @@ python -m playground.serve --requests 16 --sweep batch \\
 python scripts/soak.py --ui --backend onnx   # app.py in a subprocess
 python -m pytest -q
 ```
-See `playground/live.py`, `tests/test_remote_*.py`, `presenter.js` and [the backends](backends.md#the-fidelity-gate).
+See `playground/live.py`, `tests/remote/test_remote_*.py`, `presenter.js` and [the backends](backends.md#the-fidelity-gate).
 """, repo) == []
 
 

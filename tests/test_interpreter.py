@@ -1,6 +1,6 @@
 """The interpreter, declared once and used everywhere: the README's front matter (`python_version`, what a Space
 builds with) is `pyproject.toml`'s `requires-python` floor, the Python `make test-oldest` runs the fast tier
-under and the one the simulated Space (tests/test_space.py) builds its venv with; and every module of the
+under and the one the simulated Space (tests/space/test_space.py) builds its venv with; and every module of the
 package and app.py imports under the interpreter running the suite (`make test` runs this file under the oldest
 supported Python too, in .venv-oldest)."""
 from __future__ import annotations
@@ -53,8 +53,8 @@ def test_make_test_oldest_runs_the_fast_tier_under_the_declared_version():
 
 
 def test_the_simulated_space_builds_with_the_declared_interpreter():
-    """tests/test_space.py reads the version from playground.interpreter and names none of its own."""
-    source = (ROOT / "tests" / "test_space.py").read_text()
+    """tests/space/test_space.py reads the version from playground.interpreter and names none of its own."""
+    source = (ROOT / "tests" / "space" / "test_space.py").read_text()
     imported = {alias.name for node in ast.walk(ast.parse(source))
                 if isinstance(node, ast.ImportFrom) and node.module == "playground.interpreter"
                 for alias in node.names}

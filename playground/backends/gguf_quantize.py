@@ -10,7 +10,7 @@
 
 The types are the ones the bundled SmolLM2 GGUF uses per tensor (Q4_1 layers, Q8_0 embedding). gguf-py's
 quantizer is llama.cpp's reference arithmetic: the bundled file's 211 Q4_1/Q8_0 tensors, dequantized and
-quantized again, give back their own bytes (tests/test_gguf_quantize.py), so a float model that came from
+quantized again, give back their own bytes (tests/backends/test_gguf_quantize.py), so a float model that came from
 such a file gets its blocks back exactly.
 
 The key hashes every file of the float source by content (size, first and last 4 MiB; models.gguf_content_key),

@@ -4,7 +4,7 @@
     record = page.evaluate("window.pgRecord")   # {chips: {seq: ms since epoch}, samples: [{chips, timeline, ...}]}
 
 The bench's ui row (bench/ui.py) times chips against their steps' wall-clock stamps with it, and the browser
-tests (tests/test_browser.py) check what the charts drew while the run streamed.
+tests (tests/ui/test_browser.py) check what the charts drew while the run streamed.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 /* format.js: the Generate page's figures as text, the same text the server writes after the run.
 
-Each formatter here has a Python counterpart, and tests/test_live_parity.py runs both on the same values:
+Each formatter here has a Python counterpart, and tests/ui/test_live_parity.py runs both on the same values:
   bytes        run_view.format_bytes      1536 -> "1.5 KiB"
   ms           run_view._ms               0.0424 -> "42 ms", null -> "–"
   fixed        f"{x:.Nf}"                 Python's rounding: the exact binary value, a tie to the even digit

@@ -1,0 +1,520 @@
+"""The OpenAI-compatible endpoint (playground/api/) driven by real clients: the official `openai` SDK, raw
+HTTP (httpx) and this project's own RemoteSource, against the routes served by uvicorn on 127.0.0.1 over
+the tiny model on ONNX Runtime -- failure cases first, then answers, batching, disconnects and the record."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import openai
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from playground.api import ApiConfig, ApiLimits, ApiService, ClientTraffic, api_routes
+from playground.api.record import endpoint_text
+from playground.config import GenerationSettings
+from playground.remote.source import RemoteSource
+from tests.helpers import free_port, wait_for
+
+KEY = "test-key-7f3a"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+class Served:
+    """An ApiService's routes served by uvicorn in a thread; `.url` is http://127.0.0.1:<port>."""
+
+    def __init__(self, engine, config: ApiConfig):
+        self.traffic = ClientTraffic()
+        self.service = ApiService(lambda: engine, config, observer=self.traffic)
+        self.service.start_loading()
+        self.port = free_port()
+        app = FastAPI(routes=api_routes(self.service), debug=True)   # as Gradio builds its app: tracebacks on
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1",
+                                                    port=self.port, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not (self.server.started and self.service.engine_loop) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.service.engine_loop is not None, self.service.error
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def sdk(self, key: str = KEY, **kwargs) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, timeout=60, **kwargs)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.service.close()
+
+
+@pytest.fixture(scope="module")
+def served(tiny_onnx_engine):
+    s = Served(tiny_onnx_engine, ApiConfig(keys=(KEY,), slots=4, capacity=512))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def strict(tiny_onnx_engine):
+    """A second endpoint with small limits: one request in flight per client, 400 tokens a minute; no prefix cache."""
+    limits = ApiLimits(in_flight_per_client=1, max_tokens=64, prompt_tokens=200, tokens_per_minute=400)
+    s = Served(tiny_onnx_engine, ApiConfig(limits=limits, slots=2, capacity=512, prefix_cache=0))
+    yield s
+    s.stop()
+
+
+def settle(loop, timeout: float = 10.0) -> None:
+    """Wait until the engine loop holds no request (every slot free)."""
+    deadline = time.monotonic() + timeout
+    while (loop.in_flight() or loop.batcher.busy()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not loop.in_flight() and not loop.batcher.busy() and not loop.batcher.holders()
+
+
+# --- errors, in OpenAI's shape
+
+def test_a_missing_or_wrong_key_is_401_in_openais_shape(served):
+    with pytest.raises(openai.AuthenticationError) as caught:
+        served.sdk("wrong").chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
+    assert caught.value.status_code == 401 and caught.value.body["code"] == "invalid_api_key"
+    r = httpx.post(served.url + "/v1/completions", json={"prompt": "Hi"})
+    assert r.status_code == 401 and set(r.json()["error"]) == {"message", "type", "param", "code"}
+    assert KEY not in r.text
+
+
+def test_bad_input_is_400_naming_the_field(served):
+    sdk = served.sdk()
+    for kwargs, param in [(dict(temperature=9), "temperature"), (dict(messages=[]), "messages"),
+                          (dict(n=2), "n"), (dict(stop=["a", "b", "c", "d", "e"]), "stop"),
+                          (dict(top_logprobs=3), "top_logprobs")]:
+        with pytest.raises(openai.BadRequestError) as caught:
+            sdk.chat.completions.create(**{"model": "m", "messages": QUESTION, "max_tokens": 2, **kwargs})
+        assert caught.value.body["param"] == param, kwargs
+    r = httpx.post(served.url + "/v1/chat/completions", content=b"{not json", headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_prompt_over_the_context_window_is_400_context_length_exceeded(served):
+    with pytest.raises(openai.BadRequestError) as caught:
+        served.sdk().completions.create(model="m", prompt="word " * 600, max_tokens=4)
+    assert caught.value.body["code"] == "context_length_exceeded" and "512" in caught.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as caught:   # fits, but not with its max_tokens
+        served.sdk().completions.create(model="m", prompt=[5] * 500, max_tokens=64)
+    assert caught.value.body["code"] == "context_length_exceeded"
+
+
+def test_over_the_limits_is_400_per_request_and_429_with_retry_after_per_client(strict):
+    sdk = strict.sdk("no key needed here")
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.completions.create(model="m", prompt="Hi", max_tokens=65)
+    assert caught.value.body["param"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError):
+        sdk.completions.create(model="m", prompt=[7] * 201, max_tokens=4)
+    # one request in flight per client: a second at the same time is refused
+    first = sdk.completions.create(model="m", prompt="Hi", max_tokens=60, stream=True, extra_body={"ignore_eos": True})
+    next(iter(first))
+    with pytest.raises(openai.RateLimitError) as caught:
+        sdk.completions.create(model="m", prompt="Hi", max_tokens=4)
+    assert caught.value.response.headers["retry-after"] == "1"
+    first.close()
+    settle(strict.service.engine_loop)
+    # tokens per minute: what is left of this minute's 400 cannot hold 60 more new tokens and a prompt
+    sdk.completions.create(model="m", prompt=[7] * 100, max_tokens=60, extra_body={"ignore_eos": True})
+    with pytest.raises(openai.RateLimitError) as caught:
+        sdk.completions.create(model="m", prompt=[7] * 190, max_tokens=60)
+    assert 1 <= int(caught.value.response.headers["retry-after"]) <= 60
+    assert "tokens per minute" in caught.value.body["message"]
+
+
+def test_503_with_retry_after_while_the_model_loads():
+    release = threading.Event()
+    service = ApiService(lambda: release.wait(30) and None)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(service)), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "Hi"})
+        assert r.status_code == 503 and r.headers["retry-after"] == "5"
+        release.set()   # the "engine" turns out to be None: the load fails, and says so
+        service._loading.join(5)
+        r = httpx.get(f"http://127.0.0.1:{port}/v1/models")
+        assert r.status_code == 503 and "failed to load" in r.json()["error"]["message"]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+# --- answers
+
+def test_models_lists_the_engines_model(served):
+    models = served.sdk().models.list().data
+    assert [m.id for m in models] == ["tiny-random-llama"] and models[0].owned_by == "playground"
+
+
+def test_chat_whole_and_streamed_give_the_engines_greedy_answer(served, tiny_onnx_engine):
+    alone = tiny_onnx_engine.generate(QUESTION[0]["content"], GenerationSettings(max_new_tokens=8))
+    sdk = served.sdk()
+    whole = sdk.chat.completions.create(model="any", messages=QUESTION, max_tokens=8, temperature=0)
+    assert whole.choices[0].message.content == alone.text and whole.choices[0].finish_reason == "length"
+    assert whole.usage.prompt_tokens == len(alone.prompt_ids) and whole.usage.completion_tokens == 8
+    chunks = list(sdk.chat.completions.create(model="any", messages=QUESTION, max_tokens=8, temperature=0,
+                                              stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == alone.text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 8
+
+
+# a system prompt of ~150 tokens on the tiny model: several blocks of 16, found by no other test of this module
+SYSTEM = ("You answer for the harbour office of a small island. Ferries leave at seven, noon and five; the last "
+          "one waits for the mail boat. Tickets are sold on board, cash or card. Bicycles travel free, dogs on a "
+          "lead. In a storm the office posts a notice by the pier and on the radio at the hour. " * 2)
+
+
+def ask_with_system(question: str) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+
+
+def test_a_prompt_that_begins_as_an_earlier_one_reports_cached_tokens_and_answers_as_cold(served, tiny_onnx_engine):
+    sdk, greedy = served.sdk(), dict(model="m", max_tokens=8, temperature=0)
+    first = sdk.chat.completions.create(messages=ask_with_system("When is the first ferry?"), **greedy)
+    assert first.usage.prompt_tokens_details.cached_tokens == 0   # nothing began this way before
+    question = "Can I bring my dog?"
+    cold = tiny_onnx_engine.generate(question, GenerationSettings(max_new_tokens=8, system_prompt=SYSTEM))
+    chunks = list(sdk.chat.completions.create(messages=ask_with_system(question), stream=True,
+                                              stream_options={"include_usage": True}, **greedy))
+    usage = chunks[-1].usage
+    cached = usage.prompt_tokens_details.cached_tokens
+    assert usage.prompt_tokens == len(cold.prompt_ids) and 4 * 16 <= cached < usage.prompt_tokens and cached % 16 == 0
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == cold.text
+    whole = sdk.chat.completions.create(messages=ask_with_system(question), **greedy)   # all of it now, but its tail
+    assert whole.choices[0].message.content == cold.text
+    assert cached < whole.usage.prompt_tokens_details.cached_tokens < whole.usage.prompt_tokens
+    models = httpx.get(served.url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()
+    assert models["data"][0]["meta"]["prefix_cache_positions"] == 4096
+    assert "Prefix caching on: 4,096 positions" in endpoint_text(served.traffic.endpoint)
+
+
+def test_without_a_prefix_cache_no_prompt_token_is_cached(strict):
+    sdk = strict.sdk("no key needed here")
+    for _ in range(2):
+        reply = sdk.completions.create(model="m", prompt=[9] * 80, max_tokens=2, temperature=0)
+        assert reply.usage.prompt_tokens_details.cached_tokens == 0
+    assert "Prefix caching off" in endpoint_text(strict.traffic.endpoint)
+
+
+def test_the_prefix_cache_setting_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("PLAYGROUND_API_PREFIX_CACHE", raising=False)
+    assert ApiConfig.from_env().prefix_cache == 4096
+    monkeypatch.setenv("PLAYGROUND_API_PREFIX_CACHE", "0")
+    assert ApiConfig.from_env().prefix_cache == 0
+    monkeypatch.setenv("PLAYGROUND_API_PREFIX_CACHE", "lots")
+    with pytest.raises(ValueError, match="PLAYGROUND_API_PREFIX_CACHE"):
+        ApiConfig.from_env()
+
+
+def test_the_stream_ends_with_done_as_server_sent_events(served):
+    with httpx.stream("POST", served.url + "/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                      json={"prompt": "Hi", "max_tokens": 3, "stream": True, "temperature": 0}) as r:
+        lines = [line for line in r.iter_lines() if line]
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
+    assert json.loads(lines[-2][6:])["choices"][0]["finish_reason"] == "length"
+
+
+def test_logprobs_are_the_steps_probabilities(served, tiny_onnx_engine):
+    import math
+    alone = tiny_onnx_engine.generate(QUESTION[0]["content"], GenerationSettings(max_new_tokens=4, top_candidates=3))
+    reply = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=4, temperature=0,
+                                                 logprobs=True, top_logprobs=3)
+    content = reply.choices[0].logprobs.content
+    assert len(content) == 4
+    for entry, step in zip(content, alone.steps):
+        assert entry.logprob == pytest.approx(math.log(step.prob), abs=1e-5)
+        assert [t.logprob for t in entry.top_logprobs] == pytest.approx([math.log(c.prob) for c in step.top], abs=1e-5)
+        assert entry.model_extra["id"] == step.token_id
+    legacy = served.sdk().completions.create(model="m", prompt="Hi", max_tokens=3, temperature=0, logprobs=2)
+    lp = legacy.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == 3 and all(len(t) <= 2 for t in lp.top_logprobs)
+
+
+def test_a_stop_string_ends_the_answer_before_it(served, tiny_onnx_engine):
+    alone = tiny_onnx_engine.generate("Hi", GenerationSettings(max_new_tokens=12, chat=False)).text
+    stop = alone[4:6] if len(alone) > 6 else alone[-1:]
+    cut = alone[:alone.index(stop)]
+    sdk = served.sdk()
+    whole = sdk.completions.create(model="m", prompt="Hi", max_tokens=12, temperature=0, stop=stop)
+    assert whole.choices[0].text == cut and whole.choices[0].finish_reason == "stop"
+    streamed = sdk.completions.create(model="m", prompt="Hi", max_tokens=12, temperature=0, stop=[stop], stream=True)
+    assert "".join(c.choices[0].text for c in streamed) == cut
+
+
+def test_seeded_sampling_repeats(served):
+    sdk = served.sdk()
+    ask = dict(model="m", prompt="Once upon a time", max_tokens=10, temperature=1.0, top_p=0.9, seed=11)
+    assert sdk.completions.create(**ask).choices[0].text == sdk.completions.create(**ask).choices[0].text
+
+
+def test_tokenize_has_llama_cpps_shape(served, tiny_onnx_engine):
+    r = httpx.post(served.url + "/tokenize", json={"content": "Hello world"}, headers={"Authorization": f"Bearer {KEY}"})
+    assert r.json() == {"tokens": tiny_onnx_engine.encode("Hello world")}
+
+
+# --- batching, disconnects, the playground watching itself
+
+def test_concurrent_sdk_clients_are_batched_together(served, monkeypatch):
+    """Four clients at once share the loop's passes. The loop takes its first pass once all four have arrived,
+    as a busy server would: the test does not depend on how fast the machine sends them."""
+    sdk = served.sdk()
+    loop = served.service.engine_loop
+    settle(loop)
+    before = len(served.traffic.snapshot().records)
+    step, arrived = loop.batcher.step, threading.Event()
+
+    def step_once_all_four_are_in():
+        if not arrived.is_set():
+            wait_for(lambda: loop.in_flight() >= 4, timeout=60, message="the four requests to reach the loop")
+            arrived.set()
+        return step()
+    monkeypatch.setattr(loop.batcher, "step", step_once_all_four_are_in)
+
+    def ask(i):
+        stream = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": f"Count to {i}"}],
+                                             max_tokens=24, temperature=0, stream=True, extra_body={"ignore_eos": True})
+        return sum(1 for c in stream if c.choices and c.choices[0].delta.content is not None)
+    with ThreadPoolExecutor(4) as pool:
+        assert all(n > 0 for n in pool.map(ask, range(4)))
+    record = served.traffic.snapshot()
+    mine = record.records[before:]
+    assert len(mine) == 4 and all(r.output_tokens == 24 and r.stop_reason == "length" for r in mine)
+    assert max(s.rows for r in mine for s in r.steps) > 1                    # a decode step carried several
+    spans = [(r.first_token, r.last_token) for r in mine]
+    assert sum(a < max(b for _, b in spans) and b > min(x for x, _ in spans) for a, b in spans) > 1   # they overlap
+    assert max(b.decode_tokens for b in record.batches) > 1
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_slot(served):
+    loop = served.service.engine_loop
+    settle(loop)
+    before = len(served.traffic.snapshot().records)
+    with httpx.stream("POST", served.url + "/v1/completions", headers={"Authorization": f"Bearer {KEY}"},
+                      json={"prompt": "Hi", "max_tokens": 480, "stream": True, "ignore_eos": True}) as r:
+        lines = r.iter_lines()
+        for _ in range(3):
+            next(lines)
+    # the connection is closed here, mid-answer
+    settle(loop, timeout=5)
+    record = served.traffic.snapshot().records[before]
+    assert record.stop_reason == "cancelled" and record.output_tokens < 480
+
+
+def test_the_playgrounds_remote_source_watching_itself_gives_the_engines_tokens(served, tiny_onnx_engine):
+    source = RemoteSource(served.url + "/v1", api_key=KEY, figure_interval=0)
+    assert source.kind.name == "playground" and source.info.context_window == 512
+    settings = GenerationSettings(max_new_tokens=10, temperature=0)
+    remote = source.run(QUESTION[0]["content"], settings).wait()
+    alone = tiny_onnx_engine.generate(QUESTION[0]["content"], settings)
+    assert remote.output_ids == alone.output_ids and remote.prompt_ids == alone.prompt_ids
+    assert remote.server.get("warnings") is None
+    ids = tiny_onnx_engine.encode("The sea and the wind")
+    exact = source.run_ids(ids, GenerationSettings(max_new_tokens=6), ignore_eos=True).wait()
+    assert exact.output_ids == tiny_onnx_engine.run_ids(ids, GenerationSettings(max_new_tokens=6),
+                                                        ignore_eos=True).wait().output_ids
+
+
+def test_the_record_is_a_workload_the_serve_summary_reads_and_keeps_no_prompt(served):
+    from playground.serve.summary import summarize
+    record = served.traffic.snapshot()
+    assert record.records and all(r.request.prompt == "" and (r.trace is None or r.trace.prompt == "")
+                                  for r in record.records)
+    stats = summarize(record)["classes"]["short"]
+    assert stats["served"] >= 4 and stats["ttft_p50"] > 0
+    assert record.pool["slots"] == 4 and record.slot_map and record.kv_unit == "bytes"
+
+
+def test_the_record_keeps_the_clients_x_request_id_and_when_the_route_received_it(served, caplog):
+    rid = "bench-7c1e-0042"
+    caplog.set_level("DEBUG")
+    before = time.time_ns()
+    with httpx.stream("POST", served.url + "/v1/chat/completions", json={
+            "messages": QUESTION, "max_tokens": 3, "stream": True, "temperature": 0},
+            headers={"Authorization": f"Bearer {KEY}", "X-Request-ID": rid}) as r:
+        assert [line for line in r.iter_lines() if line][-1] == "data: [DONE]"
+    traces = [x.trace for x in served.traffic.snapshot().records if x.trace and x.trace.server.get("x_request_id") == rid]
+    assert len(traces) == 1
+    trace = traces[0]
+    # timing: an order of events (sent, received, first step, now), not a speed bound
+    assert before <= trace.server["received_ns"] <= trace.steps[0].wall_ns <= time.time_ns()
+    assert len(trace.steps) == 3 and rid not in caplog.text   # kept on the record, never logged
+    anonymous = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=1)
+    assert anonymous.choices   # without the header the record just has no x_request_id
+    last = served.traffic.snapshot().records[-1].trace
+    assert "received_ns" in last.server and "x_request_id" not in last.server
+
+
+class CountedWake(threading.Event):
+    """The engine loop's wake-up event, counting the loop's waits: each follows a look that found no work."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout=None):
+        self.waits += 1
+        return super().wait(timeout)
+
+
+def test_the_idle_loop_does_not_step(served):
+    """Woken three times with nothing to do, the loop looks, finds no work and waits again: no iteration."""
+    loop = served.service.engine_loop
+    settle(loop)
+    before, idle, wake = loop.iterations, loop._wake, CountedWake()
+    loop._wake = wake
+    try:
+        idle.set()   # out of the wait it is in, onto the counted event
+        for _ in range(3):
+            waits = wake.waits
+            wake.set()
+            wait_for(lambda: wake.waits > waits, timeout=30, message="the idle loop to look for work again")
+        assert loop.iterations == before and loop._thread.is_alive()
+    finally:
+        loop._wake = idle
+        wake.set()
+
+
+# --- the app itself: `python app.py --openai-api`, the endpoint on the page's own port
+
+@pytest.mark.subprocess
+def test_the_app_started_with_the_flag_serves_the_endpoint_beside_the_page(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    port, secret_prompt = free_port(), "my secret question about the harbour"
+    env = {**os.environ, "PLAYGROUND_API_KEYS": f"other,{KEY}", "PLAYGROUND_API_LIMITS": "max_tokens=16"}
+    env.pop("PLAYGROUND_OPENAI_API", None)
+    log = tmp_path / "app.log"
+    with open(log, "w") as out:
+        app = subprocess.Popen([sys.executable, "app.py", "--model", "tiny", "--backend", "onnx", "--openai-api",
+                                "--port", str(port)], cwd=Path(__file__).resolve().parents[2], env=env,
+                               stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        status = None
+        while time.monotonic() < deadline and status != 200:
+            assert app.poll() is None, log.read_text()
+            try:
+                status = httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        assert status == 200, log.read_text()
+        sdk = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+        stream = sdk.chat.completions.create(model="tiny-random-llama", stream=True, max_tokens=6, temperature=0,
+                                             messages=[{"role": "user", "content": secret_prompt}])
+        assert sum(1 for c in stream if c.choices and c.choices[0].delta.content) == 6
+        with pytest.raises(openai.BadRequestError):   # PLAYGROUND_API_LIMITS reached the endpoint
+            sdk.completions.create(model="m", prompt="Hi", max_tokens=17)
+        assert httpx.get(url + "/").status_code == 200   # the page, on the same port
+    finally:
+        app.terminate()
+        app.wait(20)
+    text = log.read_text()
+    assert KEY not in text and secret_prompt not in text
+
+
+def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypatch):
+    import app
+    monkeypatch.delenv("PLAYGROUND_OPENAI_API", raising=False)
+    assert app.parse_args(["--openai-api"]).openai_api and not app.parse_args([]).openai_api
+    registry = app.make_registry("tiny", "onnx")
+    assert not app.openai_api_wanted() and app.openai_api_wanted(True)
+    assert [r.path for r in app.launch_kwargs(registry)["routes"]] == ["/playground/live/{run_id}"]
+    monkeypatch.setenv("PLAYGROUND_OPENAI_API", "1")
+    assert app.openai_api_wanted()
+    paths = [r.path for r in app.launch_kwargs(registry, app.ClientTraffic())["routes"]]
+    assert paths[:3] == ["/v1/chat/completions", "/v1/completions", "/v1/models"]
+    assert paths[-1] == "/playground/live/{run_id}"
+    traffic, config = app.serve_the_endpoint(registry, 7999)
+    assert app.SELF_SOURCE in registry.names and config.presenter_key and config.presenter_key not in repr(config)
+    registry.close()
+
+
+@pytest.mark.slow
+def test_the_serve_tab_draws_the_clients_requests_live(served):
+    """Watching counts from its own start: a request from before it is left out, one sent after it is drawn
+    from t = 0 (not from when the record started), and a refused one is listed with its status and reason."""
+    from gradio_client import Client
+
+    from playground.ui import build_demo
+    served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)   # before watching
+    demo = build_demo(served.service.engine_loop.engine, served.traffic)
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                    quiet=True)
+    try:
+        client = Client(url, verbose=False)
+        watched_at = time.monotonic()
+        job = client.submit(api_name="/serve_watch")
+        wait_until = time.monotonic() + 60
+        while not job.outputs() and time.monotonic() < wait_until:
+            time.sleep(0.1)
+        served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
+        with pytest.raises(openai.AuthenticationError):
+            served.sdk(key="wrong").chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
+        while "1 admitted" not in job.outputs()[-1][1] and time.monotonic() < wait_until:
+            time.sleep(0.1)
+        limits, status, gantt, kv_map, classes, refused = job.outputs()[-1][:6]
+        job.cancel()
+        watched_for = time.monotonic() - watched_at
+    finally:
+        demo.close()
+    assert "in flight" in limits and "context 512 tokens" in limits
+    assert "since you started watching" in status and "1 admitted" in status and "0 running" in status
+    assert "1 refused: 401" in status
+    figure = json.loads(gantt["plot"])
+    decode = [trace for trace in figure["data"] if trace.get("name") == "decode"]
+    # timing: an order of events: the watch started after watched_at, so what it drew began less than watched_for ago
+    assert len(decode) == 1 and 0 <= decode[0]["base"][0] < watched_for   # from the watch's start, not the record's
+    assert figure["layout"]["xaxis"]["title"]["text"] == "seconds since you started watching"
+    assert any(trace.get("fill") == "toself" for trace in json.loads(kv_map["plot"])["data"])
+    assert json.loads(kv_map["plot"])["layout"]["xaxis"]["range"] == figure["layout"]["xaxis"]["range"]   # one axis
+    assert classes["value"]["data"][0][0] == "short"
+    assert refused["value"]["data"][0][1] == 401
+
+
+def test_the_presenters_workload_joins_the_clients_batch_without_their_limits(tiny_onnx_engine):
+    from playground.api import ApiLimits
+    from playground.api.limits import PRESENTER, Guard
+    from playground.serve import SCHEDULERS, RequestClass, Workload
+
+    config = ApiConfig(keys=(KEY,), limits=ApiLimits(in_flight_per_client=1), slots=4, capacity=512,
+                       presenter_key="presenter-key-9c1")
+    guard = Guard(config)
+    assert guard.client("Bearer presenter-key-9c1", "127.0.0.1") == PRESENTER
+    assert guard.client(f"Bearer {KEY}", "127.0.0.1") == "client 1"
+    held = [guard.admit(PRESENTER, 10) for _ in range(3)]   # over the per-client limit: still admitted
+    held.append(guard.admit("client 1", 10))
+    with pytest.raises(Exception, match="in flight from this client"):   # an ordinary client: its limit of 1
+        guard.admit("client 1", 10)
+    for admission in held:
+        guard.release(admission)
+    s = Served(tiny_onnx_engine, config)
+    try:
+        source = RemoteSource(s.url + "/v1", api_key="presenter-key-9c1")
+        w = Workload.build([RequestClass("short", "What is the capital of France?", 12, 1.0)], 4)
+        result = SCHEDULERS["concurrent"].create(source).run(w)
+        assert all(r.stop_reason in ("eos", "length") for r in result.records)   # none refused with a 429
+        record = s.traffic.snapshot()
+        assert len(record.records) == 4 and max(b.decode_tokens for b in record.batches) > 1   # one batch
+    finally:
+        s.stop()

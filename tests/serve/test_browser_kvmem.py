@@ -1,0 +1,84 @@
+"""A KV-memory preset in the Serve tab, in Chromium (tiny model on ONNX Runtime): picked from the accordion, it
+sets our batching on both sides and its request count, runs A and B, and ends with its finding, the Gantt's
+cached-prefix copies and the inter-token latency chart drawn."""
+from __future__ import annotations
+
+import pytest
+
+from playground.engine import Engine
+from playground.registry import SourceRegistry
+
+pytestmark = [pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def onnx_page(tiny_engine, tiny_onnx_engine):
+    from playground.ui import build_demo
+    from tests.browser import launch, open_page
+    from tests.helpers import require_browser
+    sync_api = require_browser()
+    sources: dict[str, Engine] = {"onnx": tiny_onnx_engine, "torch": tiny_engine}
+    demo = build_demo(SourceRegistry(lambda name, progress: sources[name], list(sources), default="onnx"))
+    url = launch(demo)
+    with sync_api.sync_playwright() as p:
+        browser, page = open_page(p, url)
+        yield page
+        browser.close()
+    demo.close()
+
+
+def test_a_preset_runs_in_the_serve_tab_and_says_what_it_found(onnx_page):
+    page = onnx_page
+    page.get_by_role("tab", name="Serve").click()
+    page.get_by_text("KV memory: presets, prefix caching, a KV budget (our batching)").click()
+    page.locator("#serve-preset input").click()
+    page.get_by_role("option", name="shared system prompt").click()
+    page.wait_for_function("document.querySelector('#serve-preset-about').innerText.includes('prefix cache')",
+                           timeout=30_000)
+    assert page.locator("#serve-requests input[type=number]").input_value() == "16"
+    page.locator("#serve-requests input[type=number]").fill("3")
+    page.locator("#serve-run").click()
+    page.wait_for_function("(document.querySelector('#serve-status').innerText.match(/: done/g) || []).length >= 2",
+                           timeout=300_000)
+    page.wait_for_function("document.querySelector('#serve-lesson').innerText.includes('With the prefix cache')",
+                           timeout=30_000)
+    page.wait_for_function("document.querySelector('#serve-itl-b .js-plotly-plot') !== null", timeout=30_000)
+    legend = page.locator("#serve-gantt-b").inner_text()
+    assert "cached prefix copied in" in legend
+    assert "prefix cache" in page.locator("#serve-status").inner_text().split("\n")[-1]
+    # the KV map's colour key sits under the x axis's title, not over it
+    page.wait_for_function("document.querySelector('#serve-kv-map-b .legend') !== null", timeout=30_000)
+    overlap = page.evaluate("""() => {
+        const box = s => document.querySelector('#serve-kv-map-b ' + s).getBoundingClientRect();
+        const key = box('.legend'), title = box('.g-xtitle');
+        return Math.max(0, Math.min(key.bottom, title.bottom) - Math.max(key.top, title.top));
+    }""")
+    assert overlap == 0, f"the KV map's key covers its x-axis title by {overlap} px"
+
+
+def test_lesson_step_seven_fits_1024x768_in_presenter_mode_with_its_numbers(onnx_page, tmp_path):
+    """Step 7 on our batching (the tiny model on ONNX Runtime), opened by a deep link on a projector: heading,
+    takeaway (the prefix cache's TTFT, the preemptions) and first chart on one screen, text >= 20 px, chart text
+    >= 18 px."""
+    from tests.ui.test_browser_room import FONTS, ON_ONE_SCREEN, WHERE, enlarged
+    page = onnx_page.context.browser.new_page(viewport={"width": 1024, "height": 768})
+    try:
+        page.goto(onnx_page.url.split("?")[0] + "?present=1&lesson=7")
+        page.wait_for_function("document.querySelector('#lesson-title') && document.querySelector('#lesson-title')"
+                               ".innerText.includes('Step 7 of 7')", timeout=120_000)
+        page.wait_for_function("document.querySelector('#lesson-takeaway').innerText.includes('preemption')",
+                               timeout=120_000)
+        takeaway = page.locator("#lesson-takeaway").inner_text()
+        assert "Caching a shared " in takeaway and "KV positions needed" in takeaway
+        try:
+            page.wait_for_function(ON_ONE_SCREEN, timeout=10_000)   # presenter.js fits the chart within a second
+        except Exception:   # noqa: BLE001 - playwright's TimeoutError: the assert below says where things are
+            pass
+        page.screenshot(path=str(tmp_path / "lesson-step7-presenter-1024x768.png"))
+        assert page.evaluate(ON_ONE_SCREEN), f"step 7 is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
+        enlarged(page)
+        fonts = page.evaluate(FONTS)
+        assert fonts["small"] == [] and fonts["body"] >= 20 and fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
+        assert "cached prefix copied in" in page.locator("#lesson-figure0").inner_text()   # the cached run's Gantt
+    finally:
+        page.close()
