@@ -7,7 +7,7 @@ a venv of requirements.txt only, so on the ONNX Runtime pip resolved for that in
   GroupQueryAttention nodes counted;
 - the default's fidelity gate (tests/backends/test_onnx_gguf.py): teacher-forced on TOKENS tokens of the bench text, the
   share of positions where onnx-gguf4 chooses fp32 ONNX's top token;
-- the batched rows' gate (tests/serve/test_serve_continuous.py): the same text decoded one row at a time and as row 0
+- the batched rows' gate (tests/serve/test_serve_batching.py): the same text decoded one row at a time and as row 0
   of a 4-row batch in the shared KV buffer (rows at different lengths), the share of equal top tokens.
 
 Left out: the gates themselves (the test asserts them, so this script measures and reports only).

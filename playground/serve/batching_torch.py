@@ -11,7 +11,7 @@ raises if a step leaves no free block), never the "up to 90% of free memory" it 
 result shows both. KV in use over time = blocks allocated after each pass, of the pool's total.
 
 Greedy only. Tokens equal the Engine's (same weights, argmax) except where a batched fp32 path
-reorders a sum and a near-tie flips; tests/serve/test_serve_batching.py measures how often.
+reorders a sum and a near-tie flips; tests/serve/test_serve_batching_torch.py measures how often.
 
 Left out: sampling, preemption (the library has none), and CUDA graphs.
 """

@@ -261,7 +261,7 @@ def test_a_space_with_the_endpoint_turned_on_answers_a_chat_completion(space):
     assert body["choices"][0]["message"]["content"].strip() and body["choices"][0]["finish_reason"] == "length"
 
 
-# the gates of tests/backends/test_onnx_gguf.py and tests/serve/test_serve_continuous.py, on 300 tokens of the bench text
+# the gates of tests/backends/test_onnx_gguf.py and tests/serve/test_serve_batching.py, on 300 tokens of the bench text
 TOP1_VS_FP32 = 0.98
 BATCHED_VS_ALONE = 0.99
 
