@@ -110,10 +110,14 @@ class ClientTraffic:
         return self.clock.now()
 
     def since(self, t0: float) -> WorkloadResult:
-        """A snapshot of the requests that arrived at t0 or later, every time counted from t0 (a request's Steps
-        are counted from its admission already); the loop's passes, KV and slot map from t0 on."""
+        """A snapshot of the requests that arrived at t0 or later, every time counted from t0 (its prefill passes,
+        cached copies and preemptions too; a request's Steps are counted from its admission already); the loop's
+        passes, KV, slot map and prefix-cache map from t0 on."""
         r = self.snapshot()
-        shift = lambda spans: [(a - t0, b - t0, n) for a, b, n in spans]   # noqa: E731 - (start, end, n) spans
+
+        def shift(spans):   # (start, end, n) spans
+            return [(a - t0, b - t0, n) for a, b, n in spans]
+
         records = [replace(x, request=replace(x.request, arrival=x.arrival - t0),
                            admitted=None if x.admitted is None else x.admitted - t0,
                            chunks=shift(x.chunks), cache_copies=shift(x.cache_copies),

@@ -121,6 +121,13 @@ def shared_range(results) -> list[float] | None:
     return [0.0, end * 1.03] if end > 0 else None
 
 
+def on_time_axis(fig: go.Figure, x_range: list[float] | None) -> go.Figure:
+    """`fig`'s x axis set to `x_range` (shared_range's: charts side by side on one time axis); None: as drawn."""
+    if x_range is not None:
+        fig.update_xaxes(range=x_range, autorange=False)
+    return fig
+
+
 def plot_gantt(result, now: float | None = None, x_range: list[float] | None = None) -> go.Figure:
     """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own."""
     n = len(result.records)
@@ -157,9 +164,7 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
                       margin=dict(l=80, r=20, t=70, b=180),
                       yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
                                  tickmode="array", tickvals=rows, ticktext=rows))
-    if x_range is not None:
-        fig.update_xaxes(range=x_range, autorange=False)
-    return fig
+    return on_time_axis(fig, x_range)
 
 
 def plot_throughput(result, window: float = 1.0) -> go.Figure:

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import gradio as gr
 
-from ..charts.serve import (plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput, request_rows,
-                            shared_range)
+from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput,
+                            request_rows, shared_range)
 from ..charts.serve_sweeps import plot_sweep
 from ..api.record import endpoint_text
 from ..serve import compare, lesson
@@ -120,11 +120,8 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
         updates[getattr(out, f"requests_{side}")] = gr.update(value=request_rows(result), headers=REQUEST_HEADERS)
         if charts or final:
             for name, plot in (("throughput", plot_throughput), ("kv", plot_kv_in_use), ("kv_map", plot_kv_map),
-                               ("itl", plot_itl)):
-                fig = plot(result)
-                if x_range is not None:   # every time chart of A and B on the Gantts' axis
-                    fig.update_xaxes(range=x_range, autorange=False)
-                updates[getattr(out, f"{name}_{side}")] = fig
+                               ("itl", plot_itl)):   # every time chart of A and B on the Gantts' axis
+                updates[getattr(out, f"{name}_{side}")] = on_time_axis(plot(result), x_range)
     if job.results:
         updates[out.pool] = pool_markdown(job.results)
     if final and job.results:
@@ -161,11 +158,9 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
         line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
             f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
     x_range = shared_range([result])   # the Gantt and the map on one time axis
-    gantt, kv_map = plot_gantt(result, result.now(), x_range), plot_kv_map(result)
+    gantt, kv_map = plot_gantt(result, result.now(), x_range), on_time_axis(plot_kv_map(result), x_range)
     for fig in (gantt, kv_map):
         fig.update_xaxes(title_text=WATCH_AXIS)
-        if x_range is not None:
-            fig.update_xaxes(range=x_range, autorange=False)
     if refusals:   # a row per HTTP status, a cross per refused request
         statuses = sorted({x.status for x in refusals})
         rows = list(gantt.layout.yaxis.categoryarray or ()) + [f"{REFUSED_ROW} {s}" for s in statuses]
