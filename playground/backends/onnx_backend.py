@@ -41,14 +41,36 @@ def physical_cores() -> int:
     return max(1, min(cores, allowed))
 
 
-def session_options() -> ort.SessionOptions:
-    """Threads = physical cores, no spinning (the cores are shared), all graph optimizations, sequential."""
+SPIN_ENV = "PLAYGROUND_ORT_SPIN"
+
+
+def spinning(env: dict | None = None) -> bool:
+    """Whether a decode session's threads busy-wait between nodes: PLAYGROUND_ORT_SPIN, on unless "0".
+
+    A decode step is ~900 small nodes in ~10 ms; a worker that sleeps between them has to be woken for each
+    one (~25 % of a step measured on this 2-core machine), and llama.cpp's own threads spin too. "0" gives
+    the cores back between nodes, for a machine shared with other busy work.
+
+    >>> spinning({}), spinning({SPIN_ENV: "0"}), spinning({SPIN_ENV: "1"})
+    (True, False, True)
+    """
+    value = (os.environ if env is None else env).get(SPIN_ENV, "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"{SPIN_ENV} is 1 (threads spin while a decode runs: the default) or 0; got {value!r}")
+    return value == "1"
+
+
+def session_options(spin: bool = False) -> ort.SessionOptions:
+    """Threads = physical cores, all graph optimizations, sequential. Worker threads spin only in a session made
+    with `spin` (one that decodes: many small steps back to back) and where PLAYGROUND_ORT_SPIN allows; a
+    prompt's graph does few large steps, and a spinning pool left behind by one would take a core from the
+    next session to run."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = physical_cores()
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin and spinning() else "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return so
 
@@ -70,7 +92,7 @@ class OnnxBackend(Backend):
         self.folder, self.model_name, self.io_binding = Path(folder), model_name, io_binding
         self.name, self.dtype = (f"onnx-{quant}", quant) if quant else ("onnx", "float32")
         self.threads = physical_cores()   # ONNX Runtime intra-op threads (see session_options)
-        self.session = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(),
+        self.session = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(spin=True),
                                             providers=["CPUExecutionProvider"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
         self.config = config = AutoConfig.from_pretrained(self.folder)   # the model's shape (layers, sizes)
@@ -155,7 +177,7 @@ class OnnxBackend(Backend):
     def verify_session(self) -> ort.InferenceSession:
         """The same graph without the last-position slice (onnx_graph.all_logits_graph), opened on first use."""
         from .onnx_graph import all_logits_graph
-        return ort.InferenceSession(str(all_logits_graph(self.folder / self.VERIFY_SOURCE)), session_options(),
+        return ort.InferenceSession(str(all_logits_graph(self.folder / self.VERIFY_SOURCE)), session_options(spin=True),
                                     providers=["CPUExecutionProvider"])
 
     def verify(self, input_ids, state: OnnxState):

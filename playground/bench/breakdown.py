@@ -113,7 +113,7 @@ class _Profiled:
         from ..backends.onnx_backend import session_options
         from ..backends.onnx_cache import MODEL_FILE
 
-        options = session_options()
+        options = session_options(spin=True)   # the decode session's options
         options.enable_profiling = True
         options.profile_file_prefix = str(self.folder / "decode")
         self.session = ort.InferenceSession(str(Path(self.backend.folder) / MODEL_FILE), options,

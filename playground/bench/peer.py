@@ -256,14 +256,14 @@ def kernels_only(model, rows: int, split_rows: int | None = None):
 
 
 def kernels_ms(kernels, repeats: int = 30) -> float:
-    """Median ms of one run of a `kernels_only` graph (random inputs, 3 untimed runs first), on the backends'
-    session options (threads = physical cores)."""
+    """Median ms of one run of a `kernels_only` graph (random inputs, 3 untimed runs first), on the decode
+    session's options (threads = physical cores, spinning as the decode graph's)."""
     import numpy as np
     import onnxruntime as ort
 
     from ..backends.onnx_backend import session_options
 
-    session = ort.InferenceSession(kernels.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(kernels.SerializeToString(), session_options(spin=True), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     feed = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim], dtype=np.float32)
             for i in kernels.graph.input}
