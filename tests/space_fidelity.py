@@ -6,7 +6,8 @@ a venv of requirements.txt only, so on the ONNX Runtime pip resolved for that in
 - the graphs: onnx-gguf4's decode and prefill graphs build and load, every MatMulNBits' accuracy level and the
   GroupQueryAttention nodes counted;
 - the default's fidelity gate (tests/backends/test_onnx_gguf.py): teacher-forced on TOKENS tokens of the bench text, the
-  share of positions where onnx-gguf4 chooses fp32 ONNX's top token;
+  share of positions where onnx-gguf4 chooses fp32 ONNX's top token, and the mean KL divergence from fp32's
+  distribution (nats);
 - the batched rows' gate (tests/serve/test_serve_batching.py): the same text decoded one row at a time and as row 0
   of a 4-row batch in the shared KV buffer (rows at different lengths), the share of equal top tokens.
 
@@ -52,7 +53,7 @@ def measure(model: str) -> dict:
     fp32 = create_backend("onnx", model, device="cpu")
     built = time.monotonic() - start
     ids = text_ids(fp32.tokenizer, TOKENS + max(STARTS))
-    chosen = [[int(p.argmax()) for p in teacher_forced_logprobs(b, ids[:TOKENS])] for b in (fp32, gguf4)]
+    ref, got = (np.array(list(teacher_forced_logprobs(b, ids[:TOKENS]))) for b in (fp32, gguf4))
     alone = []
     logits, state = gguf4.prefill(ids[:1])
     for i in range(1, TOKENS):
@@ -75,7 +76,8 @@ def measure(model: str) -> dict:
         "prefill_graph": graph_ops(gguf4.folder / PREFILL_FILE),
         "layers": gguf4.config.num_hidden_layers,
         "positions": TOKENS - 1,
-        "top1_vs_fp32": float(np.mean(np.array(chosen[0]) == np.array(chosen[1]))),
+        "top1_vs_fp32": float(np.mean(ref.argmax(-1) == got.argmax(-1))),
+        "kl_vs_fp32": float(np.mean(np.sum(np.exp(ref) * (ref - got), axis=-1))),
         "batched_vs_alone": float(np.mean(np.array(alone) == np.array(batched))),
         "build_s": round(built, 1),
         "total_s": round(time.monotonic() - start, 1),

@@ -67,7 +67,7 @@ BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in (
                 "onnxruntime"),
     BackendSpec("onnx-int4", "onnx", "int4", "ONNX Runtime, 4-bit weights (re-quantized)", _onnx("int4"),
                 "onnxruntime"),
-    BackendSpec("onnx-gguf4", "onnx", "gguf4", "ONNX Runtime on the GGUF's own 4-bit blocks (99% of fp32's choices)",
+    BackendSpec("onnx-gguf4", "onnx", "gguf4", "ONNX Runtime on the GGUF's own 4-bit blocks (as faithful as llama.cpp)",
                 _onnx_gguf(""), "onnxruntime"),
     BackendSpec("onnx-gguf4-int8x2", "onnx", "gguf4-int8x2", "GGUF blocks, int8x2 activations throughout (fp32's choices)",
                 _onnx_gguf("int8x2"), "onnxruntime"),

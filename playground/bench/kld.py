@@ -404,7 +404,7 @@ def backend_row(name: str, base_path: Path, reference: Path, llama: dict | None 
                   seconds=round(time.perf_counter() - t, 1))
 
 
-BACKEND_ARITHMETIC = {"onnx-gguf4": "the default: int8 attention, int8x2 MLP and head",
+BACKEND_ARITHMETIC = {"onnx-gguf4": "the default: int8 layers (llama.cpp's arithmetic), int8x2 head",
                       "onnx-gguf4-int8": "int8 activations in every matmul (llama.cpp's arithmetic)",
                       "onnx-gguf4-int8x2": "int8x2 activations throughout (the exact variant)",
                       "onnx-gguf4-fp32": "fp32 activations throughout"}

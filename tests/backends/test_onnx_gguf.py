@@ -280,19 +280,38 @@ def test_int8x2_greedy_tokens_equal_fp32_and_kv_bytes_are_measured():
 
 @pytest.mark.integration
 def test_the_default_follows_fp32_teacher_forced(gguf4):
-    """The default's gate (make bench, 2,000 tokens): top-1 = fp32's at >= 99% of positions. Here 300 tokens of
-    the same text (measured on an AVX2-only EPYC: the default 99.3%, one int8 pass everywhere 96.3%, int8x2
-    everywhere 100%; on an AVX-512 + AVX512-VNNI EPYC: the default 99.67%)."""
+    """The default's gate is llama.cpp's own scoring (make bench's kld rows: Same top p and mean KLD against
+    fp32 on 3,683 positions, not below llama.cpp's). Here 300 tokens of the bench text, teacher-forced, with
+    bounds that leave room for another CPU's kernels: measured on an AVX-512 + VNNI EPYC, top-1 equal at 96.99%
+    and mean KL 0.0020 nats (llama.cpp's Q4_1 against its F32 on the kld text: 95.68%, 0.0037)."""
     from playground.bench.fidelity import teacher_forced_logprobs, text_ids
 
     fp32 = create_backend("onnx", None, device="cpu")
     ids = text_ids(fp32.tokenizer, 300)
-    chosen = [[int(p.argmax()) for p in teacher_forced_logprobs(b, ids)] for b in (fp32, gguf4)]
-    agreement = np.mean(np.array(chosen[0]) == np.array(chosen[1]))
-    print(f"the default vs fp32: top-1 equal at {agreement:.2%} of {len(chosen[0])} positions")
-    assert agreement >= 0.98, agreement
+    ref, got = (np.array(list(teacher_forced_logprobs(b, ids))) for b in (fp32, gguf4))
+    agreement = np.mean(ref.argmax(-1) == got.argmax(-1))
+    kl = float(np.mean(np.sum(np.exp(ref) * (ref - got), axis=-1)))
+    print(f"the default vs fp32: top-1 equal at {agreement:.2%} of {len(ref)} positions, mean KL {kl:.5f}")
+    assert agreement >= 0.95 and kl < 0.004, (agreement, kl)
     assert (gguf4.name, gguf4.dtype) == ("onnx-gguf4", "q4_1")
-    assert gguf4.decode_plan["qkv"] == "int8" and gguf4.decode_plan["gate_up"] == "int8x2"
+    assert gguf4.decode_plan == {"qkv": "int8", "o": "int8", "gate_up": "int8", "down": "int8", "head": "int8x2"}
+
+
+@pytest.mark.integration
+def test_the_decode_sessions_spin_and_the_prompts_does_not(gguf4, monkeypatch):
+    """Decode is ~900 small nodes back to back: its threads busy-wait between them (PLAYGROUND_ORT_SPIN); the
+    prefill graph's do not, so a pool left spinning after a prompt takes no core from the decode that follows."""
+    from playground.backends.onnx_backend import SPIN_ENV, session_options
+
+    def spins(session):
+        return session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+
+    assert (spins(gguf4.session), spins(gguf4.verify_session), spins(gguf4.prefill_session)) == ("1", "1", "0")
+    monkeypatch.setenv(SPIN_ENV, "0")
+    assert session_options(spin=True).get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    monkeypatch.setenv(SPIN_ENV, "yes")
+    with pytest.raises(ValueError, match=SPIN_ENV):
+        session_options(spin=True)
 
 
 @pytest.mark.integration

@@ -311,10 +311,10 @@ def test_a_workload_request_too_large_for_the_budget_ends_in_error_and_the_other
 @pytest.mark.integration
 def test_the_default_after_a_recompute_follows_the_decoded_cache_teacher_forced():
     """A preempted request's recompute writes with the prefill graph the positions its decode steps wrote with the
-    decode graph (int8 activations on the default): its KV differs in the last bits, so greedy tokens may part
-    after a preemption there. Gated like batching: teacher-forced on the bench text, the top-1 after a recompute
-    equals the top-1 after the decoded cache at >= 99% of positions. Measured on AVX-512 VNNI: 99.2%, logits up
-    to 0.77 apart."""
+    decode graph (int8 activations in every layer on the default, fp32 in the prefill graph): its KV differs, so
+    greedy tokens may part after a preemption there. Gated as the default is against fp32
+    (tests/backends/test_onnx_gguf.py): teacher-forced on the bench text, the top-1 after a recompute equals the
+    top-1 after the decoded cache at >= 95% of positions. Measured on AVX-512 VNNI: 97.1% of 240."""
     from playground.backends import create_backend
     from playground.backends.onnx_batch import KVSlots, decode_rows, prefill_chunk
     from playground.bench.fidelity import text_ids
@@ -332,7 +332,7 @@ def test_the_default_after_a_recompute_follows_the_decoded_cache_teacher_forced(
     for i in range(made, 360):
         out = decode_rows(b, kv, [ids[i], ids[i]], [i, i])
         same.append(int(out[0].argmax()) == int(out[1].argmax()))
-    assert np.mean(same) >= 0.99, np.mean(same)
+    assert np.mean(same) >= 0.95, np.mean(same)
 
 
 # --- the prefill-chunk sweep (serve/sweeps.py): its data, never its speed
