@@ -94,28 +94,33 @@ def loaded_cpu_variant(log: str) -> str | None:
     return named[0] if named else "features: " + " ".join(sorted(features - {"SSE42"}))
 
 
-def llama_cpu_variant(programs: tuple[str, ...] = ("llama-server", "llama-bench", "llama-perplexity")) -> str:
-    """The CPU variant llama.cpp's programs load on this machine: the first installed program's `--version` log,
+# (program, its arguments): llama-bench loads its backends to list the devices, naming the variant it loaded;
+# llama-server's and llama-perplexity's --version name it only on builds that log their system_info there
+ASKED = (("llama-bench", "--list-devices"), ("llama-server", "--version"), ("llama-perplexity", "--version"))
+
+
+def llama_cpu_variant(asked: tuple[tuple[str, str], ...] = ASKED) -> str:
+    """The CPU variant llama.cpp's programs load on this machine: the first installed program's log (ASKED),
     parsed by loaded_cpu_variant; "built-in" for a build without run-time dispatch (no libggml-cpu-*.so beside
     the programs); "missing: ..." when none is installed or the log names none."""
     import subprocess
 
     from ..remote.llamacpp import LlamaCppMissing, bin_dir, llama_binary, llama_env
-    for program in programs:
+    for program, argument in asked:
         try:
-            out = subprocess.run([str(llama_binary(program)), "--version"], env=llama_env(), capture_output=True,
+            out = subprocess.run([str(llama_binary(program)), argument], env=llama_env(), capture_output=True,
                                  text=True, timeout=60)
         except LlamaCppMissing:
             continue
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"missing: {program} --version failed ({type(exc).__name__})"
+            return f"missing: {program} {argument} failed ({type(exc).__name__})"
         folder = bin_dir()
         if out.returncode == 0 and folder and not any(folder.glob("libggml-cpu-*")):
             return "built-in"
         variant = loaded_cpu_variant(out.stdout + out.stderr)
         if variant:
             return variant
-        return f"missing: {program} --version named no CPU backend"
+        return f"missing: {program} {argument} named no CPU backend"
     return "missing: llama.cpp is not installed (make llama)"
 
 

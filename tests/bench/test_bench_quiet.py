@@ -59,14 +59,16 @@ def test_the_summary_prints_no_ratio_from_a_busy_machine_and_says_why():
     assert len(busy["loads"]) == 2   # llama.cpp's windows and ours
 
 
-def fake_programs(tmp_path, monkeypatch, log: str, variants=()):
-    """llama.cpp's folder with one program that prints `log` to stderr, and the named libggml-cpu variants."""
+def fake_programs(tmp_path, monkeypatch, log: str, variants=(), only_with: str = ""):
+    """llama.cpp's folder with one program that prints `log` to stderr (only when given the argument `only_with`,
+    if one is named), and the named libggml-cpu variants."""
     from playground.remote import llamacpp
 
     folder = tmp_path / "bin"
     folder.mkdir()
     program = folder / "llama-bench"
-    program.write_text(f"#!/bin/sh\nprintf '%s\\n' '{log}' >&2\n")
+    test = f'[ "$1" = "{only_with}" ] && ' if only_with else ""
+    program.write_text(f"#!/bin/sh\n{test}printf '%s\\n' '{log}' >&2\nexit 0\n")
     program.chmod(0o755)
     for v in variants:
         (folder / f"libggml-cpu-{v}.so").touch()
@@ -83,9 +85,19 @@ def fake_programs(tmp_path, monkeypatch, log: str, variants=()):
 @pytest.mark.parametrize("log, variants, expected", [
     ("load_backend: loaded CPU backend from /x/libggml-cpu-zen4.so", ("x64", "zen4"), "zen4"),
     ("version: 1 (abc)", (), "built-in"),                                   # no variants beside it: built in
-    ("version: 1 (abc)", ("x64",), "missing: llama-bench --version named no CPU backend")])
+    ("version: 1 (abc)", ("x64",), "missing: llama-bench --list-devices named no CPU backend")])
 def test_the_stamps_variant_comes_from_the_first_installed_program(tmp_path, monkeypatch, log, variants, expected):
     from playground.bench.quiet import llama_cpu_variant
 
     fake_programs(tmp_path, monkeypatch, log, variants)
     assert llama_cpu_variant() == expected
+
+
+@pytest.mark.subprocess
+def test_the_stamp_asks_llama_bench_to_list_its_devices(tmp_path, monkeypatch):
+    """llama-bench names the variant it loaded when it lists the devices; --version does not load the backends."""
+    from playground.bench.quiet import llama_cpu_variant
+
+    fake_programs(tmp_path, monkeypatch, "load_backend: loaded CPU backend from /x/libggml-cpu-zen4.so", ("zen4",),
+                  only_with="--list-devices")
+    assert llama_cpu_variant() == "zen4"
