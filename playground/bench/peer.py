@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from .prefill import PREFILL_TOKENS
-from .quiet import LoadWindow, gated, loaded_cpu_variant, validity
+from .quiet import LoadWindow, gated, llama_cpu_variant, loaded_cpu_variant, validity
 from .rows import KernelFloorRow, LlamaBenchRow, MatmulPeakRow, SummaryRow, say
 from .stats import ratio
 
@@ -135,7 +135,9 @@ def llama_batched_bench_row(sizes=BATCHED_SIZES, prompt_tokens: int = BATCHED_PR
     if out.returncode != 0 or not table:
         return {**row, "error": f"llama-batched-bench exited {out.returncode}: {(out.stderr or out.stdout).strip()[-300:]}"}
     kv = re.search(r"n_kv_max = (\d+)", out.stdout)   # the cache it allocated (at least -c)
-    return {**row, "cpu_variant": loaded_cpu_variant(out.stdout + out.stderr), "load": load,
+    # llama-batched-bench logs no backend line: then the variant the same install loads here (the stamp's)
+    variant = loaded_cpu_variant(out.stdout + out.stderr) or llama_cpu_variant()
+    return {**row, "cpu_variant": variant, "load": load,
             "n_kv_max": int(kv.group(1)) if kv else None,
             "points": [{"concurrency": int(t["B"]), "total_tps": t["S_TG t/s"],
                        "tpot_ms": round(1e3 * t["B"] / t["S_TG t/s"], 2) if t["S_TG t/s"] else None,

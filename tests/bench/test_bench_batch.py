@@ -143,3 +143,16 @@ def test_llama_batched_bench_row_runs_the_sweep_and_reads_totals_per_size(tmp_pa
     assert out["context"] >= 16 * (32 + 64) and out["n_kv_max"] == 4096
     assert at(out["points"], 8, "total_tps") == 130.64
     assert at(out["points"], 8, "tpot_ms") == round(1e3 * 8 / 130.64, 2)   # lockstep: each sequence's TPOT is B / S_TG
+
+
+@pytest.mark.subprocess
+def test_the_batched_bench_row_names_the_variant_the_install_loads(tmp_path, monkeypatch):
+    """llama-batched-bench logs no load_backend line: its row takes the variant the same install loads here."""
+    program = tmp_path / "llama-batched-bench"
+    (tmp_path / "table.txt").write_text(BATCHED_BENCH_OUTPUT)
+    program.write_text(f"#!/bin/sh\ncat '{tmp_path / 'table.txt'}'\n")
+    program.chmod(0o755)
+    monkeypatch.setattr(peer, "llama_tool", lambda name, gguf=None: (program, tmp_path / "model.gguf"))
+    monkeypatch.setattr(peer, "llama_cpu_variant", lambda: "zen4")
+    row = peer.llama_batched_bench_row()
+    assert row["cpu_variant"] == "zen4" and [p["total_tps"] for p in row["points"]][-1] == 170.17
