@@ -34,12 +34,17 @@ def read_rows(lines) -> list[dict]:
 
 
 def kind(row: dict) -> str:
-    """What a row is: its `row` or `bench` name, "kld" for the kld rows, else its tool, else "backend".
+    """What a row is: its `row` or `bench` name, "kld" for the kld rows, "interleaved" for interleaved.py's rounds
+    and medians, else its tool, else "backend".
 
     >>> kind({"kld": "llama-perplexity --kl-divergence", "backend": "llama.cpp"}), kind({"backend": "onnx"})
     ('kld', 'backend')
+    >>> kind({"round": 1, "llama.cpp": {"decode_tps": 50.0}}), kind({"summary": "medians", "valid_rounds": 3})
+    ('interleaved', 'interleaved')
     """
-    return str(row.get("row") or row.get("bench") or ("kld" if "kld" in row else None) or row.get("tool") or
+    interleaved = "round" in row or "valid_rounds" in row
+    return str(row.get("row") or row.get("bench") or ("kld" if "kld" in row else None) or
+               ("interleaved" if interleaved else None) or row.get("tool") or
                ("summary" if "ceilings" in row else "fidelity" if "top1_agreement_with_fp32" in row
                 else PREFILL if "prefill_tokens" in row and "engine_decode_tps" not in row else "backend"))
 
