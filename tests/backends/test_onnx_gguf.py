@@ -307,6 +307,9 @@ def test_the_decode_sessions_spin_and_the_prompts_does_not(gguf4, monkeypatch):
         return session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
 
     assert (spins(gguf4.session), spins(gguf4.verify_session), spins(gguf4.prefill_session)) == ("1", "1", "0")
+    decode = gguf4.session.get_session_options()
+    assert decode.get_session_config_entry("session.force_spinning_stop") == "1"
+    assert decode.get_session_config_entry("session.intra_op.spin_duration_us") == "50"
     monkeypatch.setenv(SPIN_ENV, "0")
     assert session_options(spin=True).get_session_config_entry("session.intra_op.allow_spinning") == "0"
     monkeypatch.setenv(SPIN_ENV, "yes")
