@@ -136,6 +136,7 @@ def test_llama_batched_bench_row_runs_the_sweep_and_reads_totals_per_size(tmp_pa
     fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/args.txt\ncat {tmp_path}/out.txt\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr(llamacpp, "llama_binary", lambda name: fake)
+    monkeypatch.setattr(peer, "llama_cpu_variant", lambda: "zen4")   # the stamp's own program is not faked here
     out = peer.llama_batched_bench_row(gguf=tmp_path / "model.gguf", threads=2)
     warm_up, measured = (tmp_path / "args.txt").read_text().splitlines()
     assert "-ntg 4 -npl 1 " in warm_up + " "
