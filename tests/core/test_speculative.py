@@ -284,7 +284,9 @@ def test_gguf4_rollback_is_setting_the_length(gguf4):
     decoded = gguf4.decode(ids[101], gguf4.decode(ids[100], state)[1])[0]
     assert float((after([5, 6, 7]) - after([8, 9, 10])).abs().max()) == 0.0
     assert float((after([]) - decoded).abs().max()) == 0.0
-    assert float((after([5, 6, 7]) - decoded).abs().max()) < 0.2   # measured: 0.098 AVX2-only, 0.115 AVX-512 VNNI
+    # int8 in every layer at 4 rows against 1: measured 0.27 (AVX-512 VNNI; with int8 in attention alone, 0.098 on
+    # AVX2-only and 0.115 on AVX-512 VNNI)
+    assert float((after([5, 6, 7]) - decoded).abs().max()) < 0.5
     assert float((after([5, 6, 7], roll=False) - decoded).abs().max()) > 1.0       # junk read: measured 28
     with pytest.raises(ValueError, match="roll"):
         gguf4.rollback(state, 500)
@@ -312,13 +314,14 @@ def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
     200 tokens of the bench text. At one row a pass it runs decode's kernels: the same logits, bit for bit. At
     five, ONNX Runtime's int8 kernels for several rows sum in another order than for one (and pick their code by
     CPU at run time), so a near-tie may flip: each position where verify's top token differs from decode's must
-    be one where decode's top two are within NEAR_TIE logits, and at most 3 % of positions.
-    Measured (5 rows): AVX2-only EPYC 0 of 199; AVX-512 + AVX512-VNNI EPYC 2 of 199, at decode margins of 0.014
-    and 0.0035 logits (largest logit difference 0.61), one row bit-identical, the same on a second run.
+    be one where decode's top two are within NEAR_TIE logits, and at most 5 % of positions.
+    Measured (5 rows) with every layer in int8 (the default's plan): AVX-512 + AVX512-VNNI EPYC 7 of 199, at decode
+    margins of 0.0015-0.25 logits (largest logit difference 1.40), one row bit-identical. With int8 in attention
+    alone: AVX2-only 0 of 199, AVX-512 VNNI 2 of 199 at margins under 0.015 (largest difference 0.61).
     (The prefill graph's fp32 activations as verifier: 2 of 199 on AVX2, hence the decode graph.)"""
     from playground.bench.fidelity import text_ids
 
-    near_tie = 0.1   # logits: the scale of the int8 paths' difference on a near-top logit (docs/architecture.md)
+    near_tie = 0.5   # logits: the scale of the int8 paths' difference on a near-top logit (measured: above)
     ids = text_ids(gguf4.tokenizer, 201)
     decode = teacher_forced_logits(gguf4, ids, rows=0)
     assert decode.shape == (199, gguf4.vocab_size)
@@ -331,7 +334,7 @@ def test_gguf4_verify_pass_chooses_as_decode_on_the_bench_text(gguf4):
     print(f"verify vs decode top-1 differ at {len(differ)} of {len(decode)} positions; decode's margins there: "
           f"{np.round(margins[differ], 4).tolist()}; largest logit difference {np.abs(verify - decode).max():.3f}")
     assert all(margins[i] < near_tie for i in differ), margins[differ]
-    assert len(differ) <= 0.03 * len(decode)
+    assert len(differ) <= 0.05 * len(decode)
 
 
 @pytest.mark.slow
