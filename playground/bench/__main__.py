@@ -28,10 +28,8 @@
     clients row (clients.py: misbehaving clients against the endpoint while one behaves),
     and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
-  - with every backend on the bundled model: the breakdown row (breakdown.py: a decode step's time by op
-    type and the Python, for one stream and for 1, 8 and 16 rows), then the interleaved rows
-    (interleaved.py: llama-bench and onnx-gguf4 / onnx-gguf4-int8 alternating, 3 rounds, the ratios taken
-    within each round);
+  - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench and
+    onnx-gguf4 / onnx-gguf4-int8 alternating, 3 rounds, the ratios taken within each round);
   - last, the remote row (remote.py): this client against a llama-server the bench starts on the
     same model.
 
@@ -82,10 +80,10 @@ def run_all(argv: list[str]) -> None:
         for command in ("batch", "serve", "kvmem", "aiperf", "clients", "roofline", "speculative"):
             say(row_in_subprocess(command, model=model))
     if not args.names and on_bundled:
-        # where a decode step's time goes (1 stream, 1, 8 and 16 rows), then the default's ratios to llama-bench
-        # with the two alternating round after round; their rows go straight to this output
-        for command in (["breakdown"], ["interleaved", "onnx-gguf4", "onnx-gguf4-int8", "--rounds", "3"]):
-            subprocess.run([sys.executable, "-m", "playground.bench", *command], check=True, env=child_env())
+        # the default's ratios to llama-bench with the two alternating round after round (the step breakdown is
+        # the batch row's); its rows go straight to this output
+        subprocess.run([sys.executable, "-m", "playground.bench", "interleaved", "onnx-gguf4", "onnx-gguf4-int8",
+                        "--rounds", "3"], check=True, env=child_env())
     if not on_bundled:
         return
     if not args.speed:
