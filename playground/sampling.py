@@ -58,7 +58,7 @@ class Sampler:
             sample = torch.softmax(scores, -1)
             token = int(torch.multinomial(sample, 1, generator=self.generator))
         top_ids = top_k_ids(row, min(k, row.size))   # softmax keeps the logits' order
-        top = row.max()
+        top = row[top_ids[0]] if top_ids else row.max()   # the largest logit, already found
         weights = np.exp(row - top)                  # softmax(row) = weights / their sum
         total = float(weights.sum(dtype=np.float64))
         top_p = [float(weights[i]) / total for i in top_ids]
@@ -73,7 +73,7 @@ def top_k_ids(values: np.ndarray, k: int, width: int = 256) -> list[int]:
 
     The row is cut into pieces of `width`; a piece holding one of the k largest has its maximum among the k
     largest maxima (that maximum is itself one of the k largest), so only those k pieces are searched.
-    On a 49,152-logit row: ~30 us, against ~90 us for torch.topk and ~400 us for numpy's argpartition.
+    On a 49,152-logit row: ~45 us, against ~90 us for torch.topk and ~400 us for numpy's argpartition.
 
     >>> top_k_ids(np.array([0.1, 5.0, -2.0, 3.0, 4.0], np.float32), 3, width=2)
     [1, 4, 3]
