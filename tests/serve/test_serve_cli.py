@@ -51,9 +51,15 @@ def test_interrupting_the_cli_cancels_every_request(tiny_engine, sigint_raises):
     cancel, scheduler = threading.Event(), SCHEDULERS["one-at-a-time"].create(tiny_engine)
     w = Workload.build([RequestClass("q", "What is the capital of France?", 400, 1.0)], 3, ignore_eos=True)
 
+    pressed = threading.Event()
+
+    def ctrl_c_at_the_first_step(*_):   # once a request is decoding, not after a fixed delay it might outrun
+        if not pressed.is_set():
+            pressed.set()
+            _interrupt()
+
     def work():
-        threading.Timer(0.3, _interrupt).start()
-        return scheduler.run(w, cancel=cancel)
+        return scheduler.run(w, progress=ctrl_c_at_the_first_step, cancel=cancel)
     result, interrupted = in_background(work, cancel)
     assert interrupted and cancel.is_set() and {r.stop_reason for r in result.records} == {"cancelled"}
 
