@@ -44,7 +44,8 @@ from .gguf_blocks import EMBEDDING, NBitsWeight, read_gguf_blocks
 from .onnx_cache import MODEL_FILE, is_complete, say, seal, staging
 from .onnx_nbits import MS, embedding_nodes, nbits_nodes, plan_of, plan_tag
 
-GGUF_EDITS = "q4_1-zp8-minsum-transb,qkv-packed,gate-up,head-q8,embed-q8,prefill-graph,external-data"  # in the cache key
+GGUF_EDITS = ("q4_1-zp8-minpool-transb,q4_1-int8-zp-remainder,qkv-packed,gate-up,head-q8,embed-q8,skip-norm,"
+              "prefill-graph,external-data")  # in the cache key
 PREFILL_FILE = "prefill.onnx"
 LAYERS_FP32 = {"qkv": "fp32", "o": "fp32", "gate_up": "fp32", "down": "fp32"}
 HEAD_INT8X2 = {"qkv": "int8", "o": "int8", "gate_up": "int8", "down": "int8", "head": "int8x2"}
@@ -145,7 +146,58 @@ def _rewrite(model, blocks: dict[str, NBitsWeight], plan: dict[str, str]) -> int
         new_inits.extend(ins)
     graph.node.extend(new_nodes)
     graph.initializer.extend(new_inits)
+    fuse_residual_norms(graph)
     return len(layers)
+
+
+NORM_OPS = ("Cast", "Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul", "Cast_1", "Mul_1")   # the export's RMSNorm
+
+
+def fuse_residual_norms(graph) -> int:
+    """Each residual Add that only feeds an RMSNorm becomes, with it, one SkipSimplifiedLayerNormalization
+    (normalized output, and the sum as its 4th output); the norm's other nodes are left unused (pruned
+    later). A norm of another shape than the export's (NORM_OPS, exponent 2, 1/sqrt) stays as it is.
+    Two nodes of ~8 us each fewer per norm: 60 norms, ~1 ms of a 9 ms decode step. Returns how many."""
+    nodes = {n.name: n for n in graph.node}
+    producer = {o: n for n in graph.node for o in n.output}
+    readers: dict[str, int] = {}
+    for n in graph.node:
+        for i in n.input:
+            readers[i] = readers.get(i, 0) + 1
+    inits = {i.name for i in graph.initializer}
+
+    def constant(name: str):
+        node = producer.get(name)
+        if node is None or node.op_type != "Constant" or node.attribute[0].name != "value":
+            return None
+        return numpy_helper.to_array(node.attribute[0].t)
+
+    fused = []
+    for name, cast in nodes.items():
+        scope = name.rsplit("/", 1)[0]
+        if not name.endswith("/Cast") or cast.op_type != "Cast":
+            continue
+        ops = [nodes.get(f"{scope}/{op}") for op in NORM_OPS]
+        add = producer.get(cast.input[0])
+        if (any(o is None or o.op_type != op.split("_")[0] for o, op in zip(ops, NORM_OPS))
+                or add is None or add.op_type != "Add" or readers.get(add.output[0]) != 1):
+            continue
+        _, power, mean, plus_eps, _, div, _, cast_1, scale = ops
+        weight = [i for i in scale.input if i != cast_1.output[0]]
+        eps, exponent, one = (constant(plus_eps.input[1]), constant(power.input[1]), constant(div.input[0]))
+        if (len(weight) != 1 or weight[0] not in inits or eps is None or exponent is None or one is None
+                or float(exponent) != 2 or float(one) != 1 or power.input[0] != cast.output[0]
+                or helper.get_attribute_value(cast.attribute[0]) != onnx.TensorProto.FLOAT):
+            continue
+        fused.append((add, cast, scale, helper.make_node(
+            "SkipSimplifiedLayerNormalization", [add.input[1], add.input[0], weight[0]],
+            [scale.output[0], "", "", cast.output[0]], name=f"{scope}/SkipSimplifiedLayerNormalization",
+            domain=MS, epsilon=float(eps))))
+    for add, cast, scale, node in fused:
+        for old in (add, cast, scale):
+            graph.node.remove(old)
+        graph.node.append(node)
+    return len(fused)
 
 
 def check_blocks_match_export(blocks: dict, graph) -> None:

@@ -2,16 +2,22 @@
 
     nodes, initializers = nbits_nodes("/model/layers.0/mlp/down_proj", x, weight, y, "int8x2")
 
-For Q4_1 blocks (w = d*q + m) the product splits exactly in two:
+For Q4_1 blocks (w = d*q + m) the product splits in two. In the fp32 and int8x2 modes, exactly:
     x.w = sum_b d_b ((q_b - 8) . x_b)   +   sum_b (m_b + 8 d_b) sum(x_b)
-          MatMulNBits, default zero point 8   FusedMatMul(ReduceSum(Reshape(x, [.., K/32, 32])), minimums [N, K/32],
-                                                          transB): each output a contiguous row of minimums
+          MatMulNBits, default zero point 8   FusedMatMul(AveragePool(x, 32), 32 (m + 8d) [N, K/32], transB)
 d*(q - 8) and m + 8d are exact in fp32 (checked per matrix; else zero point 0 and m are used), so one-hot
 rows still give gguf-py's d*q + m bit for bit (one rounding of the same real number); the symmetric
-form is the kernel's faster path.
+form is the kernel's faster path. The block means (AveragePool, one node) times 32 m are the block sums
+times m exactly: 32 is a power of two.
+In the int8 mode (llama.cpp's arithmetic) the kernel's own zero point carries the minimum:
+    x.w = sum_b d_b ((q_b - z_b) . x_b)  +   sum_b r_b sum(x_b),   z_b = round(-m_b / d_b) in 0..15,
+          MatMulNBits with zero points z      r_b = m_b + z_b d_b: |r_b| <= d_b / 2 wherever the block spans 0
+and the remainder's term, 1/32 the size of the layer, is an 8-bit MatMulNBits on the block means (r
+rounded to int8 per output row, the means to int8 as the kernel does: a relative error under 1e-2 of a
+term that is itself under a quarter of one weight step). The minimums' term in fp32 reads 13 MB a decode
+step, as much as a fifth of the weights; the remainder in int8 reads a quarter of that, and the zero
+points 1/8 (a decode step 7.5 against 8.2 ms, interleaved, AVX-512 EPYC; batched rows are as fast).
 Q8_0 blocks (w = d*q) need only the first part (8-bit, q + 128 against the default zero point 128).
-The minimums are stored one row per output (transB): a decode step reads 13 MB of them, and ONNX Runtime's
-MatMul on the [K/32, N] layout took ~0.4 ms a step longer (9.8 against 9.35 ms, interleaved, AVX-512 EPYC).
 
 Modes (what MatMulNBits does with the activations x):
   - "fp32"   accuracy level 0: fp32 arithmetic, the fp32 export's numbers up to summation order (~1e-7
@@ -26,7 +32,7 @@ Modes (what MatMulNBits does with the activations x):
     >>> hi_lo(np.array([[1.0, 0.3, -0.0049]], np.float32))[0].tolist()   # hi on the grid of 1/127
     [[1.0, 0.29921260476112366, -0.007874015718698502]]
 
-Left out: other block sizes than 32; zero points other than 0 (Q4_1) and 128 (Q8_0).
+Left out: other block sizes than 32.
 """
 from __future__ import annotations
 
@@ -73,36 +79,75 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
     n, k = w.shape
     c = _Consts(stem)
     ins = [x, c.add("B", w.packed), c.add("scales", w.scales.reshape(-1))]
-    minimums = w.minimums
-    if minimums is not None:   # d*q + m = d*(q - 8) + (m + 8d): the kernel's default zero point 8, when m + 8d is exact
-        shifted = minimums.astype(np.float64) + 8 * w.scales.astype(np.float64)
-        if np.array_equal(shifted.astype(np.float32), shifted):
-            minimums = shifted.astype(np.float32)
-        else:                  # explicit zero point 0
-            ins.append(c.add("zero_points", np.zeros(n * ((k // BLOCK + 1) // 2), np.uint8)))
-    nodes = []
-    blocks = f"{stem}/blocks"
-    if w.minimums is not None or mode == "int8x2":
-        nodes.append(_node("Reshape", [x, c.add("block_shape", np.array([0, 0, k // BLOCK, BLOCK], np.int64))], blocks))
+    nodes, minimum_term = [], []
+    if w.minimums is not None:
+        means = f"{stem}/block_means"
+        nodes.append(_node("AveragePool", [x], means, kernel_shape=[BLOCK], strides=[BLOCK]))
+        if mode == "int8":
+            zero_points, remainder = integer_zero_points(w)
+            ins.append(c.add("zero_points", pack_zero_points(zero_points)))
+            minimum_term = _int8_term(stem, means, BLOCK * remainder, c)
+        else:
+            minimums = w.minimums
+            shifted = minimums.astype(np.float64) + 8 * w.scales.astype(np.float64)
+            if np.array_equal(shifted.astype(np.float32), shifted):   # d*(q - 8) + (m + 8d): zero point 8
+                minimums = shifted.astype(np.float32)
+            else:                                                      # explicit zero point 0
+                ins.append(c.add("zero_points", np.zeros(n * ((k // BLOCK + 1) // 2), np.uint8)))
+            minimum_term = [helper.make_node("FusedMatMul", [means, c.add("minimums", BLOCK * minimums)],
+                                             [f"{stem}/minimum_term"], name=f"{stem}/minimum_term/FusedMatMul",
+                                             domain=MS, transB=1)]
     if mode == "int8x2":
+        blocks = f"{stem}/blocks"
+        nodes.append(_node("Reshape", [x, c.add("block_shape", np.array([0, 0, k // BLOCK, BLOCK], np.int64))], blocks))
         ins[0] = f"{stem}/{HI_LO}"
         nodes += _hi_lo_nodes(stem, blocks, k, c)
-    partial = f"{stem}/MatMulNBits_output" if (w.minimums is not None or mode == "int8x2") else y
+    partial = f"{stem}/MatMulNBits_output" if (minimum_term or mode == "int8x2") else y
     nodes.append(helper.make_node("MatMulNBits", ins, [partial], name=f"{stem}/MatMulNBits", domain=MS, K=k, N=n,
                                   bits=w.bits, block_size=BLOCK, accuracy_level=LEVEL[mode]))
     if mode == "int8x2":   # [B, 2S, N] -> [B, 2, S, N] -> sum of the hi and lo rows
-        summed = f"{stem}/hi_plus_lo" if w.minimums is not None else y
+        summed = f"{stem}/hi_plus_lo" if minimum_term else y
         nodes += [_node("Reshape", [partial, c.add("two_rows", np.array([0, 2, -1, n], np.int64))], f"{stem}/rows"),
                   _node("ReduceSum", [f"{stem}/rows", c.add("row_axis", np.array([1], np.int64))], summed, keepdims=0)]
         partial = summed
-    if w.minimums is not None:
-        nodes += [_node("ReduceSum", [blocks, c.add("last_axis", np.array([-1], np.int64))], f"{stem}/block_sums",
-                        keepdims=0),
-                  helper.make_node("FusedMatMul", [f"{stem}/block_sums", c.add("minimums", np.ascontiguousarray(minimums))],
-                                   [f"{stem}/minimum_term"], name=f"{stem}/minimum_term/FusedMatMul", domain=MS,
-                                   transB=1),
-                  _node("Add", [partial, f"{stem}/minimum_term"], y)]
+    if minimum_term:
+        nodes += minimum_term + [_node("Add", [partial, f"{stem}/minimum_term"], y)]
     return nodes, c.initializers
+
+
+def integer_zero_points(w: NBitsWeight) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_1's d*q + m as d*(q - z) + r: z = round(-m/d) within the 4-bit codes (uint8 [N, K/32]), r = m + z*d.
+
+    >>> w = NBitsWeight(np.zeros((1, 2, 16), np.uint8), np.float32([[0.5, 0.25]]), np.float32([[-1.7, 1.0]]), 4)
+    >>> [a.tolist() for a in integer_zero_points(w)]   # -1.7 = -0.5*3 - 0.2; a block above 0 keeps z = 0
+    [[[3, 0]], [[-0.20000004768371582, 1.0]]]
+    """
+    d, m = w.scales.astype(np.float64), w.minimums.astype(np.float64)
+    z = np.clip(np.round(-m / np.where(d == 0, 1, d)), 0, 15)
+    return z.astype(np.uint8), (m + z * d).astype(np.float32)
+
+
+def pack_zero_points(z: np.ndarray) -> np.ndarray:
+    """uint8 [N, blocks] -> MatMulNBits' 4-bit zero points: two per byte, low nibble first, each row padded."""
+    padded = np.zeros((z.shape[0], z.shape[1] + z.shape[1] % 2), np.uint8)
+    padded[:, :z.shape[1]] = z
+    return (padded[:, 0::2] | (padded[:, 1::2] << 4)).reshape(-1)
+
+
+def _int8_term(stem: str, means: str, weights: np.ndarray, c: _Consts) -> list:
+    """An 8-bit MatMulNBits y = means . weights^T (weights float32 [N, K'], rounded to int8 per row and block of
+    up to 256), at accuracy level 4."""
+    n, k = weights.shape
+    size = min(256, max(16, 1 << (k - 1).bit_length()))
+    padded = np.zeros((n, -(-k // size) * size), np.float32)
+    padded[:, :k] = weights
+    blocks = padded.reshape(n, -1, size)
+    scale = np.abs(blocks).max(-1) / np.float32(127)
+    scale[scale == 0] = 1
+    codes = (np.round(blocks / scale[..., None]) + 128).astype(np.uint8)
+    return [helper.make_node("MatMulNBits", [means, c.add("remainders", codes), c.add("remainder_scales", scale.reshape(-1))],
+                             [f"{stem}/minimum_term"], name=f"{stem}/minimum_term/MatMulNBits", domain=MS, K=k, N=n,
+                             bits=8, block_size=size, accuracy_level=LEVEL["int8"])]
 
 
 def reads_hi_lo(node) -> bool:

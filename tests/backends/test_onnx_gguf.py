@@ -73,6 +73,68 @@ def test_int8x2_is_near_fp32_where_one_pass_int8_is_not():
     assert err["fp32"] < 1e-5 and err["int8x2"] < 1e-3 and err["int8x2"] < err["int8"] / 20, err
 
 
+def test_int8_mode_carries_the_minimums_in_integer_zero_points():
+    """int8 (llama.cpp's arithmetic): d*q + m = d*(q - z) + r, z in the kernel's zero points and r, at most half
+    a step, in an 8-bit term. One-hot rows leave only r's int8 rounding: at most 1/254 of the row's largest r."""
+    n, k = 48, 96
+    raw = quantize(RNG.standard_normal((n, k)).astype(np.float32), QType.Q4_1)
+    weight, expected = q4_1_as_nbits(raw, n, k), dequantize(raw, QType.Q4_1)
+    z, r = onnx_nbits.integer_zero_points(weight)
+    d = weight.scales[..., None].astype(np.float64)
+    np.testing.assert_allclose((d * (weight.codes() - z[..., None]) + r[..., None]).reshape(n, k), expected, atol=1e-6)
+    assert (np.abs(r) <= weight.scales / 2 * (1 + 1e-6)).all() and (z > 0).any()
+    got = run_nbits(weight, one_hot(k), "int8")[0].T           # [N, K]
+    bound = np.abs(r).max(axis=1, keepdims=True) / 254 + 4 * np.spacing(np.abs(expected).max())
+    assert (np.abs(got - expected) <= bound).all(), float(np.abs(got - expected).max())
+    assert np.abs(got - expected).max() < np.abs(r).max() / 8       # r is in the product, not dropped
+
+
+def norm_graph(exponent: float = 2.0):
+    """The fp32 export's residual Add and RMSNorm (SmolLM2's node names and ops), x + h -> (norm, sum)."""
+    from onnx import numpy_helper
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [f"/n/{name}_output_0"], name=f"/n/{name}",
+                                value=numpy_helper.from_array(np.array(value, np.float32)))
+    w = numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "n.weight")
+    nodes = [helper.make_node("Add", ["x", "h"], ["sum"], name="/layer/Add"),
+             helper.make_node("Cast", ["sum"], ["/n/Cast_output_0"], name="/n/Cast", to=TensorProto.FLOAT),
+             const("Constant", exponent), const("Constant_2", 1e-5), const("Constant_3", 1.0),
+             helper.make_node("Pow", ["/n/Cast_output_0", "/n/Constant_output_0"], ["p"], name="/n/Pow"),
+             helper.make_node("ReduceMean", ["p"], ["mean"], name="/n/ReduceMean", axes=[-1], keepdims=1),
+             helper.make_node("Add", ["mean", "/n/Constant_2_output_0"], ["eps"], name="/n/Add"),
+             helper.make_node("Sqrt", ["eps"], ["root"], name="/n/Sqrt"),
+             helper.make_node("Div", ["/n/Constant_3_output_0", "root"], ["inv"], name="/n/Div"),
+             helper.make_node("Mul", ["/n/Cast_output_0", "inv"], ["normed"], name="/n/Mul"),
+             helper.make_node("Cast", ["normed"], ["normed32"], name="/n/Cast_1", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["n.weight", "normed32"], ["y"], name="/n/Mul_1"),
+             helper.make_node("Identity", ["/n/Cast_output_0"], ["residual"], name="/next")]
+    io = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [1, "s", 8]) for v in ("x", "h", "y", "residual")]
+    return helper.make_graph(nodes, "norm", io[:2], io[2:], [w])
+
+
+def test_a_residual_add_and_its_rms_norm_become_one_node():
+    from onnx import checker
+
+    def run(graph):
+        model = make_model(graph, {"": 17, "com.microsoft": 1})
+        onnx_gguf._drop_unused(model)
+        checker.check_model(model)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return [n.op_type for n in model.graph.node], session.run(None, feed)
+
+    feed = {"x": RNG.standard_normal((1, 3, 8)).astype(np.float32), "h": RNG.standard_normal((1, 3, 8)).astype(np.float32)}
+    graph = norm_graph()
+    _, before = run(graph)
+    assert onnx_gguf.fuse_residual_norms(graph) == 1
+    ops, after = run(graph)
+    assert ops == ["SkipSimplifiedLayerNormalization", "Identity"]
+    np.testing.assert_allclose(after[0], before[0], rtol=1e-5, atol=1e-6)
+    assert np.array_equal(after[1], feed["x"] + feed["h"])
+    cubed = norm_graph(exponent=3.0)   # not an RMSNorm: left as it is
+    assert onnx_gguf.fuse_residual_norms(cubed) == 0 and "Pow" in run(cubed)[0]
+
+
 def test_row_order_is_transformers_reverse_permutation():
     from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
@@ -129,21 +191,22 @@ def test_the_kernel_floor_graph_holds_every_matmulnbits_alone_with_its_weights(t
     q8 = q8_0_as_nbits(quantize(RNG.standard_normal((n, k)).astype(np.float32), QType.Q8_0), n, k)
     q4 = q4_1_as_nbits(quantize(RNG.standard_normal((n, n)).astype(np.float32), QType.Q4_1), n, n)
     nodes8, inits8 = nbits_nodes("a", "x", q8, "h", "int8")
-    nodes4, inits4 = nbits_nodes("b", "h", q4, "y", "int8")   # with the minimums' nodes around it
+    nodes4, inits4 = nbits_nodes("b", "h", q4, "y", "int8")   # and the 8-bit kernel of the minimums' remainder
     graph = helper.make_graph(nodes8 + nodes4, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, n])], inits8 + inits4)
     model = make_model(graph, {"": 18, "com.microsoft": 1})
     assert len(model.graph.node) > 2
     kernels = peer.kernels_only(model, rows=3)
-    assert [n.op_type for n in kernels.graph.node] == ["MatMulNBits"] * 2
-    assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in kernels.graph.input] == [[1, 3, k], [1, 3, n]]
+    assert [n.op_type for n in kernels.graph.node] == ["MatMulNBits"] * 3
+    assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in kernels.graph.input] == [
+        [1, 3, k], [1, 3, n], [1, 3, n // 32]]
     session = ort.InferenceSession(kernels.SerializeToString(), providers=["CPUExecutionProvider"])
     x = RNG.standard_normal((1, 3, k)).astype(np.float32)
-    got = session.run(["y0"], {"x0": x, "x1": np.zeros((1, 3, n), np.float32)})[0]
+    got = session.run(["y0"], {"x0": x, "x1": np.zeros((1, 3, n), np.float32), "x2": np.zeros((1, 3, n // 32), np.float32)})[0]
     assert np.array_equal(got, run_nbits(q8, x, "int8"))   # the same weights and attributes as in the model
     onnx.save(kernels, tmp_path / "model.onnx")
     row = peer.kernel_floor_row(tmp_path, repeats=2).to_json()
-    assert row["nodes"] == 2 and row["one_pass_int8_ms"] > 0 and row["hi_lo_int8x2_ms"] > 0
+    assert row["nodes"] == 3 and row["one_pass_int8_ms"] > 0 and row["hi_lo_int8x2_ms"] > 0
     with pytest.raises(ValueError, match="no MatMulNBits"):
         peer.kernels_only(onnx.ModelProto(), rows=1)
 
@@ -284,6 +347,8 @@ def test_the_default_follows_fp32_teacher_forced(gguf4):
     fp32 on 3,683 positions, not below llama.cpp's). Here 300 tokens of the bench text, teacher-forced, with
     bounds that leave room for another CPU's kernels: measured on an AVX-512 + VNNI EPYC, top-1 equal at 96.99%
     and mean KL 0.0020 nats (llama.cpp's Q4_1 against its F32 on the kld text: 95.68%, 0.0037)."""
+    import onnx
+
     from playground.bench.fidelity import teacher_forced_logprobs, text_ids
 
     fp32 = create_backend("onnx", None, device="cpu")
@@ -295,6 +360,8 @@ def test_the_default_follows_fp32_teacher_forced(gguf4):
     assert agreement >= 0.95 and kl < 0.004, (agreement, kl)
     assert (gguf4.name, gguf4.dtype) == ("onnx-gguf4", "q4_1")
     assert gguf4.decode_plan == {"qkv": "int8", "o": "int8", "gate_up": "int8", "down": "int8", "head": "int8x2"}
+    ops = [n.op_type for n in onnx.load(str(gguf4.folder / "model.onnx"), load_external_data=False).graph.node]
+    assert ops.count("SkipSimplifiedLayerNormalization") == 60 and ops.count("AveragePool") == 120   # 30 layers
 
 
 @pytest.mark.integration
