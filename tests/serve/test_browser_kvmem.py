@@ -60,7 +60,7 @@ def test_lesson_step_seven_fits_1024x768_in_presenter_mode_with_its_numbers(onnx
     """Step 7 on our batching (the tiny model on ONNX Runtime), opened by a deep link on a projector: heading,
     takeaway (the prefix cache's TTFT, the preemptions) and first chart on one screen, text >= 20 px, chart text
     >= 18 px."""
-    from tests.ui.test_browser_room import FONTS, ON_ONE_SCREEN, WHERE, enlarged
+    from tests.ui.test_browser_room import ON_ONE_SCREEN, WHERE, enlarged
     page = onnx_page.context.browser.new_page(viewport={"width": 1024, "height": 768})
     try:
         page.goto(onnx_page.url.split("?")[0] + "?present=1&lesson=7")
@@ -76,8 +76,7 @@ def test_lesson_step_seven_fits_1024x768_in_presenter_mode_with_its_numbers(onnx
             pass
         page.screenshot(path=str(tmp_path / "lesson-step7-presenter-1024x768.png"))
         assert page.evaluate(ON_ONE_SCREEN), f"step 7 is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
-        enlarged(page)
-        fonts = page.evaluate(FONTS)
+        fonts = enlarged(page)
         assert fonts["small"] == [] and fonts["body"] >= 20 and fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
         assert "cached prefix copied in" in page.locator("#lesson-figure0").inner_text()   # the cached run's Gantt
     finally:

@@ -107,13 +107,16 @@ def open_page(browser_app, width: int, height: int, query: str = ""):
     return page
 
 
-def enlarged(page, timeout_s: float = 10) -> None:
-    """Wait for presenter.js's pass (once a second) over the figures just drawn; a timeout leaves the
-    assertions after it to say what is still small."""
+def enlarged(page, timeout_s: float = 10) -> dict:
+    """The fonts (FONTS) once presenter.js's pass (once a second) has enlarged what was just drawn, measured by
+    the wait itself: a chart redrawn between a wait and a second measurement shows Plotly's own 16 px until
+    the next pass. On a timeout, the fonts as they are, for the caller's asserts to report."""
+    ready = (f"() => {{ const f = ({FONTS})(); "
+             "return f.small.length === 0 && f.tiny.length === 0 && f.body >= 20 && f.chart >= 18 ? f : null; }")
     try:
-        page.wait_for_function(f"({FONTS})().chart >= 18", timeout=timeout_s * 1000)
+        return page.wait_for_function(ready, timeout=timeout_s * 1000).json_value()
     except Exception:   # noqa: BLE001 - playwright's TimeoutError: the caller's asserts report the fonts
-        pass
+        return page.evaluate(FONTS)
 
 
 def settle(page, check: str, timeout_s: float = 5) -> None:
@@ -171,8 +174,7 @@ def test_nothing_is_cut_off_and_the_console_stays_clean(browser_app, width, heig
     try:
         for tab in run_tabs(page):
             if query:
-                enlarged(page)
-                fonts = page.evaluate(FONTS)
+                fonts = enlarged(page)
                 assert fonts["small"] == [] and fonts["tiny"] == [] and fonts["body"] >= 20, f"{tab}: {fonts}"
             settle(page, OVERFLOWS)   # the charts' last redraw
             assert page.evaluate(OVERFLOWS) == [], f"{tab} at {width}x{height}{query}"
@@ -219,16 +221,14 @@ def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path
                 assert page.evaluate(WHERE)["bottoms"][1] <= 768 and not page.evaluate(FIRST_VISUAL)
             else:
                 assert page.evaluate(ON_ONE_SCREEN), f"step {n} is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
-            enlarged(page)
-            fonts = page.evaluate(FONTS)
+            fonts = enlarged(page)
             assert fonts["small"] == [] and fonts["body"] >= 20, f"step {n}: {fonts}"
             assert fonts["tiny"] == [] and (n < 3 or fonts["chart"] >= 18), f"step {n}: {fonts}"
             assert "est_cost_usd" not in page.locator("body").inner_text()   # words, never a result's raw key
         assert page.locator("#lesson-figure0 .js-plotly-plot").count() == 0   # step 7 on torch: none, it says why
         page.get_by_role("tab", name="Generate").click()   # a tab drawn by ui/live/*.js, in presenter mode too
         generate(page)
-        enlarged(page)
-        fonts = page.evaluate(FONTS)
+        fonts = enlarged(page)
         assert fonts["small"] == [] and fonts["charts"] > 0 and fonts["chart"] >= 18
         page.locator("#present input").uncheck()   # off again: the header is back
         page.locator("#page-header").wait_for(state="visible", timeout=10_000)
