@@ -8,7 +8,7 @@ Each layer matrix of the bundled GGUF is Q4_1 (w = d*q + m per block of 32, see 
 becomes MatMulNBits (default zero point 8) plus a 1/32-size term for the minimums (onnx_nbits.py). q|k|v
 become one MatMulNBits feeding GroupQueryAttention its packed-QKV input, gate|up one MatMulNBits and a
 Split, the Q8_0 LM head an 8-bit MatMulNBits and the Q8_0 embedding a GatherBlockQuantized (both
-exact: d*q). Before anything is written every block is dequantized and compared with the export's
+exact: d*q), and each residual Add with the RMSNorm after it one SkipSimplifiedLayerNormalization. Before anything is written every block is dequantized and compared with the export's
 initializer for that layer: they must be equal bit for bit, or the build refuses (wrong row order,
 another file).
 
