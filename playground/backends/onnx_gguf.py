@@ -19,10 +19,9 @@ at one row int8x2 takes 0.09 ms against fp32's 0.25 ms; at 46 or 1024 rows fp32 
 int8x2 (whose rows double). VARIANTS name the combinations `make bench` measures; "" is the default,
 chosen by the kld rows (llama.cpp's own scoring, bench/kld.py) and decode speed: every layer in one int8
 pass, as llama.cpp, and the LM head in int8x2. Scored on the same 3,683 positions (AVX-512 + VNNI EPYC,
-2026-12-04): llama.cpp's Q4_1 against its F32, Same top p 95.68 +- 0.34 %, mean KLD 0.00366; one int8
-pass everywhere 95.47 %, 0.00408 (12 % over llama.cpp's KLD: outside the gate); the default 96.88 %,
-0.00210; the earlier plan (the MLP in int8x2 too) 98.34 %, 0.00059, but a decode step of 11.4 ms against
-the default's 9.6 (one int8 pass everywhere: 8.95). The head is the largest matrix (49,152 x 576) and
+2026-12-04, docs/results/2026-12-04-71d45d26d06d.md): llama.cpp's Q4_1 against its F32, Same top p 95.60
++- 0.34 %, mean KLD 0.00365; the default 97.18 %, 0.00170; one int8 pass everywhere 95.25 %, 0.00368
+(Same top p under the gate's floor of 95.26 %), 5 % faster. The head is the largest matrix (49,152 x 576) and
 the one whose rounding shows most in the next token's probabilities.
 
 Weights are saved as external data (`<graph>.onnx.data`), which ONNX Runtime maps instead of copying
@@ -51,7 +50,7 @@ LAYERS_FP32 = {"qkv": "fp32", "o": "fp32", "gate_up": "fp32", "down": "fp32"}
 HEAD_INT8X2 = {"qkv": "int8", "o": "int8", "gate_up": "int8", "down": "int8", "head": "int8x2"}
 VARIANTS = {   # name suffix -> (decode plan, prefill plan); chosen by the kld and speed rows of `make bench`
     "": (HEAD_INT8X2, LAYERS_FP32),      # the default (see above); fp32 prefill
-    "int8x2": ({}, LAYERS_FP32),         # int8x2 decode throughout: fp32's top token at every position
+    "int8x2": ({}, LAYERS_FP32),         # int8x2 decode throughout: fp32's top token but at near-ties
     "int8": ("int8", "int8"),            # llama.cpp's arithmetic (int8 activations per block of 32)
     "fp32": ("fp32", "fp32"),            # accuracy level 0 throughout, fp32 head: the exact reference
 }
