@@ -112,9 +112,11 @@ def test_int8x2_nodes_multiply_twice_the_rows_of_one_pass_nodes():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, n])], inits1 + inits2)
     model = make_model(graph, {"": 18, "com.microsoft": 1})
     kernels = peer.kernels_only(model, 8, split_rows=16)
-    assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in kernels.graph.input] == [[1, 8, k], [1, 16, k]]
+    # int8: the layer's kernel and its minimums' remainder (k / 32 block means); int8x2: hi + lo rows
+    assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in kernels.graph.input] == [
+        [1, 8, k], [1, 8, k // 32], [1, 16, k]]
     assert [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in peer.kernels_only(model, 3).graph.input] \
-        == [[1, 3, k], [1, 3, k]]   # without split_rows every node reads `rows`, as the kernel floor row has it
+        == [[1, 3, k], [1, 3, k // 32], [1, 3, k]]   # without split_rows every node reads `rows`, as the floor row has it
     assert peer.kernels_ms(kernels, repeats=2) > 0
     onnx.checker.check_model(kernels)
 
