@@ -275,8 +275,9 @@ def test_the_4bit_graphs_build_and_pass_the_fidelity_gates_on_the_spaces_onnx_ru
     got = json.loads(out.stdout.strip().splitlines()[-1])
     figure("fidelity", json.dumps(got))
     assert got["backend"] == ["onnx-gguf4", "q4_1"] and got["decode_plan"]["qkv"] == "int8"
-    layers = got["layers"]   # one MatMulNBits per group (onnx_nbits.GROUPS): q|k|v, o, gate|up, down, the head
-    assert got["decode_graph"] == {"GroupQueryAttention": layers, "MatMulNBits accuracy_level=4": 4 * layers + 1}
+    layers = got["layers"]   # one MatMulNBits per group (onnx_nbits.GROUPS): q|k|v, o, gate|up, down, the head;
+    # in int8 (the decode layers) each layer group has a second, 8-bit one: its minimums' remainder
+    assert got["decode_graph"] == {"GroupQueryAttention": layers, "MatMulNBits accuracy_level=4": 8 * layers + 1}
     assert got["prefill_graph"] == {"GroupQueryAttention": layers, "MatMulNBits accuracy_level=0": 4 * layers,
                                     "MatMulNBits accuracy_level=4": 1}   # fp32 layers, the int8x2 head
     assert got["top1_vs_fp32"] >= TOP1_VS_FP32 and got["kl_vs_fp32"] < KL_VS_FP32, got
