@@ -14,7 +14,7 @@ In the int8 mode (llama.cpp's arithmetic) the kernel's own zero point carries th
           MatMulNBits with zero points z      r_b = m_b + z_b d_b: |r_b| <= d_b / 2 wherever the block spans 0
 and the remainder's term, 1/32 the size of the layer, is an 8-bit MatMulNBits on the block means (r
 rounded to int8 per output row, the means to int8 as the kernel does: a relative error under 1e-2 of a
-term that is itself under a quarter of one weight step). The minimums' term in fp32 reads 13 MB a decode
+term whose weights are at most half a step, d/2). The minimums' term in fp32 reads 13 MB a decode
 step, as much as a fifth of the weights; the remainder in int8 reads a quarter of that, and the zero
 points 1/8 (a decode step 7.5 against 8.2 ms, interleaved, AVX-512 EPYC; batched rows are as fast).
 Q8_0 blocks (w = d*q) need only the first part (8-bit, q + 128 against the default zero point 128).
