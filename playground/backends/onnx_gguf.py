@@ -5,10 +5,12 @@
     #   prefill.onnx (+ .data)   the prefill graph (the prompt), same inputs, outputs and weights
 
 Each layer matrix of the bundled GGUF is Q4_1 (w = d*q + m per block of 32, see gguf_blocks.py); it
-becomes MatMulNBits (default zero point 8) plus a 1/32-size term for the minimums (onnx_nbits.py). q|k|v
+becomes MatMulNBits plus a 1/32-size term for the minimums (onnx_nbits.py; with int8 activations the
+kernel's own zero points carry most of each minimum, and the term only the remainder). q|k|v
 become one MatMulNBits feeding GroupQueryAttention its packed-QKV input, gate|up one MatMulNBits and a
 Split, the Q8_0 LM head an 8-bit MatMulNBits and the Q8_0 embedding a GatherBlockQuantized (both
-exact: d*q), and each residual Add with the RMSNorm after it one SkipSimplifiedLayerNormalization. Before anything is written every block is dequantized and compared with the export's
+exact: d*q), and each residual Add with the RMSNorm after it one SkipSimplifiedLayerNormalization.
+Before anything is written every block is dequantized and compared with the export's
 initializer for that layer: they must be equal bit for bit, or the build refuses (wrong row order,
 another file).
 
@@ -184,7 +186,10 @@ def fuse_residual_norms(graph) -> int:
         _, power, mean, plus_eps, _, div, _, cast_1, scale = ops
         weight = [i for i in scale.input if i != cast_1.output[0]]
         eps, exponent, one = (constant(plus_eps.input[1]), constant(power.input[1]), constant(div.input[0]))
+        axes = ([a.ints for a in mean.attribute if a.name == "axes"] or
+                [constant(mean.input[1]) if len(mean.input) > 1 else None])[0]
         if (len(weight) != 1 or weight[0] not in inits or eps is None or exponent is None or one is None
+                or axes is None or list(np.atleast_1d(axes)) != [-1]
                 or float(exponent) != 2 or float(one) != 1 or power.input[0] != cast.output[0]
                 or helper.get_attribute_value(cast.attribute[0]) != onnx.TensorProto.FLOAT):
             continue
