@@ -263,7 +263,7 @@ def test_a_space_with_the_endpoint_turned_on_answers_a_chat_completion(space):
 
 # the gates of tests/backends/test_onnx_gguf.py and tests/serve/test_serve_batching.py, on 300 tokens of the bench text
 TOP1_VS_FP32, KL_VS_FP32 = 0.95, 0.004
-BATCHED_VS_ALONE = 0.99
+BATCHED_VS_ALONE = 0.95   # as test_serve_batching's: AVX2 kernels round one row and several apart (~97%)
 
 
 @pytest.mark.space
