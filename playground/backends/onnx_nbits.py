@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from .gguf_blocks import BLOCK, NBitsWeight
+from .gguf_blocks import BLOCK, NBitsWeight, pack_pairs
 
 MS = "com.microsoft"
 LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4}
@@ -131,7 +131,7 @@ def pack_zero_points(z: np.ndarray) -> np.ndarray:
     """uint8 [N, blocks] -> MatMulNBits' 4-bit zero points: two per byte, low nibble first, each row padded."""
     padded = np.zeros((z.shape[0], z.shape[1] + z.shape[1] % 2), np.uint8)
     padded[:, :z.shape[1]] = z
-    return (padded[:, 0::2] | (padded[:, 1::2] << 4)).reshape(-1)
+    return pack_pairs(padded).reshape(-1)
 
 
 def _int8_term(stem: str, means: str, weights: np.ndarray, c: _Consts) -> list:
