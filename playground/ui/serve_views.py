@@ -102,8 +102,8 @@ def lesson_text(job) -> str:
     """A and B in one sentence each (named in the status line above), then B against A."""
     lines = [f"- {html.escape(lesson(r, side))}" for side, r in zip("AB", job.results) if r.started]
     if len(job.results) == 2 and all(r.done and not r.cancelled for r in job.results):
-        lines.append(f"- **{html.escape(compare(*job.results, named=True))}**")
         preset = getattr(job, "preset", None)
+        lines.append(f"- **{html.escape(compare(*job.results, named=True, expect=preset and preset.expect))}**")
         if preset is not None:
             lines.append(f"- **{html.escape(preset.name)}**: {html.escape(preset.finding(*job.results))}")
     return "\n".join(lines)
@@ -130,7 +130,8 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
         same = len({r.scheduler for r in job.results}) < len(job.results)   # our batching twice: named by side
         files = {f"serve-{r.scheduler}{'-' + side if same else ''}.json": json.dumps(r.to_dict(), ensure_ascii=False)
                  for side, r in zip("ab", job.results)}
-        files["serve-report.html"] = html_report(job.results)
+        preset = getattr(job, "preset", None)
+        files["serve-report.html"] = html_report(job.results, expect=preset and preset.expect)
         updates[out.download] = job.exports.write(files)
     return updates
 

@@ -267,7 +267,7 @@ def test_each_preset_runs_a_and_b_differing_by_one_setting_and_says_what_it_foun
     assert a.pool["cached"] == 0 < b.pool["cached"] and "prefix cache" in b.scheduler_label
     a, b = preset_runs["memory pressure"]
     assert a.pool["preemptions"] == 0 < b.pool["preemptions"]
-    assert "6 of 6 with the very tokens A gave them" in PRESETS["memory pressure"].finding(a, b)
+    assert "6 of 6 requests gave the very tokens A gave them." in PRESETS["memory pressure"].finding(a, b)
     a, b = preset_runs["a long document among chatters"]
     assert (a.pool["prefill_chunk"], b.pool["prefill_chunk"]) == (512, 32)
 

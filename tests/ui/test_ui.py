@@ -232,3 +232,13 @@ def test_compare_offers_two_different_backends_by_default(tiny_backend, tiny_eng
     demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
     values = {b.elem_id: b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) in ("compare-a", "compare-b")}
     assert values["compare-a"] == "torch" and values["compare-b"] not in (None, "torch")
+
+
+def test_the_running_status_carries_no_count_for_gradio_to_send_back():
+    """The page counted "8 tokens so far", then Gradio sent the status again with its fixed "0" inside: the count
+    went back to 0. The page alone writes the count (live/stream.js), with the plural units.tokens writes."""
+    import re
+    from playground.ui.live_view import LIVE_DIR
+    assert not re.search(r"\d", RUNNING_STATUS) and 'id="pg-count"' in RUNNING_STATUS
+    script = (LIVE_DIR / "stream.js").read_text(encoding="utf-8")
+    assert '" tokens so far"' not in script and "tokenCount(n)} so far" in script
