@@ -105,10 +105,10 @@ def delay_sentence(delays: list[float], shorts: int, short: str, long: str, what
     """The long requests' hold on the short ones' first token, over the short requests that have one. A live run
     says it covers the requests so far, so a later figure extends it.
 
-    >>> delay_sentence([], 1, "short", "long", "prefill", done=False)
-    "so far, of the 1 short request with a first token, none waited for a long request's prefill"
-    >>> delay_sentence([0.5, 0.2], 3, "short", "long", "prefill", done=True)
-    "of the 3 short requests, the long requests' prefill delayed 2 first tokens by a median of 0.35 s"
+    >>> delay_sentence([], 1, "short", "long", "prompt reading", done=False)
+    "so far, of the 1 short request with a first token, none waited for a long request's prompt reading"
+    >>> delay_sentence([0.5, 0.2], 3, "short", "long", "prompt reading", done=True)
+    "of the 3 short requests, the long requests' prompt reading delayed 2 first tokens by a median of 0.35 s"
     """
     scope = (f"so far, of the {plural(shorts, short + ' request')} with a first token" if not done
              else f"of the {plural(shorts, short + ' request')}")
