@@ -112,6 +112,18 @@ def test_tokens_and_model_info_endpoints(app_url):
     assert "tiny-random-llama" in client.predict(backend="torch", api_name="/model_info")
 
 
+def test_a_refused_paste_clears_the_previous_prompts_tokens_and_chart(tiny_backend, tiny_engine):
+    """Regression: a 142k-character paste gave its error over the previous prompt's chart (the handler kept it),
+    as if the chart were the paste's. The /tokens handler as the page calls it, on a prompt then the paste."""
+    demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
+    show = next(f.fn for f in demo.fns.values() if f.api_name == "tokens")
+    summary, chips, figure = show(FRANCE, True, "torch")
+    assert "cl100k_base" in summary and chips and figure is not None
+    summary, chips, figure = show("word " * 28_400, True, "torch")   # 142,000 characters, over the context window
+    assert "error" in summary and "context" in summary, summary
+    assert (chips, figure) == ("", None)
+
+
 @pytest.mark.slow
 def test_a_seed_makes_a_sampled_run_repeatable(app_url):
     client = Client(app_url, verbose=False)
