@@ -54,7 +54,7 @@ def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
     final = job.result(timeout=300)
     assert final[OUT["status"]].count("done") == 2
     lesson = final[OUT["lesson"]]
-    assert "- A: " in lesson and "- B: " in lesson and "B served the same 4 requests at" in lesson
+    assert "- A: " in lesson and "- B: " in lesson and "B served the same 4 requests with " in lesson
     assert "first come, first served" not in lesson and "ONNX Runtime)" not in lesson   # named once, above
     status = final[OUT["status"]]
     assert "**A** = one at a time" in status and "**B** = continuous batching" in status
