@@ -11,8 +11,8 @@
         --compare one-at-a-time --out …      # a server: concurrent against one at a time, on the server
 
 Writes DIR/workload.json (replayable), DIR/<scheduler>/requests/<id>.json (one per request: its
-timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/serve.html (standalone
-report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. A preset (presets.py) runs its own workload on
+timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/perfetto.json (A and B as
+Chrome Trace Events, for ui.perfetto.dev), DIR/serve.html (standalone report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. A preset (presets.py) runs its own workload on
 our batching twice, A and B (DIR/batching-a, DIR/batching-b), and prints its finding in one sentence. Progress goes to stderr about once
 a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
 
@@ -191,6 +191,7 @@ def main(argv=None) -> int:
         check_tokens(workload, lambda p: len(first.prompt_ids(p, GenerationSettings())[1]), args.max_total_tokens)
     (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
     results = run_and_write(args, [(s.name, s) for s in schedulers], workload, cancel)
+    write_exports(args.out, results)
     (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
     print(f"-> {args.out}/serve.html", file=sys.stderr)
     return 130 if cancel.is_set() else 0
@@ -214,6 +215,13 @@ def run_and_write(args, named, workload, cancel) -> list:
     return results
 
 
+def write_exports(out: Path, results) -> None:
+    """DIR/perfetto.json: A and B as Chrome Trace Events (open at ui.perfetto.dev)."""
+    from .perfetto import workload_json
+    if results:
+        (out / "perfetto.json").write_text(workload_json(results), encoding="utf-8")
+
+
 def interference_workload(args, source) -> Workload:
     """The chunk sweep's workload: the preset "a long document among chatters" (--requests, --rate, --seed)."""
     preset = PRESETS[INTERFERENCE]
@@ -235,6 +243,7 @@ def run_preset(args, sources, cancel) -> int:
     a, b = preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))
     named = [(f"batching-{side}", SCHEDULERS["batching"].create(engine, batch=c)) for side, c in (("a", a), ("b", b))]
     results = run_and_write(args, named, workload, cancel)
+    write_exports(args.out, results)
     if len(results) == 2 and not cancel.is_set():
         print(json.dumps({"preset": preset.name, "finding": preset.finding(*results)}, ensure_ascii=False))
     (args.out / "serve.html").write_text(html_report(results, expect=preset.expect), encoding="utf-8")
