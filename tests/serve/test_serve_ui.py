@@ -73,6 +73,9 @@ def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
     assert any(str(f).endswith(".html") for f in files)
     [perfetto] = [json.load(open(f, encoding="utf-8")) for f in files if str(f).endswith("serve-perfetto.json")]
     assert {e["pid"] for e in perfetto["traceEvents"]} == {1, 2}   # A and B, a process each
+    [mooncake] = [f for f in files if str(f).endswith("serve-mooncake.jsonl")]
+    with open(mooncake, encoding="utf-8") as fh:   # the workload as a Mooncake trace: one request a line
+        assert [json.loads(line)["output_length"] for line in fh] == [len(r["trace"]["steps"]) for r in runs[0]["requests"]]
     # the SLO moved after the run: goodput recomputed from the stored records, nothing runs again
     assert client.predict(ttft=1e-6, tpot=0, api_name="/serve_goodput").count("0 of 4 requests met it") == 2
     assert client.predict(ttft=1000, tpot=0, api_name="/serve_goodput").count("4 of 4 requests met it") == 2
