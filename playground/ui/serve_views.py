@@ -20,6 +20,8 @@ from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, 
 from ..charts.serve_sweeps import plot_sweep
 from ..api.record import endpoint_text
 from ..serve import compare, lesson
+from ..serve.mooncake import results_jsonl
+from ..serve.perfetto import workload_json
 from ..serve.report import html_report
 from ..serve.summary import class_stats, goodput, pool_text
 from ..serve.sweeps import chunk_sentence
@@ -132,6 +134,8 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
                  for side, r in zip("ab", job.results)}
         preset = getattr(job, "preset", None)
         files["serve-report.html"] = html_report(job.results, expect=preset and preset.expect)
+        files["serve-perfetto.json"] = workload_json(job.results)   # A and B as Chrome Trace Events
+        files["serve-mooncake.jsonl"] = results_jsonl(job.results)   # the workload as a Mooncake trace
         updates[out.download] = job.exports.write(files)
     return updates
 

@@ -41,6 +41,9 @@ def test_the_stream_grows_by_the_new_steps_and_ends_with_an_exportable_trace(app
     csv_path = next(f for f in generated(final)["files"] if str(f).endswith(".csv"))
     with open(csv_path, encoding="utf-8", newline="") as fh:
         assert len(list(csv.reader(fh))) == 13   # header + one row per token
+    perfetto = next(f for f in generated(final)["files"] if str(f).endswith("trace-perfetto.json"))
+    with open(perfetto, encoding="utf-8") as fh:   # Chrome Trace Events: one decode slice per step after the first
+        assert sum(e["name"] == "decode" for e in json.load(fh)["traceEvents"]) == 11
 
 
 @pytest.mark.slow
