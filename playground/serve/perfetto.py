@@ -15,7 +15,8 @@ the records (records.py); slices on one track never overlap (a later one starts 
 
 >>> from .workload import Request, Workload
 >>> from .records import RequestRecord, WorkloadResult
->>> r = RequestRecord(Request(0, "q", "hi", 4, 0.5), admitted=0.75, finished=0.75, stop_reason="cancelled")
+>>> from ..trace import StopReason
+>>> r = RequestRecord(Request(0, "q", "hi", 4, 0.5), admitted=0.75, finished=0.75, stop_reason=StopReason.CANCELLED)
 >>> events = workload_events(WorkloadResult("s", "S", "src", Workload((r.request,)), [r]), pid=1)
 >>> [(e["ph"], e["name"]) for e in events if e["ph"] != "M"][:2]
 [('X', 'waiting'), ('C', 'requests')]
@@ -28,6 +29,8 @@ format (the JSON loads everywhere, and the records hold nothing that needs more)
 from __future__ import annotations
 
 import json
+
+from ..trace import Phase
 
 ENGINE_TID = 1
 US = 1e6   # microseconds per second
@@ -82,9 +85,9 @@ def request_spans(record, pid: int, tid: int) -> list[dict]:
         out.append(span("cached prefix copy", a, b, pid, tid, "prefix cache", request=rid, tokens=n))
     if record.chunks:
         for i, (a, b, n) in enumerate(record.chunks):
-            out.append(span("prefill chunk", a, b, pid, tid, "prefill", request=rid, chunk=i, tokens=n))
+            out.append(span("prefill chunk", a, b, pid, tid, Phase.PREFILL, request=rid, chunk=i, tokens=n))
     elif record.first_token is not None:
-        out.append(span("prefill", admitted, record.first_token, pid, tid, "prefill", request=rid,
+        out.append(span(Phase.PREFILL, admitted, record.first_token, pid, tid, Phase.PREFILL, request=rid,
                         tokens=record.prompt_tokens))
     resumed_at = {}   # output tokens made before a preemption -> when its recompute ended
     for p in record.preemptions:
@@ -169,7 +172,7 @@ def trace_events(trace, pid: int = 1) -> list[dict]:
     spans, steps = [], trace.steps
     spans.append(span("tokenize", 0.0, trace.tokenize_time, pid, 1, "tokenize"))
     if steps:
-        spans.append(span("prefill", trace.tokenize_time, steps[0].time, pid, 1, "prefill",
+        spans.append(span(Phase.PREFILL, trace.tokenize_time, steps[0].time, pid, 1, Phase.PREFILL,
                           tokens=len(trace.prompt_ids), cached=trace.cached_tokens))
     for prev, step in zip(steps, steps[1:]):
         spans.append(span("decode", prev.time, step.time, pid, 1, "decode", token=step.index, tokens=step.tokens))
