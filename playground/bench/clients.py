@@ -27,6 +27,7 @@ import gc
 import logging
 import os
 import time
+from collections import Counter
 
 from . import aiperf
 from .rows import ClientsRow, parser, say_timed
@@ -69,7 +70,7 @@ class Tally:
     def __init__(self):
         self.statuses: dict[str, int] = {}
         self.requests = 0
-        self.failures: list[str] = []
+        self.failures: list[str] = []   # each well-behaved request that got no first token: its HTTP status
 
     def count(self, status) -> None:
         self.requests += 1
@@ -102,7 +103,7 @@ async def _well_behaved(http, key: str, tally: Tally, until: float, ttfts: list[
                 if first is None and line.startswith("data: {"):
                     first = time.perf_counter() - start
             if r.status_code != 200 or first is None:
-                tally.failures.append(f"well-behaved request got {r.status_code}")
+                tally.failures.append(str(r.status_code) if r.status_code != 200 else "200 without a token")
             else:
                 ttfts.append(first)
         n += 1
@@ -213,6 +214,7 @@ def clients_row(model: str | None = None, seconds: float = LOAD_S) -> ClientsRow
         backend=f"endpoint ({name}, continuous batching)", model=model_id, clients=clients,
         load_s=seconds, requests=tally.requests, statuses=dict(sorted(tally.statuses.items())),
         well_behaved_requests=len(ttfts), well_behaved_failures=len(tally.failures),
+        well_behaved_failure_statuses=dict(sorted(Counter(tally.failures).items())),
         well_behaved_ttft_p95_ms=p95(ttfts), well_behaved_ttft_p95_alone_ms=p95(alone),
         slots_back=slots_back, rss_before_mb=round(before / 1e6, 1), rss_after_mb=round(after / 1e6, 1),
         rss_within_margin=after <= before + margin, load_average_1m=round(os.getloadavg()[0], 2))

@@ -532,6 +532,7 @@ class ClientsRow(Row):
     statuses: dict[str, int]              # HTTP status -> how many ("200", "429")
     well_behaved_requests: int            # the well-behaved client's requests served during the load
     well_behaved_failures: int            # its requests that got no first token (should be 0)
+    well_behaved_failure_statuses: dict[str, int]   # each failure's HTTP status -> how many (empty when none)
     well_behaved_ttft_p95_ms: float | None        # its p95 TTFT during the load (client side, ms)
     well_behaved_ttft_p95_alone_ms: float | None  # the same requests alone, before the load
     slots_back: bool                      # after the load: no KV slot held, nothing waiting or in flight

@@ -410,7 +410,9 @@ def test_generated_bodies_get_a_2xx_or_openais_4xx_never_a_5xx(lenient):
 def test_misbehaving_clients_do_not_starve_a_well_behaved_one():
     from playground.bench.clients import clients_row
     row = clients_row("tiny", seconds=3.0)
-    assert row.well_behaved_requests >= 3 and row.well_behaved_failures == 0, row
+    # each failure says its status (a 429: the bursts' refusals reached the well-behaved client's key)
+    assert row.well_behaved_failures == 0, row.well_behaved_failure_statuses
+    assert row.well_behaved_requests >= 3, row
     assert row.statuses.get("200") and row.statuses.get("429"), row.statuses   # the bursts went over the limit
     assert set(row.statuses) <= {"200", "429"}, row.statuses
     assert row.slots_back, row
