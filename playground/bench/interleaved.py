@@ -19,7 +19,7 @@ from __future__ import annotations
 from .backends import PROMPT
 from .peer import NEW_TOKENS, llama_bench_row, own_decode_only_ratio
 from .prefill import PREFILL_TOKENS, measure_prefill
-from .quiet import LoadWindow, gated, validity
+from .quiet import LoadWindow, cpu_flags, gated, validity
 from .rows import InterleavedRoundRow, InterleavedRow, say
 from .stats import median
 
@@ -67,7 +67,8 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
     medians = {name: {key: median([r[name][key] for r in raw]) for key in raw[0][name] if key not in TEXT_KEYS}
                for name in raw[0]}
     return InterleavedRow(summary=f"medians over {rounds} interleaved rounds (ratios taken within each round, "
-                                  f"over the {valid_rounds} valid ones)", valid_rounds=valid_rounds, medians=medians)
+                                  f"over the {valid_rounds} valid ones)", valid_rounds=valid_rounds, medians=medians,
+                          cpu_flags=cpu_flags(), llama_configuration=raw[0]["llama.cpp"]["configuration"])
 
 
 def main(argv: list[str]) -> None:

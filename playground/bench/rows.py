@@ -360,12 +360,14 @@ class InterleavedRow(Row):
     """The medians over interleaved.py's rounds, under each name (as InterleavedRoundRow); with an `error`
     (llama-bench failed), the error alone."""
 
-    OPTIONAL = ("summary", "error", "valid_rounds")
+    OPTIONAL = ("summary", "error", "valid_rounds", "cpu_flags", "llama_configuration")
     FLAT = ("medians",)
     ON_ERROR = ()
 
     summary: str | None = None            # what the medians are over
     valid_rounds: int | None = None       # rounds on a quiet machine: the ratios' medians are over these
+    cpu_flags: dict[str, bool] | None = None   # the CPU kind the rounds ran on (quiet.cpu_flags)
+    llama_configuration: str | None = None     # llama.cpp's variant and repacking here, and why (LlamaChoice)
     medians: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
 

@@ -1,0 +1,30 @@
+"""The interleaved one-stream row: ours against llama.cpp's working configuration and, where llama.cpp's own
+choice runs decode alone (its batches die here), against that decode-only figure too, with the CPU kind."""
+from __future__ import annotations
+
+import pytest
+
+from playground.bench import interleaved
+from playground.bench.rows import LlamaBenchRow
+
+CONFIGURATION = "sapphirerapids: its repacked weights run decode alone but die on batches here; zen4 with repacking"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("own_decode_only", [300.0, None])
+def test_the_row_names_the_cpu_kind_and_each_llama_figure_as_a_ratio(monkeypatch, tiny_backend, own_decode_only):
+    monkeypatch.setattr("playground.backends.create_backend", lambda name, device=None: tiny_backend)
+    monkeypatch.setattr(interleaved, "llama_bench_row", lambda repeats: LlamaBenchRow(
+        threads=2, cpu_variant="zen4", configuration=CONFIGURATION, own_decode_only_tps=own_decode_only,
+        decode_tps=150.0, prompt_s=0.05, prefill_s=1.0))
+    row = interleaved.interleaved_rows(["torch"], rounds=1).to_json()
+    assert row["llama_configuration"] == CONFIGURATION and set(row["cpu_flags"]) >= {"avx2", "avx512f"}
+    ours = row["torch"]
+    assert ours["decode_tps"] > 0
+    # the ratios are gated on a quiet machine (null otherwise): where there is one, it is ours over theirs
+    if ours["decode_x"] is not None:
+        assert ours["decode_x"] == pytest.approx(ours["decode_tps"] / 150.0, abs=2e-3)
+    assert ("decode_x_own_decode_only" in ours) == (own_decode_only is not None)
+    if own_decode_only and ours["decode_x_own_decode_only"] is not None:
+        assert ours["decode_x_own_decode_only"] == pytest.approx(ours["decode_tps"] / own_decode_only, abs=2e-3)
+    assert row["llama.cpp"].get("own_decode_only_tps") == own_decode_only
