@@ -91,10 +91,11 @@ SELF_SOURCE = "this app's endpoint"
 PORT = int(os.environ.get("PORT", 7860))
 
 
-def serve_the_endpoint(registry: SourceRegistry, port: int) -> tuple[ClientTraffic, ApiConfig]:
+def serve_the_endpoint(registry: SourceRegistry, port: int, host: str = "127.0.0.1") -> tuple[ClientTraffic, ApiConfig]:
     """Get ready to serve the OpenAI-compatible endpoint: its live record of clients, its config, and a source
     the Serve tab can send its own workload through (the endpoint on 127.0.0.1:port, with a key made here and
-    never shown, so the presenter's requests join the audience's in one batch without the per-client limits)."""
+    never shown, so the presenter's requests join the audience's in one batch without the per-client limits). The
+    record knows where the page answers (`host`, `port`: ports.room_urls), so the Serve tab shows the room's URL."""
     config = ApiConfig.from_env(presenter_key=secrets.token_urlsafe(24))
 
     def factory(name, progress):
@@ -102,7 +103,9 @@ def serve_the_endpoint(registry: SourceRegistry, port: int) -> tuple[ClientTraff
         return RemoteSource(f"http://127.0.0.1:{port}/v1", api_key=config.presenter_key)
     registry.add(SELF_SOURCE, factory, label=f"{SELF_SOURCE} · the OpenAI-compatible endpoint of this app: the "
                                               "Serve tab's requests join its clients' in one continuous batch")
-    return ClientTraffic(), config
+    traffic = ClientTraffic()
+    traffic.reach = room_urls(host, port)
+    return traffic, config
 
 
 def openai_routes(registry: SourceRegistry, traffic: ClientTraffic, config: ApiConfig | None = None) -> list:
@@ -177,16 +180,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 registry = make_registry()
-traffic, api_config = serve_the_endpoint(registry, PORT) if openai_api_wanted() else (None, None)
+traffic, api_config = serve_the_endpoint(registry, PORT, serve_host(None)) if openai_api_wanted() else (None, None)
 demo = make_demo(registry, traffic)
 
 if __name__ == "__main__":
     args = parse_args()
     if any([args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
-            args.llama_parallel is not None, args.openai_api and traffic is None, args.port != PORT]):
+            args.llama_parallel is not None, args.openai_api and traffic is None, args.port != PORT, args.host]):
         registry = make_registry(args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
                                  args.llama_parallel)
-        traffic, api_config = (serve_the_endpoint(registry, args.port) if openai_api_wanted(args.openai_api)
+        traffic, api_config = (serve_the_endpoint(registry, args.port, serve_host(args.host))
+                               if openai_api_wanted(args.openai_api)
                                else (None, None))
         demo = make_demo(registry, traffic)
     host = serve_host(args.host)

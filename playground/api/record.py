@@ -57,6 +57,7 @@ class ClientTraffic:
         self.clock = Clock()
         self.refusals: list[Refusal] = []
         self.endpoint: dict = {}   # the service's limits, and once loaded its context and slots (described())
+        self.reach: list[str] = []   # where the page answers, as a room opens it (ports.room_urls); [] unknown
         self.result = WorkloadResult("clients", LABEL, source, Workload(()), [], started=self.clock.start,
                                      admitted_means="the engine loop gave the request a KV slot")
         self.in_loop: dict[int, RequestRecord] = {}   # id(seq) -> its record, while the loop holds it

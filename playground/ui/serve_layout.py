@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from urllib.parse import urlsplit
 
 import gradio as gr
 
 from ..api.record import endpoint_text
+from ..ports import only_this_machine
 from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
@@ -44,11 +46,30 @@ KV_MEMORY = ("Prefix caching keeps KV in blocks of 16 positions named by a hash 
              "budget stands for a smaller memory, as on a full GPU: requests take blocks as they grow, and when none "
              "is left the most recently admitted one is preempted (its KV dropped) and recomputed later. A preset "
              "builds its own workload (your request count, rate and seed) and sets A's and B's settings itself.")
-CLIENTS = ("This app also answers OpenAI-compatible requests (`--openai-api`): send your own from a terminal, "
-           "e.g. `curl http://HOST:PORT/v1/chat/completions -H 'Content-Type: application/json' -d "
-           "'{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}'`, or the "
-           "OpenAI SDK with `base_url=\"http://HOST:PORT/v1\"`. Every client's request joins one continuous batch; each "
-           "appears here as it arrives (short or long by its prompt: up to 256 tokens is short).")
+def clients_text(reach: list[str]) -> str:
+    """How to send your own request, at the address the page really answers on (`reach`: ports.room_urls; []
+    where unknown); a page on loopback alone says that the room cannot reach it, and how to change that.
+
+    >>> text = clients_text(["http://192.168.1.20:7860", "http://10.0.0.5:7860"])
+    >>> 'base_url="http://192.168.1.20:7860/v1"' in text, "`http://10.0.0.5:7860`" in text
+    (True, True)
+    >>> "only this machine" in clients_text(["http://127.0.0.1:7860"])
+    True
+    """
+    base = f"{reach[0]}/v1" if reach else "http://HOST:PORT/v1"
+    where = ""
+    if reach and all(only_this_machine(urlsplit(u).hostname or "") for u in reach):
+        where = (f"It listens on {reach[0]}: only this machine can reach it; start it with `--host 0.0.0.0` to "
+                 "serve a room on its network. ")
+    elif reach:
+        where = "Attendees open " + " or ".join(f"`{u}`" for u in reach) + " (the same network). "
+    return (f"This app also answers OpenAI-compatible requests (`--openai-api`). {where}Send your own from a "
+            f"terminal, e.g. `curl {base}/chat/completions -H 'Content-Type: application/json' -d "
+            "'{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}'`, or the "
+            f"OpenAI SDK with `base_url=\"{base}\"`. Every client's request joins one continuous batch; each "
+            "appears here as it arrives (short or long by its prompt: up to 256 tokens is short).")
+
+
 INTRO = ("## Many different requests, one engine\nA workload of short questions and long documents arrives at one "
          "engine. Each row of the chart is one request: **waiting** (arrived, not yet admitted), **prefill** "
          "(reading its prompt, in passes where the scheduler chunks it), **decode** (one token per step), and how it "
@@ -186,7 +207,7 @@ def _clients(out, traffic):
     """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint)."""
     with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
                       visible=traffic is not None, elem_id="serve-clients"):
-        caption(CLIENTS)
+        caption(clients_text(traffic.reach if traffic is not None else []))
         out.clients_limits = gr.Markdown((lambda: endpoint_text(traffic.endpoint)) if traffic is not None else "",
                                          elem_id="serve-clients-limits")
         with gr.Row():

@@ -36,6 +36,20 @@ def test_no_markdown_on_the_page_holds_a_bare_address(tiny_engine):
     assert {text[:60]: bare_addresses(text) for text in texts if bare_addresses(text)} == {}
 
 
+
+@pytest.mark.slow
+def test_the_endpoints_help_names_the_address_the_room_opens(tiny_engine):
+    """Started with --host 0.0.0.0 (app.serve_the_endpoint sets `reach`): the help shows the real base URL, in
+    code, where it said HOST:PORT."""
+    traffic = ClientTraffic()
+    traffic.reach = ["http://192.168.1.20:7860", "http://10.0.0.5:7860"]
+    demo = build_demo(tiny_engine, traffic)
+    texts = [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown) and block.value]
+    help_text = next(text for text in texts if "OpenAI-compatible requests" in text)
+    assert 'base_url="http://192.168.1.20:7860/v1"' in help_text and "`http://10.0.0.5:7860`" in help_text
+    assert "HOST:PORT" not in help_text and bare_addresses(help_text) == []
+
+
 # --- the page's head: the browser asks no host but the app's own (offline.py)
 
 PAGE = ('<head><link rel="preconnect" href="https://fonts.googleapis.com" />\n<script\n'
