@@ -47,4 +47,4 @@ def test_the_chunk_sweep_row_has_a_point_per_size(engine):
     waited = [p["chatters_itl_p95_with_chunk_s"] for p in (first, last)]   # None: no chatter waited for a chunk
     assert row["targets_met"]["chatters_itl_p95_with_chunk"] == (None if None in waited else waited[1] > waited[0])
     assert first["document_passes"] > last["document_passes"] >= 1
-    assert row["finding"].startswith("Prefill chunk 32: the long prompt's TTFT ") and "From 32 to 512 the TTFT" in row["finding"]
+    assert row["finding"].startswith("Prefill chunk 32: the long prompt's TTFT ") and "From 32 to 512 the long prompt's TTFT " in row["finding"]
