@@ -140,12 +140,12 @@ def lesson_tab(registry) -> None:
                               takeaway=gr.Markdown(elem_id="lesson-takeaway", elem_classes="lesson-takeaway"))
         with gr.Column(visible=False) as out.replay:   # step 2's answer, played token by token where it goes
             gr.HTML('<div class="tok-view out-chips lesson-replay" id="lesson-replay"></div>'
-                    '<p class="caption" id="lesson-replay-caption"></p>')
+                    '<p class="caption" id="lesson-replay-caption"></p>', padding=True)
             replay = gr.Button("Replay slowly (the recorded tokens, one at a time)", size="sm", elem_id="lesson-replay-button")
         out.replay_data = gr.HTML(elem_id="lesson-replay-data", elem_classes="pg-hidden")
         # the first chart straight under the takeaway; the step's chips or sentences next, its caveats last
         out.figure0 = gr.Plot(elem_id="lesson-figure0", show_label=False, visible=False)
-        out.body = gr.HTML(elem_id="lesson-body")
+        out.body = gr.HTML(elem_id="lesson-body", padding=True)
         for i in range(1, FIGURE_SLOTS):
             setattr(out, f"figure{i}", gr.Plot(elem_id=f"lesson-figure{i}", show_label=False, visible=False))
         out.notes = gr.Markdown(elem_id="lesson-notes")

@@ -232,3 +232,25 @@ def test_compare_offers_two_different_backends_by_default(tiny_backend, tiny_eng
     demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
     values = {b.elem_id: b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) in ("compare-a", "compare-b")}
     assert values["compare-a"] == "torch" and values["compare-b"] not in (None, "torch")
+
+
+@pytest.mark.slow
+def test_every_named_endpoint_keeps_the_names_inputs_and_outputs_clients_have_used(tiny_engine):
+    """tests/data/gradio_api.json: the named endpoints as gradio_client saw them on Gradio 5.50 (with the endpoint's
+    Serve panel), parameters as (name, component, has a default) and the returned components; Gradio 6 serves them
+    the same (its private events, the page's own, are no endpoints)."""
+    from pathlib import Path
+
+    from playground.api import ClientTraffic
+    from tests.browser import launch
+    demo = build_demo(tiny_engine, ClientTraffic())
+    try:
+        info = Client(launch(demo), verbose=False).view_api(return_format="dict", print_info=False)
+    finally:
+        demo.close()
+    seen = {name: {"parameters": [[p["parameter_name"], p["component"], p["parameter_has_default"]]
+                                  for p in endpoint["parameters"]],
+                   "returns": [r["component"] for r in endpoint["returns"]]}
+            for name, endpoint in info["named_endpoints"].items()}
+    assert seen == json.loads((Path(__file__).parents[1] / "data" / "gradio_api.json").read_text())
+    assert info["unnamed_endpoints"] == {}
