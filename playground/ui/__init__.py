@@ -117,6 +117,7 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)
         present = presenter_switch()   # fixed in the top-right corner, on every tab
+        wire_presenter(demo, present)   # before the tabs: wired after them, Gradio 6.17 never ran its change
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.",
                     elem_id="page-header")
@@ -134,7 +135,6 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
         generate = wire_generate(c, registry, session, gate)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
-        wire_presenter(demo, present)
         demo.load(open_lesson_tab, None, tabs, api_visibility="private", queue=False)
         demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_visibility="private", js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

@@ -63,5 +63,5 @@ def presenter_switch() -> gr.Checkbox:
 
 
 def wire_presenter(demo: gr.Blocks, switch: gr.Checkbox) -> None:
-    demo.load(None, None, switch, js=FROM_URL, api_visibility="private", queue=False)
-    switch.change(None, switch, None, js=SET, api_visibility="private", queue=False)
+    demo.load(None, None, switch, js=FROM_URL, queue=False)
+    switch.change(None, switch, None, js=SET, queue=False)
