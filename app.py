@@ -15,7 +15,9 @@ first use with --llama-parallel slots (default 4) and stopped when the app exits
 (/v1/chat/completions, /v1/completions, /v1/models, /tokenize: playground/api/) over the ONNX engine, all
 clients' requests batched together; it is off unless asked for. Bearer keys, if any, come from
 PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits from PLAYGROUND_API_LIMITS.
-Host is 127.0.0.1, or 0.0.0.0 when running on a Space (SPACE_ID is set).
+Host is --host, else Gradio's own GRADIO_SERVER_NAME, else 0.0.0.0 on a Space (SPACE_ID is set), else 127.0.0.1
+(this machine alone); `--host 0.0.0.0` serves a room on the same network, and the start-up log prints the
+addresses it opens (ports.room_urls).
 On a Space: conversions go to PLAYGROUND_CACHE, else to /data/llm-serving-playground when /data is writable (where
 the owner mounts a Storage Bucket; config.persistent_cache_dir), else the home cache, and the hub's downloads beside
 them unless HF_HOME is set; the start-up log says where the cache lives and whether it survives a restart;
@@ -55,6 +57,7 @@ import threading  # noqa: E402
 
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
 from playground.config import AppConfig, cache_location  # noqa: E402
+from playground.ports import only_this_machine, room_urls, serve_host  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E402
 from playground.remote.llama_server import add_llama_server  # noqa: E402
@@ -139,12 +142,23 @@ def load_in_background(registry: SourceRegistry, since: float = LAUNCHED) -> thr
     return worker
 
 
+def reach_line(host: str, port: int) -> str:
+    """The start-up log's line saying where the page answers and who can open it."""
+    urls = room_urls(host, port)
+    if only_this_machine(host):
+        return f"listening on {host}:{port}: this machine alone (--host 0.0.0.0 serves a room on its network)"
+    shown = ", ".join(urls) or "no address but loopback's found: the room cannot reach this machine"
+    return f"listening on {host}:{port}; attendees open {shown}"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="LLM Serving Playground")
     parser.add_argument("--model", help="model spec: a hub id, a local folder, a .gguf file, or 'tiny'")
     parser.add_argument("--backend", help="torch | onnx | onnx-int8 | onnx-int4 | onnx-gguf4 (default: torch on CUDA; "
                                           "else onnx-gguf4 for a GGUF model or a llama's float weights, onnx for others)")
     parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--host", help="the address to listen on: 0.0.0.0 serves every interface (a room on the same "
+                                       "network); default GRADIO_SERVER_NAME, else 127.0.0.1 (0.0.0.0 on a Space)")
     parser.add_argument("--endpoint", action="append", default=[], metavar="URL",
                         help="an OpenAI-compatible server to watch, e.g. http://127.0.0.1:8080/v1 (repeatable)")
     parser.add_argument("--api-key-env", metavar="NAME",
@@ -173,8 +187,9 @@ if __name__ == "__main__":
         traffic, api_config = (serve_the_endpoint(registry, args.port) if openai_api_wanted(args.openai_api)
                                else (None, None))
         demo = make_demo(registry, traffic)
-    host = "0.0.0.0" if os.environ.get("SPACE_ID") else "127.0.0.1"
+    host = serve_host(args.host)
     print(cache_location().log_line(), flush=True)
+    print(reach_line(host, args.port), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
     load_in_background(registry)
     demo.launch(server_name=host, server_port=args.port, **launch_kwargs(registry, traffic, api_config))

@@ -114,6 +114,16 @@ def compare_backends(prompt: str, settings: GenerationSettings | None, source_a,
     return Comparison(prompt, settings, a, b, share, first)
 
 
+def finished_line(c: "Comparison") -> str:
+    """The status after a comparison: each answer's tokens as the answers below count them (special tokens, such
+    as the end-of-sequence a local run records, said apart)."""
+    counts = [len(x) for x in answer_tokens(c.a, c.b)]
+    special = [sum(s.special for s in t.steps) for t in c.traces]
+    extra = (f" (then {tokens(special[0])} and {tokens(special[1])} special, such as end-of-sequence, not shown)"
+             if any(special) else "")
+    return f"finished: {tokens(counts[0])} and {tokens(counts[1])} in the answers{extra}"
+
+
 ANSWERS_CSS = (
     ".cmp-answers { display: flex; flex-wrap: wrap; gap: 12px; }\n"
     ".cmp-answer { flex: 1 1 300px; min-width: 0; }\n"

@@ -22,6 +22,7 @@ from typing import Iterator
 from .charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
 from .jobs import ABANDONED_AFTER, BackgroundJob
 from .live import StepStream
+from .serve.perfetto import trace_json
 from .trace import Step
 
 # Updates a page gets while a run streams: at most one per 50 ms, and none while no step is new. Each
@@ -72,8 +73,10 @@ class Session:
             self.background.stop(wait=grace)
 
     def export(self) -> list[str]:
-        """The trace as trace.json and trace.csv (paths for a gr.File), replacing the last run's."""
-        return self.exports.write({"trace.json": self.trace.to_json(), "trace.csv": self.trace.to_csv()})
+        """The trace as trace.json, trace.csv and trace-perfetto.json (Chrome Trace Events; paths for a gr.File),
+        replacing the last run's."""
+        return self.exports.write({"trace.json": self.trace.to_json(), "trace.csv": self.trace.to_csv(),
+                                   "trace-perfetto.json": trace_json(self.trace)})
 
     def close(self) -> None:
         """The session is gone: stop its run (releasing the KV cache) and delete its files."""

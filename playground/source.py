@@ -71,9 +71,10 @@ class SourceInfo:
     context_window: int | None     # None: the source does not say
     kv_shape: KVShape | None       # None: the model's shape is unknown (no KV formula)
     origin: Origin = Origin.LOCAL
+    note: str = ""                 # how it runs, where that matters: "llama.cpp: zen4 with repacking (…)"
 
     def describe(self) -> str:
-        return " · ".join(v for v in (self.name, self.device, self.dtype) if v)
+        return " · ".join(v for v in (self.name, self.device, self.dtype, self.note) if v)
 
 
 @runtime_checkable

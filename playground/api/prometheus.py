@@ -1,9 +1,10 @@
 """The endpoint's figures in Prometheus text (GET /metrics), under the names vLLM exports, so a dashboard or a
-client that watches vLLM (the playground's own RemoteSource, Grafana's vLLM boards) watches this server too.
+client that watches vLLM (the playground's own RemoteSource, Grafana's vLLM boards) watches this server too,
+and beside them under OpenTelemetry's GenAI semantic conventions.
 
     metrics = ServerMetrics(service)         # the service's loop is read at each scrape
     metrics.admitted(prompt_tokens)          # a request joined the loop
-    metrics.ended(trace, finish_reason)      # it ended: its tokens, TTFT, ITL and end-to-end time
+    metrics.ended(trace, finish_reason, "chat")   # it ended: its tokens, TTFT, ITL, TPOT and end-to-end time
     metrics.exposition()                     # (bytes, content type) for the route
 
     vllm:num_requests_running      gauge      requests holding a KV slot (prefilling or decoding)
@@ -18,7 +19,21 @@ client that watches vLLM (the playground's own RemoteSource, Grafana's vLLM boar
     vllm:prefix_cache_queries_total    counter    prompt tokens looked up in the prefix cache (as vLLM v1 counts)
     vllm:prefix_cache_hits_total       counter    of them, tokens found cached (copied, not computed)
 
-Every series carries `model_name`. llama.cpp's server exports the same figures as llamacpp:requests_processing,
+OpenTelemetry's GenAI metrics (semantic conventions, gen_ai.*), spelled as OpenTelemetry's Prometheus exporter
+spells them (dots as underscores; the unit "s" as the suffix _seconds; an annotation unit such as {token} dropped):
+
+    gen_ai_server_time_to_first_token_seconds    histogram  gen_ai.server.time_to_first_token (as vLLM's TTFT)
+    gen_ai_server_time_per_output_token_seconds  histogram  gen_ai.server.time_per_output_token: per request,
+                                                            (last token - first) / (tokens - 1), 2 tokens or more
+    gen_ai_server_request_duration_seconds       histogram  gen_ai.server.request.duration (as vLLM's E2E)
+    gen_ai_client_token_usage                    histogram  gen_ai.client.token.usage: a request's tokens, by
+                                                            gen_ai_token_type (input: its prompt; output)
+
+with the convention's buckets and attributes as labels: gen_ai_operation_name (chat or text_completion) and
+gen_ai_response_model (the model served). Token usage is the convention's client metric, recorded here on the
+server: the convention names no server-side token metric.
+
+Every vllm: series carries `model_name`. llama.cpp's server exports the same figures as llamacpp:requests_processing,
 llamacpp:requests_deferred, llamacpp:prompt_tokens_total and llamacpp:tokens_predicted_total; one naming is
 kept here, vLLM's, since only it has the histograms. The times are the Steps' `wall_ns` (the engine loop's
 clock when each token was made) against the route's `received_ns`: the server's side, without the network.
@@ -38,6 +53,12 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
                960.0, 1920.0, 7680.0)
 LABEL = ("model_name",)
+# OpenTelemetry's GenAI semantic conventions: their explicit bucket boundaries and attributes
+OTEL_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+OTEL_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+OTEL_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+OTEL_TOKEN_BUCKETS = tuple(4 ** i for i in range(14))   # 1, 4, 16 … 67108864
+GENAI = ("gen_ai_operation_name", "gen_ai_response_model")
 
 
 class _Live:
@@ -80,23 +101,43 @@ class ServerMetrics:
                              buckets=ITL_BUCKETS, registry=r)
         self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Arrival to last token (server side)", LABEL,
                              buckets=E2E_BUCKETS, registry=r)
+        self.otel_ttft = Histogram("gen_ai_server_time_to_first_token_seconds", "gen_ai.server.time_to_first_token: "
+                                   "time to generate the first token", GENAI, buckets=OTEL_TTFT_BUCKETS, registry=r)
+        self.otel_tpot = Histogram("gen_ai_server_time_per_output_token_seconds", "gen_ai.server.time_per_output_token:"
+                                   " time per output token after the first", GENAI, buckets=OTEL_TPOT_BUCKETS,
+                                   registry=r)
+        self.otel_duration = Histogram("gen_ai_server_request_duration_seconds", "gen_ai.server.request.duration: "
+                                       "generative AI server request duration", GENAI, buckets=OTEL_DURATION_BUCKETS,
+                                       registry=r)
+        self.otel_tokens = Histogram("gen_ai_client_token_usage", "gen_ai.client.token.usage: input and output "
+                                     "tokens used", GENAI + ("gen_ai_token_type",), buckets=OTEL_TOKEN_BUCKETS,
+                                     registry=r)
         r.register(_Live(service))
 
     def admitted(self, prompt_tokens: int) -> None:
         self.prompt_tokens.labels(self.service.model_id).inc(prompt_tokens)
 
-    def ended(self, trace, finish_reason: str | None) -> None:
-        """Count a request that ended (any way): its tokens, its times, how it ended."""
+    def ended(self, trace, finish_reason: str | None, operation: str = "chat") -> None:
+        """Count a request that ended (any way): its tokens, its times, how it ended. `operation`: OpenTelemetry's
+        gen_ai.operation.name ("chat" or "text_completion")."""
         model, steps = self.service.model_id, trace.steps
+        genai = (operation, model)
         received = trace.server.get("received_ns")
         self.generation_tokens.labels(model).inc(len(steps))
         self.success.labels(model, finish_reason or "abort").inc()
+        self.otel_tokens.labels(*genai, "input").observe(len(trace.prompt_ids))
+        self.otel_tokens.labels(*genai, "output").observe(len(steps))
         if not steps or received is None:
             return
-        self.ttft.labels(model).observe(max(0, steps[0].wall_ns - received) / 1e9)
+        ttft, e2e = max(0, steps[0].wall_ns - received) / 1e9, max(0, steps[-1].wall_ns - received) / 1e9
+        self.ttft.labels(model).observe(ttft)
+        self.otel_ttft.labels(*genai).observe(ttft)
         for a, b in zip(steps, steps[1:]):
             self.itl.labels(model).observe(max(0, b.wall_ns - a.wall_ns) / 1e9)
-        self.e2e.labels(model).observe(max(0, steps[-1].wall_ns - received) / 1e9)
+        if len(steps) > 1:
+            self.otel_tpot.labels(*genai).observe(max(0, steps[-1].wall_ns - steps[0].wall_ns) / 1e9 / (len(steps) - 1))
+        self.e2e.labels(model).observe(e2e)
+        self.otel_duration.labels(*genai).observe(e2e)
 
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

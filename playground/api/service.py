@@ -84,7 +84,8 @@ class ServedRequest:
         self.admission.used = self.answer.prompt_tokens + self.answer.tokens
         self.admission.guard.release(self.admission)
         if self.metrics is not None:
-            self.metrics.ended(self.ticket.trace, self.answer.finish_reason(self.ticket.trace))
+            self.metrics.ended(self.ticket.trace, self.answer.finish_reason(self.ticket.trace),
+                               "chat" if self.answer.chat else "text_completion")
 
 
 class ApiService:

@@ -17,11 +17,14 @@ Left out: memory figures (all backends share this process; `make bench` isolates
 from __future__ import annotations
 
 from .backends import PROMPT
-from .peer import NEW_TOKENS, llama_bench_row
+from .peer import NEW_TOKENS, llama_bench_row, own_decode_only_ratio
 from .prefill import PREFILL_TOKENS, measure_prefill
 from .quiet import LoadWindow, gated, validity
 from .rows import InterleavedRoundRow, InterleavedRow, say
 from .stats import median
+
+
+TEXT_KEYS = ("cpu_variant", "configuration")   # words, not figures: no median
 
 
 def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
@@ -43,7 +46,9 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
         if llama.error is not None:
             return InterleavedRow(error=llama.error)
         entry = {"llama.cpp": {"decode_tps": llama.decode_tps, "prompt_s": llama.prompt_s, "prefill_s": llama.prefill_s,
-                               "cpu_variant": llama.cpu_variant}}
+                               "cpu_variant": llama.cpu_variant, "configuration": llama.configuration,
+                               **({"own_decode_only_tps": llama.own_decode_only_tps}
+                                  if llama.own_decode_only_tps else {})}}
         measured = {}
         for name, engine in engines.items():
             m = engine.run_ids(prompt_ids[name], settings).wait().metrics()
@@ -55,10 +60,11 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
         for name, (m, prefill) in measured.items():
             entry[name] = {"decode_tps": round(m.decode_tps, 2), "ttft_s": round(m.ttft, 4), "prefill_s": prefill,
                            "decode_x": gated(round(m.decode_tps / llama.decode_tps, 3), check),
+                           **own_decode_only_ratio(m.decode_tps, llama.own_decode_only_tps, check),
                            "prefill_x": gated(round(llama.prefill_s / prefill, 3), check)}
         raw.append(entry)
         say(InterleavedRoundRow(round=len(raw), figures=entry, load=load, validity=check))
-    medians = {name: {key: median([r[name][key] for r in raw]) for key in raw[0][name] if key != "cpu_variant"}
+    medians = {name: {key: median([r[name][key] for r in raw]) for key in raw[0][name] if key not in TEXT_KEYS}
                for name in raw[0]}
     return InterleavedRow(summary=f"medians over {rounds} interleaved rounds (ratios taken within each round, "
                                   f"over the {valid_rounds} valid ones)", valid_rounds=valid_rounds, medians=medians)

@@ -68,20 +68,25 @@ def llama_tool(name: str, gguf=None) -> tuple[Path, Path]:
 
 
 def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, timeout: float = 600) -> LlamaBenchRow:
-    """llama.cpp's figures on the GGUF file (the bundled one by default), or a row saying why there are none."""
-    from ..remote.llamacpp import LlamaCppMissing, llama_env
+    """llama.cpp's figures on the GGUF file (the bundled one by default), or a row saying why there are none. It
+    runs in the configuration chosen for this machine (remote.llamacpp.llama_choice, said in `configuration`);
+    where llama.cpp's own choice runs decode alone but dies on batches, that decode-only figure is measured too
+    (`own_decode_only_tps`): the speed a fixed llama.cpp would give one stream here."""
+    from ..remote.llamacpp import LlamaCppMissing, llama_bench_args, llama_choice, llama_env
 
     threads = threads or physical_cores()
     try:
         binary, gguf = llama_tool("llama-bench", gguf)
     except (LlamaCppMissing, FileNotFoundError) as exc:
         return LlamaBenchRow(threads=threads, error=str(exc))
+    choice = llama_choice()
     cmd = [str(binary), "-m", str(gguf), "-t", str(threads), "-p", f"{PROMPT_TOKENS},{PREFILL_TOKENS}",
-           "-n", str(NEW_TOKENS), "-r", str(repeats), "-o", "json"]
+           "-n", str(NEW_TOKENS), "-r", str(repeats), "-o", "json", *llama_bench_args()]
     window = LoadWindow.start()
     try:
         out = subprocess.run(cmd, env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
         tests = json.loads(out.stdout)
+        own_decode_only = own_decode_only_tps(choice, gguf, threads, repeats, timeout)
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         return LlamaBenchRow(threads=threads, error=f"llama-bench failed ({type(exc).__name__}: {exc}); "
                                                      "rebuild it with `make llama`")
@@ -91,11 +96,25 @@ def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, tim
     by_test = {(t["n_prompt"], t["n_gen"]): t for t in tests}
     prompt, prefill, gen = (by_test.get(k) for k in ((PROMPT_TOKENS, 0), (PREFILL_TOKENS, 0), (0, NEW_TOKENS)))
     return LlamaBenchRow(threads=threads, cpu_variant=loaded_cpu_variant(out.stderr), load=load,
+                         configuration=choice.describe(), own_decode_only_tps=own_decode_only,
                          model=tests[0].get("model_type"), repeats=repeats,
                          prompt_tokens=PROMPT_TOKENS, prompt_s=_seconds(prompt),
                          new_tokens=NEW_TOKENS, decode_tps=round(gen["avg_ts"], 2) if gen else None,
                          prefill_tokens=PREFILL_TOKENS, prefill_s=_seconds(prefill),
                          prefill_tps=round(prefill["avg_ts"], 1) if prefill else None)
+
+
+def own_decode_only_tps(choice, gguf, threads: int, repeats: int, timeout: float) -> float | None:
+    """llama.cpp's own choice of variant, with its repacking, from the package's own folder, decoding NEW_TOKENS
+    tokens alone (no prompt batch): measured only where the choice set it aside though its decode ran (None
+    elsewhere: nothing to add)."""
+    from ..remote.llamacpp import bin_dir, run_probe
+
+    if choice.is_own or not choice.own_decode_only_runs:
+        return None
+    trial = run_probe(bin_dir(), gguf, repack=True, prompt=0, decode=NEW_TOKENS, threads=threads, repeats=repeats,
+                      timeout=timeout)
+    return round(trial.decode_tps, 2) if trial.runs and trial.decode_tps else None
 
 
 BATCHED_SIZES, BATCHED_PROMPT, BATCHED_NEW = (1, 2, 4, 8, 16), 32, 64
@@ -172,7 +191,7 @@ def mean_llama_row(before: dict, after: dict) -> dict:
     if not ok:
         return before
     row = dict(ok[0], runs=len(ok), loads=[r["load"] for r in ok if r.get("load")])
-    for key in ("prompt_s", "decode_tps", "prefill_s", "prefill_tps"):
+    for key in ("prompt_s", "decode_tps", "prefill_s", "prefill_tps", "own_decode_only_tps"):
         values = [r[key] for r in ok if r.get(key)]
         row[key] = round(statistics.mean(values), 4) if values else None
     return row
@@ -319,6 +338,7 @@ def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dic
     for b in backends:
         name, tps = b.get("backend"), b.get("engine_decode_tps")
         entry = {"decode_x": gated(ratio(tps, llama.get("decode_tps"), 3), check),
+                 **own_decode_only_ratio(tps, llama.get("own_decode_only_tps"), check),
                  "prefill_x": gated(ratio(llama.get("prefill_s"), prefill_s.get(name), 3), check),
                  "ttft_ms": round(b["engine_ttft_s"] * 1e3, 1) if b.get("engine_ttft_s") else None}
         if config and prefill_s.get(name) and peak.get("matmul_peak_gflops"):
@@ -327,8 +347,20 @@ def ratios_row(llama: dict, peak: dict, backends: list[dict], prefills: list[dic
                 round(gflops, 1), round(100 * gflops / peak["matmul_peak_gflops"], 1))
         entries[name] = entry
     return SummaryRow(llama_decode_tps=llama.get("decode_tps"), llama_prefill_s=llama.get("prefill_s"),
+                      llama_configuration=llama.get("configuration"),
+                      llama_own_decode_only_tps=llama.get("own_decode_only_tps"),
                       ceilings=ceilings(llama, peak, config, floor or {}), validity=check, loads=loads,
                       backends=entries)
+
+
+def own_decode_only_ratio(tps: float | None, own_tps: float | None, check: dict) -> dict:
+    """A decode figure as a multiple of llama.cpp's own choice decoding alone, where that was measured (the
+    configuration that runs here sets it aside: its batches die), under its own key; {} elsewhere.
+
+    >>> own_decode_only_ratio(115.0, 298.0, {"valid": True}), own_decode_only_ratio(115.0, None, {"valid": True})
+    ({'decode_x_own_decode_only': 0.386}, {})
+    """
+    return {"decode_x_own_decode_only": gated(ratio(tps, own_tps, 3), check)} if own_tps else {}
 
 
 def ceilings(llama: dict, peak: dict, config: dict | None, floor: dict) -> dict:

@@ -22,11 +22,12 @@ reason, never as a figure.
 from __future__ import annotations
 
 import os
-import re
 import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..remote.llamacpp import ISA, VARIANTS, loaded_cpu_variant  # noqa: F401 (re-exported: the stamp's words)
 
 FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni")   # /proc/cpuinfo's names for what picks llama.cpp's kernels
 QUIET_SHARE = 0.25   # others' CPU, as a share of the cores, above which a ratio is not valid
@@ -53,47 +54,6 @@ def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool] | None:
     return None
 
 
-# llama.cpp's x86 CPU variants (ggml/src/CMakeLists.txt, GGML_CPU_ALL_VARIANTS) by the features they are built with
-VARIANTS = {"x64": set(), "sse42": {"SSE42"}, "sandybridge": {"SSE42", "AVX"}, "ivybridge": {"SSE42", "AVX", "F16C"},
-            "piledriver": {"SSE42", "AVX", "F16C", "FMA"}, "haswell": {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2"}}
-VARIANTS.update({name: VARIANTS["haswell"] | extra for name, extra in {
-    "skylakex": {"AVX512"}, "cannonlake": {"AVX512", "AVX512_VBMI"}, "cascadelake": {"AVX512", "AVX512_VNNI"},
-    "icelake": {"AVX512", "AVX512_VBMI", "AVX512_VNNI"}, "cooperlake": {"AVX512", "AVX512_VNNI", "AVX512_BF16"},
-    "zen4": {"AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16"}, "alderlake": {"AVX_VNNI"},
-    "sapphirerapids": {"AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_TILE", "AMX_INT8"}}.items()})
-ISA = set().union(*VARIANTS.values())
-
-
-def loaded_cpu_variant(log: str) -> str | None:
-    """The CPU variant a llama.cpp program ran on: the `load_backend: loaded CPU backend from
-    .../libggml-cpu-<variant>.so` line of a build with run-time dispatch; else the variant whose features its
-    `system_info: ... CPU : AVX2 = 1 | ...` line lists (a program that logs that line alone), or those features;
-    None when the log says neither.
-
-    >>> loaded_cpu_variant("load_backend: loaded CPU backend from /x/bin/libggml-cpu-icelake.so\\n")
-    'icelake'
-    >>> loaded_cpu_variant("system_info: n_threads = 2 | CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | "
-    ...                    "FMA = 1 | BMI2 = 1 | AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | "
-    ...                    "LLAMAFILE = 1 | OPENMP = 1 |")   # SSE4.2 is implied by AVX: not printed
-    'zen4'
-    >>> loaded_cpu_variant("system_info: n_threads = 2 | CPU : SSE3 = 1 | AVX2 = 1 |")
-    'features: AVX2'
-    >>> loaded_cpu_variant("nothing here") is None
-    True
-    """
-    found = re.search(r"loaded CPU backend from \S*?libggml-cpu-([\w.]+?)\.(?:so|dll|dylib)", log)
-    if found:
-        return found.group(1)
-    info = re.search(r"system_info:.*?CPU :([^\n]*)", log)
-    if not info:
-        return None
-    features = {name for name, on in re.findall(r"(\w+) = (\d)", info.group(1)) if on == "1"} & ISA
-    if "AVX" in features:
-        features.add("SSE42")
-    named = [name for name, needs in VARIANTS.items() if needs == features]
-    return named[0] if named else "features: " + " ".join(sorted(features - {"SSE42"}))
-
-
 # (program, its arguments): llama-bench loads its backends to list the devices, naming the variant it loaded;
 # llama-server's and llama-perplexity's --version name it only on builds that log their system_info there
 ASKED = (("llama-bench", "--list-devices"), ("llama-server", "--version"), ("llama-perplexity", "--version"))
@@ -102,20 +62,20 @@ ASKED = (("llama-bench", "--list-devices"), ("llama-server", "--version"), ("lla
 def llama_cpu_variant(asked: tuple[tuple[str, str], ...] = ASKED) -> str:
     """The CPU variant llama.cpp's programs load on this machine: the first installed program's log (ASKED),
     parsed by loaded_cpu_variant; "built-in" for a build without run-time dispatch (no libggml-cpu-*.so beside
-    the programs); "missing: ..." when none is installed or the log names none."""
+    the programs); "missing: ..." when none is installed or the log names none. The programs are those of the
+    configuration llama.cpp runs with here (remote.llamacpp.llama_choice), so this names the variant that runs."""
     import subprocess
 
-    from ..remote.llamacpp import LlamaCppMissing, bin_dir, llama_binary, llama_env
+    from ..remote.llamacpp import LlamaCppMissing, llama_binary, llama_env
     for program, argument in asked:
         try:
-            out = subprocess.run([str(llama_binary(program)), argument], env=llama_env(), capture_output=True,
-                                 text=True, timeout=60)
+            binary = llama_binary(program)
+            out = subprocess.run([str(binary), argument], env=llama_env(), capture_output=True, text=True, timeout=60)
         except LlamaCppMissing:
             continue
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"missing: {program} {argument} failed ({type(exc).__name__})"
-        folder = bin_dir()
-        if out.returncode == 0 and folder and not any(folder.glob("libggml-cpu-*")):
+        if out.returncode == 0 and not any(binary.parent.glob("libggml-cpu-*")):
             return "built-in"
         variant = loaded_cpu_variant(out.stdout + out.stderr)
         if variant:

@@ -260,13 +260,15 @@ class LlamaBenchRow(Row):
     {'backend': 'llama.cpp', 'tool': 'llama-bench', 'threads': 2, 'error': 'llama-bench is not installed'}
     """
 
-    OPTIONAL = ("error", "cpu_variant", "load")
+    OPTIONAL = ("error", "cpu_variant", "load", "configuration", "own_decode_only_tps")
     ON_ERROR = ("backend", "tool", "threads")
 
     backend: str = field(default="llama.cpp", init=False)
     tool: str = field(default="llama-bench", init=False)
     threads: int
     cpu_variant: str | None = None       # the libggml-cpu-<variant> it loaded (quiet.loaded_cpu_variant)
+    configuration: str | None = None     # the variant and repacking llama.cpp runs with here, and why (LlamaChoice)
+    own_decode_only_tps: float | None = None   # llama.cpp's own choice decoding alone, where its batches die here
     load: dict | None = None             # load averages before/after, others' CPU (quiet.LoadWindow.stop)
     model: str | None = None             # llama.cpp's name for the model type
     repeats: int | None = None
@@ -320,11 +322,14 @@ class SummaryRow(Row):
     """
 
     FLAT = ("backends",)
+    OPTIONAL = ("llama_configuration", "llama_own_decode_only_tps")
 
     summary: str = field(default="ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)",
                          init=False)
     llama_decode_tps: float | None       # llama.cpp's, the mean of its runs before and after ours
     llama_prefill_s: float | None
+    llama_configuration: str | None = None   # the variant and repacking it ran with here, and why (LlamaChoice)
+    llama_own_decode_only_tps: float | None = None   # llama.cpp's own choice decoding alone, where its batches die
     ceilings: dict                       # the bounds the floors set (peer.ceilings); keys vary with the floors
     validity: dict                       # quiet.validity: valid, rule[, reason]; ratios are None when not valid
     loads: list[dict] = field(default_factory=list)   # the windows measured in (quiet.LoadWindow.stop)

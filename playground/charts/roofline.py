@@ -33,36 +33,58 @@ HOVER = ("%{customdata[0]} · %{customdata[1]} rows · seq_len %{customdata[2]}<
          " (%{customdata[6]}-bound)<br>measured / predicted = %{customdata[5]:.2f}<extra></extra>")
 
 
+def log_range(values, pad: float = 0.3) -> list[float]:
+    """A log axis's range, in decades (Plotly's units for a log axis), around the positive `values`, `pad` decades
+    beyond each end.
+
+    >>> log_range([10, 1000])
+    [0.7, 3.3]
+    """
+    logs = [float(np.log10(v)) for v in values if v and v > 0 and np.isfinite(v)]
+    return [round(min(logs) - pad, 3), round(max(logs) + pad, 3)]
+
+
 def plot_roofline(points, ceilings, title: str = "Roofline", subtitle: str = "") -> go.Figure:
-    """`points`: RooflinePoints (playground.roofline); `ceilings`: the Ceilings they were predicted with."""
+    """`points`: RooflinePoints (playground.roofline); `ceilings`: the Ceilings they were predicted with. Both axes'
+    ranges come from what is drawn (points, roof, ridge): nothing else can stretch them."""
     fig = go.Figure()
-    xs = [p.intensity for p in points] or [ceilings.ridge]
+    xs = [p.intensity for p in points if p.intensity > 0] or [ceilings.ridge]
     lo, hi = min(min(xs), ceilings.ridge) / 4, max(max(xs), ceilings.ridge) * 4
     roof_x = np.geomspace(lo, hi, 200)
+    roof_y = np.minimum(ceilings.peak_flops, ceilings.bandwidth * roof_x)
     fig.add_trace(go.Scatter(
-        x=roof_x, y=np.minimum(ceilings.peak_flops, ceilings.bandwidth * roof_x), mode="lines",
+        x=roof_x, y=roof_y, mode="lines",
         line={"color": "#444"}, name=(f"roof, measured here: {ceilings.bandwidth / 1e9:.1f} GB/s slope, "
                                       f"{ceilings.peak_flops / 1e9:.1f} GFLOP/s peak"),
         hovertemplate=(f"bandwidth: {ceilings.bandwidth_method}<br>peak: {ceilings.peak_method}"
                        "<extra></extra>")))
+    ys = [*roof_y]
     for phase, color in PHASE_COLORS.items():
         mine = [p for p in points if p.phase == phase]
         if not mine:
             continue
         custom = [_hover(p) for p in mine]
         x = [p.intensity for p in mine]
-        fig.add_trace(go.Scatter(x=x, y=[p.achieved_flops for p in mine], mode="markers", customdata=custom,
+        achieved, predicted = [p.achieved_flops for p in mine], [p.flops / p.predicted_s for p in mine]
+        ys += [*achieved, *predicted]
+        fig.add_trace(go.Scatter(x=x, y=achieved, mode="markers", customdata=custom,
                                  marker={"color": color, "size": 9}, name=f"{phase} ({MEASURED}: FLOPs / time)",
                                  hovertemplate=HOVER))
-        fig.add_trace(go.Scatter(x=x, y=[p.flops / p.predicted_s for p in mine], mode="markers",
+        fig.add_trace(go.Scatter(x=x, y=predicted, mode="markers",
                                  customdata=custom, name=f"{phase} ({PREDICTED} by the roofline)",
                                  marker={"color": color, "size": 9, "symbol": "circle-open"}, hovertemplate=HOVER))
-    fig.add_vline(x=ceilings.ridge, line={"dash": "dot", "color": "#888"},
-                  annotation_text=f"ridge {ceilings.ridge:.1f} FLOP/byte", annotation_position="bottom right")
+    y_range = log_range(ys)
+    # the ridge as a trace in data coordinates, its label at its top beside the line (a vline's annotation on a
+    # log axis is placed in decades, not data units, and stretched the axis to 10^ridge)
+    fig.add_trace(go.Scatter(
+        x=[ceilings.ridge, ceilings.ridge], y=[10 ** y_range[0], 10 ** y_range[1]], mode="lines+text",
+        line={"dash": "dot", "color": "#888"}, text=["", f"ridge {ceilings.ridge:.1f} FLOP/byte"],
+        textposition="bottom right", showlegend=False, hoverinfo="skip", cliponaxis=False))
     # one label a decade (10, 100, 1k …): Plotly's own also labels 2 and 5 within a decade, unreadable on a projector
     decade = {"type": "log", "dtick": 1, "exponentformat": "SI"}
-    fig.update_layout(title=titled(title, subtitle), xaxis={**decade, "title": "FLOPs per byte moved"},
-                      yaxis={**decade, "title": "FLOP/s"}, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(title=titled(title, subtitle),
+                      xaxis={**decade, "title": "FLOPs per byte moved", "range": log_range([lo, hi], pad=0)},
+                      yaxis={**decade, "title": "FLOP/s", "range": y_range}, legend={"orientation": "h", "y": -0.25})
     return fig
 
 

@@ -9,7 +9,8 @@ The command is llama.cpp's usual one: `llama-server -m MODEL --host 127.0.0.1 --
 `make llama` (llamacpp.py); its output goes to a log file whose tail is quoted when it fails.
 The app's server is started by the registry's first `get` (so the page comes up at once), gets 2048
 tokens per slot, and is stopped by `registry.close()` or at interpreter exit, whichever comes first; a
-missing binary is that source's load error, naming `make llama`.
+missing binary is that source's load error, naming `make llama`. The source's description names the CPU
+variant it runs with here and why (llamacpp.LlamaChoice.summary), so the Serve tab's runs say it.
 
 Left out: GPU offload flags, serving on anything but loopback, and restarting a server that died.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 import httpx
 
 from ..ports import free_port
-from .llamacpp import llama_binary, llama_env
+from .llamacpp import llama_binary, llama_choice, llama_env
 from .source import RemoteSource
 
 
@@ -112,7 +113,7 @@ class StartedServer:
         try:
             self.server.start()
             progress(0.8, "asking llama-server which model it serves")
-            return RemoteSource(self.server.url)
+            return RemoteSource(self.server.url, note=f"llama.cpp here: {llama_choice().summary()}")
         except BaseException:
             self.close()
             raise

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 class RemoteSource:
     def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None, *,
                  connect_timeout: float = 5.0, read_timeout: float = 120.0, figure_interval: float = 1.0,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, note: str = ""):
         self.client = ServerClient(base_url, api_key, connect_timeout, read_timeout)
         self.clock, self.figure_interval = clock, figure_interval
         listed = self.client.get_json("/v1/models")
@@ -59,7 +59,7 @@ class RemoteSource:
         dtype = (entry.get("meta") or {}).get("ftype") or ""
         shown = self.model.rsplit("/", 1)[-1] if self.model.endswith(".gguf") else self.model   # not a server path
         self.info = SourceInfo(name, shown, "remote", "remote", str(dtype), self.kind.context_window(
-            self.client, entry), self.copy.kv_shape if self.copy else None, origin=Origin.REMOTE)
+            self.client, entry), self.copy.kv_shape if self.copy else None, origin=Origin.REMOTE, note=note)
         top_k, self.top_k_note = logprobs_work(self.client, self.model, self.kind)
         if self.top_k_note:
             log.warning("%s: top-k probabilities %s", name, self.top_k_note)

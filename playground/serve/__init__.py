@@ -15,7 +15,9 @@ Modules, by concept:
   (requests in parallel to a server that batches them);
 - results: records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the lesson
   sentence), cost.py (a token's price on this machine), presets.py (KV-memory workloads run on A and B that
-  differ by one setting), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report);
+  differ by one setting), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),
+  perfetto.py (a run as Chrome Trace Events, for ui.perfetto.dev), mooncake.py (Mooncake traces: replayed as a
+  workload, and every workload written as one);
 - cli.py and __main__.py (`python -m playground.serve`).
 
 Left out: gradio (playground/ui/serve_tab.py) and charts (playground/charts/serve.py).

@@ -53,7 +53,7 @@ from ..next_token import sampled_step, stop_reason
 from ..trace import Step, StopReason, Trace
 from .prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 from .records import BatchStep, Preemption
-from .schedulers import Scheduler, fail, progress_line, settings_for
+from .schedulers import Scheduler, fail, progress_line, request_ids, settings_for
 from .slots import BatchConfig, KVBudget, SlotTable
 
 MAX_POOL_BYTES = 2 * 2**30   # the slots are fewer when slots x capacity would take more memory than this
@@ -464,6 +464,3 @@ def record_iteration(it: Iteration, batcher: Batcher, records: dict, result, clo
             result.cache_map.append((end, *state))
 
 
-def request_ids(engine, request) -> tuple[str, list[int]]:
-    """(text, ids) the model reads for a workload request: its chat prompt, as one at a time reads it."""
-    return engine.prompt_ids(request.prompt, settings_for(request))

@@ -29,7 +29,7 @@ from ..trace import StopReason, Trace
 from .batching_torch_adapter import (PREFILLING, RequestStatus, TimedManager, left_alone_pool, paged_model,
                                      patch_cpu_memory_sizing, quiet_manager_log)
 from .records import BatchStep
-from .schedulers import Scheduler, progress_line, settings_for
+from .schedulers import Scheduler, progress_line, request_ids, settings_for
 
 MAX_POOL_BLOCKS = 4096        # the library's own upper bound
 STALL_AFTER = 60.0            # seconds with requests in the manager, no event and no pass running: an error
@@ -67,7 +67,7 @@ class BatchingScheduler(Scheduler):
         prompts = {}
         for record in result.records:
             try:
-                prompts[record.request.id] = self.source.prompt_ids(record.request.prompt, settings_for(record.request))
+                prompts[record.request.id] = request_ids(self.source, record.request)
             except ValueError as exc:
                 record.stop_reason, record.error, record.finished = StopReason.ERROR, str(exc), record.arrival
         lengths = [len(prompts[r.request.id][1]) + r.request.max_new_tokens for r in result.records if r.request.id in prompts]

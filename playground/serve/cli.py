@@ -6,13 +6,15 @@
     python -m playground.serve --sweep rate --rates 0.25,0.5,1 --ttft-slo 2 --tpot-slo 0.2 --out …
     python -m playground.serve --sweep chunk --chunks 32,128,512 --out …   # a long document among chatters
     python -m playground.serve --workload results/serve/workload.json --scheduler … --out …  # replay
+    python -m playground.serve --workload trace.jsonl --time-scale 0.5 --requests 32 --out …  # a Mooncake trace
     python -m playground.serve --preset "shared system prompt" --out results/prefix   # A and B differ by one setting
     python -m playground.serve --url http://127.0.0.1:8080/v1 --scheduler concurrent \
         --compare one-at-a-time --out …      # a server: concurrent against one at a time, on the server
 
 Writes DIR/workload.json (replayable), DIR/<scheduler>/requests/<id>.json (one per request: its
-timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/serve.html (standalone
-report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. A preset (presets.py) runs its own workload on
+timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/perfetto.json (A and B as
+Chrome Trace Events, for ui.perfetto.dev), DIR/mooncake.jsonl (the workload as a Mooncake trace: one request a
+line), DIR/serve.html (standalone report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. A preset (presets.py) runs its own workload on
 our batching twice, A and B (DIR/batching-a, DIR/batching-b), and prints its finding in one sentence. Progress goes to stderr about once
 a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
 
@@ -34,19 +36,26 @@ from .slots import BatchConfig
 from .presets import INTERFERENCE, PRESETS
 from .sweeps import CHUNK_SIZES
 from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
+from .mooncake import BLOCK_TOKENS, is_trace, read_rows, results_jsonl, to_workload
 from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m playground.serve", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--requests", type=int, default=None, help=f"1-{MAX_REQUESTS} (default 16; a preset's own)")
+    p.add_argument("--requests", type=int, default=None,
+                   help=f"1-{MAX_REQUESTS} (default 16; a preset's own; a trace's first {MAX_REQUESTS})")
     p.add_argument("--mix", default="short:0.8,long:0.2", help="class:share pairs (classes: short, long)")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--rate", type=float, default=None, help="requests/s (default: all at once)")
     p.add_argument("--arrival", choices=ARRIVALS, default=None, help="default: poisson with --rate, else all-at-once")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workload", type=Path, default=None, help="replay a workload.json instead of drawing one")
+    p.add_argument("--workload", type=Path, default=None,
+                   help="replay a workload.json, or a Mooncake trace (.jsonl), instead of drawing one")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="a Mooncake trace: its arrival gaps times this (0.5: twice as fast)")
+    p.add_argument("--block-size", type=int, default=BLOCK_TOKENS,
+                   help="a Mooncake trace: prompt tokens per hash id (written traces use 512)")
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default="batching")
     p.add_argument("--compare", choices=list(SCHEDULERS), default=None, help="the same workload on a second scheduler")
     p.add_argument("--backend", default=None, help="the source of one-at-a-time (default: the --url server if "
@@ -106,6 +115,15 @@ def batching_options(args) -> dict:
 
 
 def build_workload(args, source) -> Workload:
+    if args.workload and is_trace(args.workload):
+        tokenizer = getattr(source, "tokenizer", None)
+        if tokenizer is None:
+            raise SystemExit("a Mooncake trace is replayed from token ids: pick a local --backend (its tokenizer)")
+        rows = read_rows(args.workload.read_text(encoding="utf-8").splitlines())
+        workload, notes = to_workload(rows, tokenizer, args.block_size, args.time_scale, args.requests or MAX_REQUESTS)
+        for note in notes:
+            print(f"{args.workload.name}: {note}", file=sys.stderr)
+        return workload
     if args.workload:
         return Workload.from_dict(json.loads(args.workload.read_text()))
     arrival = args.arrival or ("poisson" if args.rate else "all-at-once")
@@ -191,6 +209,7 @@ def main(argv=None) -> int:
         check_tokens(workload, lambda p: len(first.prompt_ids(p, GenerationSettings())[1]), args.max_total_tokens)
     (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
     results = run_and_write(args, [(s.name, s) for s in schedulers], workload, cancel)
+    write_exports(args.out, results)
     (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
     print(f"-> {args.out}/serve.html", file=sys.stderr)
     return 130 if cancel.is_set() else 0
@@ -214,6 +233,15 @@ def run_and_write(args, named, workload, cancel) -> list:
     return results
 
 
+def write_exports(out: Path, results) -> None:
+    """DIR/perfetto.json: A and B as Chrome Trace Events (open at ui.perfetto.dev); DIR/mooncake.jsonl: the
+    workload as a Mooncake trace."""
+    from .perfetto import workload_json
+    if results:
+        (out / "perfetto.json").write_text(workload_json(results), encoding="utf-8")
+        (out / "mooncake.jsonl").write_text(results_jsonl(results), encoding="utf-8")
+
+
 def interference_workload(args, source) -> Workload:
     """The chunk sweep's workload: the preset "a long document among chatters" (--requests, --rate, --seed)."""
     preset = PRESETS[INTERFERENCE]
@@ -235,7 +263,8 @@ def run_preset(args, sources, cancel) -> int:
     a, b = preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))
     named = [(f"batching-{side}", SCHEDULERS["batching"].create(engine, batch=c)) for side, c in (("a", a), ("b", b))]
     results = run_and_write(args, named, workload, cancel)
+    write_exports(args.out, results)
     if len(results) == 2 and not cancel.is_set():
         print(json.dumps({"preset": preset.name, "finding": preset.finding(*results)}, ensure_ascii=False))
-    (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
+    (args.out / "serve.html").write_text(html_report(results, expect=preset.expect), encoding="utf-8")
     return 130 if cancel.is_set() else 0

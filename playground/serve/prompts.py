@@ -43,9 +43,11 @@ def fit_to_window(source, text: str, max_new_tokens: int, allowance: int = 64) -
 
 
 def total_tokens(workload: Workload, count_prompt) -> int:
-    """Prompt + new tokens over the workload; `count_prompt(prompt) -> int` (the source's tokenizer)."""
-    counts = {p: count_prompt(p) for p in {r.prompt for r in workload.requests}}
-    return sum(counts[r.prompt] + r.max_new_tokens for r in workload.requests)
+    """Prompt + new tokens over the workload; `count_prompt(prompt) -> int` (the source's tokenizer; a request's
+    exact ids, where it has them, count as they are)."""
+    counts = {p: count_prompt(p) for p in {r.prompt for r in workload.requests if r.prompt_ids is None}}
+    return sum((counts[r.prompt] if r.prompt_ids is None else len(r.prompt_ids)) + r.max_new_tokens
+               for r in workload.requests)
 
 
 def check_tokens(workload: Workload, count_prompt, limit: int = MAX_WORKLOAD_TOKENS) -> int:

@@ -56,13 +56,14 @@ def run_section(result, figures, include_js: list[bool]) -> str:
     return "\n".join(parts)
 
 
-def html_report(results, sweeps=(), title: str = "Serving a workload") -> str:
+def html_report(results, sweeps=(), title: str = "Serving a workload", expect=None) -> str:
+    """`expect`: what B should do against A (a preset's `Expectation`; default: summary.expectation_for)."""
     from ..charts.serve import plot_batches, plot_gantt, plot_kv_in_use, plot_kv_map, plot_throughput
     from ..charts.serve_sweeps import TITLES, plot_sweep
     js = [False]
     body = [f"<h1>{html.escape(title)}</h1>"]
     if len(results) == 2 and results[0].workload == results[1].workload:
-        body.append(f"<p class='lesson'>{html.escape(compare(*results))}</p>")
+        body.append(f"<p class='lesson'>{html.escape(compare(*results, expect=expect))}</p>")
     for result in results:
         body.append(run_section(result, [plot_gantt(result), plot_throughput(result), plot_kv_in_use(result),
                                          plot_kv_map(result), plot_batches(result)], js))

@@ -54,12 +54,20 @@ def settings_for(request: Request) -> GenerationSettings:
     return GenerationSettings(max_new_tokens=request.max_new_tokens, top_candidates=1).validate()
 
 
+def request_ids(source, request: Request) -> tuple[str, list[int]]:
+    """(text, ids) the model reads for a workload request: its exact ids (a replayed trace), else its chat prompt."""
+    if request.prompt_ids is not None:
+        return request.prompt, list(request.prompt_ids)
+    return source.prompt_ids(request.prompt, settings_for(request))
+
+
 def start_run(source, request: Request):
-    """A Run of `request` on `source`: its chat prompt, or exact ids with EOS ignored (the sweeps)."""
+    """A Run of `request` on `source`: its chat prompt, or exact ids (a replayed trace; with EOS ignored: the
+    sweeps). A source that cannot run from exact ids is sent a trace's prompt as its text."""
     settings = settings_for(request)
-    if request.ignore_eos and source.capabilities.exact_ids and source.capabilities.local_tokenizer:
-        _, ids = source.prompt_ids(request.prompt, settings)
-        return source.run_ids(ids, settings, ignore_eos=True)
+    exact = source.capabilities.exact_ids and (request.prompt_ids is not None or source.capabilities.local_tokenizer)
+    if exact and (request.ignore_eos or request.prompt_ids is not None):
+        return source.run_ids(request_ids(source, request)[1], settings, ignore_eos=request.ignore_eos)
     return source.run(request.prompt, settings)
 
 

@@ -17,6 +17,7 @@ Left out: confidence intervals (a workload is one sample; replay it to see the s
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -77,12 +78,13 @@ def short_and_long(result) -> tuple[str, str] | None:
 
 
 def _blocking(record, whole_service: bool) -> list[tuple[float, float]]:
-    """When a long request held up others: its prefill (chunks where known), or its whole service."""
-    if record.admitted is None or not record.steps:
+    """When a long request held up others: its prefill chunks as they ran (before its first token too, so a live
+    count never drops one), its prefill when no chunk was seen, or its whole service."""
+    if record.admitted is None:
         return []
     if whole_service:
-        return [(record.admitted, record.last_token)]
-    return [(a, b) for a, b, _ in record.chunks] or [(record.admitted, record.first_token)]
+        return [(record.admitted, record.last_token)] if record.steps else []
+    return [(a, b) for a, b, _ in record.chunks] or ([(record.admitted, record.first_token)] if record.steps else [])
 
 
 def _overlap(span, intervals) -> float:
@@ -90,8 +92,35 @@ def _overlap(span, intervals) -> float:
     return sum(max(0.0, min(b, y) - max(a, x)) for x, y in intervals)
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """A count and its noun, singular for one.
+
+    >>> plural(1, "request"), plural(3, "request"), plural(0, "was", "were")
+    ('1 request', '3 requests', '0 were')
+    """
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def delay_sentence(delays: list[float], shorts: int, short: str, long: str, what: str, done: bool) -> str:
+    """The long requests' hold on the short ones' first token, over the short requests that have one. A live run
+    says it covers the requests so far, so a later figure extends it.
+
+    >>> delay_sentence([], 1, "short", "long", "prompt reading", done=False)
+    "so far, of the 1 short request with a first token, none waited for a long request's prompt reading"
+    >>> delay_sentence([0.5, 0.2], 3, "short", "long", "prompt reading", done=True)
+    "of the 3 short requests, the long requests' prompt reading delayed 2 first tokens by a median of 0.35 s"
+    """
+    scope = (f"so far, of the {plural(shorts, short + ' request')} with a first token" if not done
+             else f"of the {plural(shorts, short + ' request')}")
+    if not delays:
+        return f"{scope}, none waited for a {long} request's {what}"
+    return (f"{scope}, the {long} requests' {what} delayed {plural(len(delays), 'first token')} by a median of "
+            f"{statistics.median(delays):.2f} s")
+
+
 def lesson(result, who: str | None = None) -> str:
-    """The run in one sentence of its own numbers, opening with `who` (default: "On <the scheduler's label>")."""
+    """The run in one sentence of its own numbers, opening with `who` (default: "On <the scheduler's label>");
+    while the run goes on, it covers the requests so far."""
     pair, recs = short_and_long(result), served(result)
     who = who or f"On {result.scheduler_label}"
     if not recs:
@@ -99,19 +128,18 @@ def lesson(result, who: str | None = None) -> str:
     tp = throughput(result)
     tail = f"{tp['output_tokens']} output tokens in {tp['wall_s']:.1f} s ({tp['output_tps']:.1f} tok/s)"
     shorts = [r for r in recs if pair and r.request.cls == pair[0]]
+    so_far = "" if result.done else "so far, "
     if not shorts:
         ttft = [r.ttft for r in recs]
-        return (f"{who}: TTFT p50 {percentile(ttft, 50):.2f} s, p95 {percentile(ttft, 95):.2f} s "
+        return (f"{who}: {so_far}TTFT p50 {percentile(ttft, 50):.2f} s, p95 {percentile(ttft, 95):.2f} s "
                 f"over {len(recs)} requests; {tail}.")
     short, long = pair
     whole = result.scheduler == "one-at-a-time"
-    intervals = [iv for r in recs if r.request.cls == long for iv in _blocking(r, whole)]
+    intervals = [iv for r in result.records if r.request.cls == long for iv in _blocking(r, whole)]
     delays = [d for d in (_overlap((r.arrival, r.first_token), intervals) for r in shorts) if d > 0]
     ttft = [r.ttft for r in shorts]
     what = "service (prefill and decode, one at a time)" if whole else Phase.PREFILL
-    head = (f"the {long} requests' {what} delayed {len(delays)} of {len(shorts)} {short} requests' first token by a "
-            f"median of {statistics.median(delays):.2f} s" if delays
-            else f"no {short} request's first token waited for a {long} request's {what}")
+    head = delay_sentence(delays, len(shorts), short, long, what, result.done)
     return (f"{who}: {head}; {short} TTFT p50 {percentile(ttft, 50):.2f} s, "
             f"p95 {percentile(ttft, 95):.2f} s; {tail}.")
 
@@ -122,25 +150,85 @@ def class_p50(result, cls: str | None, key: str) -> float | None:
     return percentile([getattr(r, key) for r in served(result) if cls is None or r.request.cls == cls], 50)
 
 
+def mean_rows(result) -> float | None:
+    """The requests one forward pass carried, on average over every token's pass (Step.rows); None where unknown."""
+    rows = [s.rows for r in served(result) for s in r.steps if s.rows]
+    return statistics.mean(rows) if rows else None
+
+
+def more_or_fewer(b: float, a: float, more: str = "more", fewer: str = "fewer", same: str = "the same") -> str:
+    """The comparative word for b against a, computed.
+
+    >>> more_or_fewer(2.0, 1.0), more_or_fewer(1.0, 2.0, "faster", "slower"), more_or_fewer(1.0, 1.0)
+    ('more', 'slower', 'the same')
+    """
+    return more if b > a else fewer if b < a else same
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What B's output tokens/s should come out against A's ("more" or "fewer"; None: no direction expected), and
+    why, in words the page states before it says whether the run agreed."""
+    throughput: str | None
+    why: str
+
+
+BATCHING = Expectation("more", "batching should give more output tokens/s: a step carries several requests")
+NO_DIRECTION = Expectation(None, "")
+
+
+def expectation_for(a, b) -> Expectation:
+    """What a plain A/B comparison expects: batching against one at a time gives more tokens/s; anything else, no
+    direction (a preset passes its own)."""
+    alone = "one-at-a-time"
+    return BATCHING if a.scheduler == alone and b.scheduler != alone else NO_DIRECTION
+
+
+def verdict(measured: str, expected: str | None, why: str) -> str:
+    """Whether the run agreed with what was expected, the expectation in its own words.
+
+    >>> verdict("fewer", "fewer", "a KV budget makes B slower: fewer requests fit")
+    'as expected (a KV budget makes B slower: fewer requests fit)'
+    >>> verdict("more", "fewer", "a KV budget makes B slower: fewer requests fit")
+    'this run came out the other way (expected: a KV budget makes B slower: fewer requests fit)'
+    """
+    if expected is None:
+        return ""
+    if measured == expected:
+        return f"as expected ({why})"
+    return f"{'not as expected' if measured == 'the same' else 'this run came out the other way'} (expected: {why})"
+
+
+def rows_clause(a, b, name_a: str, name_b: str) -> str:
+    """How many requests each run's forward passes carried, computed; "" where a run's Steps do not say."""
+    ra, rb = mean_rows(a), mean_rows(b)
+    if ra is None or rb is None:
+        return ""
+    return (f"; {name_b}'s forward passes carried {more_or_fewer(rb, ra)} requests: {rb:.1f} on average against "
+            f"{ra:.1f}")
+
+
 def cost_sentence(a, b, cls: str | None, name_a: str = "A", name_b: str = "B") -> str | None:
     """What B's way cost against A's, in their own numbers: the `cls` requests' TPOT p50 (time per output token
-    after the first) and E2E p50. None when either was not measured."""
+    after the first) and E2E p50, and the requests a forward pass carried. None when either was not measured."""
     tpot, e2e = [class_p50(x, cls, "tpot") for x in (a, b)], [class_p50(x, cls, "e2e") for x in (a, b)]
     if None in tpot or None in e2e or not tpot[0] or not tpot[1]:
         return None
     who = f"the {cls} requests'" if cls else "the requests'"
     numbers = (f"{who} TPOT p50 was {tpot[1]:.3f} s on {name_b} against {tpot[0]:.3f} s on {name_a}"
-               f" ({max(tpot) / min(tpot):.1f}× {'longer' if tpot[1] > tpot[0] else 'shorter'} per token), and their "
-               f"E2E p50 {e2e[1]:.2f} s against {e2e[0]:.2f} s")
+               f" ({more_or_fewer(tpot[1], tpot[0], f'{tpot[1] / tpot[0]:.1f}× longer', f'{tpot[0] / tpot[1]:.1f}× shorter')}"
+               " per token), "
+               f"and their E2E p50 {e2e[1]:.2f} s against {e2e[0]:.2f} s{rows_clause(a, b, name_a, name_b)}")
     if tpot[1] > tpot[0]:
-        return f"What it cost: {numbers}, since every step of {name_b} carries more requests."
+        return f"What it cost: {numbers}."
     return f"Per token it cost nothing here: {numbers}."
 
 
-def compare(a, b, named: bool = False) -> str:
-    """A few sentences on the same workload under two schedulers, A and B (B against A), in their measured numbers:
-    what B bought (output tokens/s, the short requests' p95 TTFT) and what it cost (their TPOT and E2E p50); it
-    says so when B's throughput came out lower. `named`: the reader already knows which scheduler A and B are.
+def compare(a, b, named: bool = False, expect: Expectation | None = None) -> str:
+    """A few sentences on the same workload under two schedulers or settings, A and B (B against A), in their
+    measured numbers: B's output tokens/s against A's and whether that is what `expect` said (default:
+    expectation_for), the short requests' p95 TTFT, and what B cost (their TPOT and E2E p50). `named`: the reader
+    already knows which scheduler A and B are.
 
     It says so when the two ran on different sources: then two runtimes differ, not only two schedulers."""
     ta, tb = throughput(a)["output_tps"], throughput(b)["output_tps"]
@@ -150,14 +238,14 @@ def compare(a, b, named: bool = False) -> str:
     if not (ta and tb) or None in p95:
         return "Too little was measured to compare the two runs."
     who = f"the {cls} requests'" if cls else "the"
-    sooner = (f"{p95[0] / p95[1]:.1f}× sooner" if p95[1] < p95[0] else f"{p95[1] / p95[0]:.1f}× later") \
-        if p95[1] > 0 else "at once"
+    sooner = more_or_fewer(p95[1], p95[0], f"{p95[1] / max(p95[0], 1e-9):.1f}× later",
+                           f"{p95[0] / max(p95[1], 1e-9):.1f}× sooner", "the same")
     name_a, name_b = ("A", "B") if named else (f"A ({a.scheduler_label})", f"B ({b.scheduler_label})")
-    if tb >= ta:
-        rate = f"at {tb / ta:.2f}× the output tokens/s of {name_a}: {tb:.1f} against {ta:.1f}"
-    else:
-        rate = (f"at fewer output tokens/s than {name_a}, not more: {tb:.1f} against {ta:.1f} ({tb / ta:.2f}×; this "
-                "run came out the other way)")
+    word, expect = more_or_fewer(tb, ta), expect or expectation_for(a, b)
+    agreed = verdict(word, expect.throughput, expect.why)
+    rate = (f"with {word} output tokens/s {'as' if word == 'the same' else 'than'} {name_a}: {tb:.1f} against "
+            f"{ta:.1f} ({tb / ta:.2f}×"
+            f"{'; ' + agreed if agreed else ''})")
     head = (f"{name_b} served the same {len(b.records)} requests {rate}; {who} p95 TTFT was {p95[1]:.2f} s against "
             f"{p95[0]:.2f} s ({sooner}).")
     cost = cost_sentence(a, b, cls, "A" if named else name_a.split(" ")[0], "B" if named else name_b.split(" ")[0])

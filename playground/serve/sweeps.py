@@ -30,7 +30,13 @@ tokens that waited for a chunk, which sees each stall however few tokens it hold
     >>> chunk_trend(pts)
     {'document_ttft_falls': True, 'itl_p95_rises': True, 'itl_p95_with_chunk_rises': True}
     >>> print(chunk_sentence(pts))
-    Prefill chunk 32: the long prompt's TTFT 2.00 s, the decoding requests' ITL p95 50 ms; 512: 1.20 s, 110 ms. From 32 to 512 the TTFT fell (0.60×), the ITL p95 rose (2.20×) and that of the tokens that waited for a chunk rose (3.33×).
+    Prefill chunk 32: the long prompt's TTFT 2.00 s, the decoding requests' ITL p95 50 ms; 512: 1.20 s, 110 ms. From 32 to 512 the long prompt's TTFT fell (0.60×), the ITL p95 over every decoding token rose (2.20×) and that of the tokens that waited for a chunk rose (3.33×).
+    >>> pts[1] = ChunkPoint(512, 1.2, 0.02, 0.2, 0.02, 2)   # fewer tokens waited: the p95 over all fell
+    >>> print(chunk_trend_sentence(*pts))   # doctest: +NORMALIZE_WHITESPACE
+    From 32 to 512 the long prompt's TTFT fell (0.60×), the ITL p95 over every decoding token fell (0.40×, against the
+    expectation) and that of the tokens that waited for a chunk rose (3.33×). Each chunk held its iteration longer, but
+    at 512 the long prompt took 2 prefill passes against 28 at 32: fewer tokens waited for one, too few for the p95
+    over every token to see them.
 
 Left out: warm-up runs between points (the first point pays any first-call cost; it is labelled).
 """
@@ -235,17 +241,38 @@ def chunk_sentence(points) -> str:
              f"requests' ITL p95 {s(head.itl_p95, 1e3, '.0f', ' ms')}"]
     parts += [f"{p.prefill_chunk}: {s(p.document_ttft)}, {s(p.itl_p95, 1e3, '.0f', ' ms')}" for p in rest]
     text = "; ".join(parts) + "."
-    if rest:
-        a, b, trend = head, pts[-1], chunk_trend(pts)
-        said = []
-        for key, name, verbs in (("document_ttft_falls", "the TTFT", ("fell", "did not fall")),
-                                 ("itl_p95_rises", "the ITL p95", ("rose", "did not rise")),
-                                 ("itl_p95_with_chunk_rises", "that of the tokens that waited for a chunk",
-                                  ("rose", "did not rise"))):
-            x, y = getattr(a, TRENDS[key][0]), getattr(b, TRENDS[key][0])
-            if trend[key] is not None:
-                said.append(f"{name} {verbs[0] if trend[key] else verbs[1]}" + (f" ({y / x:.2f}×)" if x else ""))
-        if said:
-            text += f" From {a.prefill_chunk} to {b.prefill_chunk} " + ", ".join(said[:-1]) + \
-                (" and " if len(said) > 1 else "") + said[-1] + "."
-    return text
+    return text + (" " + chunk_trend_sentence(head, pts[-1]) if rest else "")
+
+
+TREND_NAMES = {"document_ttft": "the long prompt's TTFT", "itl_p95": "the ITL p95 over every decoding token",
+               "itl_p95_with_chunk": "that of the tokens that waited for a chunk"}
+
+
+def chunk_trend_sentence(a: ChunkPoint, b: ChunkPoint) -> str:
+    """Smallest chunk against largest: each figure's computed word (rose, fell) and ratio, whether it went the way
+    expected (the TTFT falls, both ITL p95s rise), and why the p95 over every token can fall while the tokens that
+    waited for a chunk waited longer: the document took fewer passes, so fewer tokens waited for one."""
+    said, expected = [], {attr: rises for attr, rises in TRENDS.values()}
+    for attr, name in TREND_NAMES.items():
+        x, y = getattr(a, attr), getattr(b, attr)
+        if x is None or y is None:
+            continue
+        word = "rose" if y > x else "fell" if y < x else "did not change"
+        agreed = "" if (word == "rose") == expected[attr] and word != "did not change" else ", against the expectation"
+        said.append(f"{name} {word}" + (f" ({y / x:.2f}×{agreed})" if x else agreed))
+    if not said:
+        return ""
+    text = f"From {a.prefill_chunk} to {b.prefill_chunk} " + ", ".join(said[:-1]) + \
+        (" and " if len(said) > 1 else "") + said[-1] + "."
+    return text + _fewer_passes_reason(a, b)
+
+
+def _fewer_passes_reason(a: ChunkPoint, b: ChunkPoint) -> str:
+    """Why the ITL p95 over every token did not rise while that of the tokens that waited for a chunk did ("" when
+    that is not what the points show)."""
+    every, waited = (a.itl_p95, b.itl_p95), (a.itl_p95_with_chunk, b.itl_p95_with_chunk)
+    if None in every or None in waited or every[1] > every[0] or waited[1] <= waited[0]:
+        return ""
+    return (f" Each chunk held its iteration longer, but at {b.prefill_chunk} the long prompt took "
+            f"{b.document_passes} prefill passes against {a.document_passes} at {a.prefill_chunk}: fewer tokens "
+            "waited for one, too few for the p95 over every token to see them.")

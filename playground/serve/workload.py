@@ -28,6 +28,7 @@ import numpy as np
 
 MAX_REQUESTS = 64             # a shared Space runs one workload at a time; 64 requests is minutes on 2 cores
 ARRIVALS = ("all-at-once", "fixed", "poisson")
+TRACE = "trace"               # a Workload's arrival pattern when it replays a trace's timestamps (mooncake.py)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class Request:
     max_new_tokens: int
     arrival: float            # seconds after the workload starts
     ignore_eos: bool = False  # run to the token budget (the sweeps: equal decode lengths)
+    prompt_ids: tuple[int, ...] | None = None   # the exact ids the model reads (a replayed trace: no chat
+    #                                             template applied; `prompt` is their text); None: `prompt` templated
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,9 @@ class Workload:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Workload":
-        return cls(tuple(Request(**r) for r in d["requests"]), d["arrival"], d["rate"], d["seed"])
+        requests = (Request(**{**r, "prompt_ids": None if r.get("prompt_ids") is None else tuple(r["prompt_ids"])})
+                    for r in d["requests"])
+        return cls(tuple(requests), d["arrival"], d["rate"], d["seed"])
 
     def classes(self) -> list[str]:
         """Class names in order of first appearance."""

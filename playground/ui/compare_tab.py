@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..charts.compare import plot_compare
-from ..compare import answers_html, compare_backends, explain
+from ..compare import answers_html, compare_backends, explain, finished_line
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..source import SourceError
 from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, loading_line,
@@ -80,7 +80,7 @@ def make_compare(registry, form: SimpleNamespace, out: SimpleNamespace):
         except Exception as exc:   # noqa: BLE001 - a runtime error in either backend: say so, keep serving
             yield {out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
             return
-        status = f"finished: {len(c.a.steps)} and {len(c.b.steps)} tokens"
+        status = finished_line(c)
         if zero_gpu():   # which backend ran each side, and what a GPU call asked of the visitor's quota
             status += "".join(f" · {side}: {cost_line(each, settings)}" for side, each in zip("AB", sources))
         yield {out.figure: plot_compare(c), out.table: table(c), out.agreement: agreement_line(c),

@@ -86,6 +86,8 @@ def make_handlers(registry, out: SimpleNamespace):
         if not session.started:   # a fresh page: Next shows step 1 (a deep link has set the step above)
             delta, session.started = 0, True
         session.step = max(1, min(len(STEPS), session.step + int(delta or 0)))
+        backend = backend or registry.default   # the page-load event sends None for the dropdown, clicks its name:
+        # one source, one Lesson (else a deep link's step, shown again, was re-measured from a later step's run)
         try:
             picked = source(registry, backend)
         except SourceUnavailable as exc:

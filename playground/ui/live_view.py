@@ -27,7 +27,9 @@ LIVE_DIR = Path(__file__).with_name("live")
 LIVE_PARTS = ("format.js", "charts.js", "metrics.js", "redraw.js", "stream.js")   # in load order
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 LIVE_METRICS_ID = "pg-live-metrics"   # the metrics panel live/metrics.js redraws while a run streams
-RUNNING_STATUS = '⏳ <span id="pg-phase">generating… <span id="pg-count">0</span> tokens so far</span>'   # stream.js counts
+# stream.js writes the count ("8 tokens so far"): a number here would take the page's count back each time Gradio
+# sends the status again
+RUNNING_STATUS = '⏳ <span id="pg-phase">generating… <span id="pg-count"></span></span>'
 
 
 def prefill_status(prompt_tokens: int) -> str:

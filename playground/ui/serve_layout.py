@@ -144,11 +144,13 @@ def _columns(out):
 def _sweeps(registry, out, form):
     with gr.Accordion("Sweeps: batch size (concurrent decodes), arrival rate (latency vs throughput), prefill chunk "
                       "(TTFT vs ITL)", open=False, elem_id="serve-sweeps"):
-        caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored): each request slows, the total "
-                "rises. Rate: the lesson's mix at each rate (Poisson), with goodput under your SLO. Prefill chunk: "
-                "the preset \"a long document among chatters\" on our batching at each chunk size: a larger chunk "
-                "reads the document in fewer iterations (its TTFT falls) but holds every decoding request's next "
-                "token for longer (their ITL p95 rises).")
+        caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored); expected: each request slows, "
+                "the total rises. Rate: the lesson's mix at each rate (Poisson), with goodput under your SLO. Prefill "
+                "chunk: the preset \"a long document among chatters\" on our batching at each chunk size. Expected: a larger "
+                "chunk reads the document in fewer iterations (its TTFT falls) but holds each iteration that carries "
+                "one for longer (the dotted line, the ITL p95 of tokens that waited for a chunk, rises); the ITL p95 "
+                "over every token rises only while enough tokens wait for a chunk to reach its top 5%. The sentence "
+                "under the chart says which way this run went.")
         with gr.Row():
             form.kind = gr.Radio([("batch size", "batch"), ("arrival rate", "rate"), ("prefill chunk", "chunk")],
                                  value="batch", label="Sweep", elem_id="serve-sweep-kind")

@@ -20,6 +20,8 @@ from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, 
 from ..charts.serve_sweeps import plot_sweep
 from ..api.record import endpoint_text
 from ..serve import compare, lesson
+from ..serve.mooncake import results_jsonl
+from ..serve.perfetto import workload_json
 from ..serve.report import html_report
 from ..serve.summary import class_stats, goodput, pool_text
 from ..serve.sweeps import chunk_sentence
@@ -102,8 +104,8 @@ def lesson_text(job) -> str:
     """A and B in one sentence each (named in the status line above), then B against A."""
     lines = [f"- {html.escape(lesson(r, side))}" for side, r in zip("AB", job.results) if r.started]
     if len(job.results) == 2 and all(r.done and not r.cancelled for r in job.results):
-        lines.append(f"- **{html.escape(compare(*job.results, named=True))}**")
         preset = getattr(job, "preset", None)
+        lines.append(f"- **{html.escape(compare(*job.results, named=True, expect=preset and preset.expect))}**")
         if preset is not None:
             lines.append(f"- **{html.escape(preset.name)}**: {html.escape(preset.finding(*job.results))}")
     return "\n".join(lines)
@@ -130,7 +132,10 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
         same = len({r.scheduler for r in job.results}) < len(job.results)   # our batching twice: named by side
         files = {f"serve-{r.scheduler}{'-' + side if same else ''}.json": json.dumps(r.to_dict(), ensure_ascii=False)
                  for side, r in zip("ab", job.results)}
-        files["serve-report.html"] = html_report(job.results)
+        preset = getattr(job, "preset", None)
+        files["serve-report.html"] = html_report(job.results, expect=preset and preset.expect)
+        files["serve-perfetto.json"] = workload_json(job.results)   # A and B as Chrome Trace Events
+        files["serve-mooncake.jsonl"] = results_jsonl(job.results)   # the workload as a Mooncake trace
         updates[out.download] = job.exports.write(files)
     return updates
 

@@ -28,7 +28,7 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
         try:
             v = prompt_tokens(source(registry, name), text, coerce_settings(chat=bool(chat_on)))
         except (SourceUnavailable, ValueError, SourceError) as exc:   # SourceError: a server's /tokenize failed
-            return error_html(str(exc)), "", gr.skip()
+            return error_html(str(exc)), "", None   # the previous prompt's chips and chart go: not this one's
         return v.summary, v.html, plot_token_comparison(v.typed, v.templated)
 
     with gr.Tab("Tokens", id="tokens") as tab:

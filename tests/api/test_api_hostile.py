@@ -250,6 +250,44 @@ def test_metrics_are_prometheus_text_under_vllms_names(served):
     assert 0 < again["vllm:prefix_cache_hits_total"] < again["vllm:prefix_cache_queries_total"]
 
 
+def test_metrics_carry_opentelemetrys_genai_names_beside_vllms(served):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def scrape() -> tuple[dict, dict]:   # (families by name, sample values by name and labels, buckets left out)
+        families = {f.name: f for f in text_string_to_metric_families(httpx.get(served.url + "/metrics",
+                                                                                headers=AUTH).text)}
+        return families, {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values()
+                          for s in f.samples if "le" not in s.labels}
+    sdk = served.sdk()
+    _, before = scrape()   # the server is shared with the module's other tests: compare what these requests add
+    sdk.chat.completions.create(model="m", messages=QUESTION, max_tokens=5, temperature=0,
+                                extra_body={"ignore_eos": True})
+    sdk.completions.create(model="m", prompt="The capital of France", max_tokens=3, temperature=0,
+                           extra_body={"ignore_eos": True})
+    families, after = scrape()
+    added = lambda name, *labels: after[name, tuple(sorted(labels))] - before.get((name, tuple(sorted(labels))), 0)  # noqa: E731
+    assert families["vllm:time_to_first_token_seconds"].type == "histogram"
+    for name in ("gen_ai_server_time_to_first_token_seconds", "gen_ai_server_time_per_output_token_seconds",
+                 "gen_ai_server_request_duration_seconds", "gen_ai_client_token_usage"):
+        assert families[name].type == "histogram", name
+    model, vllm = ("gen_ai_response_model", "tiny-random-llama"), ("model_name", "tiny-random-llama")
+    chat, completion = (("gen_ai_operation_name", "chat"), model), (("gen_ai_operation_name", "text_completion"), model)
+    for labels in (chat, completion):
+        for name in ("gen_ai_server_time_to_first_token_seconds", "gen_ai_server_time_per_output_token_seconds",
+                     "gen_ai_server_request_duration_seconds"):
+            assert added(f"{name}_count", *labels) == 1, name
+    # the same requests under both names: the same TTFTs and durations
+    assert added("gen_ai_server_time_to_first_token_seconds_sum", *chat) + added(
+        "gen_ai_server_time_to_first_token_seconds_sum", *completion) == pytest.approx(
+        added("vllm:time_to_first_token_seconds_sum", vllm))
+    assert added("gen_ai_server_request_duration_seconds_sum", *chat) + added(
+        "gen_ai_server_request_duration_seconds_sum", *completion) == pytest.approx(
+        added("vllm:e2e_request_latency_seconds_sum", vllm))
+    tokens = lambda labels, kind: added("gen_ai_client_token_usage_sum", *labels, ("gen_ai_token_type", kind))  # noqa: E731
+    assert tokens(chat, "output") == 5 and tokens(completion, "output") == 3
+    assert tokens(chat, "input") + tokens(completion, "input") == added("vllm:prompt_tokens_total", vllm) > 0
+
+
 def test_the_projects_remote_source_reads_our_metrics_while_a_request_runs(served):
     from playground.config import GenerationSettings
     from playground.remote.source import RemoteSource

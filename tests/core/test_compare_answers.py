@@ -36,3 +36,16 @@ def test_identical_answers_have_nothing_marked_and_a_missing_one_says_so():
     prefix = answers_html(compared(run("a", "Hi", "!"), run("b")))
     assert '<mark class="cmp-first">Hi</mark><span class="cmp-diff">!</span>' in prefix
     assert "<i>(no tokens)</i>" in prefix and "0 tokens" in prefix
+
+
+def test_the_finished_status_counts_the_tokens_the_answers_show():
+    """The status said 'finished: 8 and 8 tokens' (every Step, the end-of-sequence too) above answers of 7 each."""
+    from playground.compare import finished_line
+    words = ["Paris", " is", " the", " capital", " of", " France", "."]
+    c = compared(run("onnx", *words, "<|im_end|>", special_last=True), run("onnx-int8", *words, "<|im_end|>",
+                                                                           special_last=True))
+    line = finished_line(c)
+    assert line.startswith("finished: 7 tokens and 7 tokens in the answers") and "1 token and 1 token special" in line
+    assert answers_html(c).count("· 7 tokens</h4>") == 2
+    assert finished_line(compared(run("a", "Hi"), run("b", "Hi", "!"))) == \
+        "finished: 1 token and 2 tokens in the answers"

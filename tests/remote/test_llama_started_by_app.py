@@ -61,6 +61,9 @@ def test_the_started_server_answers_through_the_registry_and_stops_on_close():
     try:
         source = registry.get(APP_SOURCE)
         assert source.info.origin == "remote" and source.info.context_window == 2048   # 2048 tokens a slot
+        # its description (the Serve tab's runs, the charts' subtitles) names the CPU variant that runs here
+        from playground.remote.llamacpp import llama_choice
+        assert f"llama.cpp here: {llama_choice().summary()}" in source.info.describe()
         trace = source.run(FRANCE, GenerationSettings(max_new_tokens=8)).wait()
         assert 1 <= trace.metrics().output_tokens <= 8 and trace.text
     finally:

@@ -28,9 +28,12 @@ def test_serve_writes_json_per_request_and_a_report_and_replays(tmp_path, capsys
         assert [r["id"] for r in records] == list(range(5))
         assert all(r["stop_reason"] in ("eos", "length") and r["trace"]["steps"] for r in records)
         assert json.loads((out / f"{name}.json").read_text())["summary"]["lesson"].startswith("On ")
+    perfetto = json.loads((out / "perfetto.json").read_text())
+    names = sorted(e["args"]["name"] for e in perfetto["traceEvents"] if e["name"] == "process_name")
+    assert [n[:3] for n in names] == ["A: ", "B: "] and "batching" in names[0]   # A and B, a process each
     html = (out / "serve.html").read_text()
     # plotly inlined; the comparing sentence (on the tiny model the two throughputs are close: either way round)
-    assert "<script" in html and ("× the output tokens/s" in html or "this run came out the other way" in html)
+    assert "<script" in html and ("as expected" in html or "this run came out the other way" in html)
     assert '"scheduler": "one-at-a-time"' in capsys.readouterr().out
     replay = tmp_path / "replay"
     assert main(["--model", "tiny", "--workload", str(out / "workload.json"), "--scheduler", "batching",

@@ -22,6 +22,11 @@ from tests.fakes import SlowBackend
 from tests.helpers import free_port, generate_args, generated, trace_from, wait_for
 
 OUT = {name: i for i, name in enumerate(OUTPUTS)}
+
+
+def run_files(files) -> list:
+    """The downloads that are a run's own JSON (serve-<scheduler>.json), not another format's."""
+    return [f for f in files if str(f).endswith(".json") and not str(f).endswith("serve-perfetto.json")]
 LONG = "Summarize the following document. " + "The cat sat on the mat. " * 40
 
 
@@ -54,18 +59,23 @@ def test_the_same_workload_on_two_schedulers_side_by_side_with_exports(app_url):
     final = job.result(timeout=300)
     assert final[OUT["status"]].count("done") == 2
     lesson = final[OUT["lesson"]]
-    assert "- A: " in lesson and "- B: " in lesson and "B served the same 4 requests at" in lesson
+    assert "- A: " in lesson and "- B: " in lesson and "B served the same 4 requests with " in lesson
     assert "first come, first served" not in lesson and "ONNX Runtime)" not in lesson   # named once, above
     status = final[OUT["status"]]
     assert "**A** = one at a time" in status and "**B** = continuous batching" in status
     assert "KV slots" in final[OUT["pool"]]
     assert "Goodput" in final[OUT["goodput"]] and "requests met it" in final[OUT["goodput"]]
     files = final[OUT["download"]]
-    runs = [json.load(open(f, encoding="utf-8")) for f in files if str(f).endswith(".json")]
+    runs = [json.load(open(f, encoding="utf-8")) for f in run_files(files)]
     assert sorted(r["scheduler"] for r in runs) == ["batching", "one-at-a-time"]
     assert runs[0]["workload"] == runs[1]["workload"]   # replayed, not redrawn
     assert all(req["stop_reason"] in ("eos", "length") for r in runs for req in r["requests"])
     assert any(str(f).endswith(".html") for f in files)
+    [perfetto] = [json.load(open(f, encoding="utf-8")) for f in files if str(f).endswith("serve-perfetto.json")]
+    assert {e["pid"] for e in perfetto["traceEvents"]} == {1, 2}   # A and B, a process each
+    [mooncake] = [f for f in files if str(f).endswith("serve-mooncake.jsonl")]
+    with open(mooncake, encoding="utf-8") as fh:   # the workload as a Mooncake trace: one request a line
+        assert [json.loads(line)["output_length"] for line in fh] == [len(r["trace"]["steps"]) for r in runs[0]["requests"]]
     # the SLO moved after the run: goodput recomputed from the stored records, nothing runs again
     assert client.predict(ttft=1e-6, tpot=0, api_name="/serve_goodput").count("0 of 4 requests met it") == 2
     assert client.predict(ttft=1000, tpot=0, api_name="/serve_goodput").count("4 of 4 requests met it") == 2
@@ -185,7 +195,7 @@ def test_a_kv_memory_preset_runs_our_batching_twice_differing_by_one_setting(app
     assert status.count("done") == 2 and "prefix cache" in status.split("<br>")[1]
     assert "prefix cache" not in status.split("<br>")[0]
     assert "**shared system prompt**: With the prefix cache" in lesson
-    runs = [json.load(open(f, encoding="utf-8")) for f in final[OUT["download"]] if str(f).endswith(".json")]
+    runs = [json.load(open(f, encoding="utf-8")) for f in run_files(final[OUT["download"]])]
     assert sorted(r["pool"]["prefix_cache_blocks"] > 0 for r in runs) == [False, True]
     assert final[OUT["itl_b"]] is not None
 

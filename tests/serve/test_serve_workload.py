@@ -141,9 +141,10 @@ def test_throughput_goodput_and_over_time():
 def test_the_lesson_sentence_states_the_measured_delay():
     # shorts #1 and #2 waited during the long prefill passes [0, 2]: overlaps 1.5 s and 0.5 s; #3 none
     text = lesson(hand_made())
-    assert "delayed 2 of 3 short requests' first token by a median of 1.00 s" in text
+    assert "of the 3 short requests, the long requests' prefill delayed 2 first tokens by a median of 1.00 s" in text
     one = lesson(hand_made("one-at-a-time"))   # the whole long service [0, 3] holds the engine
-    assert "service (prefill and decode, one at a time) delayed 2 of 3" in one and "median of 1.50 s" in one
+    assert "service (prefill and decode, one at a time) delayed 2 first tokens" in one and "median of 1.50 s" in one
     assert math.isclose(throughput(hand_made())["output_tps"], 2.25)
-    assert "1.00× the output tokens/s" in compare(hand_made("one-at-a-time"), hand_made())
+    assert "with the same output tokens/s as A (one-at-a-time): 2.2 against 2.2 (1.00×; not as expected" in \
+        compare(hand_made("one-at-a-time"), hand_made())
     assert summarize(hand_made())["lesson"] == text

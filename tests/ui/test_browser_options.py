@@ -112,3 +112,34 @@ def test_the_page_works_with_llama_server_offered():
     require_llama()
     with app_with("--llama-server") as url:
         check_page(url)
+
+
+@pytest.mark.subprocess
+def test_host_0_0_0_0_listens_on_every_interface_and_the_page_answers_over_loopback():
+    """`app.py --host 0.0.0.0`: the listening socket is bound to every interface (read from the process's own
+    sockets), the start-up log says what the room opens, and the page works; traffic stays on 127.0.0.1."""
+    import psutil
+
+    from playground.bench.app_process import AppProcess
+
+    with AppProcess(["app.py", "--model", "tiny", "--backend", "onnx", "--host", "0.0.0.0"]) as app:
+        listening = {(c.laddr.ip, c.laddr.port) for c in psutil.Process(app.process.pid).net_connections("tcp")
+                     if c.status == psutil.CONN_LISTEN}
+        assert ("0.0.0.0", app.port) in listening, listening
+        check_page(f"http://127.0.0.1:{app.port}/")
+        app.log.seek(0)
+        log = app.log.read().decode(errors="replace")
+    assert f"listening on 0.0.0.0:{app.port}; attendees open " in log, log[-800:]
+
+
+def test_the_host_comes_from_the_flag_else_gradios_variable_else_loopback(monkeypatch):
+    from playground.ports import serve_host
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    assert serve_host(None) == "127.0.0.1" and serve_host("0.0.0.0") == "0.0.0.0"
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    assert serve_host(None) == "0.0.0.0" and serve_host("127.0.0.2") == "127.0.0.2"
+    monkeypatch.delenv("GRADIO_SERVER_NAME")
+    monkeypatch.setenv("SPACE_ID", "someone/playground")
+    assert serve_host(None) == "0.0.0.0"

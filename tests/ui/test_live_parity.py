@@ -67,6 +67,13 @@ def test_bytes(js):
     assert_same("bytes", values, js("bytes", [[v] for v in values]), [format_bytes(v) for v in values])
 
 
+def test_token_counts(js):
+    """The live status said "1 tokens so far" (a plural fixed in stream.js)."""
+    from playground.units import tokens
+    values = [0, 1, 2, 999, 1000, 1024, 123_456]
+    assert_same("tokens", values, js("tokens", [[v] for v in values]), [tokens(v) for v in values])
+
+
 def test_milliseconds(js):
     seconds = [None, 0.0, 4e-7, 1e-6, 0.0005, 0.0015, 0.0025, 0.00402, 0.0125, 0.0424, 0.2505, 0.9999, 0.999_9, 1.0,
                2.381, 12.3456, 1234.5678, 86_400.0]

@@ -41,6 +41,9 @@ def test_the_stream_grows_by_the_new_steps_and_ends_with_an_exportable_trace(app
     csv_path = next(f for f in generated(final)["files"] if str(f).endswith(".csv"))
     with open(csv_path, encoding="utf-8", newline="") as fh:
         assert len(list(csv.reader(fh))) == 13   # header + one row per token
+    perfetto = next(f for f in generated(final)["files"] if str(f).endswith("trace-perfetto.json"))
+    with open(perfetto, encoding="utf-8") as fh:   # Chrome Trace Events: one decode slice per step after the first
+        assert sum(e["name"] == "decode" for e in json.load(fh)["traceEvents"]) == 11
 
 
 @pytest.mark.slow
@@ -110,6 +113,18 @@ def test_tokens_and_model_info_endpoints(app_url):
     assert "cl100k_base" in summary and "match" in summary
     assert "&lt;" in chips and "<b>" not in chips
     assert "tiny-random-llama" in client.predict(backend="torch", api_name="/model_info")
+
+
+def test_a_refused_paste_clears_the_previous_prompts_tokens_and_chart(tiny_backend, tiny_engine):
+    """Regression: a 142k-character paste gave its error over the previous prompt's chart (the handler kept it),
+    as if the chart were the paste's. The /tokens handler as the page calls it, on a prompt then the paste."""
+    demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
+    show = next(f.fn for f in demo.fns.values() if f.api_name == "tokens")
+    summary, chips, figure = show(FRANCE, True, "torch")
+    assert "cl100k_base" in summary and chips and figure is not None
+    summary, chips, figure = show("word " * 28_400, True, "torch")   # 142,000 characters, over the context window
+    assert "error" in summary and "context" in summary, summary
+    assert (chips, figure) == ("", None)
 
 
 @pytest.mark.slow
@@ -254,3 +269,13 @@ def test_every_named_endpoint_keeps_the_names_inputs_and_outputs_clients_have_us
             for name, endpoint in info["named_endpoints"].items()}
     assert seen == json.loads((Path(__file__).parents[1] / "data" / "gradio_api.json").read_text())
     assert info["unnamed_endpoints"] == {}
+
+
+def test_the_running_status_carries_no_count_for_gradio_to_send_back():
+    """The page counted "8 tokens so far", then Gradio sent the status again with its fixed "0" inside: the count
+    went back to 0. The page alone writes the count (live/stream.js), with the plural units.tokens writes."""
+    import re
+    from playground.ui.live_view import LIVE_DIR
+    assert not re.search(r"\d", RUNNING_STATUS) and 'id="pg-count"' in RUNNING_STATUS
+    script = (LIVE_DIR / "stream.js").read_text(encoding="utf-8")
+    assert '" tokens so far"' not in script and "tokenCount(n)} so far" in script

@@ -5,6 +5,7 @@ Each formatter here has a Python counterpart, and tests/ui/test_live_parity.py r
   ms           run_view._ms               0.0424 -> "42 ms", null -> "–"
   fixed        f"{x:.Nf}"                 Python's rounding: the exact binary value, a tie to the even digit
   prob         f"{p:.3f}"                 a probability as chips, titles and top-k bars show it
+  tokens       units.tokens               1 -> "1 token", 1024 -> "1,024 tokens"
   label        charts/run.py _label       the token as `shown` in the stream (tokens.visible), escaped for Plotly
   candidate    charts/run.py plot_top_k   a top-k candidate's label: "token  (id 42)", "(id ?)" without an id
   chipTitle    run_view.chip_title        what a chip's hover says
@@ -33,6 +34,7 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
   // thousands separated by commas, as Python's "{:,}"
   const grouped = (text) => text.replace(/^(-?)(\d+)/, (_, sign, whole) => sign + whole.replace(/\B(?=(\d{3})+$)/g, ","));
   const count = (n) => grouped(String(n));
+  const tokens = (n) => `${count(n)} token${n === 1 ? "" : "s"}`;
 
   function bytes(n) {
     if (n < 1024) return `${n} B`;
@@ -102,5 +104,5 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
     return cards;
   }
 
-  L.format = {fixed, grouped, count, bytes, ms, prob, esc, label, candidate, chipTitle, general, logMsTicks, metricCards};
+  L.format = {fixed, grouped, count, tokens, bytes, ms, prob, esc, label, candidate, chipTitle, general, logMsTicks, metricCards};
 })();

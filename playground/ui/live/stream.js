@@ -19,7 +19,7 @@ Left out: anything the server can tell better (the final figures come from chart
 (function () {
   "use strict";
   const L = (window.pgLive = window.pgLive || {});
-  const {chipTitle, count: counted, fixed} = L.format;
+  const {chipTitle, count: counted, fixed, tokens: tokenCount} = L.format;
   const PALETTE = 6;   // chip colours by position (tokens/chips.py PALETTE_SIZE)
   const GAP = new Error("gap");
   const stats = {applied: 0, channelEvents: 0, channelSteps: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0,
@@ -171,7 +171,7 @@ Left out: anything the server can tell better (the final figures come from chart
       } else if (phase) {
         counting();
         const n = $("pg-count");
-        if (n && n.textContent !== String(r.next)) n.textContent = String(r.next);
+        if (n && n.textContent !== soFar(r.next)) n.textContent = soFar(r.next);
       }
     };
     r.prefillTimer = setInterval(tick, 500);
@@ -182,8 +182,13 @@ Left out: anything the server can tell better (the final figures come from chart
     if (!phase || $("pg-count") || run.next === 0 || run.end) return;
     const n = document.createElement("span");
     n.id = "pg-count";
-    phase.replaceChildren("generating… ", n, " tokens so far");
+    n.textContent = soFar(run.next);
+    phase.replaceChildren("generating… ", n);
   }
+
+  // the count as the page has it: the server's status (live_view.RUNNING_STATUS) carries none, so a status
+  // Gradio sends again never takes it back to an older figure
+  const soFar = (n) => `${tokenCount(n)} so far`;
 
   // --- the live channel (ui/live_channel.py): the run's steps as they are made, beside Gradio's updates
 
@@ -238,7 +243,7 @@ Left out: anything the server can tell better (the final figures come from chart
   function updated() {
     counting();
     const count = $("pg-count");
-    if (count) count.textContent = String(run.next);
+    if (count) count.textContent = soFar(run.next);
     if (run.end) {
       closeChannel(run);
       const cursor = document.querySelector("#pg-chips .cursor");
