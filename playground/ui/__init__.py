@@ -37,7 +37,7 @@ from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
 from .live_channel import app_kwargs
 from .live_view import LIVE_CSS, live_head
-from .presenter import PRESENT_CSS, presenter_head, presenter_switch, wire_presenter
+from .presenter import PRESENT_CSS, presenter_head, presenter_switch
 from .machine_gate import MachineGate, gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
@@ -116,8 +116,7 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
     with gr.Blocks(title="LLM Serving Playground",   # its css, theme and head come at launch: page_kwargs
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)
-        present = presenter_switch()   # fixed in the top-right corner, on every tab
-        wire_presenter(demo, present)   # before the tabs: wired after them, Gradio 6.17 never ran its change
+        presenter_switch()   # in the top-right corner, on every tab; presenter.js reads it and ?present=1
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.",
                     elem_id="page-header")

@@ -28,11 +28,16 @@ KEYS_JS = """() => { if (window.__lessonKeys) return; window.__lessonKeys = true
     const tab = document.querySelector('#lesson-next'); if (!tab || tab.offsetParent === null) return;
     if (e.key === 'ArrowRight') document.querySelector('#lesson-next').click();
     if (e.key === 'ArrowLeft') document.querySelector('#lesson-prev').click(); }); }"""
-REPLAY_JS = """() => { const box = document.querySelector('#lesson-replay'); const data = document.querySelector('#lesson-replay-data [data-steps]');
+REPLAY_JS = """() => { const data = document.querySelector('#lesson-replay-data [data-steps]');
   if (window.__lessonReplay) clearInterval(window.__lessonReplay);
-  if (!box || !data) return; const steps = JSON.parse(data.dataset.steps); box.textContent = '';
-  let i = 0;
-  window.__lessonReplay = setInterval(() => { if (i >= steps.length) { clearInterval(window.__lessonReplay); return; }
+  if (!data) return; const steps = JSON.parse(data.dataset.steps);
+  let i = 0, box = null;
+  window.__lessonReplay = setInterval(() => {
+    if (!document.querySelector('#lesson-replay-data [data-steps]')) { clearInterval(window.__lessonReplay); return; }
+    const now = document.querySelector('#lesson-replay');   // Gradio 6 draws it once its column shows, after this ran
+    if (!now) return;
+    if (now !== box) { box = now; box.textContent = ''; i = 0; }   // drawn again: the answer plays from its start
+    if (i >= steps.length) { clearInterval(window.__lessonReplay); return; }
     const s = steps[i++]; const chip = document.createElement('span'); chip.className = 'tok tok-c' + (i % 6);
     chip.textContent = s.text || '∅'; chip.title = s.title; box.appendChild(chip);
     const cap = document.querySelector('#lesson-replay-caption'); if (cap) cap.textContent = s.title; }, 450); }"""
