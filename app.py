@@ -62,7 +62,7 @@ from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E402
 from playground.remote.llama_server import add_llama_server  # noqa: E402
 from playground.remote.source import RemoteSource  # noqa: E402
-from playground.ui import GENERATE_CONCURRENCY, app_kwargs, build_demo  # noqa: E402
+from playground.ui import GENERATE_CONCURRENCY, build_demo, launch_kwargs as page_launch_kwargs  # noqa: E402
 from playground.ui.zerogpu import start_up, zero_gpu  # noqa: E402
 
 
@@ -124,11 +124,9 @@ def openai_api_wanted(flag: bool = False) -> bool:
 
 def launch_kwargs(registry: SourceRegistry, traffic: ClientTraffic | None = None,
                   config: ApiConfig | None = None) -> dict:
-    """demo.launch's app_kwargs: the live channel's route, and the endpoint's when `traffic` records one."""
-    kwargs = app_kwargs()
-    if traffic is not None:
-        kwargs["routes"] = openai_routes(registry, traffic, config) + kwargs["routes"]
-    return kwargs
+    """demo.launch's keywords besides host and port: the page's css, theme and head, and its app_kwargs (the live
+    channel's route, and the endpoint's when `traffic` records one)."""
+    return page_launch_kwargs(openai_routes(registry, traffic, config) if traffic is not None else ())
 
 
 def load_in_background(registry: SourceRegistry, since: float = LAUNCHED) -> threading.Thread:
@@ -198,4 +196,4 @@ if __name__ == "__main__":
     print(reach_line(host, args.port), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
     load_in_background(registry)
-    demo.launch(server_name=host, server_port=args.port, app_kwargs=launch_kwargs(registry, traffic, api_config))
+    demo.launch(server_name=host, server_port=args.port, **launch_kwargs(registry, traffic, api_config))

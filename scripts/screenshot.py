@@ -115,7 +115,7 @@ def main() -> None:
         traffic, config = app.serve_the_endpoint(app.registry, port)
         demo = app.make_demo(app.registry, traffic)
         demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                    app_kwargs=app.launch_kwargs(app.registry, traffic, config))
+                    **app.launch_kwargs(app.registry, traffic, config))
         url = f"http://127.0.0.1:{port}/"
     else:
         url = launch(demo)

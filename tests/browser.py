@@ -14,9 +14,9 @@ from playground.ports import free_port
 
 def launch(demo) -> str:
     """Serve `demo` (with the live channel's route) on a free 127.0.0.1 port without blocking; returns its URL."""
-    from playground.ui import app_kwargs
+    from playground.ui import launch_kwargs
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
-                                    quiet=True, app_kwargs=app_kwargs())
+                                    quiet=True, **launch_kwargs())
     return url
 
 

@@ -57,11 +57,11 @@ def main(argv: list[str]) -> None:
     import argparse
 
     from ..backends import create_backend
-    from ..ui import GENERATE_CONCURRENCY, app_kwargs, build_demo
+    from ..ui import GENERATE_CONCURRENCY, build_demo, launch_kwargs
     p = argparse.ArgumentParser(prog="python -m playground.bench paced-app", description=__doc__.splitlines()[0])
     p.add_argument("--steps-per-s", type=float, default=100.0)
     p.add_argument("--port", type=int, required=True)
     args = p.parse_args(argv)
     demo = build_demo(PacedEngine(create_backend("torch", "tiny", device="cpu", dtype="float32"), args.steps_per_s))
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY).launch(server_name="127.0.0.1", server_port=args.port,
-                                                                  app_kwargs=app_kwargs())
+                                                                  **launch_kwargs())

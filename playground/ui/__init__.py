@@ -2,7 +2,7 @@
 
     demo = build_demo(Engine(create_backend("torch", "tiny")))   # one fixed engine (tests)
     demo = build_demo(SourceRegistry.for_model(None))            # every backend, each loaded on first use
-    demo.launch(app_kwargs=app_kwargs())                          # + the live channel's route, no other host
+    demo.launch(**launch_kwargs())     # the page's look (css, theme, head) + the live channel's route
 
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
@@ -11,7 +11,7 @@ failed and why (the dropdowns still list the others). Modules: common.py (shared
 (+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py, experiments_tab.py,
 lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job), zerogpu.py (on ZeroGPU: the torch
 backend's runs as spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from Gradio's dict
-inputs), offline.py (the page asks no other host); the long runs are playground/jobs.py's BackgroundJob;
+inputs); the long runs are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.
@@ -21,6 +21,7 @@ Left out: authentication and per-user quotas; the queue's limits and the CPU gat
 from __future__ import annotations
 
 import html
+import warnings
 
 import gradio as gr
 
@@ -36,13 +37,17 @@ from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
 from .live_channel import app_kwargs
 from .live_view import LIVE_CSS, live_head
-from .presenter import PRESENT_CSS, presenter_head, presenter_switch, wire_presenter
+from .presenter import PRESENT_CSS, presenter_head, presenter_switch
 from .machine_gate import MachineGate, gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 from .zerogpu import WAITING, zero_gpu
 
-__all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "app_kwargs", "build_demo"]
+# Gradio 6.17's queue names Starlette's deprecated HTTP_422_UNPROCESSABLE_ENTITY on every join (gradio/routes.py;
+# Gradio 6.17 needs Starlette >= 1.0.1, which warns): Gradio's line, not ours; the filter goes with the 6.17 pin
+warnings.filterwarnings("ignore", message="'HTTP_422_UNPROCESSABLE_ENTITY' is deprecated", module="gradio")
+
+__all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "app_kwargs", "build_demo", "launch_kwargs", "page_kwargs"]
 
 
 def source_line(step_source) -> str:
@@ -84,6 +89,22 @@ THEME = gr.themes.Default(text_size="lg", font=["ui-sans-serif", "system-ui", "s
                           font_mono=["ui-monospace", "Consolas", "monospace"])
 
 
+def page_kwargs() -> dict:
+    """The page's look, which Gradio 6 takes at launch (`demo.launch(**page_kwargs())`, or mount_gradio_app's same
+    keywords), not from gr.Blocks: the css, the theme, and the head (Plotly.js, live/*.js: Generate draws in the
+    browser; presenter.js: presenter mode's chart fonts)."""
+    css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
+    return {"css": css, "theme": THEME, "head": live_head() + presenter_head()}
+
+
+def launch_kwargs(routes=()) -> dict:
+    """Everything `demo.launch` takes besides host and port: the page's look (page_kwargs) and the app's
+    (app_kwargs: the live channel's route, and `routes`, e.g. the OpenAI-compatible endpoint's, ahead of it)."""
+    kwargs = app_kwargs()
+    kwargs["routes"] = [*routes, *kwargs["routes"]]
+    return {**page_kwargs(), "app_kwargs": kwargs}
+
+
 def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends()).
@@ -92,13 +113,10 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
     alone (machine_gate.MachineGate), one per app; a new one when not given."""
     registry = as_registry(engine)
     gate = gate or MachineGate()
-    css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
-    with gr.Blocks(title="LLM Serving Playground", css=css, theme=THEME,
-                   head=live_head() + presenter_head(),   # Plotly.js, live/*.js (Generate draws in the
-                   # browser), presenter.js (presenter mode's chart fonts)
+    with gr.Blocks(title="LLM Serving Playground",   # its css, theme and head come at launch: page_kwargs
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)
-        present = presenter_switch()   # fixed in the top-right corner, on every tab
+        presenter_switch()   # in the top-right corner, on every tab; presenter.js reads it and ?present=1
         gr.Markdown("# LLM Serving Playground\nA real model answers token by token; the charts show what "
                     "the server did for each token: one prefill over the prompt, then one decode step per token.",
                     elem_id="page-header")
@@ -116,10 +134,9 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None) -> gr.Bloc
         generate = wire_generate(c, registry, session, gate)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
-        wire_presenter(demo, present)
-        demo.load(open_lesson_tab, None, tabs, api_name=False, queue=False)
-        demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_name=False, js=lesson.keys_js,
+        demo.load(open_lesson_tab, None, tabs, api_visibility="private", queue=False)
+        demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_visibility="private", js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-        c.backend.change(model_info, c.backend, info, api_name=False, concurrency_limit=None)
+        c.backend.change(model_info, c.backend, info, api_visibility="private", concurrency_limit=None)
         gate_cpu_events(demo, CPU_QUEUE, gate, skip=[*serving, generate])   # CPU slots; a Serve workload alone
     return demo

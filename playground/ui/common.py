@@ -61,7 +61,7 @@ def described_dropdown(names: list[str], value: str, label: str, info_of, **kw) 
     under the label says what the picked one is (`info_of(name)`), following the selection."""
     dropdown = gr.Dropdown([(n, n) for n in names], value=value, label=label, info=info_of(value) or None, **kw)
     dropdown.change(lambda name: gr.update(info=info_of(name) or None), dropdown, dropdown,
-                    api_name=False, queue=False, show_progress="hidden")
+                    api_visibility="private", queue=False, show_progress="hidden")
     return dropdown
 
 

@@ -111,11 +111,11 @@ def compare_tab(registry, generate_prompt) -> None:
         run = gr.Button("Compare", variant="primary", elem_id="compare-run")
         out = SimpleNamespace(status=gr.Markdown(elem_classes="status", elem_id="compare-status"),
                               agreement=gr.Markdown(elem_id="compare-agreement"),
-                              answers=gr.HTML(elem_id="compare-answers"),
+                              answers=gr.HTML(elem_id="compare-answers", padding=True),
                               figure=gr.Plot(label="Two backends, one prompt", elem_id="compare-plot"),
                               table=gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
                                                  wrap=True, elem_id="compare-table"))   # wrapped, never cut
-    generate_prompt.change(lambda p: p, generate_prompt, form.prompt, api_name=False, queue=False)
+    generate_prompt.change(lambda p: p, generate_prompt, form.prompt, api_visibility="private", queue=False)
     run.click(make_compare(registry, form, out), form_inputs(CompareForm, form),
               [getattr(out, name) for name in OUTPUTS],
               api_name="compare", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

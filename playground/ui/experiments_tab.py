@@ -181,7 +181,7 @@ def experiments_tab(registry) -> None:
     run, cancel = make_handlers(registry, form, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
     form.name.change(lambda n: [gr.update(visible=k == n) for k in groups], form.name, list(groups.values()),
-                     api_name=False, queue=False)
+                     api_visibility="private", queue=False)
     inputs = {form.name, form.backend, *form.sliders, form.job}   # made in ExperimentForm.api_args' order
     event = start.click(run, inputs, outputs, api_name="experiment",
                         concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE, show_progress="hidden")

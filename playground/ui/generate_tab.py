@@ -233,8 +233,8 @@ def generate_tab(registry) -> SimpleNamespace:
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
             c.status = gr.Markdown(elem_classes="status", elem_id="status")
             # the run's essentials under its status, beside the controls: on screen with them after Generate
-            gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips")
-            c.metrics = gr.HTML(metrics_html(None), elem_id="metrics")
+            gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips", padding=True)
+            c.metrics = gr.HTML(metrics_html(None), elem_id="metrics", padding=True)
         with gr.Column(scale=2):
             # made in GenerateForm's order (/generate's), placed below in the column's order
             c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", render=False)
@@ -273,33 +273,33 @@ def generate_tab(registry) -> SimpleNamespace:
             with gr.Row():
                 c.price_in.render()
                 c.price_out.render()
-    france.click(lambda: FRANCE, None, c.prompt, api_name=False, queue=False)
-    summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_name=False, queue=False)
+    france.click(lambda: FRANCE, None, c.prompt, api_visibility="private", queue=False)
+    summarize.click(lambda: SUMMARIZE + long_document(), None, c.prompt, api_visibility="private", queue=False)
     # raw text (no chat template): the model goes on with the document's start, copying what it read
     quote.click(lambda: (reread_text(long_document()), False, True), None, [c.prompt, c.chat, c.speculate],
-                api_name=False, queue=False)
-    question.click(lambda: (OPEN_QUESTION, True, True), None, [c.prompt, c.chat, c.speculate], api_name=False,
+                api_visibility="private", queue=False)
+    question.click(lambda: (OPEN_QUESTION, True, True), None, [c.prompt, c.chat, c.speculate], api_visibility="private",
                    queue=False)
     c.stream = gr.Textbox(label="Step stream", elem_id="stream", elem_classes="pg-hidden", lines=2, max_lines=2,
                           interactive=False, container=False)   # read by live/stream.js, never shown
     c.text = gr.Textbox(label="Answer (plain text)", lines=3, max_lines=8, interactive=False, elem_id="answer")
-    gr.HTML(chart_html("timeline"), elem_id="timeline")
+    gr.HTML(chart_html("timeline"), elem_id="timeline", padding=True)
     caption("One request over time: the orange prefill reads the whole prompt and yields the first token "
             "(TTFT); each blue bar is one decode step that yields one more token.")
     with gr.Row():
         with gr.Column():
-            gr.HTML(chart_html("latency"), elem_id="latency")
+            gr.HTML(chart_html("latency"), elem_id="latency", padding=True)
             caption("Time each token took (log scale): the first includes prefill, the rest are decode steps.")
         with gr.Column():
-            gr.HTML(chart_html("kv"), elem_id="kv")
+            gr.HTML(chart_html("kv"), elem_id="kv", padding=True)
             caption("Bytes held in the KV cache after each step, measured from the real tensors; the dashed "
                     "line is the formula, an estimate.")
     with gr.Row():
         with gr.Column(scale=3):
-            gr.HTML(chart_html("topk"), elem_id="topk")
+            gr.HTML(chart_html("topk"), elem_id="topk", padding=True)
             caption("The most likely next tokens at the chosen step; the orange bar is the one picked.")
         with gr.Column(scale=1):
-            gr.HTML(step_picker_html(), elem_id="step-picker")
+            gr.HTML(step_picker_html(), elem_id="step-picker", padding=True)
             c.files = gr.File(label="Download the trace (JSON, CSV)", file_count="multiple", interactive=False)
     with gr.Accordion("Why is decode slow? This run on the roofline", open=False):
         c.roofline_button = gr.Button("Draw the last run's roofline", size="sm")

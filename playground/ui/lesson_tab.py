@@ -28,11 +28,16 @@ KEYS_JS = """() => { if (window.__lessonKeys) return; window.__lessonKeys = true
     const tab = document.querySelector('#lesson-next'); if (!tab || tab.offsetParent === null) return;
     if (e.key === 'ArrowRight') document.querySelector('#lesson-next').click();
     if (e.key === 'ArrowLeft') document.querySelector('#lesson-prev').click(); }); }"""
-REPLAY_JS = """() => { const box = document.querySelector('#lesson-replay'); const data = document.querySelector('#lesson-replay-data [data-steps]');
+REPLAY_JS = """() => { const data = document.querySelector('#lesson-replay-data [data-steps]');
   if (window.__lessonReplay) clearInterval(window.__lessonReplay);
-  if (!box || !data) return; const steps = JSON.parse(data.dataset.steps); box.textContent = '';
-  let i = 0;
-  window.__lessonReplay = setInterval(() => { if (i >= steps.length) { clearInterval(window.__lessonReplay); return; }
+  if (!data) return; const steps = JSON.parse(data.dataset.steps);
+  let i = 0, box = null;
+  window.__lessonReplay = setInterval(() => {
+    if (!document.querySelector('#lesson-replay-data [data-steps]')) { clearInterval(window.__lessonReplay); return; }
+    const now = document.querySelector('#lesson-replay');   // Gradio 6 draws it once its column shows, after this ran
+    if (!now) return;
+    if (now !== box) { box = now; box.textContent = ''; i = 0; }   // drawn again: the answer plays from its start
+    if (i >= steps.length) { clearInterval(window.__lessonReplay); return; }
     const s = steps[i++]; const chip = document.createElement('span'); chip.className = 'tok tok-c' + (i % 6);
     chip.textContent = s.text || '∅'; chip.title = s.title; box.appendChild(chip);
     const cap = document.querySelector('#lesson-replay-caption'); if (cap) cap.textContent = s.title; }, 450); }"""
@@ -142,12 +147,12 @@ def lesson_tab(registry) -> None:
                               takeaway=gr.Markdown(elem_id="lesson-takeaway", elem_classes="lesson-takeaway"))
         with gr.Column(visible=False) as out.replay:   # step 2's answer, played token by token where it goes
             gr.HTML('<div class="tok-view out-chips lesson-replay" id="lesson-replay"></div>'
-                    '<p class="caption" id="lesson-replay-caption"></p>')
+                    '<p class="caption" id="lesson-replay-caption"></p>', padding=True)
             replay = gr.Button("Replay slowly (the recorded tokens, one at a time)", size="sm", elem_id="lesson-replay-button")
         out.replay_data = gr.HTML(elem_id="lesson-replay-data", elem_classes="pg-hidden")
         # the first chart straight under the takeaway; the step's chips or sentences next, its caveats last
         out.figure0 = gr.Plot(elem_id="lesson-figure0", show_label=False, visible=False)
-        out.body = gr.HTML(elem_id="lesson-body")
+        out.body = gr.HTML(elem_id="lesson-body", padding=True)
         for i in range(1, FIGURE_SLOTS):
             setattr(out, f"figure{i}", gr.Plot(elem_id=f"lesson-figure{i}", show_label=False, visible=False))
         out.notes = gr.Markdown(elem_id="lesson-notes")

@@ -26,10 +26,8 @@ import asyncio
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 from fastapi.routing import APIRoute
-from starlette.middleware import Middleware
 
 from ..live import StepStream
-from .offline import OwnHostOnly
 
 PATH = "/playground/live/{run_id}"
 KEEPALIVE_S = 15.0   # a comment line this often while no step comes, so proxies keep the connection
@@ -90,7 +88,5 @@ async def live_stream(run_id: str, request: Request):
 
 
 def app_kwargs() -> dict:
-    """What `demo.launch(app_kwargs=…)` needs: the live channel's route, ahead of Gradio's, and the page
-    served without the tags that name another host (offline.py)."""
-    return {"routes": [APIRoute(PATH, live_stream, methods=["GET"], include_in_schema=False)],
-            "middleware": [Middleware(OwnHostOnly)]}
+    """What `demo.launch(app_kwargs=…)` needs: the live channel's route, ahead of Gradio's."""
+    return {"routes": [APIRoute(PATH, live_stream, methods=["GET"], include_in_schema=False)]}

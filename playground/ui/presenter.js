@@ -1,6 +1,6 @@
 /* presenter.js: presenter mode for a projector, on every tab (ui/presenter.py adds the switch).
 
-body.present (the switch, or ?present=1 in the URL) hides the page header and the model line and sets
+body.present (the switch, or ?present=1 in the URL, both read here) hides the page header and the model line and sets
 the page's text sizes (presenter.py's CSS). Plotly figures are drawn by Gradio's own Plotly and by
 ui/live/charts.js; here every figure on the page is checked once a second while presenting, and one whose fonts
 are under MIN px (titles and subtitles, ticks, axis titles, legend, annotations such as subplot titles,
@@ -112,14 +112,35 @@ chart redrawn many times a second is not relaid out after each redraw. */
     try { window.Plotly.relayout(gd, {"legend.y": L.legend.y - (low + 6 - top) / L._size.h}); } catch (e) { console.warn("presenter legend", e); }
   }
 
+  // the switch shows body.present: Gradio draws it unticked and may draw it again (its value is never set)
+  const SWITCH = "#present input";
+  function sync() {
+    const box = document.querySelector(SWITCH);
+    if (box && box.checked !== on()) box.checked = on();
+    return box;
+  }
+
   const plots = () => [...document.querySelectorAll(".js-plotly-plot")].filter((gd) => gd.offsetParent !== null);
-  function pass() { if (on()) plots().forEach((gd) => { enlarge(gd); clearLegend(gd); fit(gd); }); }
+  function pass() { sync(); if (on()) plots().forEach((gd) => { enlarge(gd); clearLegend(gd); fit(gd); }); }
   setInterval(pass, 1000);
 
   function set(value) {
     document.body.classList.toggle("present", Boolean(value));
+    sync();
     if (value) pass(); else document.querySelectorAll(".js-plotly-plot").forEach(restore);
     window.dispatchEvent(new Event("resize"));   // figures take the page's new width
+  }
+
+  // the switch's clicks, heard here rather than through a Gradio event: on Gradio 6.17 the page reset the
+  // value a load event gave the switch (?present=1 was off again at once)
+  document.addEventListener("change", (e) => { if (e.target.matches && e.target.matches(SWITCH)) set(e.target.checked); });
+  // ?present=1: on from the first paint; the switch is ticked as soon as Gradio has drawn it
+  if (new URLSearchParams(window.location.search).get("present") === "1") {
+    const start = () => {
+      set(true);
+      const first = setInterval(() => { if (sync()) clearInterval(first); }, 100);
+    };
+    if (document.body) start(); else document.addEventListener("DOMContentLoaded", start);
   }
 
   window.pgPresent = {on, set, needed, least, MIN, TITLE};

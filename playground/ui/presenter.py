@@ -1,8 +1,10 @@
 """Presenter mode: one switch (and `?present=1` in the URL) that makes every tab readable on a projector.
 
     presenter_switch()          # the checkbox, in the page's top-right corner (first in the Blocks)
-    demo.load(None, None, switch, js=FROM_URL)            # ?present=1 turns it on
-    switch.change(None, switch, None, js=SET)              # body.present on or off
+    presenter_head()            # presenter.js: ?present=1 and the switch's clicks set body.present
+
+The page alone reads the URL and the switch (no Gradio event): on Gradio 6.17 a load event's value for the
+switch was reset at once, and a change event wired after the tabs never ran.
 
 With body.present the page header and the model line are hidden, every text size of the theme is at
 least 20 px (PRESENT_CSS), and presenter.js enlarges every Plotly figure's fonts to at least 18 px and
@@ -18,8 +20,6 @@ import gradio as gr
 
 PRESENTER_JS = Path(__file__).with_name("presenter.js")
 BODY_PX = 20
-FROM_URL = "() => new URLSearchParams(window.location.search).get('present') === '1'"
-SET = "(on) => { window.pgPresent && window.pgPresent.set(on); }"
 # the theme's sizes are variables set on :root; one that refers to another is resolved there, so each
 # is set again here (a later var(--text-md) would still read the :root value)
 _SIZES = {"text-xxs": 20, "text-xs": 20, "text-sm": 20, "text-md": 20, "text-lg": 22, "text-xl": 26, "text-xxl": 30}
@@ -60,8 +60,3 @@ def presenter_head() -> str:
 
 def presenter_switch() -> gr.Checkbox:
     return gr.Checkbox(False, label="Presenter mode", elem_id="present", container=False)
-
-
-def wire_presenter(demo: gr.Blocks, switch: gr.Checkbox) -> None:
-    demo.load(None, None, switch, js=FROM_URL, api_name=False, queue=False)
-    switch.change(None, switch, None, js=SET, api_name=False, queue=False)

@@ -208,8 +208,10 @@ def _clients(out, traffic):
     with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
                       visible=traffic is not None, elem_id="serve-clients"):
         caption(clients_text(traffic.reach if traffic is not None else []))
-        out.clients_limits = gr.Markdown((lambda: endpoint_text(traffic.endpoint)) if traffic is not None else "",
-                                         elem_id="serve-clients-limits")
+        out.clients_limits = gr.Markdown(elem_id="serve-clients-limits")
+        if traffic is not None:   # on each page load (no API of its own)
+            gr.on(None, lambda: endpoint_text(traffic.endpoint), None, out.clients_limits, api_visibility="private",
+                  queue=False)
         with gr.Row():
             watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
             unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")

@@ -308,20 +308,20 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
     cost_inputs = [buttons.price, job] + ([session] if session is not None else [])   # no model call: no queue
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
-    swept.then(token_cost, cost_inputs, out.token_cost, api_name=False, concurrency_limit=None)
+    swept.then(token_cost, cost_inputs, out.token_cost, api_visibility="private", concurrency_limit=None)
     if traffic is not None:   # drawing only: the endpoint's engine loop computes, not this handler
         clients = [out.clients_limits, out.clients_status, out.clients_gantt, out.clients_kv_map,
                    out.clients_classes, out.clients_refused]
         watching = buttons.watch.click(watch_clients(traffic, out), None, [*clients, out.clients_since],
                                        api_name="serve_watch", concurrency_limit=None)
         buttons.unwatch.click(unwatch_clients(traffic, out), out.clients_since, clients, cancels=[watching],
-                              api_name=False, concurrency_limit=None)
+                              api_visibility="private", concurrency_limit=None)
     preset_targets = {"scheduler_b": form.scheduler_b, "n": form.n, "arrival": form.arrival, "rate": form.rate,
                       "about": out.preset_about}
 
     def on_preset(name):
         return {preset_targets[k]: v for k, v in apply_preset(name).items()}
-    form.preset.change(on_preset, form.preset, list(preset_targets.values()), api_name=False, concurrency_limit=None)
+    form.preset.change(on_preset, form.preset, list(preset_targets.values()), api_visibility="private", concurrency_limit=None)
     for box in buttons.slo:   # cheap: no model call, so outside the CPU queue
         box.change(rejudge, [*buttons.slo, job], out.goodput, api_name="serve_goodput", concurrency_limit=None)
     return [serve, sweep]

@@ -40,9 +40,9 @@ def tokens_tab(registry, prompt, chat, backend) -> None:
         gr.Markdown(LEGEND, elem_classes="caption", elem_id="tokens-legend")
         summary = gr.Markdown(elem_id="tokens-summary")
         figure = gr.Plot(label="Tokenizers compared")
-        chips = gr.HTML()
-    prompt.change(lambda text: text, prompt, own, api_name=False, queue=False)   # Generate's prompt shows here
-    own.input(lambda text: text, own, prompt, api_name=False, queue=False)      # and a prompt typed here there
+        chips = gr.HTML(padding=True)
+    prompt.change(lambda text: text, prompt, own, api_visibility="private", queue=False)   # Generate's prompt shows here
+    own.input(lambda text: text, own, prompt, api_visibility="private", queue=False)      # and a prompt typed here there
     # the counts follow typing: each edit asks again, and only the latest pending one runs (always_last)
     gr.on([button.click, tab.select, own.submit, own.input], show, [own, chat, backend], [summary, chips, figure],
           api_name="tokens", concurrency_limit=None, trigger_mode="always_last")

@@ -439,10 +439,10 @@ def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypa
     assert app.parse_args(["--openai-api"]).openai_api and not app.parse_args([]).openai_api
     registry = app.make_registry("tiny", "onnx")
     assert not app.openai_api_wanted() and app.openai_api_wanted(True)
-    assert [r.path for r in app.launch_kwargs(registry)["routes"]] == ["/playground/live/{run_id}"]
+    assert [r.path for r in app.launch_kwargs(registry)["app_kwargs"]["routes"]] == ["/playground/live/{run_id}"]
     monkeypatch.setenv("PLAYGROUND_OPENAI_API", "1")
     assert app.openai_api_wanted()
-    paths = [r.path for r in app.launch_kwargs(registry, app.ClientTraffic())["routes"]]
+    paths = [r.path for r in app.launch_kwargs(registry, app.ClientTraffic())["app_kwargs"]["routes"]]
     assert paths[:3] == ["/v1/chat/completions", "/v1/completions", "/v1/models"]
     assert paths[-1] == "/playground/live/{run_id}"
     traffic, config = app.serve_the_endpoint(registry, 7999)

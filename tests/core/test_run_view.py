@@ -62,7 +62,7 @@ def test_a_session_reuses_one_export_folder_and_close_removes_it(tiny_engine):
         list(session.steps)
         paths = session.export()
         folders.add(Path(paths[0]).parent)
-        assert sorted(Path(p).name for p in paths) == ["trace.csv", "trace.json"]
+        assert sorted(Path(p).name for p in paths) == ["trace-perfetto.json", "trace.csv", "trace.json"]
     assert len(folders) == 1                      # one folder per session, not one per run
     session.start(tiny_engine.run("still running", GenerationSettings(max_new_tokens=50)))
     next(session.steps)

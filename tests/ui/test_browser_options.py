@@ -67,7 +67,7 @@ def app_with(option: str, endpoint: str | None = None):
     traffic, config = app.serve_the_endpoint(registry, port) if option == "--openai-api" else (None, None)
     demo = app.make_demo(registry, traffic)
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                app_kwargs=app.launch_kwargs(registry, traffic, config))
+                **app.launch_kwargs(registry, traffic, config))
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

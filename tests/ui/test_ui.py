@@ -249,6 +249,28 @@ def test_compare_offers_two_different_backends_by_default(tiny_backend, tiny_eng
     assert values["compare-a"] == "torch" and values["compare-b"] not in (None, "torch")
 
 
+@pytest.mark.slow
+def test_every_named_endpoint_keeps_the_names_inputs_and_outputs_clients_have_used(tiny_engine):
+    """tests/data/gradio_api.json: the named endpoints as gradio_client saw them on Gradio 5.50 (with the endpoint's
+    Serve panel), parameters as (name, component, has a default) and the returned components; Gradio 6 serves them
+    the same (its private events, the page's own, are no endpoints)."""
+    from pathlib import Path
+
+    from playground.api import ClientTraffic
+    from tests.browser import launch
+    demo = build_demo(tiny_engine, ClientTraffic())
+    try:
+        info = Client(launch(demo), verbose=False).view_api(return_format="dict", print_info=False)
+    finally:
+        demo.close()
+    seen = {name: {"parameters": [[p["parameter_name"], p["component"], p["parameter_has_default"]]
+                                  for p in endpoint["parameters"]],
+                   "returns": [r["component"] for r in endpoint["returns"]]}
+            for name, endpoint in info["named_endpoints"].items()}
+    assert seen == json.loads((Path(__file__).parents[1] / "data" / "gradio_api.json").read_text())
+    assert info["unnamed_endpoints"] == {}
+
+
 def test_the_running_status_carries_no_count_for_gradio_to_send_back():
     """The page counted "8 tokens so far", then Gradio sent the status again with its fixed "0" inside: the count
     went back to 0. The page alone writes the count (live/stream.js), with the plural units.tokens writes."""
