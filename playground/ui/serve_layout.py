@@ -59,7 +59,7 @@ def clients_text(reach: list[str]) -> str:
     base = f"{reach[0]}/v1" if reach else "http://HOST:PORT/v1"
     where = ""
     if reach and all(only_this_machine(urlsplit(u).hostname or "") for u in reach):
-        where = (f"It listens on {reach[0]}: only this machine can reach it; start it with `--host 0.0.0.0` to "
+        where = (f"It listens on `{reach[0]}`: only this machine can reach it; start it with `--host 0.0.0.0` to "
                  "serve a room on its network. ")
     elif reach:
         where = "Attendees open " + " or ".join(f"`{u}`" for u in reach) + " (the same network). "

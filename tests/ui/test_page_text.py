@@ -47,6 +47,11 @@ def test_the_endpoints_help_names_the_address_the_room_opens(tiny_engine):
     help_text = next(text for text in texts if "OpenAI-compatible requests" in text)
     assert 'base_url="http://192.168.1.20:7860/v1"' in help_text and "`http://10.0.0.5:7860`" in help_text
     assert "HOST:PORT" not in help_text and bare_addresses(help_text) == []
+    traffic.reach = ["http://127.0.0.1:7860"]   # the default host: the help says the room cannot reach it
+    demo = build_demo(tiny_engine, traffic)
+    texts = [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown) and block.value]
+    help_text = next(text for text in texts if "OpenAI-compatible requests" in text)
+    assert "only this machine can reach it" in help_text and bare_addresses(help_text) == []
 
 
 # --- the page's head: the browser asks no host but the app's own (Gradio 6's template: iframe-resizer from the
