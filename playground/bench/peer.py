@@ -86,12 +86,12 @@ def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, tim
     try:
         out = subprocess.run(cmd, env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
         tests = json.loads(out.stdout)
-        own_decode_only = own_decode_only_tps(choice, gguf, threads, repeats, timeout)
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         return LlamaBenchRow(threads=threads, error=f"llama-bench failed ({type(exc).__name__}: {exc}); "
                                                      "rebuild it with `make llama`")
     if out.returncode != 0 or not tests:
         return LlamaBenchRow(threads=threads, error=f"llama-bench exited {out.returncode}: {out.stderr.strip()[-300:]}")
+    own_decode_only = own_decode_only_tps(choice, gguf, threads, repeats, timeout)   # run_probe says its own failures
     load = window.stop()
     by_test = {(t["n_prompt"], t["n_gen"]): t for t in tests}
     prompt, prefill, gen = (by_test.get(k) for k in ((PROMPT_TOKENS, 0), (PREFILL_TOKENS, 0), (0, NEW_TOKENS)))

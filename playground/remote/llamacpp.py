@@ -3,7 +3,7 @@ run with the CPU variant that works on this machine.
 
     path = llama_binary("llama-server")        # Path, or raises LlamaCppMissing with how to install it
     env = llama_env()                          # its environment: the libraries' folder, repacking off where chosen
-    llama_bench_args()                         # ["--repack", "0"] where the choice turns repacking off (llama-bench's flag)
+    llama_bench_args()                         # ["--repack", "0"] where the choice turns repacking off
     choice = llama_choice()                    # LlamaChoice: the variant, repacking or not, and why (.describe())
     llama_available()                          # True when a multi-token prompt runs here
 
@@ -294,7 +294,8 @@ def second_round(trials: list[Trial], folder: Path, gguf: Path, runner) -> list[
 def probe_choice(folder: Path, gguf: Path, runner=run_probe) -> LlamaChoice:
     """Run llama.cpp's own choice through a prompt and decode steps; where it dies, measure the alternatives
     (the same variant without repacking; the next variants with repacking, then without), twice, alternating
-    (second_round), and keep the fastest that runs both. `runner(folder, gguf, repack=, prompt=, decode=, without=)` runs one configuration."""
+    (second_round), and keep the fastest that runs both. `runner(folder, gguf, repack=, prompt=, decode=,
+    without=)` runs one configuration."""
     own = runner(folder, gguf, repack=True)
     if own.runs:
         return LlamaChoice(str(folder), own.variant, True, (), (own,))
