@@ -172,9 +172,8 @@ def pressure_finding(a, b) -> str:
 
 def changed_outputs(a, b) -> str:
     """How many requests kept A's greedy tokens, and why the others parted where any did."""
-    pairs = [(x, y) for x, y in zip(a.records, b.records) if x.trace is not None and y.trace is not None]
-    changed = [y for x, y in pairs if x.trace.output_ids != y.trace.output_ids]
-    head = f"{len(pairs) - len(changed)} of {len(b.records)} requests gave the very tokens A gave them"
+    changed = [y for x, y in traced_pairs(a, b) if x.trace.output_ids != y.trace.output_ids]
+    head = f"{identical_requests(a, b)} of {len(b.records)} requests gave the very tokens A gave them"
     if not changed:
         return head + "."
     hit = sum(bool(y.preemptions) for y in changed)
@@ -189,8 +188,12 @@ def changed_outputs(a, b) -> str:
 def identical_requests(a, b) -> int:
     """How many requests gave the same tokens in both runs (greedy: on the default graph a recompute or another
     batch may part them, see docs/serving.md#correctness)."""
-    return sum(x.trace is not None and y.trace is not None and x.trace.output_ids == y.trace.output_ids
-               for x, y in zip(a.records, b.records))
+    return sum(x.trace.output_ids == y.trace.output_ids for x, y in traced_pairs(a, b))
+
+
+def traced_pairs(a, b) -> list:
+    """Each request's record in A beside its record in B, where both ran (both have a trace)."""
+    return [(x, y) for x, y in zip(a.records, b.records) if x.trace is not None and y.trace is not None]
 
 
 def _chunk_figures(r) -> tuple[float | None, float | None, float | None]:
