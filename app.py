@@ -147,10 +147,9 @@ def load_in_background(registry: SourceRegistry, since: float = LAUNCHED) -> thr
 
 def reach_line(host: str, port: int) -> str:
     """The start-up log's line saying where the page answers and who can open it."""
-    urls = room_urls(host, port)
     if only_this_machine(host):
         return f"listening on {host}:{port}: this machine alone (--host 0.0.0.0 serves a room on its network)"
-    shown = ", ".join(urls) or "no address but loopback's found: the room cannot reach this machine"
+    shown = ", ".join(room_urls(host, port)) or "no address but loopback's found: the room cannot reach this machine"
     return f"listening on {host}:{port}; attendees open {shown}"
 
 
@@ -183,15 +182,14 @@ demo = make_demo(registry, traffic)
 
 if __name__ == "__main__":
     args = parse_args()
+    host = serve_host(args.host)
     if any([args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
             args.llama_parallel is not None, args.openai_api and traffic is None, args.port != PORT, args.host]):
         registry = make_registry(args.model, args.backend, args.endpoint, args.api_key_env, args.llama_server,
                                  args.llama_parallel)
-        traffic, api_config = (serve_the_endpoint(registry, args.port, serve_host(args.host))
-                               if openai_api_wanted(args.openai_api)
+        traffic, api_config = (serve_the_endpoint(registry, args.port, host) if openai_api_wanted(args.openai_api)
                                else (None, None))
         demo = make_demo(registry, traffic)
-    host = serve_host(args.host)
     print(cache_location().log_line(), flush=True)
     print(reach_line(host, args.port), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
