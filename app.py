@@ -57,6 +57,7 @@ import threading  # noqa: E402
 
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
 from playground.config import AppConfig, cache_location  # noqa: E402
+from playground.machine import MachineGate  # noqa: E402
 from playground.ports import only_this_machine, room_urls, serve_host  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E402
@@ -80,9 +81,28 @@ def make_registry(model: str | None = None, backend: str | None = None, endpoint
     return registry
 
 
-def make_demo(registry: SourceRegistry, traffic: ClientTraffic | None = None):
-    """The page over a registry (make_registry); with `traffic`, the Serve tab watches the endpoint's clients."""
-    demo = build_demo(registry, traffic)
+def make_room(registry: SourceRegistry, traffic: ClientTraffic | None = None, config: ApiConfig | None = None,
+              gate: MachineGate | None = None) -> ApiService | None:
+    """The engine loop every local request of the batching backend joins: the page's Generate runs and, with
+    `traffic`, the endpoint's clients (recorded there); it loads on first use and holds one of `gate`'s CPU slots
+    while it has work. None when the registry has no backend our batching runs (ValueError with `traffic`)."""
+    try:
+        name = batching_backend(registry.names, registry.default)
+    except ValueError:
+        if traffic is not None:   # the endpoint was asked for: say why it cannot run
+            raise
+        return None
+    room = ApiService(lambda: registry.get(name), config or ApiConfig.from_env(), observer=traffic, backend=name,
+                      machine=gate)
+    registry.on_close(room.close)
+    return room
+
+
+def make_demo(registry: SourceRegistry, traffic: ClientTraffic | None = None, room: ApiService | None = None,
+              gate: MachineGate | None = None):
+    """The page over a registry (make_registry); with `traffic`, the Serve tab watches the endpoint's clients; with
+    `room` (make_room), Generate's runs on its backend join its engine loop."""
+    demo = build_demo(registry, traffic, gate, room)
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY, max_size=64)
     return demo
 
@@ -108,13 +128,12 @@ def serve_the_endpoint(registry: SourceRegistry, port: int, host: str = "127.0.0
     return traffic, config
 
 
-def openai_routes(registry: SourceRegistry, traffic: ClientTraffic, config: ApiConfig | None = None) -> list:
-    """The OpenAI-compatible endpoint's routes over the registry's ONNX engine, which starts loading now;
-    `traffic` records its clients' requests (the Serve tab draws it)."""
-    name = batching_backend(registry.names, registry.default)
-    service = ApiService(lambda: registry.get(name), config or ApiConfig.from_env(), observer=traffic)
+def openai_routes(registry: SourceRegistry, traffic: ClientTraffic, config: ApiConfig | None = None,
+                  room: ApiService | None = None) -> list:
+    """The OpenAI-compatible endpoint's routes over `room` (make_room: the page's runs join the same loop; a new
+    one without), whose engine starts loading now; `traffic` records its clients' requests (the Serve tab draws it)."""
+    service = room or make_room(registry, traffic, config)
     service.start_loading()
-    registry.on_close(service.close)
     return api_routes(service)
 
 
@@ -123,10 +142,10 @@ def openai_api_wanted(flag: bool = False) -> bool:
 
 
 def launch_kwargs(registry: SourceRegistry, traffic: ClientTraffic | None = None,
-                  config: ApiConfig | None = None) -> dict:
+                  config: ApiConfig | None = None, room: ApiService | None = None) -> dict:
     """demo.launch's keywords besides host and port: the page's css, theme and head, and its app_kwargs (the live
-    channel's route, and the endpoint's when `traffic` records one)."""
-    return page_launch_kwargs(openai_routes(registry, traffic, config) if traffic is not None else ())
+    channel's route, and the endpoint's over `room` when `traffic` records one)."""
+    return page_launch_kwargs(openai_routes(registry, traffic, config, room) if traffic is not None else ())
 
 
 def load_in_background(registry: SourceRegistry, since: float = LAUNCHED) -> threading.Thread:
@@ -176,9 +195,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def make_app(registry: SourceRegistry, traffic: ClientTraffic | None, config: ApiConfig | None):
+    """(the page, its room): one machine gate and one engine loop shared by the page and the endpoint."""
+    gate = MachineGate()
+    room = make_room(registry, traffic, config, gate)
+    return make_demo(registry, traffic, room, gate), room
+
+
 registry = make_registry()
 traffic, api_config = serve_the_endpoint(registry, PORT, serve_host(None)) if openai_api_wanted() else (None, None)
-demo = make_demo(registry, traffic)
+demo, room = make_app(registry, traffic, api_config)
 
 if __name__ == "__main__":
     args = parse_args()
@@ -189,9 +215,9 @@ if __name__ == "__main__":
                                  args.llama_parallel)
         traffic, api_config = (serve_the_endpoint(registry, args.port, host) if openai_api_wanted(args.openai_api)
                                else (None, None))
-        demo = make_demo(registry, traffic)
+        demo, room = make_app(registry, traffic, api_config)
     print(cache_location().log_line(), flush=True)
     print(reach_line(host, args.port), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)
     load_in_background(registry)
-    demo.launch(server_name=host, server_port=args.port, **launch_kwargs(registry, traffic, api_config))
+    demo.launch(server_name=host, server_port=args.port, **launch_kwargs(registry, traffic, api_config, room))

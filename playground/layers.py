@@ -18,7 +18,7 @@ from __future__ import annotations
 NAMED: tuple[tuple[str, tuple[str, ...]], ...] = (
     # settings, words, tokenizers, free ports, the browser, the background job, the declared Python version
     ("base", ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs",
-              "interpreter", "layers")),
+              "interpreter", "layers", "machine")),
     ("records", ("models", "trace", "sampling", "measure", "next_token")),
     ("seam", ("source", "backends")),
     ("engine", ("engine", "roofline")),

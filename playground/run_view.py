@@ -104,16 +104,53 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
         return f'{div}<p>Metrics appear here while the model generates.</p></div>'
     m = trace.metrics()
     cost = estimate_cost(m, usd_per_m_input or 0.0, usd_per_m_output or 0.0)
+    queued = getattr(trace, "queued", None)
+    wait = 0.0 if queued is None else queued   # from the request's arrival: its wait for a slot counts
+    ttft, e2e = (None if x is None else wait + x for x in (m.ttft, m.e2e))
     cards = [("prompt tokens", f"{m.prompt_tokens:,}"), ("output tokens", f"{m.output_tokens:,}"),
-             ("TTFT", _ms(m.ttft)), ("TPOT", _ms(m.tpot)),
+             ("TTFT" if queued is None else "TTFT, wait included", _ms(ttft)), ("TPOT", _ms(m.tpot)),
              ("decode speed", "–" if m.decode_tps is None else f"{m.decode_tps:.1f} tok/s"),
-             ("E2E", "–" if m.e2e is None else f"{m.e2e:.2f} s"),
+             ("E2E" if queued is None else "E2E, wait included", "–" if e2e is None else f"{e2e:.2f} s"),
              ("KV cache now (measured)", "not measured by this source" if m.kv_bytes is None
               else format_bytes(m.kv_bytes)),
              ("cost (estimate)", f"${cost:.6f}")]
     body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
-    return f'{div}{body}</div>' + server_html(trace)
+    wait_words = wait_line(trace)
+    words = f'<p class="wait-words" id="pg-wait">{html.escape(wait_words)}</p>' if wait_words else ""
+    return f'{div}{body}</div>' + words + server_html(trace)
+
+
+def wait_line(trace) -> str:
+    """Where the time to the first token went and who shared the run's forward passes, in words ('' when the
+    run measured no wait: `trace.queued` is None).
+
+    >>> from types import SimpleNamespace as NS
+    >>> first, second = NS(time=0.3, rows=1), NS(time=0.35, rows=6)
+    >>> print(wait_line(NS(queued=0.8, steps=[first, second], prompt_ids=[0] * 412, cached_tokens=128)))
+    Your first token: 1.1 s from your request, 800 ms of it waiting for a turn, 300 ms reading 412 prompt tokens (128 of them copied from the prefix cache, not computed). 1 of its 2 steps shared a forward pass, with up to 5 other requests. The batching engine's graphs ran it: at a near-tie their greedy pick can differ from the one-stream engine's.
+    >>> print(wait_line(NS(queued=0.0, steps=[first], prompt_ids=[0] * 9, cached_tokens=0)))
+    Your first token: 300 ms from your request, no wait for a turn, 300 ms reading 9 prompt tokens. No other request shared its forward passes. The batching engine's graphs ran it: at a near-tie their greedy pick can differ from the one-stream engine's.
+    >>> wait_line(NS(queued=None, steps=[first], prompt_ids=[0], cached_tokens=0))
+    ''
+    """
+    queued = getattr(trace, "queued", None)
+    if queued is None or not trace.steps:
+        return ""
+    first = trace.steps[0].time
+    waited = f"{format_seconds(queued)} of it waiting for a turn" if queued >= 0.0005 else "no wait for a turn"
+    cached = trace.cached_tokens
+    reading = f"{format_seconds(first)} reading {len(trace.prompt_ids):,} prompt tokens" + (
+        f" ({cached:,} of them copied from the prefix cache, not computed)" if cached else "")
+    line = f"Your first token: {format_seconds(queued + first)} from your request, {waited}, {reading}."
+    rows = [s.rows for s in trace.steps if getattr(s, "rows", None) is not None]
+    if rows:
+        shared = sum(r > 1 for r in rows)
+        line += (f" {shared:,} of its {len(rows):,} steps shared a forward pass, with up to {max(rows) - 1:,} other "
+                 f"request{'s' * (max(rows) != 2)}." if shared else " No other request shared its forward passes.")
+        line += (" The batching engine's graphs ran it: at a near-tie their greedy pick can differ from the one-stream "
+                 "engine's.")
+    return line
 
 
 def server_html(trace) -> str:

@@ -139,6 +139,8 @@ class Trace:
     ignore_eos: bool = False        # the run went on past end-of-sequence tokens (experiments)
     use_cache: bool = True          # False: every step re-read the whole context (no KV cache)
     cached_tokens: int = 0          # prompt tokens served from a cached prefix (not prefilled by this run)
+    queued: float | None = None     # seconds it waited before t0: for a KV slot in a batching engine, for a CPU
+    #                                 slot on the page; None: not measured (a run started where it was asked)
     replay: dict = field(default_factory=dict)  # what a replay must match: runtime, threads, CPU, versions
     speculation: dict = field(default_factory=dict)  # speculative decoding: settings and counts (speculative.py)
     server: dict = field(default_factory=dict)  # a remote source's own figures, labelled by origin (remote/);
@@ -173,6 +175,9 @@ class Trace:
         "top": "the model's most likely next tokens (prob as above; sample_prob under the sampling distribution)",
         "kv_bytes": "measured from the runtime's cache tensors after the step; null: the source cannot measure it",
         "time": "seconds from the request start (t0) until the token was available",
+        "queued": "seconds the request waited before t0 (a KV slot in the engine loop, a CPU slot on the page): "
+                  "time to first token from the request's arrival is queued + the first step's time; null: "
+                  "not measured",
         "wall_ns": "time.time_ns() when the token was available",
         "tokens": "output tokens the step carries (a server's streamed event may carry several)",
         "rows": "rows of the forward pass that made the token (continuous batching: one per request in it); "

@@ -37,7 +37,7 @@ from ..serve.batching import pool_slots
 from ..serve.slots import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard
-from .engine_thread import EngineLoop, Ticket
+from ..serve.engine_loop import EngineLoop, Ticket
 from .prometheus import ServerMetrics
 from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
 from .response_body import Answer
@@ -89,8 +89,13 @@ class ServedRequest:
 
 
 class ApiService:
-    def __init__(self, get_engine: Callable[[], object], config: ApiConfig | None = None, observer=None):
+    def __init__(self, get_engine: Callable[[], object], config: ApiConfig | None = None, observer=None,
+                 backend: str | None = None, machine=None):
+        """`backend`: the name of the engine `get_engine` gives (the page's Generate runs on it join the loop);
+        `machine`: the app's MachineGate (machine.py), whose CPU slot the loop holds while it has work."""
         self.get_engine, self.config = get_engine, config or ApiConfig()
+        self.backend, self.machine = backend, machine
+        self._ready = threading.Event()     # set once the loop runs or loading failed
         self.guard = Guard(self.config)
         self.observer = observer            # the live record (record.py), or None
         self.metrics = ServerMetrics(self)  # GET /metrics
@@ -121,12 +126,24 @@ class ApiService:
             self.model_id = engine.info.model
             self.longest_token = longest_token(engine.tokenizer)
             batch = BatchConfig(slots=slots, prefix_cache=self.config.prefix_cache)
-            self.engine_loop = EngineLoop(engine, batch, capacity, self.observer)
+            self.engine_loop = EngineLoop(engine, batch, capacity, self.observer, self.machine)
             if self.observer is not None:
                 self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots,
                                         prefix_cache=batch.prefix_cache)
         except Exception as exc:   # noqa: BLE001 - every request is told why, with a 503
             self.error = f"the model failed to load: {type(exc).__name__}: {exc}"
+        finally:
+            self._ready.set()
+
+    def loop_for(self, backend: str, wait: float = 60.0) -> EngineLoop | None:
+        """The running loop when it batches `backend`'s requests (waiting up to `wait` s for it to load); None when
+        it runs another backend, failed, or is still loading."""
+        if backend != self.backend:
+            return None
+        self.start_loading()
+        self._ready.wait(wait)
+        loop = self.engine_loop
+        return None if self.error or loop is None or loop.error else loop
 
     def loop(self) -> EngineLoop:
         """The running loop; ApiError 503 while it loads (Retry-After) or when it failed."""

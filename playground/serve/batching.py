@@ -72,6 +72,7 @@ class Sequence:
     read: int = 0                  # prompt tokens read into its slot so far
     length: int = 0                # positions its slot's cache holds
     last: int | None = None        # its latest token: the next decode step's input
+    arrived: float = 0.0           # perf_counter() when it was added (queued)
     admitted: float | None = None  # perf_counter() when it first took a slot (its trace's t0)
     t_prev: float = 0.0
     cancelled: bool = False
@@ -142,7 +143,7 @@ class Batcher:
         trace.seed = sampler.seed
         seq = Sequence(request_id, list(ids), settings, trace, sampler, Detokenizer(b.tokenizer, ids),
                        frozenset() if ignore_eos else b.eos_token_ids, prefill_ids=list(ids),
-                       hashes=block_hashes(ids) if self.cache is not None else [])
+                       hashes=block_hashes(ids) if self.cache is not None else [], arrived=self.clock())
         with self.lock:
             self.waiting.append(seq)
         return seq
@@ -155,6 +156,11 @@ class Batcher:
         with self.lock:
             for seq in self.waiting + self.table.decoding + self.table.prefilling:
                 seq.cancelled = True
+
+    def ahead(self, seq: Sequence) -> int | None:
+        """How many requests wait ahead of `seq` for a KV slot; None once it holds one (or has ended)."""
+        with self.lock:
+            return next((i for i, s in enumerate(self.waiting) if s is seq), None)
 
     def busy(self) -> bool:
         return bool(self.waiting or self.table.decoding or self.table.prefilling)
@@ -245,6 +251,7 @@ class Batcher:
                 seq.joined = self.clock()
                 if seq.admitted is None:
                     seq.admitted = seq.t_prev = seq.joined
+                    seq.trace.queued = seq.admitted - seq.arrived
                 self.table.add(seq)
                 self.running.append(seq)
                 it.admitted.append(seq)

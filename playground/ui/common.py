@@ -24,8 +24,8 @@ from ..prompts import long_document as read_long_document
 from ..experiments.speculative import OPEN_QUESTION, reread_text  # noqa: F401
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-CPU_SLOTS = 2              # local runs at once: 2 CPU cores; more only slows every run (the app's MachineGate holds the rest)
-GENERATE_CONCURRENCY = 8   # events of the CPU queue in flight: a run on a remote server streams without a CPU slot
+GENERATE_CONCURRENCY = 32  # events of the CPU queue in flight: a room; runs that join the engine loop or go to a
+#                            server take no CPU slot of their own (the others wait for one in their handler)
 CPU_QUEUE = "generate"     # the concurrency_id shared by everything that measures the CPU (see __init__)
 # The lesson's two requests, the same as the short-vs-long experiment's
 FRANCE, SUMMARIZE = SHORT_QUESTION, SUMMARIZE_INSTRUCTION

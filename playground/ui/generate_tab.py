@@ -24,6 +24,7 @@ Left out: authentication and per-user quotas; the queue's limits and the CPU gat
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -80,9 +81,11 @@ def parse_seed(seed) -> int | None:
         raise ValueError(f"seed must be a whole number (or empty for random), got {text!r}") from None
 
 
-def make_handlers(registry, c, gate: MachineGate):
+def make_handlers(registry, c, gate: MachineGate, room=None):
     """generate, stop, top_k, metrics; `c` names the components: GenerateForm's fields and `session` (the keys of
-    generate's dict input), and the outputs (OUTPUTS, the keys of every update)."""
+    generate's dict input), and the outputs (OUTPUTS, the keys of every update). `room`: the engine loop's owner
+    (api.ApiService: `loop_for(backend)`), whose loop batches the Generate runs of its backend with every other
+    request; None: every local run takes a CPU slot of its own."""
     def live(stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
         text = stream.add(batch)         # status, which says "reading the prompt" until the first token
         status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
@@ -98,7 +101,7 @@ def make_handlers(registry, c, gate: MachineGate):
         return update
 
     def generate(values: dict):
-        form, session = read_form(GenerateForm, c, values), values[c.session]
+        form, session, clicked = read_form(GenerateForm, c, values), values[c.session], time.perf_counter()
         for line in registry.loading(form.backend):
             yield {c.status: loading_line(line)}
         try:
@@ -108,29 +111,59 @@ def make_handlers(registry, c, gate: MachineGate):
         except SourceUnavailable as exc:
             yield {c.status: warn(str(exc))}
             return
-        local = engine.info.origin != Origin.REMOTE   # a server computes elsewhere: no CPU slot here
-        while local and not gate.enter_shared(timeout=1.0):
-            yield {c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve workload "
-                             "runs alone)…"}
-        try:
-            yield from stream(engine, form, session)
-        finally:
-            if local:
-                gate.leave_shared()
-
-    def stream(engine, form: GenerateForm, session: Session):
-        prices = (form.price_in, form.price_out)
         try:
             settings = coerce_settings(temperature=form.temperature, top_k=form.top_k, top_p=form.top_p,
                                        seed=parse_seed(form.seed), max_new_tokens=form.max_new_tokens,
                                        chat=bool(form.chat))
-            run = engine.run(form.prompt, settings)
+        except (ValueError, TypeError) as exc:
+            yield {c.status: warn(str(exc))}
+            return
+        loop = None if room is None or form.speculate else room.loop_for(engine.info.name)
+        if loop is not None:
+            try:
+                text, ids = engine.prompt_ids(form.prompt, settings)
+            except (ValueError, TypeError) as exc:
+                yield {c.status: warn(str(exc))}
+                return
+            if len(ids) + settings.max_new_tokens <= loop.capacity:
+                yield from stream(lambda: loop.run(ids, settings, prompt=form.prompt, text=text,
+                                                   backend=engine.info.name, client="page"), engine, form, session,
+                                  loop)
+                return
+            alone = (f"{len(ids):,} prompt tokens and {settings.max_new_tokens:,} new ones do not fit the engine "
+                     f"loop's slots ({loop.capacity:,} positions each): this run takes a CPU slot alone")
+        else:
+            alone = alone_reason(engine, room, form.speculate)
+        local = engine.info.origin != Origin.REMOTE   # a server computes elsewhere: no CPU slot here
+        while local and not gate.enter_shared(timeout=1.0):
+            yield {c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve workload "
+                             "runs alone)…"}
+        queued = time.perf_counter() - clicked
+        try:
+            yield from stream(lambda: engine.run(form.prompt, settings), engine, form, session, note=alone,
+                              queued=queued if local else None)
+        finally:
+            if local:
+                gate.leave_shared()
+
+    def stream(start, engine, form: GenerateForm, session: Session, loop=None, note: str = "",
+               queued: float | None = None):
+        """Start the run (`start()`) and stream it; `loop`: the engine loop it joined (the page then says while
+        it waits for a KV slot how many are ahead); `queued`: seconds it waited for a CPU slot."""
+        prices = (form.price_in, form.price_out)
+        try:
+            run = start()
         except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server refused or failed
             yield {c.status: warn(str(exc))}
             return
+        if queued is not None:
+            run.trace.queued = queued
         own, batches = session.start(run)   # this run's: another handler of the session may start one meanwhile
         try:
             yield live(own, [])   # the head: the page clears the last run's view at once
+            while loop is not None and not run.started:
+                yield {c.status: waiting_line(loop, run)}
+                time.sleep(WAIT_POLL_S)
             for batch in batches:   # the Steps made since the last update (the run has its own thread)
                 if run.trace.finished:
                     break                 # the last steps go out with the final update, never after Stop's
@@ -139,7 +172,9 @@ def make_handlers(registry, c, gate: MachineGate):
             if not run.trace.finished:
                 run.cancel()   # this handler's own run (the session may have started another since)
         update = final(session, prices, own)
-        if zero_gpu():   # which backend ran it, and what the GPU call asked of the visitor's quota
+        if note:
+            update[c.status] += f" · {note}"
+        if zero_gpu() and loop is None:   # which backend ran it, and what the GPU call asked of the visitor's quota
             update[c.status] += " · " + cost_line(engine, own.trace.settings)
         yield update
 
@@ -159,6 +194,39 @@ def make_handlers(registry, c, gate: MachineGate):
         return metrics_html(trace, price_in, price_out) + speculation_html(trace, session.earlier)
 
     return generate, stop, top_k, metrics
+
+
+WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead
+
+
+def waiting_line(loop, run) -> str:
+    """The status while a run waits in the engine loop's queue: how many are ahead, and what the loop holds.
+
+    >>> from types import SimpleNamespace as NS
+    >>> loop = NS(slots=8, paused=False, in_flight=lambda: 11)
+    >>> waiting_line(loop, NS(ahead=lambda: 2))
+    "Waiting for your turn: 2 requests ahead of you in the engine's queue; it runs 8 at once (11 in it now)…"
+    >>> waiting_line(NS(slots=8, paused=True, in_flight=lambda: 1), NS(ahead=lambda: 0))[:61]
+    'Waiting for your turn: a Serve workload has the machine alone'
+    """
+    if loop.paused:
+        return ("Waiting for your turn: a Serve workload has the machine alone (its figures need it); the engine's "
+                "queue goes on when it ends…")
+    ahead = run.ahead()
+    if ahead is None:
+        return "Reading the prompt…"
+    return (f"Waiting for your turn: {ahead} request{'s' * (ahead != 1)} ahead of you in the engine's queue; it "
+            f"runs {loop.slots} at once ({loop.in_flight()} in it now)…")
+
+
+def alone_reason(engine, room, speculate: bool) -> str:
+    """Why a local Generate run does not join the engine loop ('' for a remote server, or without a loop)."""
+    if room is None or engine.info.origin == Origin.REMOTE:
+        return ""
+    if speculate:
+        return "speculative decoding runs alone in a CPU slot (the engine loop decodes one token a pass)"
+    return (f"{engine.info.name} runs alone in a CPU slot: the engine loop batches {room.backend}'s requests, "
+            "the endpoint's and the page's")
 
 
 def speculative(engine, k, ngram):
@@ -311,10 +379,11 @@ def generate_tab(registry) -> SimpleNamespace:
     return c
 
 
-def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate):
-    """Wire the tab's events; returns the generate handler (it takes its CPU slot itself, see make_handlers)."""
+def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate, room=None):
+    """Wire the tab's events; returns the generate handler (it joins the engine loop of `room` or takes its CPU slot
+    itself, see make_handlers)."""
     c.session = session
-    generate, stop, top_k, metrics = make_handlers(registry, c, gate)
+    generate, stop, top_k, metrics = make_handlers(registry, c, gate, room)
     outputs = [getattr(c, name) for name in OUTPUTS]
     event = c.generate.click(generate, form_inputs(GenerateForm, c, states=[session]), outputs, api_name="generate",
                              concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

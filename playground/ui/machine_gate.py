@@ -1,15 +1,12 @@
-"""The app-wide CPU gate: every local run shares the machine's CPU slots; a Serve workload holds it alone.
+"""The app-wide CPU gate on the page: every handler of the CPU queue runs in one of the machine's CPU slots.
 
-    gate = MachineGate()                    # one per app (build_demo makes it, or is handed one)
-    with gate.shared(): …                   # any CPU work (Generate, Compare, Experiments, Lesson)
-    if gate.acquire_alone(timeout=60): …    # a workload: waits for the others to end, then runs alone
+    gate = MachineGate()                    # one per app (build_demo makes it, or is handed one): machine.py
     gate_cpu_events(demo, queue, gate)      # wraps every handler of the CPU queue in gate.shared()
 
-The gate is also the CPU limit: at most CPU_SLOTS local runs share the machine (2 cores); Gradio lets
-more events of the queue in (GENERATE_CONCURRENCY), so a Generate run on a remote server, which takes no
-slot, never waits behind local ones. On 2 shared cores a workload's figures mean nothing if a Generate
-run shares the CPU, so a workload takes the machine alone: it waits (up to a minute, saying so) for CPU
-work in progress to end, and CPU work started meanwhile waits in its handler until the workload ends.
+Gradio lets more events of the queue in (GENERATE_CONCURRENCY) than the gate has slots: a Generate run on
+a remote server, or one that joins the engine loop (which holds one slot for all of its requests), takes
+no slot of its own and never waits behind local runs. A Serve workload takes the machine alone (up to a
+minute's wait, saying so); CPU work started meanwhile waits in its handler until the workload ends.
 
 Every handler of the CPU queue takes Gradio's dict inputs (one dict, and a gr.Request where it asks for one), so
 one wrapper of a fixed shape gates them all. Left out: the Serve tab's workload job (serve_job.py).
@@ -18,61 +15,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
-from contextlib import contextmanager
 
 import gradio as gr
 
-from .common import CPU_SLOTS
+from ..machine import MachineGate
 
-
-class MachineGate:
-    """A readers-writer gate: up to `slots` CPU runs share the machine; a workload holds it alone (and goes first)."""
-
-    def __init__(self, slots: int = CPU_SLOTS):
-        self._cond = threading.Condition()
-        self.slots, self.sharing, self.alone, self.wanting = slots, 0, False, 0
-
-    def enter_shared(self, timeout: float | None = None) -> bool:
-        """Take a CPU slot (waiting up to `timeout` seconds; None: as long as it takes); True when taken."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: not self.alone and not self.wanting and self.sharing < self.slots,
-                                       timeout):
-                return False
-            self.sharing += 1
-            return True
-
-    def leave_shared(self) -> None:
-        with self._cond:
-            self.sharing -= 1
-            self._cond.notify_all()
-
-    @contextmanager
-    def shared(self):
-        self.enter_shared()
-        try:
-            yield
-        finally:
-            self.leave_shared()
-
-    def acquire_alone(self, timeout: float) -> bool:
-        with self._cond:
-            if self.alone:
-                return False
-            self.wanting += 1
-            try:
-                ok = self._cond.wait_for(lambda: not self.alone and self.sharing == 0, timeout)
-                if ok:
-                    self.alone = True
-                return ok
-            finally:
-                self.wanting -= 1
-                self._cond.notify_all()
-
-    def release_alone(self) -> None:
-        with self._cond:
-            self.alone = False
-            self._cond.notify_all()
+__all__ = ["MachineGate", "gate_cpu_events"]
 
 
 def _shared(fn, gate: MachineGate):

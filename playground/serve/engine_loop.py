@@ -1,32 +1,41 @@
-"""The engine thread: one background thread steps a continuous-batching Batcher for requests from any thread.
+"""The engine loop: one background thread steps a continuous-batching Batcher for requests from any thread.
 
-    loop = EngineLoop(onnx_engine, BatchConfig(slots=8), capacity=1024)
+    loop = EngineLoop(onnx_engine, BatchConfig(slots=8), capacity=1024, machine=gate)
     ticket = loop.submit(ids, settings, prompt="Hi", text=chat_text)   # any thread; ValueError if it cannot fit
     async for steps in ticket.updates(): ...     # a coroutine (a FastAPI route): the new Steps as they are made
     ticket.listen(callback)                       # or be called (in the loop's thread) after each of its Steps
+    run = loop.run(ids, settings, backend="onnx-gguf4")   # or a Run (source.py), iterated like Engine.run's
+    loop.ahead(ticket)                            # requests waiting ahead of it for a KV slot (None: it has one)
     loop.cancel(ticket)                           # a client went away: its slot is free after the next iteration
     loop.close()
 
-Every request joins one Batcher (playground/serve/batching.py), so requests that arrive together share
-its decode steps: a Step's `rows` says how many requests its forward pass carried. The loop thread sleeps
-on an event while nothing is waiting or running (no spinning) and is woken by `submit` and `cancel`.
-After each iteration it wakes the tickets that got a Step or ended; their readers then read the new Steps
-from the request's own Trace (the one record every view reads), so nothing is copied or timed twice.
-An `observer` (the live record of client traffic, record.py) is told of each request as it is submitted
-and of each iteration, in the loop thread, before the readers are woken.
+Every request joins one Batcher (batching.py): the endpoint's clients and the page's Generate runs alike, so
+requests that arrive together share its forward passes: a Step's `rows` says how many requests its pass
+carried. The loop thread sleeps on an event while nothing is waiting or running (no spinning) and is woken by
+`submit` and `cancel`. After each iteration it wakes the tickets that got a Step or ended; their readers then
+read the new Steps from the request's own Trace (the one record every view reads), so nothing is copied or
+timed twice. A request's Trace starts (t0) when it takes a KV slot; `trace.queued` is how long it waited
+for one. An `observer` (the live record of client traffic, api/record.py) is told of each request as it is
+submitted and of each iteration, in the loop thread, before the readers are woken.
 
-Left out: HTTP (routes.py), limits (limits.py) and preemption (the Batcher keeps a request to its end).
+With a `machine` (machine.py's MachineGate) the loop holds one of its CPU slots while it has work, for all
+of its requests, and lets go between two iterations when work that needs the machine alone asks for it
+(a Serve workload): requests then wait in the queue, and `paused` says why.
+
+Left out: HTTP (api/routes.py), limits (api/limits.py) and preemption (the Batcher keeps a request to its end).
 """
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..config import GenerationSettings
-from ..serve.batching import Batcher, Iteration, Sequence
-from ..serve.slots import BatchConfig
+from ..source import Run
 from ..trace import Step, StopReason
+from .batching import Batcher, Iteration, Sequence
+from .slots import BatchConfig
 
 IDLE_WAIT_S = 1.0   # an idle loop wakes this often only to notice close(); a request wakes it at once
 
@@ -46,6 +55,11 @@ class Ticket:
     @property
     def done(self) -> bool:
         return self.seq.done
+
+    @property
+    def started(self) -> bool:
+        """Whether it has taken a KV slot (its Trace's t0), or ended."""
+        return self.seq.admitted is not None or self.seq.done
 
     def listen(self, listener: Callable[[], None]) -> None:
         """Call `listener` (in the loop's thread) after each iteration that gives this request a Step or ends it."""
@@ -99,10 +113,13 @@ class EngineLoop:
     """A Batcher over one ONNX engine, stepped by its own daemon thread while it has work."""
 
     def __init__(self, engine, config: BatchConfig | None = None, capacity: int | None = None,
-                 observer=None):
+                 observer=None, machine=None):
         self.engine = engine
         self.batcher = Batcher(engine, config, capacity)
         self.observer = observer   # .submitted(ticket) and .iterated(iteration, batcher), or None
+        self.machine = machine     # a MachineGate (machine.py), or None: the loop takes the CPU as it comes
+        self.holding = False       # whether the loop holds one of the machine's CPU slots
+        self.paused = False        # whether it waits for the machine (work that needs it alone holds it)
         self.tickets: dict[int, Ticket] = {}   # id(seq) -> its ticket, while the request is in the loop
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -141,6 +158,24 @@ class EngineLoop:
         with self._lock:
             return len(self.tickets)
 
+    @property
+    def slots(self) -> int:
+        """Requests the loop holds at once (its KV slots); the others wait in its queue."""
+        return self.batcher.config.slots
+
+    def ahead(self, ticket: Ticket) -> int | None:
+        """Requests waiting ahead of `ticket` for a KV slot; None once it has one (or has ended)."""
+        return self.batcher.ahead(ticket.seq)
+
+    def run(self, ids: list[int], settings: GenerationSettings, *, prompt: str = "", text: str = "",
+            backend: str | None = None, client: str = "") -> "LoopRun":
+        """Submit a request and return it as a Run (source.py): iterate it for its Steps as the loop makes them,
+        `cancel()` it. `backend`: the name its Trace carries (default: the Batcher's label)."""
+        ticket = self.submit(ids, settings, prompt=prompt, text=text, client=client)
+        if backend:
+            ticket.trace.backend = backend
+        return LoopRun(self, ticket)
+
     def close(self, timeout: float = 5.0) -> None:
         """Cancel every request, let the thread end them, and stop it."""
         self._closed = True
@@ -152,16 +187,40 @@ class EngineLoop:
         try:
             while True:
                 self._wake.clear()
+                if not self.batcher.busy() or (self.holding and self.machine.wanted()):
+                    self._let_machine_go()
                 if not self.batcher.busy():
                     if self._closed:
                         return
                     self._wake.wait(IDLE_WAIT_S)
                     continue
-                self._deliver(self.batcher.step())
+                if self._take_machine():
+                    self._deliver(self.batcher.step())
         except Exception as exc:   # noqa: BLE001 - every waiting reader must learn the loop is gone
             self.error = f"the engine loop stopped: {type(exc).__name__}: {exc}"
             self._closed = True
             self._fail_all()
+        finally:
+            self._let_machine_go()
+
+    def _take_machine(self) -> bool:
+        """Hold one of the machine's CPU slots (at once without a machine); False after waiting IDLE_WAIT_S for it
+        (the loop then looks again: a request may have been cancelled, or the loop closed)."""
+        if self.machine is None or self.holding:
+            return True
+        self.paused = not self.machine.enter_shared(timeout=0)
+        if self.paused:
+            self.paused = not self.machine.enter_shared(timeout=IDLE_WAIT_S)
+            if self.paused and self._closed:
+                self.batcher.cancel_all()
+                self._deliver(self.batcher.step())   # ends every request without a forward pass
+        self.holding = not self.paused
+        return self.holding
+
+    def _let_machine_go(self) -> None:
+        if self.holding:
+            self.holding = False
+            self.machine.leave_shared()
 
     def _deliver(self, it: Iteration) -> None:
         self.iterations += 1
@@ -183,3 +242,45 @@ class EngineLoop:
             ticket.seq.trace.error = self.error
             ticket.seq.trace.stop_reason = StopReason.ERROR
             ticket.notify()
+
+
+class LoopRun(Run):
+    """A request in the loop as a Run (source.py): iterating it waits for the Steps the loop makes for it; `cancel()`
+    ends it at the loop's next iteration. Its Trace is the loop's, filled in the loop's thread."""
+
+    def __init__(self, loop: EngineLoop, ticket: Ticket):
+        self.loop, self.ticket = loop, ticket
+        super().__init__(ticket.trace, LoopRun._steps, 0.0)
+
+    @property
+    def started(self) -> bool:
+        return self.ticket.started
+
+    def ahead(self) -> int | None:
+        return self.loop.ahead(self.ticket)
+
+    def cancel(self) -> None:
+        super().cancel()
+        self.loop.cancel(self.ticket)
+
+    def _steps(self) -> Iterator[Step]:
+        woken = queue.SimpleQueue()
+        poke = lambda: woken.put(True)   # noqa: E731 - called in the loop's thread
+        self.ticket.listen(poke)
+        seen = 0
+        try:
+            while True:
+                steps, done = self.ticket.read(seen)
+                seen += len(steps)
+                yield from steps
+                if done:
+                    return
+                try:
+                    woken.get(timeout=IDLE_WAIT_S)
+                except queue.Empty:
+                    if self.loop.error:
+                        raise RuntimeError(self.loop.error) from None
+        finally:
+            self.ticket.unlisten(poke)
+            if not self.ticket.done:
+                self.loop.cancel(self.ticket)

@@ -1,0 +1,81 @@
+"""The machine's CPU, shared: local runs share its slots; work whose figures need the machine takes it alone.
+
+    gate = MachineGate()                    # one per app
+    with gate.shared(): …                   # CPU work (a run alone, Compare, Experiments, the Lesson)
+    if gate.acquire_alone(timeout=60): …    # a Serve workload: waits for the others to end, then runs alone
+    gate.wanted()                           # True while work waits to take the machine alone
+
+At most CPU_SLOTS local runs share the machine (2 cores: more only slows every run). The engine loop that
+batches the room's requests (serve/engine_loop.py) holds one slot while it has work, for all of them. On 2
+shared cores a workload's figures mean nothing if another run shares the CPU, so a workload takes the
+machine alone: it waits for CPU work in progress to end, and CPU work started meanwhile waits until it ends
+(the engine loop lets go between two iterations as soon as a workload asks: `wanted()`).
+
+Left out: gradio (ui/machine_gate.py wraps the page's handlers in `shared()`).
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+CPU_SLOTS = 2   # local runs at once: 2 CPU cores; more only slows every run
+
+
+class MachineGate:
+    """A readers-writer gate: up to `slots` CPU runs share the machine; a workload holds it alone (and goes first).
+
+    >>> gate = MachineGate(slots=1)
+    >>> gate.enter_shared(timeout=0), gate.enter_shared(timeout=0)   # the one slot is taken
+    (True, False)
+    >>> gate.leave_shared(); gate.acquire_alone(timeout=0), gate.enter_shared(timeout=0)
+    (True, False)
+    """
+
+    def __init__(self, slots: int = CPU_SLOTS):
+        self._cond = threading.Condition()
+        self.slots, self.sharing, self.alone, self.wanting = slots, 0, False, 0
+
+    def enter_shared(self, timeout: float | None = None) -> bool:
+        """Take a CPU slot (waiting up to `timeout` seconds; None: as long as it takes); True when taken."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: not self.alone and not self.wanting and self.sharing < self.slots,
+                                       timeout):
+                return False
+            self.sharing += 1
+            return True
+
+    def leave_shared(self) -> None:
+        with self._cond:
+            self.sharing -= 1
+            self._cond.notify_all()
+
+    @contextmanager
+    def shared(self):
+        self.enter_shared()
+        try:
+            yield
+        finally:
+            self.leave_shared()
+
+    def wanted(self) -> bool:
+        """Whether work waits to take the machine alone, or holds it."""
+        return bool(self.wanting or self.alone)
+
+    def acquire_alone(self, timeout: float) -> bool:
+        with self._cond:
+            if self.alone:
+                return False
+            self.wanting += 1
+            try:
+                ok = self._cond.wait_for(lambda: not self.alone and self.sharing == 0, timeout)
+                if ok:
+                    self.alone = True
+                return ok
+            finally:
+                self.wanting -= 1
+                self._cond.notify_all()
+
+    def release_alone(self) -> None:
+        with self._cond:
+            self.alone = False
+            self._cond.notify_all()

@@ -1,0 +1,122 @@
+"""One engine serves the room: the page's Generate runs join the engine loop the endpoint's requests join.
+
+In process, on the tiny model's ONNX engine (what our batching runs). Requests are made to share passes without
+depending on the machine's speed: the machine gate is held alone (as a Serve workload holds it) while they are
+submitted, so the loop waits, and they are admitted together when it is released.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from playground.api import ApiConfig, ApiService, ClientTraffic
+from playground.config import GenerationSettings
+from playground.machine import MachineGate
+from playground.registry import SourceRegistry
+from playground.session import Session
+from playground.trace import StopReason
+from playground.ui.generate_tab import make_handlers
+
+from tests.helpers import generate_by_name, generate_values
+
+HELD_S = 0.3   # how long the tests hold the machine alone: a lower bound of every queued request's wait
+
+
+@pytest.fixture
+def room(tiny_onnx_engine):
+    gate = MachineGate()
+    traffic = ClientTraffic()
+    service = ApiService(lambda: tiny_onnx_engine, ApiConfig(slots=4, capacity=256), observer=traffic,
+                         backend=tiny_onnx_engine.info.name, machine=gate)
+    yield service, gate, traffic
+    service.close()
+
+
+def values(session, **changes) -> dict:
+    return generate_values(session, backend="onnx", **changes)
+
+
+def handler(engine, room, gate):
+    return make_handlers(SourceRegistry.fixed(engine), generate_by_name(), gate, room)[0]
+
+
+def test_a_lone_generate_run_joins_the_loop_and_says_its_wait(tiny_onnx_engine, room):
+    service, gate, _ = room
+    session = Session()
+    updates = list(handler(tiny_onnx_engine, service, gate)(values(session, max_new_tokens=6)))
+    trace = session.trace
+    assert "finished" in updates[-1]["status"] and len(trace.steps) == 6
+    assert trace.queued is not None and trace.queued >= 0
+    assert {s.rows for s in trace.steps} == {1}   # alone: every pass carried it alone
+    assert trace.backend == tiny_onnx_engine.info.name
+    assert "Your first token:" in updates[-1]["metrics"] and "No other request shared" in updates[-1]["metrics"]
+    assert service.engine_loop.iterations > 0   # the loop made its Steps, not Engine.run
+    assert gate.sharing == 0   # the loop let the machine's slot go when it had nothing left
+
+
+def test_the_greedy_tokens_equal_the_one_stream_engines(tiny_onnx_engine, room):
+    service, gate, _ = room
+    session = Session()
+    list(handler(tiny_onnx_engine, service, gate)(values(session, max_new_tokens=8)))
+    alone = tiny_onnx_engine.run(session.trace.prompt, GenerationSettings(max_new_tokens=8)).wait()
+    assert session.trace.output_ids == alone.output_ids
+
+
+def test_runs_submitted_together_share_passes_and_count_their_wait(tiny_onnx_engine, room):
+    service, gate, traffic = room
+    service.loop_for(service.backend)   # loaded before the gate is held
+    generate = handler(tiny_onnx_engine, service, gate)
+    sessions = [Session() for _ in range(3)]
+    statuses: list[list[str]] = [[] for _ in sessions]
+    metrics = [""] * len(sessions)
+
+    def press(i):
+        for update in generate(values(sessions[i], max_new_tokens=5)):
+            statuses[i].append(update.get("status", ""))
+            metrics[i] = update.get("metrics", metrics[i])
+
+    assert gate.acquire_alone(timeout=5)
+    threads = [threading.Thread(target=press, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while service.engine_loop.in_flight() < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(HELD_S)
+    gate.release_alone()
+    for t in threads:
+        t.join(60)
+    for session, said, panel in zip(sessions, statuses, metrics):
+        trace = session.trace
+        assert trace.stop_reason == StopReason.LENGTH and trace.queued >= HELD_S
+        assert max(s.rows for s in trace.steps) == 3   # its decode steps carried all three
+        assert any("a Serve workload has the machine alone" in line for line in said)
+        assert "shared a forward pass, with up to 2 other requests" in panel
+    assert len(traffic.snapshot().records) == 3   # the Watch view's record holds the page's runs
+
+
+def test_the_queue_says_how_many_are_ahead(tiny_onnx_engine, room):
+    service, gate, _ = room
+    loop = service.loop_for(service.backend)
+    assert gate.acquire_alone(timeout=5)
+    try:
+        runs = [loop.run([1, 2, 3], GenerationSettings(max_new_tokens=2)) for _ in range(3)]
+        assert [r.ahead() for r in runs] == [0, 1, 2] and not any(r.started for r in runs)
+        runs[0].cancel()
+    finally:
+        gate.release_alone()
+    for r in runs:
+        r.wait()
+    assert runs[0].trace.stop_reason == StopReason.CANCELLED and not runs[0].trace.steps
+    assert [r.trace.stop_reason for r in runs[1:]] == [StopReason.LENGTH] * 2
+    assert [r.ahead() for r in runs] == [None] * 3
+
+
+def test_a_run_too_long_for_the_loops_slots_runs_alone_and_says_why(tiny_onnx_engine, room):
+    service, gate, _ = room
+    session = Session()
+    updates = list(handler(tiny_onnx_engine, service, gate)(values(session, max_new_tokens=300)))
+    assert "do not fit the engine loop's slots (256 positions each)" in updates[-1]["status"]
+    assert session.trace.queued is not None and all(s.rows is None for s in session.trace.steps)
