@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from ..tokens import visible
 
 PREFILL, DECODE, FORMULA = "#d97706", "#2563eb", "#6b7280"
+WAITING, SHARED = "#9ca3af", "#7c3aed"   # a request waiting for its turn; a decode pass other requests shared
 FONT = dict(size=16)
 
 
@@ -60,19 +61,34 @@ def _label(text: str) -> str:
 # --- time
 
 def plot_timeline(trace) -> go.Figure:
-    """A Gantt of the request: the prefill bar (t0 -> first token), then one bar per decode step."""
-    fig = _figure("Timeline of the request", "time since request start (ms)", "")
+    """A Gantt of the request: its wait for a turn (when measured: `trace.queued`), the prefill bar (t0 -> first
+    token), then one bar per decode step; a step whose forward pass carried other requests too (`Step.rows` > 1,
+    the engine loop batching the room) is drawn apart, its hover saying how many shared it."""
+    queued = getattr(trace, "queued", None) if trace else None
+    wait = queued or 0.0
+    fig = _figure("Timeline of the request", "time since request start (ms)" if queued is None else
+                  "time since the request arrived (ms)", "")
     steps = trace.steps if trace else []
     if not steps:
         return _empty(fig)
+    if queued is not None:
+        fig.add_bar(name="waiting for a turn", orientation="h", y=["request"], base=[0.0], x=[wait * 1e3],
+                    marker_color=WAITING, hovertemplate="waiting for a turn: %{x:.1f} ms<extra></extra>")
+    fig.add_bar(name="prefill (TTFT)" if queued is None else "prefill", orientation="h", y=["request"],
+                base=[wait * 1e3], x=[steps[0].time * 1e3], marker_color=PREFILL,
+                hovertemplate="prefill + first token: %{x:.1f} ms<extra></extra>")
     decode = steps[1:]
-    fig.add_bar(name="prefill (TTFT)", orientation="h", y=["request"], base=[0.0], x=[steps[0].time * 1e3],
-                marker_color=PREFILL, hovertemplate="prefill + first token: %{x:.1f} ms<extra></extra>")
-    fig.add_bar(name="decode", orientation="h", y=["request"] * len(decode),
-                base=[(s.time - s.latency) * 1e3 for s in decode], x=[s.latency * 1e3 for s in decode],
-                marker=dict(color=DECODE, line=dict(color="white", width=1 if len(decode) < 200 else 0)),
-                customdata=[[s.index, _label(s.text)] for s in decode],
-                hovertemplate="step %{customdata[0]} %{customdata[1]}: %{x:.1f} ms<extra></extra>")
+    shared = [s for s in decode if (s.rows or 1) > 1]
+    for name, group, color in (("decode", [s for s in decode if (s.rows or 1) <= 1], DECODE),
+                               ("decode, a pass shared with others", shared, SHARED)):
+        if not group and name != "decode":
+            continue
+        fig.add_bar(name=name, orientation="h", y=["request"] * len(group),
+                    base=[(wait + s.time - s.latency) * 1e3 for s in group], x=[s.latency * 1e3 for s in group],
+                    marker=dict(color=color, line=dict(color="white", width=1 if len(decode) < 200 else 0)),
+                    customdata=[[s.index, _label(s.text), s.rows or 1] for s in group],
+                    hovertemplate="step %{customdata[0]} %{customdata[1]}: %{x:.1f} ms, a pass of "
+                                  "%{customdata[2]} request(s)<extra></extra>")
     fig.update_layout(barmode="overlay", height=220, yaxis=dict(showticklabels=False))
     return fig
 

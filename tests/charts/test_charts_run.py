@@ -25,6 +25,21 @@ def test_timeline_has_one_prefill_bar_then_a_bar_per_decode_step(trace):
     assert decode.base[0] == pytest.approx(prefill.x[0])
 
 
+def test_timeline_draws_the_wait_for_a_turn_and_the_passes_others_shared(trace):
+    from dataclasses import replace
+    steps = [replace(s, rows=3 if s.index in (2, 3) else 1) for s in trace.steps]
+    waited = replace(trace, steps=steps, queued=0.25)
+    wait, prefill, alone, shared = plot_timeline(waited).data
+    assert (wait.name, wait.base[0], wait.x[0]) == ("waiting for a turn", 0.0, pytest.approx(250.0))
+    assert prefill.base[0] == pytest.approx(250.0)   # the model's prefill keeps its own figure, after the wait
+    assert prefill.x[0] == pytest.approx(trace.steps[0].time * 1e3)
+    assert [d[0] for d in shared.customdata] == [2, 3] and {d[2] for d in shared.customdata} == {3}
+    assert len(alone.x) == N - 3
+    ends = sorted([b + w for b, w in zip(alone.base, alone.x)] + [b + w for b, w in zip(shared.base, shared.x)])
+    assert ends == pytest.approx([250.0 + s.time * 1e3 for s in trace.steps[1:]])
+    assert "arrived" in plot_timeline(waited).layout.xaxis.title.text
+
+
 def test_latency_chart_separates_ttft_from_inter_token_latencies(trace):
     ttft, itl = plot_step_latency(trace).data
     assert ttft.y[0] == pytest.approx(trace.metrics().ttft * 1e3)

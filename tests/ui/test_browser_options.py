@@ -65,9 +65,9 @@ def app_with(option: str, endpoint: str | None = None):
     registry = app.make_registry("tiny", "onnx", endpoints=[endpoint] if endpoint else None,
                                  llama_server=option == "--llama-server")
     traffic, config = app.serve_the_endpoint(registry, port) if option == "--openai-api" else (None, None)
-    demo = app.make_demo(registry, traffic)
+    demo, room = app.make_app(registry, traffic, config)
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                **app.launch_kwargs(registry, traffic, config))
+                **app.launch_kwargs(registry, traffic, config, room))
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
