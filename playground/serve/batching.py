@@ -12,9 +12,12 @@ One iteration (anchors: nano-vLLM's scheduler, llama.cpp server's slots, Sarathi
   0. reserve -- (with a KV budget) every decoding request takes the block its next position needs; when
                 none is left, the most recently admitted request is preempted: its KV is dropped and it
                 goes back to the front of the queue, to be recomputed (its prompt and every token it made)
-  1. admit   -- waiting requests, first come first served, each take a free KV slot (and, with a budget,
-                the blocks its prefill will write; the first that does not fit waits, and so do those
-                behind it: no one overtakes, so a preempted request resumes before later arrivals). With
+  1. admit   -- waiting requests take the free KV slots (and, with a budget, the blocks their prefill will
+                write; the next that does not fit waits, and so do those behind it: no one overtakes, so a
+                preempted request resumes before later arrivals). Whose turn: a preempted request's, else the
+                earliest of the client holding the fewest slots (first come first served among one client's
+                requests, and among requests of no named client): a client with many requests takes turns
+                with the others instead of every slot. With
                 prefix caching, its longest cached prefix is copied into its slot (the copy) and only the
                 rest is prefilled
   2. decode  -- one call of the decode graph: every decoding request is one row, each at its own length
@@ -41,6 +44,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -84,6 +88,7 @@ class Sequence:
     blocks: int = 0                # KV budget blocks it holds
     joined: float = 0.0            # perf_counter() of its latest admission
     preemptions: int = 0
+    client: str = ""               # who sent it (a page session, an API key): slots are shared out between clients
 
     @property
     def done(self) -> bool:
@@ -126,8 +131,8 @@ class Batcher:
     # --- requests in and out
 
     def add(self, ids: list[int], settings: GenerationSettings, request_id=None, prompt: str = "", text: str = "",
-            ignore_eos: bool = False) -> Sequence:
-        """Queue a request (its prompt's token ids); ValueError when it cannot fit a slot."""
+            ignore_eos: bool = False, client: str = "") -> Sequence:
+        """Queue a request (its prompt's token ids; `client`: who sent it); ValueError when it cannot fit a slot."""
         settings = settings.validate()
         if not ids or len(ids) >= self.capacity:
             raise ValueError(f"prompt is {len(ids)} tokens; a KV slot holds {self.capacity} positions "
@@ -143,7 +148,8 @@ class Batcher:
         trace.seed = sampler.seed
         seq = Sequence(request_id, list(ids), settings, trace, sampler, Detokenizer(b.tokenizer, ids),
                        frozenset() if ignore_eos else b.eos_token_ids, prefill_ids=list(ids),
-                       hashes=block_hashes(ids) if self.cache is not None else [], arrived=self.clock())
+                       hashes=block_hashes(ids) if self.cache is not None else [], arrived=self.clock(),
+                       client=client)
         with self.lock:
             self.waiting.append(seq)
         return seq
@@ -158,9 +164,28 @@ class Batcher:
                 seq.cancelled = True
 
     def ahead(self, seq: Sequence) -> int | None:
-        """How many requests wait ahead of `seq` for a KV slot; None once it holds one (or has ended)."""
+        """How many waiting requests take a KV slot before `seq` (as things stand); None once it holds one (or has
+        ended)."""
         with self.lock:
-            return next((i for i, s in enumerate(self.waiting) if s is seq), None)
+            return next((i for i, s in enumerate(self.turns()) if s is seq), None)
+
+    def turns(self) -> list[Sequence]:
+        """The waiting requests in the order they would take free slots (the admit rule, each pick counted as a
+        slot its client holds)."""
+        held = Counter(s.client for s in self.running)
+        order, left = [], list(self.waiting)
+        while left:
+            seq = self._next(left, held)
+            order.append(seq)
+            left.remove(seq)
+            held[seq.client] += 1
+        return order
+
+    @staticmethod
+    def _next(waiting: list[Sequence], held: Counter) -> Sequence:
+        """Whose turn it is: a preempted request at the front, else the earliest request of the client holding
+        the fewest slots (min keeps the first of equals: first come, first served)."""
+        return waiting[0] if waiting[0].preemptions else min(waiting, key=lambda s: held[s.client])
 
     def busy(self) -> bool:
         return bool(self.waiting or self.table.decoding or self.table.prefilling)
@@ -240,14 +265,14 @@ class Batcher:
     def _admit(self, it: Iteration) -> None:
         with self.lock:
             while self.waiting and self.table.free():
-                seq = self.waiting[0]
+                seq = self._next(self.waiting, Counter(s.client for s in self.running))
                 if self.budget:   # its prefill will write len(prefill_ids) positions
                     need = self.budget.blocks_for(len(seq.prefill_ids))
                     if need > self.budget.free:
                         break     # it waits, and so does everyone behind it
                     self.budget.take(need)
                     seq.blocks = need
-                self.waiting.pop(0)
+                self.waiting.remove(seq)
                 seq.joined = self.clock()
                 if seq.admitted is None:
                     seq.admitted = seq.t_prev = seq.joined

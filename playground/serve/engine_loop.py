@@ -141,7 +141,7 @@ class EngineLoop:
         if self._closed:
             raise ValueError("the engine loop is closed")
         with self._lock:
-            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos)
+            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client)
             seq.trace.server.update(server or {})
             ticket = self.tickets[id(seq)] = Ticket(seq, client)
             if self.observer is not None:

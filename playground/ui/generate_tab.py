@@ -126,9 +126,10 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
                 yield {c.status: warn(str(exc))}
                 return
             if len(ids) + settings.max_new_tokens <= loop.capacity:
-                yield from stream(lambda: loop.run(ids, settings, prompt=form.prompt, text=text,
-                                                   backend=engine.info.name, client="page"), engine, form, session,
-                                  loop)
+                def start():
+                    return loop.run(ids, settings, prompt=form.prompt, text=text, backend=engine.info.name,
+                                    client=page_client(session))
+                yield from stream(start, engine, form, session, loop)
                 return
             alone = (f"{len(ids):,} prompt tokens and {settings.max_new_tokens:,} new ones do not fit the engine "
                      f"loop's slots ({loop.capacity:,} positions each): this run takes a CPU slot alone")
@@ -194,6 +195,12 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
         return metrics_html(trace, price_in, price_out) + speculation_html(trace, session.earlier)
 
     return generate, stop, top_k, metrics
+
+
+def page_client(session: Session) -> str:
+    """The engine loop's name for a page session's runs: each session is one client of the room (its turn comes
+    between the others'); it names no one."""
+    return f"page {id(session):x}"
 
 
 WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead

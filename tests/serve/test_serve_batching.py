@@ -271,3 +271,30 @@ def test_the_default_batched_decode_follows_one_row_teacher_forced(gguf4_pair):
     agreement = np.mean(np.array(alone) == np.array(batched))
     print(f"batched row 0 vs one-row decode: top-1 equal at {agreement:.2%} of {len(alone)} positions")
     assert agreement >= 0.95, agreement
+
+
+def test_a_client_with_many_long_requests_takes_turns_with_the_others(tiny_onnx_engine):
+    """One client sends six long requests, two others one short request each, all at once, into two slots: each
+    other client's request takes the next free slot before the busy client's second; every client's share of the
+    decode steps while others wait is at most its turn's."""
+    batcher = Batcher(tiny_onnx_engine, BatchConfig(slots=2, prefill_chunk=64), capacity=128)
+    busy = [batcher.add(list(range(3, 40)), GenerationSettings(max_new_tokens=12), f"busy-{i}", client="busy")
+            for i in range(6)]
+    small = [batcher.add([5, 6, 7], GenerationSettings(max_new_tokens=3), name, client=name) for name in ("b", "c")]
+    assert [batcher.ahead(s) for s in small] == [1, 2] and batcher.ahead(busy[1]) == 3   # busy-0 goes first
+    assert [s.id for s in batcher.turns()] == ["busy-0", "b", "c", "busy-1", "busy-2", "busy-3", "busy-4", "busy-5"]
+    admitted = []
+    while batcher.busy():
+        admitted += [s.id for s in batcher.step().admitted]
+    assert admitted[:4] == ["busy-0", "b", "c", "busy-1"]
+    assert all(s.trace.stop_reason for s in busy + small)
+
+
+def test_requests_of_one_client_are_first_come_first_served(tiny_onnx_engine):
+    batcher = Batcher(tiny_onnx_engine, BatchConfig(slots=1), capacity=64)
+    seqs = [batcher.add([5, 6, 7], GenerationSettings(max_new_tokens=2), i) for i in range(4)]
+    assert [s.id for s in batcher.turns()] == [0, 1, 2, 3] and [batcher.ahead(s) for s in seqs] == [0, 1, 2, 3]
+    admitted = []
+    while batcher.busy():
+        admitted += [s.id for s in batcher.step().admitted]
+    assert admitted == [0, 1, 2, 3]
