@@ -117,7 +117,9 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
     body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
     wait_words = wait_line(trace)
-    words = f'<p class="wait-words" id="pg-wait">{html.escape(wait_words)}</p>' if wait_words else ""
+    # data-ttft: the server's TTFT from the request's arrival, beside which the page writes its own (live/stream.js)
+    words = (f'<p class="wait-words" id="pg-wait" data-ttft="{trace.queued + trace.steps[0].time:.4f}">'
+             f'{html.escape(wait_words)}</p>' if wait_words else "")
     return f'{div}{body}</div>' + words + server_html(trace)
 
 

@@ -162,9 +162,13 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
         own, batches = session.start(run)   # this run's: another handler of the session may start one meanwhile
         try:
             yield live(own, [])   # the head: the page clears the last run's view at once
+            waited = False
             while loop is not None and not run.started:
                 yield {c.status: waiting_line(loop, run)}
+                waited = True
                 time.sleep(WAIT_POLL_S)
+            if waited:
+                yield live(own, [])   # its turn came: the status says it reads the prompt
             for batch in batches:   # the Steps made since the last update (the run has its own thread)
                 if run.trace.finished:
                     break                 # the last steps go out with the final update, never after Stop's
@@ -359,8 +363,9 @@ def generate_tab(registry) -> SimpleNamespace:
                           interactive=False, container=False)   # read by live/stream.js, never shown
     c.text = gr.Textbox(label="Answer (plain text)", lines=3, max_lines=8, interactive=False, elem_id="answer")
     gr.HTML(chart_html("timeline"), elem_id="timeline", padding=True)
-    caption("One request over time: the orange prefill reads the whole prompt and yields the first token "
-            "(TTFT); each blue bar is one decode step that yields one more token.")
+    caption("One request over time: the grey bar is its wait for a turn in the engine's queue (runs the engine "
+            "loop batches); the orange prefill reads the whole prompt and yields the first token; each blue bar is "
+            "one decode step that yields one more token, violet where other requests shared its forward pass.")
     with gr.Row():
         with gr.Column():
             gr.HTML(chart_html("latency"), elem_id="latency", padding=True)

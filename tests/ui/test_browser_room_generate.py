@@ -41,8 +41,14 @@ def test_six_pages_and_an_api_client_at_once_are_served_by_one_loop():
                 page.wait_for_function("document.querySelector('#status').innerText.includes('finished')",
                                        timeout=180_000)
                 assert page.locator("#chips .tok").count() >= 1
+                page.wait_for_selector("#pg-client-ttft", timeout=10_000)
                 words = page.locator("#pg-wait").inner_text()
                 assert words.startswith("Your first token:") and "reading" in words, words
+                server = float(page.locator("#pg-wait").get_attribute("data-ttft"))
+                client = page.evaluate("() => { const r = window.pgLive.state(); "
+                                       "return (r.firstShownAt - r.clickedAt) / 1e3; }")
+                assert client >= server - 0.002, (client, server)   # the click comes before the server sees it
+                assert "In this browser: your first token showed" in words, words
             api.join(120)
             assert answers and answers[0].status_code == 200, answers
         finally:

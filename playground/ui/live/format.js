@@ -45,6 +45,8 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
   }
 
   const ms = (s) => (s == null ? "–" : `${grouped(fixed(s * 1e3, 0))} ms`);
+  // a duration as run_view.format_seconds writes it: ms under a second, s under two minutes, then minutes
+  const seconds = (s) => (s < 1 ? `${fixed(s * 1e3, 0)} ms` : s < 120 ? `${fixed(s, 1)} s` : `about ${fixed(s / 60, 0)} min`);
   const prob = (p) => fixed(p, 3);
 
   // Plotly reads <b>, <a href>, <br> in text as markup and decodes &amp; &lt; &gt; (not &quot;): quotes stay
@@ -104,5 +106,5 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
     return cards;
   }
 
-  L.format = {fixed, grouped, count, tokens, bytes, ms, prob, esc, label, candidate, chipTitle, general, logMsTicks, metricCards};
+  L.format = {fixed, grouped, count, tokens, bytes, ms, seconds, prob, esc, label, candidate, chipTitle, general, logMsTicks, metricCards};
 })();

@@ -36,5 +36,26 @@ Left out: the figures' text (format.js) and when to draw (redraw.js). */
     }));
   }
 
-  L.metrics = {answerBox, showAnswer, drawMetrics};
+  // The client's side of the first token beside the server's: from this page's click to the first token shown
+  // here, against the server's TTFT from the request's arrival (#pg-wait's data-ttft, run_view.metrics_html); the
+  // difference is the way there and back (Gradio's queue and handler, the network, this page). The server's
+  // panel comes in the same update as the run's end, so it is looked for a few times.
+  function clientSays(r, tries = 20) {
+    if (r.clickedAt == null || r.firstShownAt == null || L.state() !== r) return;
+    const wait = document.getElementById("pg-wait");
+    if (!wait || wait.dataset.ttft == null) {
+      if (tries > 0) setTimeout(() => clientSays(r, tries - 1), 100);
+      return;
+    }
+    if (document.getElementById("pg-client-ttft")) return;
+    const client = (r.firstShownAt - r.clickedAt) / 1e3, server = Number(wait.dataset.ttft);
+    const line = document.createElement("span");
+    line.id = "pg-client-ttft";
+    line.textContent = ` In this browser: your first token showed ${L.format.seconds(client)} after your click; the `
+      + `server's ${L.format.seconds(server)} above leaves ${L.format.seconds(Math.max(0, client - server))} for `
+      + "the way there and back (Gradio's queue, the network, this page).";
+    wait.appendChild(line);
+  }
+
+  L.metrics = {answerBox, showAnswer, drawMetrics, clientSays};
 })();

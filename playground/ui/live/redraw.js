@@ -68,6 +68,7 @@ Left out: drawing itself (charts.js, metrics.js) and reading the stream (stream.
     }
     if (figures.topk) r.topkShown = r.steps.length - 1;
     if (r.follow && r.steps.length) charts.drawTopK(r, r.steps.length - 1);
+    metrics.clientSays(r);
   }
 
   L.redraw = {schedule};

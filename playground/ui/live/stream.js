@@ -97,8 +97,9 @@ Left out: anything the server can tell better (the final figures come from chart
   }
 
   function resync(text) {   // the whole stream again, from the line after the head
-    const {head, headLine} = run;
+    const {head, headLine, clickedAt, firstShownAt} = run;
     start(head, headLine);
+    Object.assign(run, {clickedAt, firstShownAt});
     run.resyncing = true;
     stats.resyncs++;
     read(text);
@@ -113,6 +114,7 @@ Left out: anything the server can tell better (the final figures come from chart
       notice(`Steps ${run.next}–${seq - 1} are missing from the stream: the page skips them.`);
     }
     run.next = seq + 1;
+    if (run.firstShownAt == null) run.firstShownAt = Date.now();
     run.steps.push(rec);
     const chip = document.createElement("span");
     // a speculative run colours by what verification made of the token: accepted, replaced, ordinary
@@ -134,7 +136,10 @@ Left out: anything the server can tell better (the final figures come from chart
     if (run && run.timer > 0) clearTimeout(run.timer);
     if (run) { closeChannel(run); clearInterval(run.prefillTimer); }
     const F = Object.fromEntries(head.fields.map((name, i) => [name, i]));
+    const clickedAt = L.clickedAt;   // this page's click, if it started this run (live/metrics.js clientSays)
+    L.clickedAt = null;
     run = {head, headLine, F, offset: headLine.length + 1, text: "", steps: [], next: 0, answer: "",
+           clickedAt, firstShownAt: null,
            accepted: 0, passes: 0,
            end: null, drawn: {}, timer: null, lastDraw: 0, follow: true, selected: 0, topkShown: null,
            finalShown: false, logAxis: false, cycles: 0, busy: 0, channel: null, prefillTimer: 0};
@@ -254,6 +259,11 @@ Left out: anything the server can tell better (the final figures come from chart
   }
 
   Object.assign(L, {apply, stats, keep, state: () => run});
+  // the client-side TTFT starts at the click on Generate: caught before Gradio's own handler (capture phase),
+  // which sends the request
+  document.addEventListener("click", (e) => {
+    if (e.target instanceof Element && e.target.closest("#generate")) L.clickedAt = Date.now();
+  }, true);
 
   // a stream already on the page when this script ran (it loads after Gradio has started)
   const waiting = setInterval(() => {
