@@ -92,7 +92,8 @@ class EventSteps:
         self.t_prev, self.counted, self.with_logprobs = t0, 0, 0
         self.finish: str | None = None
         self.usage: dict | None = None
-        self.timings: dict | None = None
+        self.timings: dict | None = None   # llama-server's per-request figures
+        self.metrics: dict | None = None   # vLLM's (--enable-per-request-metrics; this app's endpoint when asked)
         self.entries: list[TokenEntry] = []   # every token's entry, for the tokenizer check
 
     def add(self, arrived: float, wall_ns: int, event: dict) -> Step | None:
@@ -100,6 +101,8 @@ class EventSteps:
             self.usage = event["usage"]
         if isinstance(event.get("timings"), dict):
             self.timings = event["timings"]
+        if isinstance(event.get("metrics"), dict):
+            self.metrics = event["metrics"]
         choice = (event.get("choices") or [None])[0]
         if not isinstance(choice, dict):
             return None
@@ -132,6 +135,8 @@ class EventSteps:
             out["usage"] = self.usage
         if self.timings is not None:
             out["timings"] = self.timings
+        if self.metrics is not None:
+            out["metrics"] = self.metrics
         how = ("logprobs: one entry per token" if self.steps and self.with_logprobs == len(self.steps)
                else "events: 1 token assumed per event without logprobs")
         reported = (self.usage or {}).get("completion_tokens")
