@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from ..tokens import visible
 
 PREFILL, DECODE, FORMULA = "#d97706", "#2563eb", "#6b7280"
+THINKING, ANSWER = "#8b5cf6", "#15803d"   # a reasoning server's thinking steps; the first answer token
 FONT = dict(size=16)
 
 
@@ -60,19 +61,40 @@ def _label(text: str) -> str:
 # --- time
 
 def plot_timeline(trace) -> go.Figure:
-    """A Gantt of the request: the prefill bar (t0 -> first token), then one bar per decode step."""
+    """A Gantt of the request: the prefill bar (t0 -> first token), then one bar per decode step. A reasoning
+    server's thinking steps are drawn apart from the answer's, and the first answer token is marked beside the
+    first token (TTFT, the first thought).
+
+    >>> from types import SimpleNamespace as NS
+    >>> def s(i, t, thinking): return NS(index=i, time=t, latency=0.1, text="x", thinking=thinking)
+    >>> fig = plot_timeline(NS(steps=[s(0, .3, True), s(1, .4, True), s(2, .5, False), s(3, .6, False)]))
+    >>> [(t.name, len(t.x)) for t in fig.data]
+    [('prefill (TTFT: the first thought)', 1), ('thinking', 1), ('decode (the answer)', 2), ('first answer token', 1)]
+    """
     fig = _figure("Timeline of the request", "time since request start (ms)", "")
     steps = trace.steps if trace else []
     if not steps:
         return _empty(fig)
-    decode = steps[1:]
-    fig.add_bar(name="prefill (TTFT)", orientation="h", y=["request"], base=[0.0], x=[steps[0].time * 1e3],
+    thought = any(getattr(s, "thinking", False) for s in steps)
+    fig.add_bar(name="prefill (TTFT: the first thought)" if thought else "prefill (TTFT)", orientation="h",
+                y=["request"], base=[0.0], x=[steps[0].time * 1e3],
                 marker_color=PREFILL, hovertemplate="prefill + first token: %{x:.1f} ms<extra></extra>")
-    fig.add_bar(name="decode", orientation="h", y=["request"] * len(decode),
-                base=[(s.time - s.latency) * 1e3 for s in decode], x=[s.latency * 1e3 for s in decode],
-                marker=dict(color=DECODE, line=dict(color="white", width=1 if len(decode) < 200 else 0)),
-                customdata=[[s.index, _label(s.text)] for s in decode],
-                hovertemplate="step %{customdata[0]} %{customdata[1]}: %{x:.1f} ms<extra></extra>")
+    parts = [("thinking", THINKING, [s for s in steps[1:] if s.thinking]),
+             ("decode (the answer)", DECODE, [s for s in steps[1:] if not s.thinking])] if thought else [
+        ("decode", DECODE, steps[1:])]
+    for name, colour, decode in parts:
+        if not decode and thought:
+            continue
+        fig.add_bar(name=name, orientation="h", y=["request"] * len(decode),
+                    base=[(s.time - s.latency) * 1e3 for s in decode], x=[s.latency * 1e3 for s in decode],
+                    marker=dict(color=colour, line=dict(color="white", width=1 if len(decode) < 200 else 0)),
+                    customdata=[[s.index, _label(s.text)] for s in decode],
+                    hovertemplate=f"{name}: step %{{customdata[0]}} %{{customdata[1]}}: %{{x:.1f}} ms<extra></extra>")
+    answer = next((s.time for s in steps if not s.thinking), None) if thought else None
+    if answer is not None:   # a tick across the bar where the answer begins
+        fig.add_scatter(name="first answer token", x=[answer * 1e3], y=["request"], mode="markers",
+                        marker=dict(symbol="line-ns-open", size=40, line=dict(color=ANSWER, width=4)),
+                        hovertemplate="first answer token: %{x:.1f} ms<extra></extra>")
     fig.update_layout(barmode="overlay", height=220, yaxis=dict(showticklabels=False))
     return fig
 

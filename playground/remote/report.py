@@ -99,6 +99,13 @@ def tpot_by_usage(trace) -> float | None:
     return (steps[-1].time - steps[0].time) / after_first if after_first > 0 else None
 
 
+def reported_thinking(trace) -> int | None:
+    """The server's count of thinking tokens: usage's completion_tokens_details.reasoning_tokens (None: not said)."""
+    usage = (getattr(trace, "server", None) or {}).get("usage") or {}
+    n = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
 def server_lines(trace) -> list[str]:
     s = getattr(trace, "server", None) or {}
     if not s:
@@ -114,8 +121,10 @@ def server_lines(trace) -> list[str]:
     usage = s.get("usage") or {}
     if usage:
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        thinking = reported_thinking(trace)
         lines.append(f"usage: {usage.get('prompt_tokens')} prompt tokens"
-                     + (f" ({cached} cached)" if cached else "") + f", {usage.get('completion_tokens')} completion tokens")
+                     + (f" ({cached} cached)" if cached else "") + f", {usage.get('completion_tokens')} completion tokens"
+                     + (f" ({thinking} of them thinking)" if thinking else ""))
     tpot = tpot_by_usage(trace)
     if tpot is not None:
         lines.append(f"TPOT by the server's token count: {tpot * 1e3:.1f} ms")

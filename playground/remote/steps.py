@@ -9,7 +9,10 @@ not, so TTFT is the first event that does. `tokens` is the length of the event's
 (else 1, and the count is checked against the server's usage at the end); the time between events is
 never split among the tokens inside one. A Step's token id, probability and top-k come from the logprobs
 where the event carries exactly one token (llama.cpp names ids; vLLM does with return_tokens_as_token_ids).
-Reasoning content is kept as a Step marked `special`: shown as chips, not part of the answer's text.
+Reasoning content (`reasoning`, vLLM's name since it dropped `reasoning_content`, llama.cpp's) is kept as a Step
+marked `thinking` (and `special`): shown as chips, not part of the answer's text; the metrics time the first
+answer token apart from the first token. The server's count of them is usage's
+`completion_tokens_details.reasoning_tokens` (kept with the usage in `trace.server`).
 
     >>> m = EventSteps(prompt_len=3, t0=0.0)
     >>> m.add(0.1, 0, {"choices": [{"delta": {"role": "assistant", "content": None}}]}) is None
@@ -118,8 +121,9 @@ class EventSteps:
         self.with_logprobs += bool(entries)
         self.entries += entries
         one = entries[0] if len(entries) == 1 else TokenEntry(None, "", None, None)
-        step = new_step(self.steps, token_id=one.token_id, text=reasoning + content, special=bool(reasoning) and not content,
-                        time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, top=one.top,
+        thinking = bool(reasoning) and not content
+        step = new_step(self.steps, token_id=one.token_id, text=reasoning + content, special=thinking,
+                        thinking=thinking, time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, top=one.top,
                         seq_len=self.prompt_len + self.counted - 1 if self.exact_prompt else None, wall_ns=wall_ns,
                         tokens=tokens)
         self.t_prev = arrived
