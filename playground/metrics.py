@@ -11,6 +11,10 @@ tokens, ITL is per event, and TPOT / decode tok/s divide by the tokens after the
 Example: steps at 0.5, 0.6, 0.8 s for a 10-token prompt give TTFT 0.5, ITL [0.1, 0.2],
 TPOT 0.15, E2E 0.8, decode 6.67 tok/s (2 tokens in 0.3 s), prefill 20 tok/s.
 
+A reasoning server thinks before it answers (Steps marked `thinking`): TTFT is still its first token, the
+first thought; `ttft_answer` is the time to the first answer token (GuideLLM's time to first output token,
+AIPerf's TTFO), and `thinking_tokens` counts the thinking (an output token like any, priced as one).
+
     >>> from playground.trace import Phase, Step
     >>> def step(i, t, prev): return Step(index=i, token_id=5, text="x", special=False, phase=Phase.DECODE, time=t,
     ...                                     latency=t - prev, prob=None, sample_prob=None, top=None, seq_len=None,
@@ -21,6 +25,8 @@ TPOT 0.15, E2E 0.8, decode 6.67 tok/s (2 tokens in 0.3 s), prefill 20 tok/s.
     (0.5, [0.1, 0.2], 0.15, 0.8, 6.67, 20.0)
     >>> m.kv_bytes is None    # this source measured no KV cache: missing, not zero
     True
+    >>> m.thinking_tokens, m.ttft_answer    # no thinking: the first answer token is the first token
+    (0, 0.5)
 
 Left out: queueing time (a Trace starts when the engine starts the request; serve/ adds waiting).
 """
@@ -41,6 +47,8 @@ class Metrics:
     decode_tps: float | None
     prefill_tps: float | None
     kv_bytes: int | None        # measured KV-cache size after the last step; None: not measured (or no step yet)
+    thinking_tokens: int = 0    # output tokens of the model's thinking (Step.thinking), before its answer
+    ttft_answer: float | None = None   # t0 -> the first answer token (not thinking); None before it (or never)
 
 
 def compute_metrics(trace) -> Metrics:
@@ -55,7 +63,9 @@ def compute_metrics(trace) -> Metrics:
     tpot = span / after_first if after_first > 0 else None
     decode_tps = after_first / span if after_first > 0 and span > 0 else None
     prefill_tps = p / ttft if ttft > 0 else None
-    return Metrics(p, n, ttft, tpot, e2e, itl, decode_tps, prefill_tps, steps[-1].kv_bytes)
+    thinking = sum(s.tokens for s in steps if getattr(s, "thinking", False))
+    answer = next((s.time for s in steps if not getattr(s, "thinking", False)), None)
+    return Metrics(p, n, ttft, tpot, e2e, itl, decode_tps, prefill_tps, steps[-1].kv_bytes, thinking, answer)
 
 
 def estimate_cost(metrics: Metrics, usd_per_m_input: float, usd_per_m_output: float) -> float:

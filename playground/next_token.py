@@ -43,14 +43,14 @@ def new_step(steps: list[Step], *, token_id: int | None, text: str, special: boo
              wall_ns: int = 0, prob: float | None = None, sample_prob: float | None = None,
              top: tuple[Candidate, ...] | None = None, seq_len: int | None = None, kv_bytes: int | None = None,
              tokens: int = 1, cpu: float | None = None, rows: int | None = None, graph: str | None = None,
-             draft: str | None = None, forward_pass: int | None = None) -> Step:
+             draft: str | None = None, forward_pass: int | None = None, thinking: bool = False) -> Step:
     """The next Step of `steps` (its index: how many came before; PREFILL for the first, DECODE after), appended
     to `steps` and returned. Fields a source cannot give stay None (see trace.Step)."""
     index = len(steps)
     step = Step(index=index, token_id=token_id, text=text, special=special,
                 phase=Phase.PREFILL if index == 0 else Phase.DECODE, time=time, latency=latency, prob=prob,
                 sample_prob=sample_prob, top=top, seq_len=seq_len, kv_bytes=kv_bytes, wall_ns=wall_ns, tokens=tokens,
-                cpu=cpu, rows=rows, graph=graph, draft=draft, forward_pass=forward_pass)
+                cpu=cpu, rows=rows, graph=graph, draft=draft, forward_pass=forward_pass, thinking=thinking)
     steps.append(step)
     return step
 

@@ -67,6 +67,8 @@ def chip_title(step) -> str:
         parts.append(f"{step.tokens} tokens in this event")
     if step.draft:
         parts.append(f"draft {step.draft} (forward pass {step.forward_pass})")
+    if step.thinking:
+        parts.append("thinking (not the answer)")
     parts += [f"{step.latency * 1e3:.1f} ms",
               "KV not measured" if step.kv_bytes is None else f"KV {format_bytes(step.kv_bytes)}"]
     return " · ".join(parts)
@@ -74,7 +76,7 @@ def chip_title(step) -> str:
 
 def chip_html(step) -> str:
     classes = f"tok tok-c{step.index % PALETTE_SIZE}" + " tok-special" * step.special + (
-        f" tok-{step.draft}" if step.draft else "")
+        f" tok-{step.draft}" if step.draft else "") + " tok-thinking" * step.thinking
     title = chip_title(step)
     text = visible(step.text.encode()) or "∅"   # ∅: a token ending inside a multi-byte character
     return f'<span class="{classes}" title="{html.escape(title, quote=True)}">{html.escape(text, quote=True)}</span>'
@@ -114,6 +116,7 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
              ("KV cache now (measured)", "not measured by this source" if m.kv_bytes is None
               else format_bytes(m.kv_bytes)),
              ("cost (estimate)", f"${cost:.6f}")]
+    cards[3:3] = thinking_cards(trace, m, usd_per_m_output or 0.0)
     body = "".join(f'<div class="card"><div class="label">{html.escape(k)}</div>'
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
     wait_words = wait_line(trace)
@@ -153,6 +156,30 @@ def wait_line(trace) -> str:
         line += (" The batching engine's graphs ran it: at a near-tie their greedy pick can differ from the one-stream "
                  "engine's.")
     return line
+
+
+def thinking_cards(trace, m, usd_per_m_output: float) -> list[tuple[str, str]]:
+    """A reasoning server's run: the time to the first answer token (beside TTFT, the first thought) and the
+    thinking tokens with their cost; none for a run that did not think. The server's own count
+    (usage.completion_tokens_details.reasoning_tokens) is named where it differs from the client's.
+
+    >>> from types import SimpleNamespace as NS
+    >>> thinking_cards(NS(server={}), NS(thinking_tokens=0, ttft_answer=0.1), 2.0)
+    []
+    >>> thinking_cards(NS(server={"usage": {"completion_tokens_details": {"reasoning_tokens": 40}}}),
+    ...                NS(thinking_tokens=38, ttft_answer=0.25), 2.0)
+    [('time to first answer token', '250 ms'), ('thinking tokens', '38 (the server counts 40) · $0.000080 (estimate)')]
+    """
+    from .remote.report import reported_thinking
+    reported = reported_thinking(trace)
+    counted = m.thinking_tokens
+    if not counted and not reported:
+        return []
+    n = reported if reported is not None else counted
+    said = f"{counted:,}" + (f" (the server counts {reported:,})" if reported is not None and reported != counted
+                             else "")
+    return [("time to first answer token", _ms(m.ttft_answer)),
+            ("thinking tokens", f"{said} · ${n * usd_per_m_output / 1e6:.6f} (estimate)")]
 
 
 def server_html(trace) -> str:

@@ -115,6 +115,8 @@ class Step:
     draft: str | None = None    # speculative decoding: "accepted" (a proposal the model agreed with) | "replaced"
     #                             (the model's own token where it rejected the proposal) | None (no proposal)
     forward_pass: int | None = None   # speculative decoding: which forward pass made the token (0: prefill)
+    thinking: bool = False      # the model's thinking, not its answer: a reasoning server's `reasoning` (vLLM's
+    #                             name; `reasoning_content` before, llama.cpp's) streamed before the answer
 
 
 COMPLETED = (StopReason.EOS, StopReason.LENGTH, StopReason.CONTEXT)   # a run that ended on its own
@@ -188,6 +190,8 @@ class Trace:
         "forward_pass": "speculative decoding: which forward pass made the token (0: prefill; several tokens "
                         "can share one)",
         "speculation": "speculative decoding: k, ngram, forward passes, tokens proposed and accepted",
+        "thinking": "the step is the model's thinking (a reasoning server's `reasoning` / `reasoning_content`), not "
+                    "its answer: shown, not part of the answer's text",
         "replay": "what a replay must match: backend, dtype, threads, CPU features, library versions; with seed",
         "server": "a remote source: what the server itself reported (usage, timings, metrics, slots), "
                   "each labelled by origin; the step times are measured at the client on each event's arrival. "

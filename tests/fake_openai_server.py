@@ -12,7 +12,9 @@ chunked body stops mid-answer), end-early (a clean end without finish_reason or 
 event that is not JSON), not-sse (an HTML page), silent (never a byte), stall (headers and two tokens,
 then nothing), error-event (an error event mid-stream), other-tokenizer (ids from another vocabulary,
 under the bundled model's name), slow (a token every 0.2 s), always-stream (an event stream even when
-asked for one JSON reply).
+asked for one JSON reply), reasoning and reasoning_content (a reasoning server: THOUGHTS streamed under vLLM's
+`reasoning` or the older `reasoning_content` before the answer, usage's completion_tokens_details.reasoning_tokens
+counting them).
 Standard library only (http.server); chunked transfer like llama.cpp's, so a cut is a real cut.
 """
 from __future__ import annotations
@@ -23,6 +25,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKENS = [(9906, "Hello"), (1917, " world"), (0, "!")]
+THOUGHTS = ["The user", " greets", " me."]   # a reasoning server's thinking, one event each, before TOKENS
+REASONING = ("reasoning", "reasoning_content")   # vLLM's field since #27752, and the older one (llama.cpp's)
 KEY = "sekrit"
 STATUS = {"401": 401, "403": 403, "404": 404, "429": 429, "500": 500, "503": 503}
 
@@ -121,6 +125,9 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "multi":
             self.send(event({"content": "Hello world"}, [entry(*tokens[0]), entry(*tokens[1])], text_mode=text_mode))
             self.send(event({"content": "!"}, [entry(*tokens[2])], text_mode=text_mode))
+        for thought in THOUGHTS if mode in REASONING else ():
+            time.sleep(0.02)   # the answer comes after the thinking, later on every clock
+            self.send(event({mode: thought}, text_mode=text_mode))
         for i, (tid, text) in enumerate(tokens if mode != "multi" else ()):
             if mode in ("cut", "error-event", "stall", "malformed") and i == 2:
                 if mode == "cut":
@@ -142,8 +149,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.wfile.write(b"0\r\n\r\n")
         self.send(event({}, finish="stop", text_mode=text_mode))
         completion = len(tokens) + (mode == "no-logprobs")
-        self.send(event(usage={"prompt_tokens": 7, "completion_tokens": completion,
-                               "total_tokens": 7 + completion}))
+        usage = {"prompt_tokens": 7, "completion_tokens": completion, "total_tokens": 7 + completion}
+        if mode in REASONING:
+            usage["completion_tokens"] += len(THOUGHTS)
+            usage["total_tokens"] += len(THOUGHTS)
+            usage["completion_tokens_details"] = {"reasoning_tokens": len(THOUGHTS)}
+        self.send(event(usage=usage))
         self.send("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 

@@ -21,7 +21,9 @@ Keys come from PLAYGROUND_API_KEYS (comma-separated); none set: the endpoint is 
 each client known by its address). A key is compared in constant time and never logged, shown or put in a
 record: clients are named "client 1", "client 2", … in the order they first came. Limits from
 PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). The prefix cache's size in KV positions from
-PLAYGROUND_API_PREFIX_CACHE (default PREFIX_CACHE_POSITIONS; 0: off). Over a per-request limit (max_tokens, prompt
+PLAYGROUND_API_PREFIX_CACHE (default PREFIX_CACHE_POSITIONS; 0: off). PLAYGROUND_API_PER_REQUEST_METRICS=1 puts
+vLLM's per-request `metrics` object in every response (as vLLM's --enable-per-request-metrics does; without it a
+request asks with `"per_request_metrics": true`). Over a per-request limit (max_tokens, prompt
 tokens) is a bad request (400: asking again cannot help); over a rate limit (requests in flight, for one
 client or in all; tokens per minute, one client's prompt + completion tokens over the last 60 s, reserved
 at admission and trued up at the end) is 429 with a Retry-After.
@@ -89,14 +91,16 @@ class ApiConfig:
     prefix_cache: int = PREFIX_CACHE_POSITIONS   # positions of KV kept for prompts that begin alike; 0: off
     trust_forwarded: bool = False  # name clients by X-Forwarded-For's last address (added by a known proxy)
     presenter_key: str | None = field(default=None, repr=False)   # the app's own Serve tab: no per-client limits
+    per_request_metrics: bool = False   # every response carries vLLM's `metrics` object (not only those asking)
 
     @classmethod
     def from_env(cls, **overrides) -> "ApiConfig":
         keys = tuple(k.strip() for k in os.environ.get("PLAYGROUND_API_KEYS", "").split(",") if k.strip())
         limits = replace(ApiLimits(), **parse_limits(os.environ.get("PLAYGROUND_API_LIMITS")))
         cache = parse_positions(os.environ.get("PLAYGROUND_API_PREFIX_CACHE"), PREFIX_CACHE_POSITIONS)
+        metrics = os.environ.get("PLAYGROUND_API_PER_REQUEST_METRICS", "").strip().lower() in ("1", "true", "yes")
         return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")),
-                   **{"prefix_cache": cache, **overrides})
+                   **{"prefix_cache": cache, "per_request_metrics": metrics, **overrides})
 
 
 def parse_positions(text: str | None, default: int) -> int:

@@ -18,7 +18,8 @@ Fields read (the others are ignored, as llama.cpp and vLLM ignore what they do n
 (completions: text, or a list of token ids as vLLM and llama.cpp take), `max_tokens` /
 `max_completion_tokens`, `temperature`, `top_p`, `seed`, `stop` (a string or up to 4), `logprobs` and
 `top_logprobs` (chat) or `logprobs: N` (completions), `stream`, `stream_options.include_usage`, and the
-extras `top_k` and `ignore_eos`. Text a tokenizer cannot read (a lone surrogate) is refused with a 400 naming
+extras `top_k`, `ignore_eos` and `per_request_metrics` (true: vLLM's per-request `metrics` object in the
+response, which vLLM itself sends only when started with --enable-per-request-metrics). Text a tokenizer cannot read (a lone surrogate) is refused with a 400 naming
 its field, by the rule the page's own prompts follow (config.check_text). `model` may name any model: the one this engine serves answers (as
 llama.cpp does). `n` must be 1.
 
@@ -55,6 +56,7 @@ class Asked:
     stream: bool = False
     include_usage: bool = False
     ignore_eos: bool = False
+    per_request_metrics: bool = False  # add vLLM's per-request `metrics` object to the response (timings.py)
 
     def settings(self, max_tokens: int) -> GenerationSettings:
         """GenerationSettings for the Batcher; ApiError 400 naming the API's field for a value out of range."""
@@ -75,7 +77,8 @@ def read_body(body, kind: str) -> Asked:
     if n not in (1, None):
         raise bad_request("n must be 1: one choice per request here", "n")
     fields = dict(kind=kind, stream=_bool(body, "stream"), ignore_eos=_bool(body, "ignore_eos"),
-                  stop=_stops(body.get("stop")), **_sampling(body))
+                  per_request_metrics=_bool(body, "per_request_metrics"), stop=_stops(body.get("stop")),
+                  **_sampling(body))
     options = body.get("stream_options")
     if options is not None:
         if not isinstance(options, dict):

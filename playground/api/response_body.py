@@ -2,7 +2,8 @@
 
     answer = Answer(asked, request_id, model, prompt_tokens, token_text)
     for steps in ticket.updates(): chunks = answer.chunks(steps)      # stream: chunk dicts, in order
-    answer.end_chunks(trace)                                          # the finish chunk (+ usage, if asked)
+    answer.end_chunks(trace)                                          # the finish chunk (+ usage, if asked),
+                                                                      # the last one with the server's figures
     answer.read(steps) ...; answer.whole(trace)                        # no stream: the whole response
     sse(chunk), DONE                                                  # the wire form: `data: {...}\\n\\n`
 
@@ -14,6 +15,10 @@ by default), `top_logprobs` from Step.top; each entry also names the token `id` 
 Completions get the legacy form (tokens, token_logprobs, top_logprobs, text_offset) and the same `content`
 list. finish_reason: "stop" (an end-of-sequence token or a stop string), "length" (max_tokens or the
 context window).
+The server's own figures for the request (timings.py) ride on the whole response and on a stream's last chunk
+(the usage chunk when asked for, else the finish chunk), as llama-server and vLLM put theirs: llama-server's
+`timings` always, vLLM's `metrics` when the request says `"per_request_metrics": true` or the endpoint runs
+with PLAYGROUND_API_PER_REQUEST_METRICS=1 (vLLM's `--enable-per-request-metrics`).
 
     >>> held = StopText(("END",)); held.feed("one E"), held.feed("N"), held.feed("D two"), held.stopped
     ('one ', '', '', True)
@@ -27,6 +32,7 @@ import math
 import time
 
 from .request_body import CHAT, Asked
+from .timings import llama_timings, vllm_metrics
 from ..trace import StopReason
 
 DONE = "data: [DONE]\n\n"
@@ -141,6 +147,15 @@ class Answer:
         out.append(self._chunk({} if self.chat else "", finish=self.finish_reason(trace)))
         if self.asked.include_usage:
             out.append({**self._head(), "choices": [], "usage": self.usage(trace)})
+        out[-1].update(self.figures(trace))   # the last chunk, as llama-server and vLLM send theirs
+        return out
+
+    def figures(self, trace) -> dict:
+        """The server's own figures for the Steps answered (timings.py): llama-server's `timings` always, vLLM's
+        `metrics` when asked for."""
+        out = {"timings": llama_timings(trace, self.tokens)}
+        if self.asked.per_request_metrics:
+            out["metrics"] = vllm_metrics(trace, self.tokens)
         return out
 
     def _head(self) -> dict:
@@ -179,4 +194,4 @@ class Answer:
             choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": self.finish_reason(trace)}
         kind = "chat.completion" if self.chat else "text_completion"
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": [choice],
-                "usage": self.usage(trace)}
+                "usage": self.usage(trace), **self.figures(trace)}

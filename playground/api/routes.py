@@ -4,7 +4,9 @@
     app = FastAPI(routes=api_routes(service))   # or an app of its own (the tests)
 
     POST /v1/chat/completions, /v1/completions   JSON, or with "stream": true an event stream of
-                                                 `data: {chunk}` lines and `data: [DONE]`
+                                                 `data: {chunk}` lines and `data: [DONE]`; the server's
+                                                 figures (llama-server's `timings`, vLLM's `metrics`)
+                                                 on the response or the stream's last chunk
     GET  /v1/models                              the one model this engine serves
     POST /tokenize, /apply-template              llama.cpp's shapes (what RemoteSource asks a server)
     GET  /health                                 200 {"status": "ok"} once the model is ready, 503 before
@@ -37,6 +39,7 @@ import secrets
 import time
 import traceback
 from contextlib import aclosing
+from dataclasses import replace
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -205,6 +208,8 @@ def completion_route(service: ApiService, kind: str):
         try:
             client = _client(service, request)
             asked = read_body(await _body(service, request), kind)
+            if service.config.per_request_metrics:
+                asked = replace(asked, per_request_metrics=True)
             served = service.open(asked, client, received)
         except ApiError as error:
             service.refused(error)   # the Serve tab's Watch view lists it, with its status and reason

@@ -21,7 +21,8 @@ import plotly.graph_objects as go
 from ..tokens import visible
 
 PREFILL, DECODE, FORMULA = "#d97706", "#2563eb", "#6b7280"
-WAITING, SHARED = "#9ca3af", "#7c3aed"   # a request waiting for its turn; a decode pass other requests shared
+THINKING, ANSWER = "#8b5cf6", "#15803d"   # a reasoning server's thinking steps; the first answer token
+WAITING, SHARED = "#9ca3af", "#0d9488"    # a request waiting for its turn; a decode pass other requests shared
 FONT = dict(size=16)
 
 
@@ -62,8 +63,16 @@ def _label(text: str) -> str:
 
 def plot_timeline(trace) -> go.Figure:
     """A Gantt of the request: its wait for a turn (when measured: `trace.queued`), the prefill bar (t0 -> first
-    token), then one bar per decode step; a step whose forward pass carried other requests too (`Step.rows` > 1,
-    the engine loop batching the room) is drawn apart, its hover saying how many shared it."""
+    token), then one bar per decode step. A step whose forward pass carried other requests too (`Step.rows` > 1,
+    the engine loop batching the room) is drawn apart, its hover saying how many shared it; so are a reasoning
+    server's thinking steps, and the first answer token is marked beside the first token (TTFT, the first thought).
+
+    >>> from types import SimpleNamespace as NS
+    >>> def s(i, t, thinking): return NS(index=i, time=t, latency=0.1, text="x", thinking=thinking)
+    >>> fig = plot_timeline(NS(steps=[s(0, .3, True), s(1, .4, True), s(2, .5, False), s(3, .6, False)]))
+    >>> [(t.name, len(t.x)) for t in fig.data]
+    [('prefill (TTFT: the first thought)', 1), ('thinking', 1), ('decode (the answer)', 2), ('first answer token', 1)]
+    """
     queued = getattr(trace, "queued", None) if trace else None
     wait = queued or 0.0
     fig = _figure("Timeline of the request", "time since request start (ms)" if queued is None else
@@ -71,24 +80,32 @@ def plot_timeline(trace) -> go.Figure:
     steps = trace.steps if trace else []
     if not steps:
         return _empty(fig)
+    thought = any(getattr(s, "thinking", False) for s in steps)
     if queued is not None:
         fig.add_bar(name="waiting for a turn", orientation="h", y=["request"], base=[0.0], x=[wait * 1e3],
                     marker_color=WAITING, hovertemplate="waiting for a turn: %{x:.1f} ms<extra></extra>")
-    fig.add_bar(name="prefill (TTFT)" if queued is None else "prefill", orientation="h", y=["request"],
-                base=[wait * 1e3], x=[steps[0].time * 1e3], marker_color=PREFILL,
-                hovertemplate="prefill + first token: %{x:.1f} ms<extra></extra>")
-    decode = steps[1:]
-    shared = [s for s in decode if (s.rows or 1) > 1]
-    for name, group, color in (("decode", [s for s in decode if (s.rows or 1) <= 1], DECODE),
-                               ("decode, a pass shared with others", shared, SHARED)):
-        if not group and name != "decode":
+    fig.add_bar(name="prefill (TTFT: the first thought)" if thought else "prefill (TTFT)" if queued is None
+                else "prefill, after the wait", orientation="h", y=["request"], base=[wait * 1e3], x=[steps[0].time * 1e3],
+                marker_color=PREFILL, hovertemplate="prefill + first token: %{x:.1f} ms<extra></extra>")
+    decode = [s for s in steps[1:] if not getattr(s, "thinking", False)]
+    parts = [("thinking", THINKING, [s for s in steps[1:] if getattr(s, "thinking", False)]),
+             ("decode (the answer)" if thought else "decode", DECODE,
+              [s for s in decode if (getattr(s, "rows", None) or 1) <= 1]),
+             ("decode, a pass shared with others", SHARED, [s for s in decode if (getattr(s, "rows", None) or 1) > 1])]
+    for name, colour, group in parts:
+        if not group and (thought or name != "decode"):
             continue
         fig.add_bar(name=name, orientation="h", y=["request"] * len(group),
                     base=[(wait + s.time - s.latency) * 1e3 for s in group], x=[s.latency * 1e3 for s in group],
-                    marker=dict(color=color, line=dict(color="white", width=1 if len(decode) < 200 else 0)),
-                    customdata=[[s.index, _label(s.text), s.rows or 1] for s in group],
-                    hovertemplate="step %{customdata[0]} %{customdata[1]}: %{x:.1f} ms, a pass of "
+                    marker=dict(color=colour, line=dict(color="white", width=1 if len(steps) < 200 else 0)),
+                    customdata=[[s.index, _label(s.text), getattr(s, "rows", None) or 1] for s in group],
+                    hovertemplate=f"{name}: step %{{customdata[0]}} %{{customdata[1]}}: %{{x:.1f}} ms, a pass of "
                                   "%{customdata[2]} request(s)<extra></extra>")
+    answer = next((s.time for s in steps if not s.thinking), None) if thought else None
+    if answer is not None:   # a tick across the bar where the answer begins
+        fig.add_scatter(name="first answer token", x=[(wait + answer) * 1e3], y=["request"], mode="markers",
+                        marker=dict(symbol="line-ns-open", size=40, line=dict(color=ANSWER, width=4)),
+                        hovertemplate="first answer token: %{x:.1f} ms<extra></extra>")
     fig.update_layout(barmode="overlay", height=220, yaxis=dict(showticklabels=False))
     return fig
 

@@ -347,9 +347,14 @@ def plot_batches(result) -> go.Figure:
 
 
 def request_rows(result) -> list[list]:
-    """The per-request table: id, class, prompt/output tokens, waiting, TTFT, TPOT, E2E (s), stop reason."""
+    """The per-request table: id, class, prompt/output tokens (thinking ones in brackets), waiting, TTFT, the first
+    answer token (TTFT where nothing was thought first), TPOT, E2E (s), stop reason."""
     def s(v):
         return "—" if v is None else round(v, 3)
-    return [[r.request.id, r.request.cls, r.prompt_tokens if r.prompt_tokens is not None else "—", r.output_tokens,
-             s(r.waiting), s(r.ttft), s(r.tpot), s(r.e2e), r.stop_reason or "running"] for r in result.records]
+
+    def tokens(r):
+        return f"{r.output_tokens} ({r.thinking_tokens} thinking)" if r.thinking_tokens else r.output_tokens
+    return [[r.request.id, r.request.cls, r.prompt_tokens if r.prompt_tokens is not None else "—", tokens(r),
+             s(r.waiting), s(r.ttft), s(r.ttft_answer), s(r.tpot), s(r.e2e), r.stop_reason or "running"]
+            for r in result.records]
 

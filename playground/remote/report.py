@@ -8,6 +8,17 @@
     >>> server_lines(SimpleNamespace(steps=[], server={}))
     []
 
+Where the server counted its part of the first token (vLLM's `metrics`: queue + time to first token; else
+llama.cpp's `timings.prompt_ms`, which leaves its queue out), a line sets it beside the client's TTFT, and
+names the rest: delivery (HTTP, the event stream, the network), which no server figure covers.
+
+    >>> first = SimpleNamespace(time=0.412)
+    >>> delivery_line(SimpleNamespace(steps=[first], server={"metrics": {"queue_time_ms": 12.0,
+    ...     "time_to_first_token_ms": 368.0}}))
+    'first token at this client 412 ms = server 380 ms (queued 12 ms, then 368 ms to its first token) + delivery 32 ms (HTTP, the event stream, the network: no server figure covers it)'
+    >>> delivery_line(SimpleNamespace(steps=[first], server={"timings": {"prompt_ms": 368.0}}))
+    'first token at this client 412 ms = server prompt_ms 368 ms (its slot on the prompt) + queue and delivery 44 ms (llama.cpp times no queue)'
+
 vLLM's `kv_pool_used_share` is the share of the server's whole preallocated KV block pool in use, across
 every request it holds, not this request's cache: the line says so. Nothing here is a client measurement.
 Left out: charts of the sampled figures (the Serve tab draws the pool over time).
@@ -15,14 +26,54 @@ Left out: charts of the sampled figures (the Serve tab draws the pool over time)
 from __future__ import annotations
 
 
+def _in_ms(value) -> str:
+    return "in a time not given" if not isinstance(value, (int, float)) else f"in {value:.0f} ms"
+
+
 def _timings(kind: str, t: dict) -> str:
     cached = t.get("cache_n")
-    prompt = f"prompt {t.get('prompt_n')} tokens in {t.get('prompt_ms', 0):.0f} ms" + (
+    prompt = f"prompt {t.get('prompt_n')} tokens {_in_ms(t.get('prompt_ms'))}" + (
         f" ({cached} more reused from its prompt cache)" if cached else "")
     rate = t.get("predicted_per_second")
-    decode = f"decode {t.get('predicted_n')} tokens in {t.get('predicted_ms', 0):.0f} ms" + (
+    decode = f"decode {t.get('predicted_n')} tokens {_in_ms(t.get('predicted_ms'))}" + (
         f" ({rate:.1f} tok/s)" if rate else "")
     return f"{kind} timings: {prompt} · {decode}"
+
+
+def _metrics(kind: str, m: dict) -> str:
+    def ms(name):
+        v = m.get(name)
+        return "not given" if v is None else f"{v:.0f} ms"
+    itl, rate = m.get("mean_itl_ms"), m.get("tokens_per_second")
+    return (f"{kind} metrics: queued {ms('queue_time_ms')} · first token {ms('time_to_first_token_ms')} after "
+            f"scheduling · generation {ms('generation_time_ms')}"
+            + (f" ({itl:.1f} ms between tokens)" if itl is not None else "")
+            + (f" · {rate:.1f} tok/s from scheduling to the last token" if rate is not None else ""))
+
+
+def delivery_line(trace) -> str | None:
+    """The client's TTFT beside the server's count of it, the difference named; None where the server gave none."""
+    steps, s = trace.steps, getattr(trace, "server", None) or {}
+    if not steps:
+        return None
+    client = steps[0].time * 1e3
+    m, t = s.get("metrics") or {}, s.get("timings") or {}
+    if m.get("queue_time_ms") is not None and m.get("time_to_first_token_ms") is not None:
+        queued, first = m["queue_time_ms"], m["time_to_first_token_ms"]
+        server = queued + first
+        said = f"server {server:.0f} ms (queued {queued:.0f} ms, then {first:.0f} ms to its first token)"
+        rest = "delivery", "HTTP, the event stream, the network: no server figure covers it"
+    elif t.get("prompt_ms") is not None:
+        server = t["prompt_ms"]
+        said = f"server prompt_ms {server:.0f} ms (its slot on the prompt)"
+        rest = "queue and delivery", "llama.cpp times no queue"
+    else:
+        return None
+    gap = client - server
+    if gap < 0:
+        return (f"first token at this client {client:.0f} ms, {-gap:.0f} ms less than the {said}: the two "
+                "clocks disagree")
+    return f"first token at this client {client:.0f} ms = {said} + {rest[0]} {gap:.0f} ms ({rest[1]})"
 
 
 def _sample(s: dict) -> str:
@@ -48,6 +99,13 @@ def tpot_by_usage(trace) -> float | None:
     return (steps[-1].time - steps[0].time) / after_first if after_first > 0 else None
 
 
+def reported_thinking(trace) -> int | None:
+    """The server's count of thinking tokens: usage's completion_tokens_details.reasoning_tokens (None: not said)."""
+    usage = (getattr(trace, "server", None) or {}).get("usage") or {}
+    n = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
 def server_lines(trace) -> list[str]:
     s = getattr(trace, "server", None) or {}
     if not s:
@@ -55,11 +113,18 @@ def server_lines(trace) -> list[str]:
     kind, lines = s.get("kind", "server"), []
     if s.get("timings"):
         lines.append(_timings(kind, s["timings"]))
+    if s.get("metrics"):
+        lines.append(_metrics(kind, s["metrics"]))
+    delivery = delivery_line(trace)
+    if delivery:
+        lines.append(delivery)
     usage = s.get("usage") or {}
     if usage:
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        thinking = reported_thinking(trace)
         lines.append(f"usage: {usage.get('prompt_tokens')} prompt tokens"
-                     + (f" ({cached} cached)" if cached else "") + f", {usage.get('completion_tokens')} completion tokens")
+                     + (f" ({cached} cached)" if cached else "") + f", {usage.get('completion_tokens')} completion tokens"
+                     + (f" ({thinking} of them thinking)" if thinking else ""))
     tpot = tpot_by_usage(trace)
     if tpot is not None:
         lines.append(f"TPOT by the server's token count: {tpot * 1e3:.1f} ms")

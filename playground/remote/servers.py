@@ -14,7 +14,8 @@ Sampling: each request names every setting, with the server's own extra samplers
 defaults to top_k 40, top_p 0.95, min_p 0.05), so a server samples as the local engine does.
 
 The playground's own endpoint (playground/api/, `app.py --openai-api`) is a kind too, so the playground
-can watch itself; its /metrics uses vLLM's names, so its figures are read as vLLM's are.
+can watch itself; its /metrics uses vLLM's names, so its figures are read as vLLM's are, and each request
+asks it for vLLM's per-request `metrics` beside llama.cpp's `timings` (api/timings.py).
 
 Left out: TGI's and SGLang's own endpoints (they are served as plain OpenAI-compatible servers).
 """
@@ -128,8 +129,8 @@ KINDS = [
                fresh_prefill=lambda: {"cache_prompt": False}),
     ServerKind("vllm", ("vllm",), None,
                "raw model log-probabilities, before temperature and penalties (vLLM's default logprobs mode)",
-               "per-request server timings (only aggregate histograms in /metrics) and KV bytes per request "
-               "(only the whole pool's share in use)",
+               "per-request server timings (unless it runs with --enable-per-request-metrics: only aggregate "
+               "histograms in /metrics) and KV bytes per request (only the whole pool's share in use)",
                exact_ids=True, tokenize_text=_vllm_tokenize, tokenize_chat=_vllm_chat,
                context_window=lambda client, entry: entry.get("max_model_len"), figures=_vllm_figures,
                extra_sampling=lambda s: {"top_k": s.top_k} if s.top_k else {},
@@ -142,7 +143,8 @@ KINDS = [
                exact_ids=True, tokenize_text=_llama_tokenize, tokenize_chat=_playground_chat,
                context_window=lambda client, entry: entry.get("max_model_len"),
                figures=_vllm_figures,   # its /metrics uses vLLM's names (playground/api/prometheus.py)
-               extra_sampling=lambda s: {"top_k": s.top_k}),
+               extra_sampling=lambda s: {"top_k": s.top_k},
+               extras={"per_request_metrics": True}),   # vLLM's `metrics` beside llama.cpp's `timings`
     ServerKind("ollama", ("library", "ollama"), "/api/version",
                "log-probabilities as Ollama reports them (only recent versions send any)",
                "token ids, a tokenizer endpoint, per-request server timings and KV figures in its OpenAI API"),

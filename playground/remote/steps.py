@@ -9,7 +9,10 @@ not, so TTFT is the first event that does. `tokens` is the length of the event's
 (else 1, and the count is checked against the server's usage at the end); the time between events is
 never split among the tokens inside one. A Step's token id, probability and top-k come from the logprobs
 where the event carries exactly one token (llama.cpp names ids; vLLM does with return_tokens_as_token_ids).
-Reasoning content is kept as a Step marked `special`: shown as chips, not part of the answer's text.
+Reasoning content (`reasoning`, vLLM's name since it dropped `reasoning_content`, llama.cpp's) is kept as a Step
+marked `thinking` (and `special`): shown as chips, not part of the answer's text; the metrics time the first
+answer token apart from the first token. The server's count of them is usage's
+`completion_tokens_details.reasoning_tokens` (kept with the usage in `trace.server`).
 
     >>> m = EventSteps(prompt_len=3, t0=0.0)
     >>> m.add(0.1, 0, {"choices": [{"delta": {"role": "assistant", "content": None}}]}) is None
@@ -92,7 +95,8 @@ class EventSteps:
         self.t_prev, self.counted, self.with_logprobs = t0, 0, 0
         self.finish: str | None = None
         self.usage: dict | None = None
-        self.timings: dict | None = None
+        self.timings: dict | None = None   # llama-server's per-request figures
+        self.metrics: dict | None = None   # vLLM's (--enable-per-request-metrics; this app's endpoint when asked)
         self.entries: list[TokenEntry] = []   # every token's entry, for the tokenizer check
 
     def add(self, arrived: float, wall_ns: int, event: dict) -> Step | None:
@@ -100,6 +104,8 @@ class EventSteps:
             self.usage = event["usage"]
         if isinstance(event.get("timings"), dict):
             self.timings = event["timings"]
+        if isinstance(event.get("metrics"), dict):
+            self.metrics = event["metrics"]
         choice = (event.get("choices") or [None])[0]
         if not isinstance(choice, dict):
             return None
@@ -115,8 +121,9 @@ class EventSteps:
         self.with_logprobs += bool(entries)
         self.entries += entries
         one = entries[0] if len(entries) == 1 else TokenEntry(None, "", None, None)
-        step = new_step(self.steps, token_id=one.token_id, text=reasoning + content, special=bool(reasoning) and not content,
-                        time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, top=one.top,
+        thinking = bool(reasoning) and not content
+        step = new_step(self.steps, token_id=one.token_id, text=reasoning + content, special=thinking,
+                        thinking=thinking, time=arrived - self.t0, latency=arrived - self.t_prev, prob=one.prob, top=one.top,
                         seq_len=self.prompt_len + self.counted - 1 if self.exact_prompt else None, wall_ns=wall_ns,
                         tokens=tokens)
         self.t_prev = arrived
@@ -132,6 +139,8 @@ class EventSteps:
             out["usage"] = self.usage
         if self.timings is not None:
             out["timings"] = self.timings
+        if self.metrics is not None:
+            out["metrics"] = self.metrics
         how = ("logprobs: one entry per token" if self.steps and self.with_logprobs == len(self.steps)
                else "events: 1 token assumed per event without logprobs")
         reported = (self.usage or {}).get("completion_tokens")

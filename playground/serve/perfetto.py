@@ -1,6 +1,7 @@
 """A workload run (or one Generate run) as a Chrome Trace Event JSON file: open it at ui.perfetto.dev.
 
     workload_json([result_a, result_b])    # A and B, one process each: a track per request, the engine, counters
+    watch_json(traffic.since(t0))          # the endpoint's clients since a watch started (api/record.py)
     trace_json(trace)                      # one Generate run: tokenize, prefill, each decode step, KV bytes
 
 The Trace Event format (Chrome's "Trace Event Format" document, which Perfetto and chrome://tracing load):
@@ -8,10 +9,10 @@ a JSON object whose `traceEvents` are dicts with `ph` (the phase: "X" a complete
 counter, "i" an instant, "M" metadata), `ts` and `dur` in microseconds, `pid` (a process: A or B) and `tid`
 (a thread: one track). Here, per run: tid 1 is the engine, one slice per iteration of a batching scheduler
 (its rows and tokens in `args`); tid 2 + id is request id's track: waiting, each prefill chunk (or the
-prefill as one piece where no chunks were seen), each copy of cached prefix blocks, each decode step, and
-per preemption an instant, the wait that follows, the copy back and each recompute pass. Counters: KV in
-use (in the run's unit), requests waiting and running. Times are seconds since the workload started, as in
-the records (records.py); slices on one track never overlap (a later one starts where an earlier one ends).
+prefill as one piece where no chunks were seen), each copy of cached prefix blocks, each decode step (named
+"thinking" where a reasoning server thought), and per preemption an instant, the wait that follows, the copy
+back and each recompute pass. Counters: KV in use (in the run's unit), requests waiting and running. Times
+are seconds since the workload started, as in the records (records.py); slices on one track never overlap (a later one starts where an earlier one ends).
 
 >>> from .workload import Request, Workload
 >>> from .records import RequestRecord, WorkloadResult
@@ -73,6 +74,11 @@ def one_track(spans: list[dict]) -> list[dict]:
     return out
 
 
+def step_name(step) -> str:
+    """A decode step's slice: "thinking" for a reasoning server's thought, "decode" for the answer."""
+    return "thinking" if step.thinking else "decode"
+
+
 def request_spans(record, pid: int, tid: int) -> list[dict]:
     """One request's track: waiting, cached copies, prefill chunks, decode steps, preemptions."""
     rid, out = record.request.id, []
@@ -105,8 +111,8 @@ def request_spans(record, pid: int, tid: int) -> list[dict]:
     steps = record.steps
     for prev, step in zip(steps, steps[1:]):
         start = max(admitted + prev.time, resumed_at.get(step.index, float("-inf")))
-        out.append(span("decode", start, admitted + step.time, pid, tid, "decode", request=rid, token=step.index,
-                        rows=step.rows, tokens=step.tokens))
+        out.append(span(step_name(step), start, admitted + step.time, pid, tid, "decode", request=rid,
+                        token=step.index, rows=step.rows, tokens=step.tokens))
     instants = [e for e in out if e["ph"] == "i"]
     return one_track([e for e in out if e["ph"] == "X"]) + instants
 
@@ -166,6 +172,14 @@ def workload_json(results, names=("A", "B")) -> str:
                           "in microseconds"})
 
 
+def watch_json(result) -> str:
+    """The endpoint's live record of its clients (the Serve tab's Watch view: api.record.ClientTraffic.since(t0),
+    times counted from the watch's start) as one process, with the same tracks as a workload's."""
+    events = workload_events(result, 1, f"clients of the OpenAI-compatible endpoint · {result.source}")
+    return dumps(events, {"source": "LLM Serving Playground · Serve · Watch (the endpoint's clients)",
+                          "time": "seconds since the watch started, in microseconds"})
+
+
 def trace_events(trace, pid: int = 1) -> list[dict]:
     """One request's Trace (a Generate run): tokenize, prefill, each decode step; KV bytes and positions."""
     events = process_name(pid, f"{trace.backend} · {trace.model}") + thread_name(pid, 1, "request", 1)
@@ -175,7 +189,8 @@ def trace_events(trace, pid: int = 1) -> list[dict]:
         spans.append(span(Phase.PREFILL, trace.tokenize_time, steps[0].time, pid, 1, Phase.PREFILL,
                           tokens=len(trace.prompt_ids), cached=trace.cached_tokens))
     for prev, step in zip(steps, steps[1:]):
-        spans.append(span("decode", prev.time, step.time, pid, 1, "decode", token=step.index, tokens=step.tokens))
+        spans.append(span(step_name(step), prev.time, step.time, pid, 1, "decode", token=step.index,
+                          tokens=step.tokens))
     events += one_track(spans)
     for step in steps:
         series = {k: v for k, v in (("kv_bytes", step.kv_bytes), ("positions", step.seq_len)) if v is not None}

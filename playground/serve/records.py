@@ -75,6 +75,13 @@ class RequestRecord:
         return self.admitted + steps[0].time if steps else None
 
     @property
+    def first_answer_token(self) -> float | None:
+        """When the first answer token came (a reasoning server's thinking before it left out): the first token's
+        time where nothing was thought."""
+        answer = next((s for s in self.steps if not s.thinking), None)
+        return None if answer is None else self.admitted + answer.time
+
+    @property
     def last_token(self) -> float | None:
         steps = self.steps
         return self.admitted + steps[-1].time if steps else None
@@ -100,6 +107,16 @@ class RequestRecord:
         return None if first is None else first - self.arrival
 
     @property
+    def ttft_answer(self) -> float | None:
+        """Arrival -> the first answer token (TTFT is the first token: a reasoning server's first thought)."""
+        first = self.first_answer_token
+        return None if first is None else first - self.arrival
+
+    @property
+    def thinking_tokens(self) -> int:
+        return sum(s.tokens for s in self.steps if s.thinking)
+
+    @property
     def e2e(self) -> float | None:
         last = self.last_token
         return None if last is None else last - self.arrival
@@ -118,7 +135,7 @@ class RequestRecord:
 
     def to_dict(self) -> dict:
         keys = ("arrival", "admitted", "first_token", "last_token", "finished", "waiting", Phase.PREFILL,
-                Phase.DECODE, "ttft", "tpot", "e2e", "output_tokens")
+                Phase.DECODE, "ttft", "ttft_answer", "tpot", "e2e", "output_tokens", "thinking_tokens")
         return {"id": self.request.id, "class": self.request.cls, "request": asdict(self.request),
                 "prompt_tokens": self.prompt_tokens, **{k: getattr(self, k) for k in keys},
                 "prefill_chunks": [{"start": a, "end": b, "tokens": n} for a, b, n in self.chunks],

@@ -33,6 +33,7 @@ TOKEN_CSS = """
 .tok-view .tok-c4 { background: #ddd6fe; } .tok-view .tok-c5 { background: #fed7aa; }
 .tok-view .tok-partial { border: 2px dashed #b91c1c; }
 .tok-view .tok-special { background: #1f2937; color: #fff; font-weight: 700; }
+.tok-view .tok-thinking { background: #e0e7ff; color: #3730a3; font-weight: 400; font-style: italic; }
 .tok.tok-accepted, .tok-view .tok.tok-accepted { background: #4ade80; border-color: #15803d; }
 .tok.tok-replaced, .tok-view .tok.tok-replaced { background: #fca5a5; border-color: #b91c1c; }
 .tok.tok-ordinary, .tok-view .tok.tok-ordinary { background: #e5e7eb; }

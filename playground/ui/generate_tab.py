@@ -365,7 +365,7 @@ def generate_tab(registry) -> SimpleNamespace:
     gr.HTML(chart_html("timeline"), elem_id="timeline", padding=True)
     caption("One request over time: the grey bar is its wait for a turn in the engine's queue (runs the engine "
             "loop batches); the orange prefill reads the whole prompt and yields the first token; each blue bar is "
-            "one decode step that yields one more token, violet where other requests shared its forward pass.")
+            "one decode step that yields one more token, teal where other requests shared its forward pass.")
     with gr.Row():
         with gr.Column():
             gr.HTML(chart_html("latency"), elem_id="latency", padding=True)

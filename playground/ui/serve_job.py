@@ -22,6 +22,7 @@ class ServeJob(BackgroundJob):
         super().__init__()
         self.results, self.sweeps = [], []
         self.exports = ExportFolder("serve-")
+        self.watch_exports = ExportFolder("watch-")   # the Watch view's Perfetto trace of the endpoint's clients
         self.slo: tuple[float | None, float | None] = DEFAULT_SLO   # (TTFT, TPOT) seconds the goodput is judged by
         self.roofline = None   # the last batch-size sweep on the roofline (a figure), once its ceilings are measured
 
@@ -33,3 +34,4 @@ class ServeJob(BackgroundJob):
     def close(self) -> None:
         self.cancel.set()
         self.exports.remove()
+        self.watch_exports.remove()

@@ -224,8 +224,12 @@ def _clients(out, traffic):
         out.clients_refused = gr.Dataframe(headers=REFUSED_HEADERS, interactive=False, wrap=True,
                                            label="Clients: requests refused (since you started watching)",
                                            elem_id="serve-clients-refused")
+        with gr.Row():
+            export = gr.Button("Download the watch as a Perfetto trace", elem_id="serve-clients-export")
+            out.clients_download = gr.File(label="Clients since you started watching: Chrome Trace Events (open at "
+                                           "ui.perfetto.dev)", interactive=False, elem_id="serve-clients-download")
         out.clients_since = gr.State(None)   # the watch's start, on the record's clock
-    return watch, unwatch
+    return watch, unwatch, export
 
 
 def layout(registry, traffic=None):
@@ -296,6 +300,7 @@ def layout(registry, traffic=None):
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
         sweep, price, cost = _sweeps(registry, out, sweep_form)
-        watch, unwatch = _clients(out, traffic)
+        watch, unwatch, export = _clients(out, traffic)
     return out, form, sweep_form, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot],
-                                                     watch=watch, unwatch=unwatch, price=price, cost=cost)
+                                                     watch=watch, unwatch=unwatch, export=export, price=price,
+                                                     cost=cost)

@@ -24,6 +24,7 @@ from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_toke
 from ..serve.registry import Needs
 from ..serve.batching_torch import PoolConfig
 from ..serve.batching import BatchConfig
+from ..serve.perfetto import watch_json
 from ..serve.presets import CACHE_POSITIONS, INTERFERENCE, PRESETS
 from ..serve.sweeps import run_batch_sweep, run_chunk_sweep, run_rate_sweep
 from ..config import GenerationSettings
@@ -281,6 +282,18 @@ def unwatch_clients(traffic, out):
     return unwatch
 
 
+def export_watch(traffic):
+    """The Watch view's download: the clients' requests since the watch started as a Perfetto trace (a path for
+    the gr.File, written to the session's folder), or a warning before any watch."""
+    def export(t0, job: ServeJob):
+        if t0 is None:
+            gr.Warning("Press Watch first: the trace holds the requests since you started watching.")
+            return None
+        [path] = job.watch_exports.write({"clients-perfetto.json": watch_json(traffic.since(t0))})
+        return path
+    return export
+
+
 def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
     """What a token costs on this machine (serve/cost.py): the job's batch-size sweeps and the Generate session's runs."""
     traces = [] if session is None else [*session.earlier, *([session.trace] if session.trace is not None else [])]
@@ -316,6 +329,8 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
                                        api_name="serve_watch", concurrency_limit=None)
         buttons.unwatch.click(unwatch_clients(traffic, out), out.clients_since, clients, cancels=[watching],
                               api_visibility="private", concurrency_limit=None)
+        buttons.export.click(export_watch(traffic), [out.clients_since, job], out.clients_download,
+                             api_visibility="private", concurrency_limit=None)
     preset_targets = {"scheduler_b": form.scheduler_b, "n": form.n, "arrival": form.arrival, "rate": form.rate,
                       "about": out.preset_about}
 

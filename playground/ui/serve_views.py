@@ -31,8 +31,8 @@ from .common import error_html
 
 CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 (s)", "TPOT p95 (s)", "E2E p50 (s)",
                  "E2E p95 (s)", "waiting p50 (s)"]
-REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "TPOT (s)", "E2E (s)",
-                   "end"]
+REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "first answer token (s)",
+                   "TPOT (s)", "E2E (s)", "end"]
 REFUSED_HEADERS = ["t (s)", "HTTP status", "reason"]
 REFUSED_ROW = "refused"
 WATCH_AXIS = "seconds since you started watching"

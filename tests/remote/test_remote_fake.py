@@ -205,3 +205,53 @@ def test_a_trace_without_server_figures_exports_an_empty_server_field():
     trace = Trace("p", "p", [1], GenerationSettings(), "torch", "cpu", "float32", "m", None)
     assert trace.to_dict()["server"] == {} and "server" in trace.to_dict()["fields"] and server_lines(trace) == []
     assert isinstance(RemoteError("x", "y"), RuntimeError)
+
+
+# --- a reasoning server: thinking streamed before the answer, under either field name
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_a_reasoning_servers_thinking_is_a_phase_of_its_own_with_two_first_token_times(fake_server, field):
+    from tests.fake_openai_server import THOUGHTS
+    trace = run_of(fake_server, field).wait()
+    thought = [s for s in trace.steps if s.thinking]
+    assert [s.text for s in thought] == THOUGHTS and all(s.special for s in thought)
+    assert trace.text == "Hello world!"   # the thinking is shown, never part of the answer
+    m = trace.metrics()
+    assert m.thinking_tokens == 3 and m.output_tokens == 6
+    assert m.ttft == trace.steps[0].time < m.ttft_answer == trace.steps[3].time   # the first thought, then the answer
+    assert any("(3 of them thinking)" in line for line in server_lines(trace))
+    cards = metrics_html(trace, 0.0, 2.0)
+    assert "time to first answer token" in cards and f"{m.ttft_answer * 1e3:,.0f} ms" in cards
+    assert "thinking tokens" in cards and "3 · $0.000006 (estimate)" in cards
+    assert "the server counts" not in cards   # it counts what the client counted
+
+
+def test_the_timeline_draws_the_thinking_apart_and_marks_the_first_answer_token(fake_server):
+    from playground.charts import plot_timeline
+    trace = run_of(fake_server, "reasoning").wait()
+    fig = plot_timeline(trace)
+    named = {t.name: t for t in fig.data}
+    assert len(named["thinking"].x) == 2 and len(named["decode (the answer)"].x) == 3
+    assert named["first answer token"].x == (pytest.approx(trace.metrics().ttft_answer * 1e3),)
+    plain = plot_timeline(run_of(fake_server, "ok").wait())
+    assert [t.name for t in plain.data] == ["prefill (TTFT)", "decode"]   # nothing thought: nothing marked
+
+
+def test_a_serve_workload_on_a_reasoning_server_records_and_exports_both_first_token_times(fake_server):
+    import json
+
+    from playground.charts.serve import request_rows
+    from playground.serve import SCHEDULERS, Workload
+    from playground.serve.perfetto import workload_json
+    from playground.serve.workload import Request
+    source = RemoteSource(fake_server.url("reasoning_content"), read_timeout=5)
+    workload = Workload(tuple(Request(i, "q", "Hi", 4, 0.0) for i in range(2)), "fixed", 1e3)
+    result = SCHEDULERS["concurrent"].create(source).run(workload)
+    for record in result.records:
+        assert record.thinking_tokens == 3 and record.ttft < record.ttft_answer < record.e2e
+        exported = record.to_dict()
+        assert exported["ttft_answer"] == record.ttft_answer and exported["thinking_tokens"] == 3
+    row = request_rows(result)[0]
+    assert row[3] == "6 (3 thinking)" and row[6] == round(result.records[0].ttft_answer, 3)
+    events = json.loads(workload_json([result]))["traceEvents"]
+    assert sum(e["name"] == "thinking" for e in events) == 2 * 2   # the 2 thoughts after the first, per request

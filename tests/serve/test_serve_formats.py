@@ -3,6 +3,7 @@ JSON, checked field by field against the Trace Event Format (what ui.perfetto.de
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 
 import pytest
@@ -12,7 +13,7 @@ from playground.serve import SCHEDULERS, Workload
 from playground.serve.batching import BatchConfig
 from playground.serve.cli import main
 from playground.serve.mooncake import is_trace, read_rows, results_jsonl, to_workload
-from playground.serve.perfetto import ENGINE_TID, trace_json, workload_json
+from playground.serve.perfetto import ENGINE_TID, trace_json, watch_json, workload_json
 from playground.serve.prefix_cache import BLOCK_SIZE
 from playground.serve.workload import Request
 
@@ -98,6 +99,45 @@ def test_a_generate_run_in_perfetto_is_tokenize_prefill_and_each_decode_step(tin
     assert spans[-1]["ts"] + spans[-1]["dur"] == pytest.approx(trace.steps[-1].time * 1e6, abs=1e-3)
     kv = [e["args"] for e in doc["traceEvents"] if e["ph"] == "C"]
     assert [a["positions"] for a in kv] == [s.seq_len for s in trace.steps]
+
+
+def test_the_watch_record_of_the_endpoints_clients_in_perfetto_counts_from_the_watchs_start(tiny_onnx_engine):
+    """The Serve tab's Watch view downloads the clients' requests since the watch started: the spec's fields, a
+    track per request (none from before the watch), the engine's iterations, times from the watch's start."""
+    from playground.serve.engine_loop import EngineLoop
+    from playground.api.record import ClientTraffic
+    from playground.ui.serve_job import ServeJob
+    from playground.ui.serve_tab import export_watch
+    traffic = ClientTraffic()
+    loop = EngineLoop(tiny_onnx_engine, BatchConfig(slots=2), 256, observer=traffic)
+    settings = GenerationSettings(max_new_tokens=4)
+    try:
+        before = loop.submit(tiny_onnx_engine.encode("Before the watch"), settings)
+        while not before.done:
+            time.sleep(0.01)
+        t0 = traffic.now()
+        tickets = [loop.submit(tiny_onnx_engine.encode(q), settings) for q in QUESTIONS[:3]]
+        while not all(t.done for t in tickets):
+            time.sleep(0.01)
+    finally:
+        loop.close()
+    watched = traffic.since(t0)
+    doc = check_trace_events(watch_json(watched))
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    assert names.pop(ENGINE_TID) == "engine: iterations"
+    assert sorted(names) == [2 + r.request.id for r in watched.records] and len(names) == 3
+    decode = [e for e in doc["traceEvents"] if e.get("cat") == "decode"]
+    assert len(decode) == sum(len(r.steps) - 1 for r in watched.records) == 3 * 3
+    waits = [e for e in doc["traceEvents"] if e["name"] == "waiting"]
+    assert sorted(e["ts"] for e in waits) == pytest.approx(sorted(r.arrival * 1e6 for r in watched.records))
+    assert "since the watch started" in doc["otherData"]["time"]
+    job = ServeJob()
+    try:
+        path = export_watch(traffic)(t0, job)
+        assert path.endswith("clients-perfetto.json")
+        assert json.loads(open(path, encoding="utf-8").read())["traceEvents"]
+    finally:
+        job.close()
 
 
 # --- Mooncake traces (serve/mooncake.py)
