@@ -161,10 +161,58 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
     rows = [_row(r) for r in result.records]
     fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
                                                      yref="container"),
-                      margin=dict(l=80, r=20, t=70, b=180),
-                      yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
-                                 tickmode="array", tickvals=rows, ticktext=rows))
+                      margin=dict(l=80, r=20, t=70, b=180), yaxis=_rows_axis(rows))
     return on_time_axis(fig, x_range)
+
+
+def _rows_axis(rows: list[str]) -> dict:
+    """A Gantt's y axis: one category per request, the first at the top."""
+    return dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows, tickmode="array",
+                tickvals=rows, ticktext=rows)
+
+
+LABEL_PX, NOMINAL_WIDTH_PX = 11, 900   # a tick label's character at presenter mode's 18 px; a lesson's plot width
+
+
+def plot_gantts(panels: list[tuple[str, object, list[float] | None]], title: str, subtitle: str = "") -> go.Figure:
+    """Several workloads' Gantt charts side by side in one figure, under one legend: `panels` is
+    [(label, result, x_range)], each label over its panel. A lesson step names them all in its takeaway, and one
+    figure with one legend across its width fits a projector's screen where a chart each, each with its legend,
+    did not. A panel whose requests are the previous panel's shares its row labels (drawn once, on the left).
+
+    >>> from playground.serve.records import WorkloadResult
+    >>> from playground.serve.workload import Workload
+    >>> empty = WorkloadResult("batching", "batching", "tiny", Workload(()), [])
+    >>> fig = plot_gantts([("without", empty, None), ("with", empty, None)], "Every request")
+    >>> [a.text for a in fig.layout.annotations], fig.layout.xaxis2.domain[0] > fig.layout.xaxis.domain[1]
+    (['without', 'with'], True)
+    """
+    parts = [(label, plot_gantt(result, x_range=x_range), [_row(r) for r in result.records])
+             for label, result, x_range in panels]
+    fig = _figure(titled(title, subtitle), "", "", height=max(460, 250 + 24 * max((len(p[2]) for p in parts),
+                                                                                     default=0)))
+    labelled = [k == 0 or rows != parts[k - 1][2] for k, (_, _, rows) in enumerate(parts)]
+    gaps = [0.0] + [(LABEL_PX * max(map(len, rows), default=0) + 24) / NOMINAL_WIDTH_PX if labelled[k] else 0.08
+                    for k, (_, _, rows) in enumerate(parts) if k]
+    width = (1 - sum(gaps)) / max(len(parts), 1)
+    start, shown = 0.0, set()
+    for k, (label, gantt, rows) in enumerate(parts):
+        start += gaps[k]
+        n = "" if k == 0 else str(k + 1)
+        fig.update_layout({f"xaxis{n}": dict(domain=[start, start + width], anchor=f"y{n}", ticksuffix=" s", nticks=4,
+                                             **({"range": list(gantt.layout.xaxis.range), "autorange": False}
+                                                if gantt.layout.xaxis.range else {})),
+                           f"yaxis{n}": dict(_rows_axis(rows), anchor=f"x{n}", showticklabels=labelled[k])})
+        fig.add_annotation(text=_lines(label, 30), x=start + width / 2, xref="paper", y=1, yref="paper",
+                           yanchor="bottom", showarrow=False, font=dict(size=16))
+        for trace in gantt.data:
+            trace.update(xaxis=f"x{n}", yaxis=f"y{n}", legendgroup=trace.name, showlegend=trace.name not in shown)
+            shown.add(trace.name)
+            fig.add_trace(trace)
+        start += width
+    fig.update_layout(barmode="overlay", margin=dict(l=80, r=20, t=90 if subtitle else 70, b=130),
+                      legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom", yref="container"))
+    return fig
 
 
 def plot_throughput(result, window: float = 1.0) -> go.Figure:

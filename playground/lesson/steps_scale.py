@@ -198,7 +198,7 @@ def step_mixed(lesson, report) -> StepResult:
     """A long document, then three short questions arriving just behind it, through one engine: one at a time
     (the Serve tab's harness, first come first served: each question waits for the whole document), then the
     same four requests with continuous batching on the same engine (the questions join the batch at once)."""
-    from ..charts.serve import plot_gantt, shared_range
+    from ..charts.serve import plot_gantts, shared_range
     from ..serve import SCHEDULERS, OneAtATime, Request, Workload, lesson as serve_lesson
     from ..serve.registry import batching_for
 
@@ -231,8 +231,7 @@ def step_mixed(lesson, report) -> StepResult:
                 f"document. Its first token took {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
                 f"{format_seconds(own)} alone.")
     x_range, cost = shared_range(results), ""   # both Gantt charts on one time axis
-    figures = {"gantt": plot_gantt(result, x_range=x_range)}
-    notes = []
+    panels, notes = [("One at a time", result, x_range)], []
     if len(results) == 2:
         batched = results[1].records[1:]
         worst = max(r.ttft for r in batched)
@@ -240,9 +239,10 @@ def step_mixed(lesson, report) -> StepResult:
         numbers["short_ttft_batched_all_s"] = [r.ttft for r in batched]
         takeaway += f" With continuous batching, every question's first token came within {format_seconds(worst)}."
         cost = batching_cost(result, results[1], numbers)
-        figures["gantt_batched"] = plot_gantt(results[1], x_range=x_range)
+        panels.append(("With continuous batching", results[1], x_range))
     else:
         notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")
+    figures = {"gantt": plot_gantts(panels, f"Every request's timeline on {result.source}")}
     return StepResult(6, "No two requests are the same", takeaway, numbers, figures=figures, notes=notes,
                       html=(f"<p><b>{html.escape(cost)}</b></p>" if cost else "")
                       + "".join(f"<p>{html.escape(serve_lesson(x))}</p>" for x in results))
@@ -289,7 +289,7 @@ def step_memory(lesson, report) -> StepResult:
     from dataclasses import replace
     from functools import reduce
 
-    from ..charts.serve import plot_gantt, shared_range
+    from ..charts.serve import plot_gantts, shared_range
     from ..serve import SCHEDULERS, Workload
     from ..serve.presets import PRESETS, identical_requests
     from ..serve.registry import batching_for
@@ -330,11 +330,9 @@ def step_memory(lesson, report) -> StepResult:
         return StepResult(7, MEMORY_TITLE, "Too little was measured to compare the runs.", numbers)
     numbers["ttft_ratio"] = numbers["ttft_p50_s"][1] / numbers["ttft_p50_s"][0]
     x_range = shared_range([cold, warm])
-    figures = {"cached": plot_gantt(warm, x_range=x_range), "uncached": plot_gantt(cold, x_range=x_range),
-               "pressure": plot_gantt(pressed)}
-    for key, what in (("cached", "With the prefix cache"), ("uncached", "Without the prefix cache"),
-                      ("pressure", f"Under a KV budget of {numbers['kv_budget']} positions")):
-        figures[key].layout.title.text = f"{what}: every request"
+    figures = {"runs": plot_gantts([("Without prefix cache", cold, x_range), ("With prefix cache", warm, x_range),
+                                    (f"KV budget: {numbers['kv_budget']} positions", pressed, None)],
+                                   f"Every request's timeline, our batching on {warm.source}")}
     detail = (f"{pool['cached']:,} of {pool['looked_up']:,} prompt tokens were copied from the cache "
               f"({numbers['ttft_ratio']:.2f}× the TTFT). Under the budget {numbers['recomputed_positions']:,} "
               f"positions were read again; {numbers['identical']} of {numbers['requests']} requests gave the very "
