@@ -17,14 +17,13 @@ Left out: sweeps (charts/serve_sweeps.py).
 """
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ..trace import COMPLETED, Phase, StopReason
-from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
+from .run import DECODE, FORMULA, PREFILL, _empty, _figure, side_by_side, titled
+from .run import wrap as _lines
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
 CACHED, PREEMPTED, RECOMPUTE = "#0d9488", "#f9a8d4", "#be185d"
@@ -60,16 +59,6 @@ def _legend_below(fig: go.Figure) -> go.Figure:
     fig.update_layout(height=380, margin=dict(b=130),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-0.32, yanchor="top"))
     return fig
-
-
-def _lines(text: str, width: int = 36) -> str:
-    """A long legend entry on lines of `width` characters at most: one line would run past a half-width
-    figure (in presenter mode's larger type too).
-
-    >>> _lines("paged KV blocks allocated, of the pool's 64 (16 tokens each)")
-    "paged KV blocks allocated, of the<br>pool's 64 (16 tokens each)"
-    """
-    return "<br>".join(textwrap.wrap(text, width)) or text
 
 
 def _row(record) -> str:
@@ -171,14 +160,9 @@ def _rows_axis(rows: list[str]) -> dict:
                 tickvals=rows, ticktext=rows)
 
 
-LABEL_PX, NOMINAL_WIDTH_PX = 11, 900   # a tick label's character at presenter mode's 18 px; a lesson's plot width
-
-
-def plot_gantts(panels: list[tuple[str, object, list[float] | None]], title: str, subtitle: str = "") -> go.Figure:
-    """Several workloads' Gantt charts side by side in one figure, under one legend: `panels` is
-    [(label, result, x_range)], each label over its panel. A lesson step names them all in its takeaway, and one
-    figure with one legend across its width fits a projector's screen where a chart each, each with its legend,
-    did not. A panel whose requests are the previous panel's shares its row labels (drawn once, on the left).
+def plot_gantts(panels: list[tuple[str, object, list[float] | None]], title: str) -> go.Figure:
+    """Several workloads' Gantt charts side by side in one figure, under one legend (run.side_by_side): `panels`
+    is [(label, result, x_range)]; a panel whose requests are the previous panel's shares its row labels.
 
     >>> from playground.serve.records import WorkloadResult
     >>> from playground.serve.workload import Workload
@@ -187,32 +171,13 @@ def plot_gantts(panels: list[tuple[str, object, list[float] | None]], title: str
     >>> [a.text for a in fig.layout.annotations], fig.layout.xaxis2.domain[0] > fig.layout.xaxis.domain[1]
     (['without', 'with'], True)
     """
-    parts = [(label, plot_gantt(result, x_range=x_range), [_row(r) for r in result.records])
-             for label, result, x_range in panels]
-    fig = _figure(titled(title, subtitle), "", "", height=max(460, 250 + 24 * max((len(p[2]) for p in parts),
-                                                                                     default=0)))
-    labelled = [k == 0 or rows != parts[k - 1][2] for k, (_, _, rows) in enumerate(parts)]
-    gaps = [0.0] + [(LABEL_PX * max(map(len, rows), default=0) + 24) / NOMINAL_WIDTH_PX if labelled[k] else 0.08
-                    for k, (_, _, rows) in enumerate(parts) if k]
-    width = (1 - sum(gaps)) / max(len(parts), 1)
-    start, shown = 0.0, set()
-    for k, (label, gantt, rows) in enumerate(parts):
-        start += gaps[k]
-        n = "" if k == 0 else str(k + 1)
-        fig.update_layout({f"xaxis{n}": dict(domain=[start, start + width], anchor=f"y{n}", ticksuffix=" s", nticks=4,
-                                             **({"range": list(gantt.layout.xaxis.range), "autorange": False}
-                                                if gantt.layout.xaxis.range else {})),
-                           f"yaxis{n}": dict(_rows_axis(rows), anchor=f"x{n}", showticklabels=labelled[k])})
-        fig.add_annotation(text=_lines(label, 30), x=start + width / 2, xref="paper", y=1, yref="paper",
-                           yanchor="bottom", showarrow=False, font=dict(size=16))
-        for trace in gantt.data:
-            trace.update(xaxis=f"x{n}", yaxis=f"y{n}", legendgroup=trace.name, showlegend=trace.name not in shown)
-            shown.add(trace.name)
-            fig.add_trace(trace)
-        start += width
-    fig.update_layout(barmode="overlay", margin=dict(l=80, r=20, t=90 if subtitle else 70, b=130),
-                      legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom", yref="container"))
-    return fig
+    figures = []
+    for label, result, x_range in panels:
+        gantt = plot_gantt(result, x_range=x_range)
+        gantt.update_xaxes(title=None, ticksuffix=" s", nticks=4)   # one unit a panel, the legend's row kept
+        figures.append((label, gantt))
+    rows = max((len(result.records) for _, result, _ in panels), default=0)
+    return side_by_side(figures, title, height=max(460, 250 + 24 * rows))
 
 
 def plot_throughput(result, window: float = 1.0) -> go.Figure:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 
 from ..charts import plot_cache_comparison, plot_kv_cache, plot_short_vs_long
+from ..charts.experiments import without_cache
+from ..charts.run import side_by_side
 from ..config import GenerationSettings
 from ..engine import common_prefix
 from ..experiments import EXPERIMENTS
@@ -35,7 +37,7 @@ KV_CACHE_TERM = ('<p class="lesson-term"><b>KV cache</b>: the keys and values of
 def step_kv_cache(lesson, report) -> StepResult:
     source, notes, numbers = lesson.source, [], {}
     trace = answer_run(lesson, report)
-    figures = {"kv": plot_kv_cache(trace)}
+    figures = {"kv": plot_kv_cache(trace)}   # one figure at the end: the takeaway names both charts
     kv = [s.kv_bytes for s in trace.steps if s.kv_bytes is not None]
     parts = []
     if len(kv) > 1:
@@ -67,6 +69,12 @@ def step_kv_cache(lesson, report) -> StepResult:
                          f"{format_seconds(warm)} cached).")
     else:
         notes.append(f"{source.info.name}: no prefix cache the playground can drive here")
+    if "cache" in figures:
+        kv, cache = figures["kv"], figures.pop("cache")
+        title = f"The KV cache on {cache.layout.title.subtitle.text}"
+        labels = ("Its size per step", f"Step latency: {without_cache(s['ratio'])}".replace("cache", "it"))
+        figures["kv"] = side_by_side(list(zip(labels, (kv.update_layout(title=None), cache.update_layout(title=None)))),
+                                     title)
     return StepResult(4, "The KV cache", " ".join(parts), numbers, figures, KV_CACHE_TERM, notes)
 
 
