@@ -60,13 +60,7 @@ def step_kv_cache(lesson, report) -> StepResult:
     if hasattr(source, "cache_prefix") and not report.cancelled:
         report(0.7, "a shared system prompt, reused")
         numbers.update(_prefix_reuse(source))
-        cold, warm = numbers["ttft_cold_s"], numbers["ttft_cached_s"]
-        shared = f"{_a(numbers['shared_tokens'])} {numbers['shared_tokens']}-token shared prompt"
-        if warm < cold:
-            parts.append(f"Reusing {shared} cut TTFT from {format_seconds(cold)} to {format_seconds(warm)}.")
-        else:
-            parts.append(f"Reusing {shared} saved nothing ({format_seconds(cold)} whole, "
-                         f"{format_seconds(warm)} cached).")
+        parts.append(reuse_sentence(numbers["shared_tokens"], numbers["ttft_cold_s"], numbers["ttft_cached_s"]))
     else:
         notes.append(f"{source.info.name}: no prefix cache the playground can drive here")
     if "cache" in figures:
@@ -76,6 +70,21 @@ def step_kv_cache(lesson, report) -> StepResult:
         figures["kv"] = side_by_side(list(zip(labels, (kv.update_layout(title=None), cache.update_layout(title=None)))),
                                      title)
     return StepResult(4, "The KV cache", " ".join(parts), numbers, figures, KV_CACHE_TERM, notes)
+
+
+def reuse_sentence(shared_tokens: int, cold: float, warm: float) -> str:
+    """Step 4's prefix-cache finding: the TTFT read whole (`cold`) against read from the cached prefix (`warm`),
+    its verb computed from the two.
+
+    >>> reuse_sentence(284, 0.013, 0.004)
+    'Reusing a 284-token shared prompt cut TTFT from 13 ms to 4 ms.'
+    >>> reuse_sentence(812, 0.004, 0.013)
+    'Reusing an 812-token shared prompt saved nothing (4 ms whole, 13 ms cached).'
+    """
+    shared = f"{_a(shared_tokens)} {shared_tokens}-token shared prompt"
+    if warm < cold:
+        return f"Reusing {shared} cut TTFT from {format_seconds(cold)} to {format_seconds(warm)}."
+    return f"Reusing {shared} saved nothing ({format_seconds(cold)} whole, {format_seconds(warm)} cached)."
 
 
 def _a(n: int) -> str:
@@ -299,7 +308,7 @@ def step_memory(lesson, report) -> StepResult:
 
     from ..charts.serve import plot_gantts, shared_range
     from ..serve import SCHEDULERS, Workload
-    from ..serve.presets import PRESETS, identical_requests
+    from ..serve.presets import PRESETS, changed_outputs, identical_requests
     from ..serve.registry import batching_for
     from ..serve.summary import class_p50
 
@@ -343,8 +352,7 @@ def step_memory(lesson, report) -> StepResult:
                                    f"Every request's timeline, our batching on {warm.source}")}
     detail = (f"{pool['cached']:,} of {pool['looked_up']:,} prompt tokens were copied from the cache "
               f"({numbers['ttft_ratio']:.2f}× the TTFT). Under the budget {numbers['recomputed_positions']:,} "
-              f"positions were read again; {numbers['identical']} of {numbers['requests']} requests gave the very "
-              "tokens they gave with all the memory.")
+              f"positions were read again; {changed_outputs(free, pressed, 'the run with all the memory')}")
     return StepResult(7, MEMORY_TITLE, memory_sentence(numbers), numbers, figures,
                       MEMORY_TERMS + f"<p>{html.escape(detail)}</p>",
                       notes=["the KV budget stands for a smaller memory, as on a full GPU: the slots stay as they are"])

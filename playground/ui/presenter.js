@@ -6,7 +6,7 @@ ui/live/charts.js; here every figure on the page is checked once a second while 
 are under MIN px (titles and subtitles, ticks, axis titles, legend, annotations such as subplot titles,
 value labels) gets a relayout with MIN (titles TITLE; a text with a <sup> or <sub> line more, so that
 line reaches MIN too) and margins that grow to fit (automargin); a legend under the plot moves down out
-of the grown axis labels' way; the lesson's first figure (FIT) is made short enough to end inside the
+of the grown axis labels' way (one held at the figure's bottom edge gets a bottom margin that holds both); the lesson's first figure (FIT) is made short enough to end inside the
 window, so a step's heading, takeaway and first chart show together without scrolling. The values it
 replaced are kept on the figure's div and put back when presenter mode is switched off.
 Left out: ui/live/charts.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a

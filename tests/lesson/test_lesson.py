@@ -51,6 +51,9 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     kv = [s.kv_bytes for s in trace.steps]
     assert four.numbers["kv_per_token"] == (kv[-1] - kv[0]) / (len(kv) - 1) and four.numbers["identical"]
     assert four.numbers["same_answer"] and four.numbers["shared_tokens"] > 200
+    # its growth and the run without it, one figure: the takeaway names both
+    assert list(four.figures) == ["kv"] and [a.text for a in four.figures["kv"].layout.annotations][0] == \
+        "Its size per step" and four.figures["kv"].layout.annotations[1].text.startswith("Step latency: ")
     five = lesson.results[5]
     low, mid, high = five.numbers["contract_prefill_s"]
     assert 0 < low <= mid <= high and f"{format_seconds(mid)} of prefill (extrapolated)" in five.takeaway

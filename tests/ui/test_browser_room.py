@@ -1,8 +1,8 @@
 """Ready for a room (Chromium, tiny model): after a run on each tab, at 1400x1000 and 1024x768, no visible
 text overflows its box and no Plotly title or label falls outside its figure; the console logs no error;
 presenter mode (?present=1) hides the header, sets text >= 20 px and chart fonts >= 18 px, and puts a
-lesson step's heading, takeaway and first chart above the fold at 1024x768; Next on a fresh page shows
-step 1."""
+lesson step's heading, takeaway and first chart above the fold at 1024x768, with every chart the takeaway
+names (steps 4, 6 and 7) and its legend whole; Next on a fresh page shows step 1."""
 from __future__ import annotations
 
 import json
