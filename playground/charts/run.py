@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 
 import plotly.graph_objects as go
 
@@ -51,6 +52,70 @@ def _empty(fig: go.Figure, text: str = "Generate to see this chart") -> go.Figur
 
 
 MISSING = "missing: {} does not give {}"   # what a chart says instead of drawing a zero
+
+
+def wrap(text: str, width: int = 36) -> str:
+    """A long legend entry on lines of `width` characters at most: one line would run past a half-width
+    figure (in presenter mode's larger type too).
+
+    >>> wrap("paged KV blocks allocated, of the pool's 64 (16 tokens each)")
+    "paged KV blocks allocated, of the<br>pool's 64 (16 tokens each)"
+    """
+    return "<br>".join(textwrap.wrap(text, width)) or text
+
+
+LABEL_PX, NOMINAL_WIDTH_PX = 11, 900   # a tick label's character at presenter mode's 18 px; a lesson's plot width
+
+
+def _y_room(fig: go.Figure) -> float:
+    """The share of a figure's width its y axis's tick labels and title take, at presenter mode's 18 px."""
+    axis = fig.layout.yaxis
+    if axis.showticklabels is False:
+        return 0.0
+    labels = list(axis.ticktext or ()) or [f"{v:.3g}" for t in fig.data for v in (t.y or ()) if isinstance(v, float)]
+    title = 30 if axis.title.text else 0
+    return (LABEL_PX * max(map(len, map(str, labels)), default=3) + title + 24) / NOMINAL_WIDTH_PX
+
+
+def side_by_side(panels: list[tuple[str, go.Figure]], title: str | dict, height: int = 460) -> go.Figure:
+    """Several figures as panels of one figure, side by side under one legend: `panels` is [(label, figure)], each
+    label over its panel, each panel keeping its figure's traces, axes and annotations. A lesson step names its
+    charts in its takeaway: one figure, with one legend across its width, fits a projector's screen where a chart
+    each did not (a legend each, side by side, was cut). A trace name seen in an earlier panel is listed once.
+    A panel whose y axis is the previous panel's (the same categories) draws no tick labels of its own.
+
+    >>> a = go.Figure(go.Scatter(name="measured", x=[0, 1], y=[1.0, 2.0]))
+    >>> fig = side_by_side([("left", a), ("right", go.Figure(go.Scatter(name="measured", x=[0], y=[3.0])))], "Both")
+    >>> [a.text for a in fig.layout.annotations], [t.showlegend for t in fig.data], [t.xaxis for t in fig.data]
+    (['left', 'right'], [True, False], ['x', 'x2'])
+    """
+    same = [k > 0 and fig.layout.yaxis.categoryarray is not None
+            and fig.layout.yaxis.categoryarray == panels[k - 1][1].layout.yaxis.categoryarray
+            for k, (_, fig) in enumerate(panels)]
+    gaps = [0.0] + [0.08 if same[k] else _y_room(fig) for k, (_, fig) in enumerate(panels) if k]
+    width = (1 - sum(gaps)) / max(len(panels), 1)
+    out = _figure(title, "", "", height=height)
+    start, listed = 0.0, set()
+    for k, (label, fig) in enumerate(panels):
+        start += gaps[k]
+        n = "" if k == 0 else str(k + 1)
+        x, y = fig.layout.xaxis.to_plotly_json(), fig.layout.yaxis.to_plotly_json()
+        out.update_layout({f"xaxis{n}": {**x, "domain": [start, start + width], "anchor": f"y{n}"},
+                           f"yaxis{n}": {**y, "anchor": f"x{n}", **({"showticklabels": False} if same[k] else {})}})
+        for note in fig.layout.annotations:   # a panel's own words (a missing figure): over its panel
+            out.add_annotation(note.update(x=start + width * (note.x if note.x is not None else 0.5))
+                               if note.xref == "paper" else note.update(xref=f"x{n}", yref=f"y{n}"))
+        out.add_annotation(text=label, x=start + width / 2, xref="paper", y=1, yref="paper", yanchor="bottom",
+                           showarrow=False, font=dict(size=16))
+        for trace in fig.data:
+            trace.update(xaxis=f"x{n}", yaxis=f"y{n}", legendgroup=trace.name, showlegend=trace.name not in listed)
+            listed.add(trace.name)
+            out.add_trace(trace)
+        start += width
+    subtitle = isinstance(title, dict) and "subtitle" in title
+    return out.update_layout(barmode=panels[0][1].layout.barmode if panels else None,
+                             margin=dict(l=80, r=20, t=90 if subtitle else 70, b=130),
+                             legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom", yref="container"))
 
 
 def _label(text: str) -> str:

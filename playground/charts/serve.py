@@ -17,14 +17,13 @@ Left out: sweeps (charts/serve_sweeps.py).
 """
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ..trace import COMPLETED, Phase, StopReason
-from .run import DECODE, FORMULA, PREFILL, _empty, _figure, titled
+from .run import DECODE, FORMULA, PREFILL, _empty, _figure, side_by_side, titled
+from .run import wrap as _lines
 
 WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
 CACHED, PREEMPTED, RECOMPUTE = "#0d9488", "#f9a8d4", "#be185d"
@@ -60,16 +59,6 @@ def _legend_below(fig: go.Figure) -> go.Figure:
     fig.update_layout(height=380, margin=dict(b=130),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-0.32, yanchor="top"))
     return fig
-
-
-def _lines(text: str, width: int = 36) -> str:
-    """A long legend entry on lines of `width` characters at most: one line would run past a half-width
-    figure (in presenter mode's larger type too).
-
-    >>> _lines("paged KV blocks allocated, of the pool's 64 (16 tokens each)")
-    "paged KV blocks allocated, of the<br>pool's 64 (16 tokens each)"
-    """
-    return "<br>".join(textwrap.wrap(text, width)) or text
 
 
 def _row(record) -> str:
@@ -161,10 +150,34 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
     rows = [_row(r) for r in result.records]
     fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
                                                      yref="container"),
-                      margin=dict(l=80, r=20, t=70, b=180),
-                      yaxis=dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows,
-                                 tickmode="array", tickvals=rows, ticktext=rows))
+                      margin=dict(l=80, r=20, t=70, b=180), yaxis=_rows_axis(rows))
     return on_time_axis(fig, x_range)
+
+
+def _rows_axis(rows: list[str]) -> dict:
+    """A Gantt's y axis: one category per request, the first at the top."""
+    return dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows, tickmode="array",
+                tickvals=rows, ticktext=rows)
+
+
+def plot_gantts(panels: list[tuple[str, object, list[float] | None]], title: str) -> go.Figure:
+    """Several workloads' Gantt charts side by side in one figure, under one legend (run.side_by_side): `panels`
+    is [(label, result, x_range)]; a panel whose requests are the previous panel's shares its row labels.
+
+    >>> from playground.serve.records import WorkloadResult
+    >>> from playground.serve.workload import Workload
+    >>> empty = WorkloadResult("batching", "batching", "tiny", Workload(()), [])
+    >>> fig = plot_gantts([("without", empty, None), ("with", empty, None)], "Every request")
+    >>> [a.text for a in fig.layout.annotations], fig.layout.xaxis2.domain[0] > fig.layout.xaxis.domain[1]
+    (['without', 'with'], True)
+    """
+    figures = []
+    for label, result, x_range in panels:
+        gantt = plot_gantt(result, x_range=x_range)
+        gantt.update_xaxes(title=None, ticksuffix=" s", nticks=4)   # one unit a panel, the legend's row kept
+        figures.append((label, gantt))
+    rows = max((len(result.records) for _, result, _ in panels), default=0)
+    return side_by_side(figures, title, height=max(460, 250 + 24 * rows))
 
 
 def plot_throughput(result, window: float = 1.0) -> go.Figure:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 
 from ..charts import plot_cache_comparison, plot_kv_cache, plot_short_vs_long
+from ..charts.experiments import without_cache
+from ..charts.run import side_by_side
 from ..config import GenerationSettings
 from ..engine import common_prefix
 from ..experiments import EXPERIMENTS
@@ -35,7 +37,7 @@ KV_CACHE_TERM = ('<p class="lesson-term"><b>KV cache</b>: the keys and values of
 def step_kv_cache(lesson, report) -> StepResult:
     source, notes, numbers = lesson.source, [], {}
     trace = answer_run(lesson, report)
-    figures = {"kv": plot_kv_cache(trace)}
+    figures = {"kv": plot_kv_cache(trace)}   # one figure at the end: the takeaway names both charts
     kv = [s.kv_bytes for s in trace.steps if s.kv_bytes is not None]
     parts = []
     if len(kv) > 1:
@@ -58,16 +60,31 @@ def step_kv_cache(lesson, report) -> StepResult:
     if hasattr(source, "cache_prefix") and not report.cancelled:
         report(0.7, "a shared system prompt, reused")
         numbers.update(_prefix_reuse(source))
-        cold, warm = numbers["ttft_cold_s"], numbers["ttft_cached_s"]
-        shared = f"{_a(numbers['shared_tokens'])} {numbers['shared_tokens']}-token shared prompt"
-        if warm < cold:
-            parts.append(f"Reusing {shared} cut TTFT from {format_seconds(cold)} to {format_seconds(warm)}.")
-        else:
-            parts.append(f"Reusing {shared} saved nothing ({format_seconds(cold)} whole, "
-                         f"{format_seconds(warm)} cached).")
+        parts.append(reuse_sentence(numbers["shared_tokens"], numbers["ttft_cold_s"], numbers["ttft_cached_s"]))
     else:
         notes.append(f"{source.info.name}: no prefix cache the playground can drive here")
+    if "cache" in figures:
+        kv, cache = figures["kv"], figures.pop("cache")
+        title = f"The KV cache on {cache.layout.title.subtitle.text}"
+        labels = ("Its size per step", f"Step latency: {without_cache(s['ratio'])}".replace("cache", "it"))
+        figures["kv"] = side_by_side(list(zip(labels, (kv.update_layout(title=None), cache.update_layout(title=None)))),
+                                     title)
     return StepResult(4, "The KV cache", " ".join(parts), numbers, figures, KV_CACHE_TERM, notes)
+
+
+def reuse_sentence(shared_tokens: int, cold: float, warm: float) -> str:
+    """Step 4's prefix-cache finding: the TTFT read whole (`cold`) against read from the cached prefix (`warm`),
+    its verb computed from the two.
+
+    >>> reuse_sentence(284, 0.013, 0.004)
+    'Reusing a 284-token shared prompt cut TTFT from 13 ms to 4 ms.'
+    >>> reuse_sentence(812, 0.004, 0.013)
+    'Reusing an 812-token shared prompt saved nothing (4 ms whole, 13 ms cached).'
+    """
+    shared = f"{_a(shared_tokens)} {shared_tokens}-token shared prompt"
+    if warm < cold:
+        return f"Reusing {shared} cut TTFT from {format_seconds(cold)} to {format_seconds(warm)}."
+    return f"Reusing {shared} saved nothing ({format_seconds(cold)} whole, {format_seconds(warm)} cached)."
 
 
 def _a(n: int) -> str:
@@ -198,7 +215,7 @@ def step_mixed(lesson, report) -> StepResult:
     """A long document, then three short questions arriving just behind it, through one engine: one at a time
     (the Serve tab's harness, first come first served: each question waits for the whole document), then the
     same four requests with continuous batching on the same engine (the questions join the batch at once)."""
-    from ..charts.serve import plot_gantt, shared_range
+    from ..charts.serve import plot_gantts, shared_range
     from ..serve import SCHEDULERS, OneAtATime, Request, Workload, lesson as serve_lesson
     from ..serve.registry import batching_for
 
@@ -231,8 +248,7 @@ def step_mixed(lesson, report) -> StepResult:
                 f"document. Its first token took {format_seconds(first.ttft)}, {first.ttft / own:.0f}× its "
                 f"{format_seconds(own)} alone.")
     x_range, cost = shared_range(results), ""   # both Gantt charts on one time axis
-    figures = {"gantt": plot_gantt(result, x_range=x_range)}
-    notes = []
+    panels, notes = [("One at a time", result, x_range)], []
     if len(results) == 2:
         batched = results[1].records[1:]
         worst = max(r.ttft for r in batched)
@@ -240,9 +256,10 @@ def step_mixed(lesson, report) -> StepResult:
         numbers["short_ttft_batched_all_s"] = [r.ttft for r in batched]
         takeaway += f" With continuous batching, every question's first token came within {format_seconds(worst)}."
         cost = batching_cost(result, results[1], numbers)
-        figures["gantt_batched"] = plot_gantt(results[1], x_range=x_range)
+        panels.append(("With continuous batching", results[1], x_range))
     else:
         notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")
+    figures = {"gantt": plot_gantts(panels, f"Every request's timeline on {result.source}")}
     return StepResult(6, "No two requests are the same", takeaway, numbers, figures=figures, notes=notes,
                       html=(f"<p><b>{html.escape(cost)}</b></p>" if cost else "")
                       + "".join(f"<p>{html.escape(serve_lesson(x))}</p>" for x in results))
@@ -289,9 +306,9 @@ def step_memory(lesson, report) -> StepResult:
     from dataclasses import replace
     from functools import reduce
 
-    from ..charts.serve import plot_gantt, shared_range
+    from ..charts.serve import plot_gantts, shared_range
     from ..serve import SCHEDULERS, Workload
-    from ..serve.presets import PRESETS, identical_requests
+    from ..serve.presets import PRESETS, changed_outputs, identical_requests
     from ..serve.registry import batching_for
     from ..serve.summary import class_p50
 
@@ -330,15 +347,12 @@ def step_memory(lesson, report) -> StepResult:
         return StepResult(7, MEMORY_TITLE, "Too little was measured to compare the runs.", numbers)
     numbers["ttft_ratio"] = numbers["ttft_p50_s"][1] / numbers["ttft_p50_s"][0]
     x_range = shared_range([cold, warm])
-    figures = {"cached": plot_gantt(warm, x_range=x_range), "uncached": plot_gantt(cold, x_range=x_range),
-               "pressure": plot_gantt(pressed)}
-    for key, what in (("cached", "With the prefix cache"), ("uncached", "Without the prefix cache"),
-                      ("pressure", f"Under a KV budget of {numbers['kv_budget']} positions")):
-        figures[key].layout.title.text = f"{what}: every request"
+    figures = {"runs": plot_gantts([("Without prefix cache", cold, x_range), ("With prefix cache", warm, x_range),
+                                    (f"KV budget: {numbers['kv_budget']} positions", pressed, None)],
+                                   f"Every request's timeline, our batching on {warm.source}")}
     detail = (f"{pool['cached']:,} of {pool['looked_up']:,} prompt tokens were copied from the cache "
               f"({numbers['ttft_ratio']:.2f}× the TTFT). Under the budget {numbers['recomputed_positions']:,} "
-              f"positions were read again; {numbers['identical']} of {numbers['requests']} requests gave the very "
-              "tokens they gave with all the memory.")
+              f"positions were read again; {changed_outputs(free, pressed, 'the run with all the memory')}")
     return StepResult(7, MEMORY_TITLE, memory_sentence(numbers), numbers, figures,
                       MEMORY_TERMS + f"<p>{html.escape(detail)}</p>",
                       notes=["the KV budget stands for a smaller memory, as on a full GPU: the slots stay as they are"])

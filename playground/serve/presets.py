@@ -170,10 +170,10 @@ def pressure_finding(a, b) -> str:
             f"{changed_outputs(a, b)}")
 
 
-def changed_outputs(a, b) -> str:
-    """How many requests kept A's greedy tokens, and why the others parted where any did."""
+def changed_outputs(a, b, who: str = "A") -> str:
+    """How many requests kept `who`'s (run a's) greedy tokens, and why the others parted where any did."""
     changed = [y for x, y in traced_pairs(a, b) if x.trace.output_ids != y.trace.output_ids]
-    head = f"{identical_requests(a, b)} of {len(b.records)} requests gave the very tokens A gave them"
+    head = f"{identical_requests(a, b)} of {len(b.records)} requests gave the very tokens {who} gave them"
     if not changed:
         return head + "."
     hit = sum(bool(y.preemptions) for y in changed)

@@ -6,7 +6,7 @@ ui/live/charts.js; here every figure on the page is checked once a second while 
 are under MIN px (titles and subtitles, ticks, axis titles, legend, annotations such as subplot titles,
 value labels) gets a relayout with MIN (titles TITLE; a text with a <sup> or <sub> line more, so that
 line reaches MIN too) and margins that grow to fit (automargin); a legend under the plot moves down out
-of the grown axis labels' way; the lesson's first figure (FIT) is made short enough to end inside the
+of the grown axis labels' way (one held at the figure's bottom edge gets a bottom margin that holds both); the lesson's first figure (FIT) is made short enough to end inside the
 window, so a step's heading, takeaway and first chart show together without scrolling. The values it
 replaced are kept on the figure's div and put back when presenter mode is switched off.
 Left out: ui/live/charts.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
@@ -98,18 +98,22 @@ chart redrawn many times a second is not relaid out after each redraw. */
     }
   }
 
-  // a legend under the plot moves down when the x axes' labels and titles, grown, reach into it
+  // a legend under the plot moves down when the x axes' labels and titles, grown, reach into it; one held at the
+  // figure's bottom edge (yref "container") gets a bottom margin that holds it and them
   const X_TEXT = ".xtitle, .x2title, .x3title, .xtick text, .x2tick text, .x3tick text";
   function clearLegend(gd) {
     const L = gd._fullLayout, legend = gd.querySelector(".legend");
-    if (!L || !L.legend || !(L.legend.y < 0) || !legend || !L._size) return;
+    const bottomed = L && L.legend && L.legend.yref === "container" && L.legend.y === 0 && L.legend.yanchor === "bottom";
+    if (!L || !L.legend || !(L.legend.y < 0 || bottomed) || !legend || !L._size) return;
     const top = Math.min(...[...legend.querySelectorAll(".legendtext")].map((t) => t.getBoundingClientRect().top));
     const low = Math.max(...[...gd.querySelectorAll(X_TEXT)].map((t) => t.getBoundingClientRect())
       .filter((r) => r.width).map((r) => r.bottom));
     if (!isFinite(top) || !isFinite(low) || top >= low + 2) return;
+    const key = bottomed ? "margin.b" : "legend.y";
     gd.__presentKept = gd.__presentKept || {lay: {}, traces: []};
-    if (!("legend.y" in gd.__presentKept.lay)) gd.__presentKept.lay["legend.y"] = gd.layout.legend ? gd.layout.legend.y ?? null : null;
-    try { window.Plotly.relayout(gd, {"legend.y": L.legend.y - (low + 6 - top) / L._size.h}); } catch (e) { console.warn("presenter legend", e); }
+    if (!(key in gd.__presentKept.lay)) gd.__presentKept.lay[key] = read(gd.layout, key) ?? null;
+    const value = bottomed ? L.margin.b + Math.ceil(low + 6 - top) : L.legend.y - (low + 6 - top) / L._size.h;
+    try { window.Plotly.relayout(gd, {[key]: value}); } catch (e) { console.warn("presenter legend", e); }
   }
 
   // the switch shows body.present: Gradio draws it unticked and may draw it again (its value is never set)

@@ -51,6 +51,9 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     kv = [s.kv_bytes for s in trace.steps]
     assert four.numbers["kv_per_token"] == (kv[-1] - kv[0]) / (len(kv) - 1) and four.numbers["identical"]
     assert four.numbers["same_answer"] and four.numbers["shared_tokens"] > 200
+    # its growth and the run without it, one figure: the takeaway names both
+    assert list(four.figures) == ["kv"] and [a.text for a in four.figures["kv"].layout.annotations][0] == \
+        "Its size per step" and four.figures["kv"].layout.annotations[1].text.startswith("Step latency: ")
     five = lesson.results[5]
     low, mid, high = five.numbers["contract_prefill_s"]
     assert 0 < low <= mid <= high and f"{format_seconds(mid)} of prefill (extrapolated)" in five.takeaway
@@ -63,9 +66,13 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     assert len(seen) == 3 and seen[0] == n["short_ttft_seen_s"] and min(seen) > 0
     assert f"Its first token took {format_seconds(seen[0])}" in six.takeaway
     assert f"within {format_seconds(max(n['short_ttft_batched_all_s']))}" in six.takeaway
-    assert "gantt" in six.figures and "one at a time" in six.html   # the Serve tab's chart and lesson sentence
+    assert list(six.figures) == ["gantt"] and "one at a time" in six.html   # the Serve tab's chart and sentence
     # the cure on the same engine: transformers' manager batches the tiny torch model; every question sooner
-    assert n["batched_scheduler"] == "batching-torch" and "gantt_batched" in six.figures
+    assert n["batched_scheduler"] == "batching-torch"
+    # both runs in one figure, one panel each on one time axis: the takeaway names both
+    gantt = six.figures["gantt"].layout
+    assert [a.text for a in gantt.annotations] == ["One at a time", "With continuous batching"]
+    assert gantt.xaxis.range == gantt.xaxis2.range and gantt.xaxis.range is not None
     batched = n["short_ttft_batched_all_s"]   # how much sooner is a speed claim: the bundled model's, not tiny's
     assert len(batched) == 3 and min(batched) > 0 and "continuous batching" in six.html
 
@@ -91,7 +98,11 @@ def test_step_seven_measures_the_prefix_cache_and_preemption_in_its_own_numbers(
             "preemption") in seven.takeaway
     assert n["completed"] == n["requests"] == 4 and "all 4 requests still finished" in seven.takeaway
     assert n["identical"] == 4   # the tiny model's fp32 graph: a recompute gives the very same tokens
-    assert list(seven.figures) == ["cached", "uncached", "pressure"] and "<b>Preemption</b>" in seven.html
+    assert list(seven.figures) == ["runs"] and "<b>Preemption</b>" in seven.html   # the three runs, one figure
+    runs = seven.figures["runs"].layout
+    assert [a.text for a in runs.annotations] == ["Without prefix cache", "With prefix cache",
+                                                  f"KV budget: {n['kv_budget']} positions"]
+    assert runs.xaxis.range == runs.xaxis2.range and runs.xaxis3.range is None   # the budget's run: its own axis
 
 
 @pytest.mark.slow

@@ -1,0 +1,118 @@
+"""Every comparative word a lesson step writes agrees with the figures it names, on runs made to come out each way.
+
+Steps 1, 2, 3 and 5 write no comparative word (counts, times and ratios: "took 0.7× as long"); steps 4, 6 and 7
+do: each is fed runs where the thing compared wins and runs where it loses, so a word fixed in the text fails one
+of the two. Step 4 runs on the tiny model with its two comparisons replaced by recorded ones; steps 6 and 7's
+sentences are fed hand-made workload records.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from playground.lesson import Lesson
+from playground.lesson import steps_scale
+from playground.lesson.steps_scale import batching_cost, memory_sentence
+from playground.run_view import format_seconds
+from playground.serve.presets import changed_outputs
+from tests.serve.test_sentences import chats
+from tests.serve.test_serve_status import two_runs
+
+DURATION = r"(\d+(?:\.\d+)?) (ms|s)"
+
+
+def seconds(value: str, unit: str) -> float:
+    return float(value) / (1000 if unit == "ms" else 1)
+
+
+def shown(duration: float) -> float:
+    """A duration as the page writes it (format_seconds), read back."""
+    return seconds(*re.fullmatch(DURATION, format_seconds(duration)).groups())
+
+
+@pytest.fixture(scope="module")
+def recorded_cache(tiny_engine):
+    """The tiny model's cache comparison, measured once: the runs below rescale its latencies."""
+    return steps_scale.EXPERIMENTS["cache"].run(tiny_engine, {"prompt_tokens": 48, "new_tokens": 6})
+
+
+# --- step 4: "cut TTFT" or "saved nothing"; the chart's "slower" or "faster without it"
+
+@pytest.mark.parametrize("cold, warm, uncached_scale", [(0.013, 0.004, 3.0), (0.004, 0.013, 0.25)])
+def test_step_four_words_follow_its_two_comparisons(tiny_engine, recorded_cache, monkeypatch, cold, warm,
+                                                    uncached_scale):
+    """The prefix reuse and the run without the cache, each made to come out both ways."""
+    base = sum(recorded_cache.cached_latency) / len(recorded_cache.cached_latency)
+    cmp = replace(recorded_cache, cached_latency=[base] * len(recorded_cache.cached_latency),
+                  uncached_latency=[base * uncached_scale] * len(recorded_cache.cached_latency))
+    monkeypatch.setattr(steps_scale, "EXPERIMENTS", {"cache": SimpleNamespace(run=lambda *a, **k: cmp)})
+    monkeypatch.setattr(steps_scale, "_prefix_reuse", lambda source: {
+        "shared_tokens": 284, "ttft_cold_s": cold, "ttft_cached_s": warm, "same_answer": True})
+    four = Lesson(tiny_engine).run(4)
+    said = re.search(r"Reusing a 284-token shared prompt (cut TTFT from |saved nothing \()" + DURATION
+                     + r"(?: to| whole,) " + DURATION, four.takeaway)
+    assert said, four.takeaway
+    whole, cached = seconds(*said.group(2, 3)), seconds(*said.group(4, 5))
+    assert (whole, cached) == (shown(cold), shown(warm))
+    assert said.group(1).startswith("cut") == (cached < whole), four.takeaway
+    assert f"took {uncached_scale:.1f}× as long" in four.takeaway
+    label = next(a.text for a in four.figures["kv"].layout.annotations if a.text.startswith("Step latency"))
+    word, ratio = re.search(r"(\d+(?:\.\d+)?)× (slower|faster) without it", label).group(2, 1)
+    assert word == ("slower" if uncached_scale > 1 else "faster"), label
+    assert float(ratio) == round(uncached_scale if uncached_scale > 1 else 1 / uncached_scale, 1), label
+    title = steps_scale.plot_cache_comparison(cmp).layout.title.text
+    assert f"× {word} without cache" in title, title
+
+
+# --- step 6: what batching cost the questions, and its throughput
+
+@pytest.mark.parametrize("batched_tpot, batched_tokens", [(0.3, 8), (0.05, 3), (2.0, 3)])
+def test_step_six_cost_words_follow_the_tpot_and_the_throughput(batched_tpot, batched_tokens):
+    alone, batched = two_runs(batched_tpot, batched_tokens)
+    numbers = {}
+    text = batching_cost(alone, batched, numbers)
+    (tpot_alone, tpot_batched), (tps_alone, tps_batched) = numbers["short_tpot_p50_s"], numbers["output_tps"]
+    shown = re.search(r"came every " + DURATION + r" \(TPOT p50\) against " + DURATION + r" alone \((\d+(?:\.\d+)?)× "
+                      r"(slower|faster)\)", text)
+    assert shown, text
+    b, a = seconds(*shown.group(1, 2)), seconds(*shown.group(3, 4))
+    assert shown.group(6) == ("slower" if b > a else "faster"), text
+    assert shown.group(6) == ("slower" if tpot_batched > tpot_alone else "faster")
+    assert text.startswith("The cost: " if tpot_batched > tpot_alone else "No cost per token here: "), text
+    assert float(shown.group(5)) == round(max(tpot_alone, tpot_batched) / min(tpot_alone, tpot_batched), 1)
+    lower = "Throughput came out lower batched on this run" in text
+    assert lower == (tps_batched < tps_alone), text
+    assert f"{tps_batched:.1f} against {tps_alone:.1f} tokens/s" in text
+
+
+# --- step 7: the prefix cache's TTFT, the preemptions, and the outputs a recompute changed
+
+@pytest.mark.parametrize("cold, warm", [(1.93, 0.31), (0.02, 0.03)])
+@pytest.mark.parametrize("preemptions, completed", [(0, 4), (1, 4), (6, 3)])
+def test_step_seven_words_follow_its_figures(cold, warm, preemptions, completed):
+    n = {"shared_tokens": 812, "ttft_p50_s": [cold, warm], "kv_budget": 112, "demand_positions": 320,
+         "preemptions": preemptions, "completed": completed, "requests": 4}
+    text = memory_sentence(n)
+    if warm < cold:
+        assert f"cut TTFT p50 from {format_seconds(cold)} to {format_seconds(warm)}." in text
+    else:
+        assert f"saved no TTFT here ({format_seconds(warm)} against {format_seconds(cold)})." in text
+    said = {0: "no preemption;", 1: "1 preemption;"}.get(preemptions, f"{preemptions} preemptions;")
+    assert said in text, text
+    assert ("all 4 requests still finished" in text) == (completed == 4)
+    assert (f"{completed} of 4 requests finished" in text) == (completed < 4)
+
+
+def test_step_seven_explains_the_outputs_a_recompute_changed():
+    """Shown where step 7 says how many requests kept their tokens: why the others parted, and the agreement
+    figure the suite gates; nothing to explain when every request kept them."""
+    full = chats(0.1, 4)
+    parted = changed_outputs(full, chats(0.3, 2, ids={0: [5, 6, 7, 8, 9, 9, 9, 9]}, preempted={0}),
+                             "the run with all the memory")
+    assert parted.startswith("3 of 4 requests gave the very tokens the run with all the memory gave them; 1 parted")
+    assert "multi-row prefill pass" in parted and "nearly tied" in parted and "≥ 95% of positions" in parted
+    same = changed_outputs(full, chats(0.3, 2, preempted={0}), "the run with all the memory")
+    assert same == "4 of 4 requests gave the very tokens the run with all the memory gave them."
