@@ -303,6 +303,7 @@ BATCHED_VS_ALONE = 0.95   # as test_serve_batching's: AVX2 kernels round one row
 
 @pytest.mark.space
 @pytest.mark.integration
+@pytest.mark.timeout(1900)   # a hang detector past the script's own 1,800 s (980 s measured on 2 cores at a load of ~18)
 def test_the_4bit_graphs_build_and_pass_the_fidelity_gates_on_the_spaces_onnx_runtime(space_python, space_home):
     out = subprocess.run([str(space_python), "tests/space_fidelity.py", FALLBACK_HUB_ID], cwd=ROOT,
                          env=space_env(space_home), capture_output=True, text=True, timeout=1800)
