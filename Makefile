@@ -133,14 +133,14 @@ FAST_TESTS := not integration and not browser and not server and not subprocess 
 test-fast: install-dev  ## in-process unit tests only (about a minute)
 	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
-# The oldest Python this project supports (README.md's python_version = pyproject's requires-python floor, read by
-# playground/interpreter.py): the fast tier also runs under it, in a venv of its own, so a construct newer than it
-# fails the day it lands. Installed as .venv is and cached (its stamp names the version); on that interpreter pip
+# The oldest Python this project supports (pyproject.toml's requires-python floor, read by playground/interpreter.py;
+# the Space runs a newer one, README.md's python_version): the fast tier also runs under it, in a venv of its own, so
+# a construct newer than it fails the day it lands. Installed as .venv is and cached (its stamp names the version); on that interpreter pip
 # takes torch from PyPI (the local wheel is cp311 only). No such interpreter here: CI=1 fails, otherwise one line
 # says what to install (scripts/oldest_python.sh).
 OLDEST_VENV    := .venv-oldest
 OLDEST_PY      := $(OLDEST_VENV)/bin/python
-OLDEST_VERSION  = $(shell python3 playground/interpreter.py)
+OLDEST_VERSION  = $(shell python3 playground/interpreter.py oldest)
 OLDEST_STAMP    = $(OLDEST_VENV)/.installed-dev-$(OLDEST_VERSION)
 OLDEST_ARGS    ?= -q
 

@@ -1,10 +1,14 @@
-"""The Python this project runs on: the version a Hugging Face Space builds with, read from one place.
+"""The Pythons this project runs on, each declared in one place and read from there.
 
-The README's front matter (`python_version`) is the single source: a Space reads it to pick its interpreter,
-the simulated Space (tests/space/test_space.py) and `make test-oldest` build their venvs with it, and
-`pyproject.toml`'s `requires-python` must name it as its lower bound (tests/test_interpreter.py holds them
-equal). Standard library only, and runnable as a script with any Python 3 (the Makefile does so, before any
-venv exists): `python3 playground/interpreter.py` prints the version.
+- The Space's: the README's front matter (`python_version`), which a Space reads to pick its interpreter and the
+  simulated Space (tests/space/test_space.py) builds its venv with.
+- The oldest supported: `pyproject.toml`'s `requires-python` floor, which `make test-oldest` runs the fast tier
+  under (`python3 playground/interpreter.py oldest` prints it for the Makefile).
+- Every supported one: `pyproject.toml`'s `Programming Language :: Python :: 3.X` classifiers, from the floor up;
+  the Space's among them and README.md naming them (tests/test_interpreter.py holds all of this together).
+
+Standard library only, and runnable as a script with any Python 3 (the Makefile does so, before any venv exists):
+`python3 playground/interpreter.py oldest|space` prints that version.
 
 Left out: finding an interpreter of that version on this machine (scripts/oldest_python.sh does).
 """
@@ -33,15 +37,15 @@ def front_matter(text: str) -> dict[str, str]:
 
 
 def space_python_version(readme_path: str | Path = ROOT / "README.md") -> str:
-    """The `python_version` the README's front matter declares, e.g. "3.10"; a `ValueError` if it declares none
+    """The `python_version` the README's front matter declares, e.g. "3.12"; a `ValueError` if it declares none
     (a Space would then build with the hub's default, whatever that is that day).
 
     >>> space_python_version()
-    '3.10'
+    '3.12'
     """
     version = front_matter(Path(readme_path).read_text(encoding="utf-8")).get("python_version", "")
     if not re.fullmatch(r"3\.\d+(\.\d+)?", version):
-        raise ValueError(f"{readme_path}: its front matter declares no python_version (e.g. python_version: \"3.10\")")
+        raise ValueError(f"{readme_path}: its front matter declares no python_version (e.g. python_version: \"3.12\")")
     return version
 
 
@@ -59,5 +63,20 @@ def requires_python_floor(pyproject_path: str | Path = ROOT / "pyproject.toml") 
     return match.group(1)
 
 
+def supported_pythons(pyproject_path: str | Path = ROOT / "pyproject.toml") -> list[str]:
+    """The minor versions `pyproject.toml`'s `Programming Language :: Python :: 3.X` classifiers name, oldest first.
+
+    >>> supported_pythons()
+    ['3.10', '3.11', '3.12']
+    """
+    text = Path(pyproject_path).read_text(encoding="utf-8")
+    found = re.findall(r'["\']Programming Language :: Python :: (3\.\d+)["\']', text)
+    return sorted(set(found), key=lambda v: int(v.split(".")[1]))
+
+
+VERSIONS = {"oldest": requires_python_floor, "space": space_python_version}
+
 if __name__ == "__main__":
-    print(space_python_version(sys.argv[1] if len(sys.argv) > 1 else ROOT / "README.md"))
+    if len(sys.argv) != 2 or sys.argv[1] not in VERSIONS:
+        sys.exit(f"usage: python3 {sys.argv[0]} {'|'.join(VERSIONS)}")
+    print(VERSIONS[sys.argv[1]]())

@@ -16,7 +16,7 @@ for candidate in "$(command -v "python$version" 2>/dev/null)" \
     exit 0
   fi
 done
-echo "no Python $version found (the oldest this project supports: README.md's python_version)." >&2
+echo "no Python $version found (the oldest this project supports: pyproject.toml's requires-python floor)." >&2
 echo "Install one: 'pyenv install $version' or 'sudo apt-get install python$version python$version-venv'" \
      "(deadsnakes on Ubuntu), then run make again." >&2
 exit 1

@@ -1,6 +1,7 @@
-"""The interpreter, declared once and used everywhere: the README's front matter (`python_version`, what a Space
-builds with) is `pyproject.toml`'s `requires-python` floor, the Python `make test-oldest` runs the fast tier
-under and the one the simulated Space (tests/space/test_space.py) builds its venv with; and every module of the
+"""The interpreters, each declared once and used everywhere: the README's front matter (`python_version`, what a
+Space builds with) is the Python the simulated Space (tests/space/test_space.py) builds its venv with;
+`pyproject.toml`'s `requires-python` floor is the one `make test-oldest` runs the fast tier under; its classifiers
+name every supported Python from that floor up, the Space's among them, as README.md says. And every module of the
 package and app.py imports under the interpreter running the suite (`make test` runs this file under the oldest
 supported Python too, in .venv-oldest)."""
 from __future__ import annotations
@@ -14,15 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from playground.interpreter import front_matter, requires_python_floor, space_python_version
+from playground.interpreter import front_matter, requires_python_floor, space_python_version, supported_pythons
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_front_matter_and_requires_python_name_the_same_version():
-    declared = space_python_version()
+def test_the_space_runs_a_supported_python_and_the_oldest_is_the_floor():
+    declared, supported = space_python_version(), supported_pythons()
     assert re.fullmatch(r"3\.\d+", declared), declared   # a minor version: the Space's pip resolves the rest
-    assert requires_python_floor() == declared
+    assert declared in supported, (declared, supported)
+    floor = requires_python_floor()
+    minors = [int(v.split(".")[1]) for v in supported]
+    assert supported[0] == floor and minors == list(range(minors[0], minors[0] + len(minors)))   # no gap
+
+
+def test_the_readme_names_the_supported_pythons_and_the_space_s():
+    *older, newest = supported_pythons()
+    readme = (ROOT / "README.md").read_text()
+    assert f"needs Python {', '.join(older)} or {newest} ({space_python_version()} is what the Space runs" in readme
 
 
 def test_a_missing_or_different_declaration_is_caught(tmp_path):
@@ -37,19 +47,33 @@ def test_a_missing_or_different_declaration_is_caught(tmp_path):
     with pytest.raises(ValueError, match="requires-python"):
         requires_python_floor(pyproject)
     assert front_matter("no front matter\n---\nx: 1\n---\n") == {}
+    pyproject.write_text('[project]\nclassifiers = [\n  "Programming Language :: Python :: 3.11",\n'
+                         '  "Programming Language :: Python :: 3.9", "Programming Language :: Python :: 3 :: Only",\n'
+                         '  "Programming Language :: Python :: 3.10",\n]\n')
+    assert supported_pythons(pyproject) == ["3.9", "3.10", "3.11"]   # by number, not by text
 
 
-def test_make_test_oldest_runs_the_fast_tier_under_the_declared_version():
-    """The Makefile asks playground/interpreter.py for the version (no number of its own) and builds
+def test_make_test_oldest_runs_the_fast_tier_under_the_declared_floor():
+    """The Makefile asks playground/interpreter.py for the oldest version (no number of its own) and builds
     .venv-oldest with that interpreter; `make -n -B` shows every command without running one."""
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^OLDEST_VERSION\s*=\s*\$\(shell python3 playground/interpreter\.py\)$", makefile, re.M)
+    assert re.search(r"^OLDEST_VERSION\s*=\s*\$\(shell python3 playground/interpreter\.py oldest\)$", makefile, re.M)
     planned = subprocess.run(["make", "-n", "-B", "--no-print-directory", "-C", str(ROOT), "test-oldest"],
                              capture_output=True, text=True, check=True).stdout
-    version = space_python_version()
+    version = requires_python_floor()
     assert f"scripts/oldest_python.sh {version}" in planned
     assert f".venv-oldest/.installed-dev-{version}" in planned
     assert re.search(r'\.venv-oldest/bin/python -m pytest -m "not integration and [^"]+"', planned)
+
+
+@pytest.mark.subprocess
+def test_the_script_prints_each_declared_version_for_the_makefile():
+    def run(*args):
+        return subprocess.run(["python3", "playground/interpreter.py", *args], cwd=ROOT, capture_output=True, text=True)
+    assert run("oldest").stdout == requires_python_floor() + "\n"
+    assert run("space").stdout == space_python_version() + "\n"
+    refused = run()
+    assert refused.returncode != 0 and "oldest|space" in refused.stderr
 
 
 def test_the_simulated_space_builds_with_the_declared_interpreter():

