@@ -129,7 +129,7 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
                 def start():
                     return loop.run(ids, settings, prompt=form.prompt, text=text, backend=engine.info.name,
                                     client=page_client(session))
-                yield from stream(start, engine, form, session, loop)
+                yield from stream(start, engine, form, session, loop=loop)
                 return
             alone = (f"{len(ids):,} prompt tokens and {settings.max_new_tokens:,} new ones do not fit the engine "
                      f"loop's slots ({loop.capacity:,} positions each): this run takes a CPU slot alone")
@@ -147,7 +147,7 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
             if local:
                 gate.leave_shared()
 
-    def stream(start, engine, form: GenerateForm, session: Session, loop=None, note: str = "",
+    def stream(start, engine, form: GenerateForm, session: Session, *, loop=None, note: str = "",
                queued: float | None = None):
         """Start the run (`start()`) and stream it; `loop`: the engine loop it joined (the page then says while
         it waits for a KV slot how many are ahead); `queued`: seconds it waited for a CPU slot."""
@@ -235,9 +235,9 @@ def alone_reason(engine, room, speculate: bool) -> str:
     if room is None or engine.info.origin == Origin.REMOTE:
         return ""
     if speculate:
-        return "speculative decoding runs alone in a CPU slot (the engine loop decodes one token a pass)"
-    return (f"{engine.info.name} runs alone in a CPU slot: the engine loop batches {room.backend}'s requests, "
-            "the endpoint's and the page's")
+        return "speculative decoding runs on its own (the engine loop decodes one token a pass)"
+    return (f"{engine.info.name} runs on its own: the engine loop batches {room.backend}'s requests, the "
+            "endpoint's and the page's")
 
 
 def speculative(engine, k, ngram):
