@@ -154,10 +154,10 @@ def endpoint_text(endpoint: dict) -> str:
     `context`, `window`, `slots`, `prefix_cache`).
 
     >>> from playground.api.limits import ApiLimits
-    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8}))
-    The endpoint's limits: each client at most 4 requests in flight (16 from all clients), 896 prompt tokens and 512 new tokens a request, 20,000 tokens a minute; context 1,024 tokens a request, prompt and answer together (the model's window is 8,192), 8 requests decoded at once. A request over a limit is refused: 400 (too long), 429 (too many; it says when to retry).
+    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 32}))
+    The endpoint's limits: each client at most 4 requests in flight (64 from all clients), 896 prompt tokens and 512 new tokens a request, 20,000 tokens a minute; context 1,024 tokens a request, prompt and answer together (the model's window is 8,192). The engine holds 32 requests at once (a KV slot each); the others in flight wait in its queue for a free slot. A request over a limit is refused: 400 (too long), 429 (too many; it says when to retry).
     >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8,
-    ...                      "prefix_cache": 4096}).split(". ")[1])
+    ...                      "prefix_cache": 4096}).split(". ")[2])
     Prefix caching on: 4,096 positions of KV (256 blocks of 16) kept for prompts that begin alike; a response's usage.prompt_tokens_details.cached_tokens says how many prompt tokens were copied, not computed
     """
     limits = endpoint.get("limits")
@@ -165,8 +165,9 @@ def endpoint_text(endpoint: dict) -> str:
         return "The endpoint's limits: not known (no service has described them)."
     context = endpoint.get("context")
     where = (f"context {context:,} tokens a request, prompt and answer together (the model's window is "
-             f"{endpoint['window']:,}), {endpoint['slots']} requests decoded at once" if context
-             else "context: not known until the model has loaded")
+             f"{endpoint['window']:,}). The engine holds {endpoint['slots']} requests at once (a KV slot each); the "
+             "others in flight wait in its queue for a free slot" if context
+             else "context and KV slots: not known until the model has loaded")
     cache = endpoint.get("prefix_cache")
     caching = ("" if cache is None else "Prefix caching off. " if not cache else
                f"Prefix caching on: {cache:,} positions of KV ({cache // BLOCK_SIZE} blocks of {BLOCK_SIZE}) kept for "
