@@ -29,8 +29,10 @@ from ..serve.prefix_cache import BLOCK_SIZE
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock
 from ..serve.workload import Request, Workload
+from ..trace import COMPLETED, StopReason
 
 SHORT_MAX_TOKENS = 256   # a prompt of more tokens is "long"
+CLIENT_GONE = "client gone"   # what a cancelled request means here: its client hung up (routes.py)
 LABEL = "requests from clients (OpenAI-compatible endpoint; continuous batching on ONNX Runtime)"
 
 
@@ -147,6 +149,47 @@ class ClientTraffic:
             return replace(r, workload=Workload(tuple(x.request for x in records)), records=records,
                            batches=list(r.batches), kv=list(r.kv), slot_map=list(r.slot_map),
                            pool=dict(r.pool or {}) or None, elapsed=self.clock.now())
+
+
+def watch_counts(records, refusals) -> dict:
+    """Every request of a watch in one state: refused (never reached the engine), waiting for a KV slot, gone
+    while waiting (its client left first), or admitted -- then running, done, cancelled (client gone) or failed;
+    `preempted` counts the admitted ones whose KV was dropped once or more (they are running or ended too).
+
+    >>> from types import SimpleNamespace as S
+    >>> recs = [S(admitted=0.1, stop_reason="eos", preemptions=[1]), S(admitted=0.2, stop_reason=None, preemptions=[]),
+    ...         S(admitted=0.3, stop_reason=StopReason.CANCELLED, preemptions=[]),
+    ...         S(admitted=None, stop_reason=None, preemptions=[]),
+    ...         S(admitted=None, stop_reason=StopReason.CANCELLED, preemptions=[])]
+    >>> watch_counts(recs, [Refusal(1.0, 429, "too many"), Refusal(1.0, 429, "too many")])
+    {'requests': 7, 'admitted': 3, 'done': 1, 'running': 1, 'hung up': 1, 'failed': 0, 'waiting': 1, 'gone waiting': 1, 'refused': 2, 'preempted': 1}
+    """
+    admitted = [r for r in records if r.admitted is not None]
+    queued = [r for r in records if r.admitted is None]
+    return {"requests": len(records) + len(refusals), "admitted": len(admitted),
+            "done": sum(r.stop_reason in COMPLETED for r in admitted),
+            "running": sum(r.stop_reason is None for r in admitted),
+            "hung up": sum(r.stop_reason == StopReason.CANCELLED for r in admitted),
+            "failed": sum(r.stop_reason == StopReason.ERROR for r in admitted),
+            "waiting": sum(r.stop_reason is None for r in queued),
+            "gone waiting": sum(r.stop_reason is not None for r in queued),
+            "refused": len(refusals), "preempted": sum(bool(r.preemptions) for r in admitted)}
+
+
+def watch_line(counts: dict, slots: int | None = None) -> str:
+    """watch_counts in one line, every state counted (a zero too), the KV slots the engine holds where known.
+
+    >>> print(watch_line({'requests': 7, 'admitted': 3, 'done': 1, 'running': 1, 'hung up': 1, 'failed': 0,
+    ...                   'waiting': 1, 'gone waiting': 1, 'refused': 2, 'preempted': 1}, slots=32))
+    7 requests: 3 admitted (1 done · 1 running · 1 cancelled: client gone) · 1 waiting for a KV slot (the engine holds 32 at once) · 1 left while waiting · 2 refused · 1 preempted
+    """
+    failed = f" · {counts['failed']} failed" if counts["failed"] else ""
+    holds = f" (the engine holds {slots} at once)" if slots else ""
+    gone = f" · {counts['gone waiting']} left while waiting" if counts["gone waiting"] else ""
+    return (f"{counts['requests']} request{'s' * (counts['requests'] != 1)}: {counts['admitted']} admitted ({counts['done']} done · "
+            f"{counts['running']} running · {counts['hung up']} cancelled: {CLIENT_GONE}{failed}) · "
+            f"{counts['waiting']} waiting for a KV slot{holds}{gone} · {counts['refused']} refused · "
+            f"{counts['preempted']} preempted")
 
 
 def endpoint_text(endpoint: dict) -> str:
