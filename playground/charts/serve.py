@@ -94,8 +94,8 @@ def refused_row(k: int, refusal) -> str:
 
 
 def _legend_rows(entries: int, per_row: int = 2) -> int:
-    """Lines a horizontal legend of `entries` takes at presenter mode's 18 px on a full-width figure at 1024 px
-    (two entries a line, the longest being ~45 characters).
+    """Lines a horizontal legend of `entries` takes, two entries a line (each half the figure's width: the longest,
+    ~40 characters, fits at presenter mode's 18 px on a full-width figure at 1024 px).
 
     >>> _legend_rows(9)
     5
@@ -160,9 +160,8 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
     """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own.
     `refusals`: requests refused before they ran (each with `time`, `status`, `reason`: api.record.Refusal), a row
     each among the others in time order; `cancelled_means`: what a cancel is here ("client gone")."""
-    n = len(result.records) + len(refusals)
-    fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
-                  height=max(460, 250 + 24 * n))
+    n = len(result.records) + len(refusals)   # rows of 28 px: presenter mode's 18 px labels never overlap
+    fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "")
     colors = {"waiting": WAITING, Phase.PREFILL: "#fcd9a8", "prefill pass": PREFILL, Phase.DECODE: DECODE,
               "cached": CACHED, "preempted": PREEMPTED, "recompute": RECOMPUTE}
     names = {"waiting": "waiting (arrived, not admitted)", Phase.PREFILL: "prefill phase (between its passes)",
@@ -200,10 +199,10 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
     rows = [(r.arrival, _row(r), _row_label(r)) for r in result.records]
     if refused:   # among the others, in time order
         rows = sorted(rows + [(x.time, row, row) for row, x in refused], key=lambda row: row[0])
-    below = 110 + 26 * _legend_rows(len(fig.data))   # the x axis's ticks and title, then the legend
+    below = 110 + 28 * _legend_rows(len(fig.data))   # the x axis's ticks and title, then the legend: two a line
     fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
-                                                     yref="container"),
-                      height=fig.layout.height + below - 180, margin=dict(l=80, r=20, t=70, b=below),
+                                                     yref="container", entrywidth=0.5, entrywidthmode="fraction"),
+                      height=110 + max(210, 28 * n) + below, margin=dict(l=80, r=20, t=70, b=below),
                       yaxis=_rows_axis([r[1] for r in rows], [r[2] for r in rows]))
     return on_time_axis(fig, x_range)
 
