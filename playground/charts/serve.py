@@ -156,10 +156,11 @@ def on_time_axis(fig: go.Figure, x_range: list[float] | None) -> go.Figure:
 
 
 def plot_gantt(result, now: float | None = None, x_range: list[float] | None = None, refusals=(),
-               cancelled_means: str = "") -> go.Figure:
+               cancelled_means: str = "", wide: bool = False) -> go.Figure:
     """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own.
     `refusals`: requests refused before they ran (each with `time`, `status`, `reason`: api.record.Refusal), a row
-    each among the others in time order; `cancelled_means`: what a cancel is here ("client gone")."""
+    each among the others in time order; `cancelled_means`: what a cancel is here ("client gone"); `wide`: the
+    figure is as wide as the page (the clients' view), so its legend takes two entries a line, every one shown."""
     n = len(result.records) + len(refusals)   # rows of 28 px: presenter mode's 18 px labels never overlap
     fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "")
     colors = {"waiting": WAITING, Phase.PREFILL: "#fcd9a8", "prefill pass": PREFILL, Phase.DECODE: DECODE,
@@ -199,9 +200,11 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
     rows = [(r.arrival, _row(r), _row_label(r)) for r in result.records]
     if refused:   # among the others, in time order
         rows = sorted(rows + [(x.time, row, row) for row, x in refused], key=lambda row: row[0])
-    below = 110 + 28 * _legend_rows(len(fig.data))   # the x axis's ticks and title, then the legend: two a line
+    # the x axis's ticks and title, then the legend: on a figure as wide as the page two entries a line
+    below = 110 + 28 * _legend_rows(len(fig.data)) if wide else 180
+    legend = dict(entrywidth=0.5, entrywidthmode="fraction") if wide else {}
     fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
-                                                     yref="container", entrywidth=0.5, entrywidthmode="fraction"),
+                                                     yref="container", **legend),
                       height=110 + max(210, 28 * n) + below, margin=dict(l=80, r=20, t=70, b=below),
                       yaxis=_rows_axis([r[1] for r in rows], [r[2] for r in rows]))
     return on_time_axis(fig, x_range)

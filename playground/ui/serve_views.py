@@ -163,7 +163,8 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
     x_range = shared_range([result])   # the Gantt and the map on one time axis, the last refusal on it too
     if x_range and refusals:
         x_range = [x_range[0], max(x_range[1], refusals[-1].time * 1.03)]
-    gantt = plot_gantt(result, result.now(), x_range, refusals=refusals, cancelled_means=CLIENT_GONE)
+    gantt = plot_gantt(result, result.now(), x_range, refusals=refusals, cancelled_means=CLIENT_GONE,
+                       wide=True)
     kv_map = on_time_axis(plot_kv_map(result), x_range)
     for fig in (gantt, kv_map):
         fig.update_xaxes(title_text=WATCH_AXIS)
