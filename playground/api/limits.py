@@ -23,7 +23,10 @@ record: clients are named "client 1", "client 2", … in the order they first ca
 PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). The prefix cache's size in KV positions from
 PLAYGROUND_API_PREFIX_CACHE (default PREFIX_CACHE_POSITIONS; 0: off). PLAYGROUND_API_PER_REQUEST_METRICS=1 puts
 vLLM's per-request `metrics` object in every response (as vLLM's --enable-per-request-metrics does; without it a
-request asks with `"per_request_metrics": true`). Over a per-request limit (max_tokens, prompt
+request asks with `"per_request_metrics": true`). The KV slots (requests the engine holds at once) from
+PLAYGROUND_API_SLOTS; unset or 0: sized when the model loads from the memory the machine has then and the context
+a request may use (room_slots: a room of ROOM held at once where memory allows; a request beyond the slots waits
+in the engine's queue, not refused, up to `in_flight` in all). Over a per-request limit (max_tokens, prompt
 tokens) is a bad request (400: asking again cannot help); over a rate limit (requests in flight, for one
 client or in all; tokens per minute, one client's prompt + completion tokens over the last 60 s, reserved
 at admission and trued up at the end) is 429 with a Retry-After.
@@ -47,6 +50,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, fields, replace
 
+import psutil
+
+from ..backends.onnx_batch import position_bytes
+from ..serve.batching import pool_slots
 from .errors import bad_request, too_many, unauthorized
 
 WINDOW_S = 60.0
@@ -54,12 +61,17 @@ WINDOW_S = 60.0
 # 8 slots x 1024 (180 MiB of float32 KV on the bundled model): a long system prompt a few clients share stays.
 PREFIX_CACHE_POSITIONS = 4096
 PRESENTER = "the presenter"   # the client name of the app's own Serve tab (ApiConfig.presenter_key)
+ROOM = 30          # people the defaults serve at once, one request each (a workshop's room)
+MOST_SLOTS = 32    # KV slots the endpoint gives itself at most: a room of ROOM held at once, as rows of one decode step
+KV_SHARE = 0.25    # the share of the memory available at load the KV slots may take at most
+MOST_ASKED_SLOTS = 64   # PLAYGROUND_API_SLOTS at most (BatchConfig's bound)
 
 
 @dataclass(frozen=True)
 class ApiLimits:
     in_flight_per_client: int = 4     # one client's requests at once (streaming or not)
-    in_flight: int = 16               # every client's requests at once (more wait in the Batcher than it holds)
+    in_flight: int = 2 * MOST_SLOTS   # every client's requests at once: those beyond the KV slots wait in the
+    #                                   engine's queue (a room of ROOM, one request each, is all let in)
     max_tokens: int = 512             # new tokens one request may ask for (and the default when it asks none)
     prompt_tokens: int = 896          # prompt tokens one request may send (after the chat template)
     tokens_per_minute: int = 20_000   # one client's prompt + completion tokens over the last 60 s
@@ -86,7 +98,7 @@ def parse_limits(text: str | None) -> dict:
 class ApiConfig:
     keys: tuple[str, ...] = field(default=(), repr=False)   # bearer keys; empty: no key needed
     limits: ApiLimits = ApiLimits()
-    slots: int = 8                # KV slots: requests decoded together (more wait for a free slot)
+    slots: int = 0                # KV slots: requests held at once (more wait for a free slot); 0: room_slots
     capacity: int = 1024          # positions per slot: prompt + new tokens of one request (at most the window)
     prefix_cache: int = PREFIX_CACHE_POSITIONS   # positions of KV kept for prompts that begin alike; 0: off
     trust_forwarded: bool = False  # name clients by X-Forwarded-For's last address (added by a known proxy)
@@ -99,8 +111,49 @@ class ApiConfig:
         limits = replace(ApiLimits(), **parse_limits(os.environ.get("PLAYGROUND_API_LIMITS")))
         cache = parse_positions(os.environ.get("PLAYGROUND_API_PREFIX_CACHE"), PREFIX_CACHE_POSITIONS)
         metrics = os.environ.get("PLAYGROUND_API_PER_REQUEST_METRICS", "").strip().lower() in ("1", "true", "yes")
+        slots = parse_slots(os.environ.get("PLAYGROUND_API_SLOTS"))
         return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")),
-                   **{"prefix_cache": cache, "per_request_metrics": metrics, **overrides})
+                   **{"prefix_cache": cache, "per_request_metrics": metrics, "slots": slots, **overrides})
+
+
+def parse_slots(text: str | None) -> int:
+    """PLAYGROUND_API_SLOTS: KV slots from 1 to MOST_ASKED_SLOTS; unset or 0: 0 (sized from memory); ValueError else.
+
+    >>> parse_slots(None), parse_slots("0"), parse_slots(" 48 ")
+    (0, 0, 48)
+    """
+    if text is None or not text.strip():
+        return 0
+    if not text.strip().isdigit() or int(text) > MOST_ASKED_SLOTS:
+        raise ValueError(f"PLAYGROUND_API_SLOTS: {text.strip()!r} is not a number of KV slots from 1 to "
+                         f"{MOST_ASKED_SLOTS} (0 or unset: sized from the memory available)")
+    return int(text)
+
+
+def room_slots(capacity: int, position_bytes: int, available_bytes: int, share: float = KV_SHARE,
+               most: int = MOST_SLOTS) -> int:
+    """KV slots of `capacity` positions (prompt + answer of one request; `position_bytes` each: every layer's K and V)
+    that fit in `share` of `available_bytes` (the memory the machine has free), at most `most`, at least one.
+
+    >>> room_slots(1024, 46_080, 16 * 2**30)   # the bundled model: 45 MiB a slot; 16 GiB free: a room at once
+    32
+    >>> room_slots(1024, 46_080, 2 * 2**30)    # 2 GiB free: 11 slots (495 MiB); the rest of a room waits its turn
+    11
+    >>> room_slots(4096, 46_080, 2 * 2**30)    # a longer context asked: fewer slots from the same memory
+    2
+    >>> room_slots(8192, 46_080, 2**30)        # never none: one request at a time
+    1
+    """
+    return max(1, min(most, int(available_bytes * share) // (capacity * position_bytes)))
+
+
+def endpoint_slots(asked: int, capacity: int, backend) -> int:
+    """The endpoint's KV slots on `backend` for `capacity` positions each: `asked` (ApiConfig.slots; fewer when
+    they would take more memory than the Serve tab's pools may: serve.batching.pool_slots) or, when 0,
+    room_slots from the memory available now."""
+    if asked:
+        return pool_slots(asked, capacity, backend)
+    return room_slots(capacity, position_bytes(backend), psutil.virtual_memory().available)
 
 
 def parse_positions(text: str | None, default: int) -> int:

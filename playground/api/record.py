@@ -29,8 +29,10 @@ from ..serve.prefix_cache import BLOCK_SIZE
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock
 from ..serve.workload import Request, Workload
+from ..trace import COMPLETED, StopReason
 
 SHORT_MAX_TOKENS = 256   # a prompt of more tokens is "long"
+CLIENT_GONE = "client gone"   # what a cancelled request means here: its client hung up (routes.py)
 LABEL = "requests from clients (OpenAI-compatible endpoint; continuous batching on ONNX Runtime)"
 
 
@@ -149,15 +151,56 @@ class ClientTraffic:
                            pool=dict(r.pool or {}) or None, elapsed=self.clock.now())
 
 
+def watch_counts(records, refusals) -> dict:
+    """Every request of a watch in one state: refused (never reached the engine), waiting for a KV slot, gone
+    while waiting (its client left first), or admitted -- then running, done, cancelled (client gone) or failed;
+    `preempted` counts the admitted ones whose KV was dropped once or more (they are running or ended too).
+
+    >>> from types import SimpleNamespace as S
+    >>> recs = [S(admitted=0.1, stop_reason="eos", preemptions=[1]), S(admitted=0.2, stop_reason=None, preemptions=[]),
+    ...         S(admitted=0.3, stop_reason=StopReason.CANCELLED, preemptions=[]),
+    ...         S(admitted=None, stop_reason=None, preemptions=[]),
+    ...         S(admitted=None, stop_reason=StopReason.CANCELLED, preemptions=[])]
+    >>> watch_counts(recs, [Refusal(1.0, 429, "too many"), Refusal(1.0, 429, "too many")])
+    {'requests': 7, 'admitted': 3, 'done': 1, 'running': 1, 'hung up': 1, 'failed': 0, 'waiting': 1, 'gone waiting': 1, 'refused': 2, 'preempted': 1}
+    """
+    admitted = [r for r in records if r.admitted is not None]
+    queued = [r for r in records if r.admitted is None]
+    return {"requests": len(records) + len(refusals), "admitted": len(admitted),
+            "done": sum(r.stop_reason in COMPLETED for r in admitted),
+            "running": sum(r.stop_reason is None for r in admitted),
+            "hung up": sum(r.stop_reason == StopReason.CANCELLED for r in admitted),
+            "failed": sum(r.stop_reason == StopReason.ERROR for r in admitted),
+            "waiting": sum(r.stop_reason is None for r in queued),
+            "gone waiting": sum(r.stop_reason is not None for r in queued),
+            "refused": len(refusals), "preempted": sum(bool(r.preemptions) for r in admitted)}
+
+
+def watch_line(counts: dict, slots: int | None = None) -> str:
+    """watch_counts in one line, every state counted (a zero too), the KV slots the engine holds where known.
+
+    >>> print(watch_line({'requests': 7, 'admitted': 3, 'done': 1, 'running': 1, 'hung up': 1, 'failed': 0,
+    ...                   'waiting': 1, 'gone waiting': 1, 'refused': 2, 'preempted': 1}, slots=32))
+    7 requests: 3 admitted (1 done · 1 running · 1 cancelled: client gone) · 1 waiting for a KV slot (the engine holds 32 at once) · 1 left while waiting · 2 refused · 1 preempted
+    """
+    failed = f" · {counts['failed']} failed" if counts["failed"] else ""
+    holds = f" (the engine holds {slots} at once)" if slots else ""
+    gone = f" · {counts['gone waiting']} left while waiting" if counts["gone waiting"] else ""
+    return (f"{counts['requests']} request{'s' * (counts['requests'] != 1)}: {counts['admitted']} admitted ({counts['done']} done · "
+            f"{counts['running']} running · {counts['hung up']} cancelled: {CLIENT_GONE}{failed}) · "
+            f"{counts['waiting']} waiting for a KV slot{holds}{gone} · {counts['refused']} refused · "
+            f"{counts['preempted']} preempted")
+
+
 def endpoint_text(endpoint: dict) -> str:
     """The endpoint's limits and context in one paragraph (ClientTraffic.endpoint: `limits`, then once loaded
     `context`, `window`, `slots`, `prefix_cache`).
 
     >>> from playground.api.limits import ApiLimits
-    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8}))
-    The endpoint's limits: each client at most 4 requests in flight (16 from all clients), 896 prompt tokens and 512 new tokens a request, 20,000 tokens a minute; context 1,024 tokens a request, prompt and answer together (the model's window is 8,192), 8 requests decoded at once. A request over a limit is refused: 400 (too long), 429 (too many; it says when to retry).
+    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 32}))
+    The endpoint's limits: each client at most 4 requests in flight (64 from all clients), 896 prompt tokens and 512 new tokens a request, 20,000 tokens a minute; context 1,024 tokens a request, prompt and answer together (the model's window is 8,192). The engine holds 32 requests at once (a KV slot each); the others in flight wait in its queue for a free slot. A request over a limit is refused: 400 (too long), 429 (too many; it says when to retry).
     >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8,
-    ...                      "prefix_cache": 4096}).split(". ")[1])
+    ...                      "prefix_cache": 4096}).split(". ")[2])
     Prefix caching on: 4,096 positions of KV (256 blocks of 16) kept for prompts that begin alike; a response's usage.prompt_tokens_details.cached_tokens says how many prompt tokens were copied, not computed
     """
     limits = endpoint.get("limits")
@@ -165,8 +208,9 @@ def endpoint_text(endpoint: dict) -> str:
         return "The endpoint's limits: not known (no service has described them)."
     context = endpoint.get("context")
     where = (f"context {context:,} tokens a request, prompt and answer together (the model's window is "
-             f"{endpoint['window']:,}), {endpoint['slots']} requests decoded at once" if context
-             else "context: not known until the model has loaded")
+             f"{endpoint['window']:,}). The engine holds {endpoint['slots']} requests at once (a KV slot each); the "
+             "others in flight wait in its queue for a free slot" if context
+             else "context and KV slots: not known until the model has loaded")
     cache = endpoint.get("prefix_cache")
     caching = ("" if cache is None else "Prefix caching off. " if not cache else
                f"Prefix caching on: {cache:,} positions of KV ({cache // BLOCK_SIZE} blocks of {BLOCK_SIZE}) kept for "

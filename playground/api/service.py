@@ -16,8 +16,8 @@ keeps its token ids but not its text (prompt and prompt_text are empty): a view 
 public Space shows no one's prompt. Its `server` dict says when the route received the request
 (`received_ns`, time.time_ns(): the server-side start a standard client's TTFT is compared with) and the
 client's own `X-Request-ID` (`x_request_id`, so a benchmark can match its records to ours; never logged). The pool is sized
-once: `slots` KV slots of `capacity` positions (at most the model's window), fewer slots when that would
-take more memory than the Serve tab's batching allows (serve.batching.pool_slots). The backend it runs:
+once: KV slots of `capacity` positions (at most the model's window), as many as the memory available allows
+for a room (limits.endpoint_slots), or `slots` when asked. The backend it runs:
 serve.registry.batching_backend. Prefix caching is on unless `ApiConfig.prefix_cache` is 0: a request whose
 prompt begins as an earlier one's did copies those blocks' KV instead of computing them, and its usage says how
 many prompt tokens it did not compute (`prompt_tokens_details.cached_tokens`, from its Trace, as OpenAI reports it).
@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..config import MAX_PROMPT_CHARS
-from ..serve.batching import pool_slots
 from ..serve.slots import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
-from .limits import Admission, ApiConfig, Guard
+from .limits import Admission, ApiConfig, Guard, endpoint_slots
 from ..serve.engine_loop import EngineLoop, Ticket
 from .prometheus import ServerMetrics
 from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
@@ -122,7 +121,7 @@ class ApiService:
         try:
             engine = self.get_engine()
             capacity = min(self.config.capacity, int(engine.backend.context_window))
-            slots = pool_slots(self.config.slots, capacity, engine.backend)
+            slots = endpoint_slots(self.config.slots, capacity, engine.backend)
             self.model_id = engine.info.model
             self.longest_token = longest_token(engine.tokenizer)
             batch = BatchConfig(slots=slots, prefix_cache=self.config.prefix_cache)

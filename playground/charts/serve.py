@@ -1,13 +1,17 @@
 """A workload drawn from its records: the Gantt of every request, throughput and KV cache over time.
 
     fig = plot_gantt(result, now=12.3)   # one row per request: waiting, prefill (its passes), decode, end
+    plot_gantt(result, refusals=[...], cancelled_means="client gone")   # an endpoint's: refused requests too
     plot_throughput(result); plot_kv_in_use(result); plot_batches(result)
     plot_kv_map(result)                  # the KV pool's slots over time, coloured by the request holding each
     plot_itl(result)                     # decoding requests' inter-token latency, prefill chunks marked
 
 With prefix caching the Gantt draws each request's cached prefix copy in its own colour; under a KV budget,
 each preemption (a cross), the wait that follows and the recompute's passes; the memory map adds a row for
-the prefix cache's blocks (how many requests share them) and says the budget.
+the prefix cache's blocks (how many requests share them) and says the budget. A request's row names how many
+of its prompt tokens were cached ("#3 short · 576 cached"): the copy itself is a sliver of a millisecond. An
+endpoint's Gantt draws each refused request on a row of its own at its time (a marker per HTTP status, its
+reason on hover), so two refused in the same second stay two; a cancelled request's end says why it was.
 
 Every bar and point is a measured timestamp (serve/records.py). While a workload runs, `now` (seconds
 since it started) extends the bars of requests still waiting or running, so the chart grows live.
@@ -29,7 +33,10 @@ WAITING, PASS, FAILED = "#cbd5e1", "#b45309", "#dc2626"
 CACHED, PREEMPTED, RECOMPUTE = "#0d9488", "#f9a8d4", "#be185d"
 ENDS = {StopReason.EOS: ("circle", "#16a34a"), StopReason.LENGTH: ("square", "#16a34a"),
         StopReason.CONTEXT: ("diamond", "#16a34a"), StopReason.CANCELLED: ("x", FAILED),
-        StopReason.ERROR: ("x", "#7f1d1d")}
+        StopReason.ERROR: ("hexagram", "#7f1d1d")}
+# a refused request: a closed square, coloured by its HTTP status (the reason is on hover and in the table)
+REFUSED_SYMBOL, REFUSED_COLORS, REFUSED_OTHER = "square-x", {400: "#7c3aed", 429: "#0369a1", 413: "#a16207"}, "#475569"
+STATUS_WORDS = {400: "too long or bad", 401: "no key", 413: "too large", 429: "too many", 503: "not ready"}
 
 
 def over_time(result, window: float = 1.0) -> dict:
@@ -63,6 +70,37 @@ def _legend_below(fig: go.Figure) -> go.Figure:
 
 def _row(record) -> str:
     return f"#{record.request.id} {record.request.cls}"
+
+
+def _row_label(record) -> str:
+    """A request's row as the chart shows it: its id and class, and how many prompt tokens were cached.
+
+    >>> from types import SimpleNamespace as S
+    >>> _row_label(S(request=S(id=3, cls="short"), cached_tokens=576)), _row_label(S(request=S(id=4, cls="long")))
+    ('#3 short · 576 cached', '#4 long')
+    """
+    cached = getattr(record, "cached_tokens", 0)
+    return _row(record) + (f" · {cached:,} cached" if cached else "")
+
+
+def refused_row(k: int, refusal) -> str:
+    """The row of the k-th refused request (from 0), named by its status.
+
+    >>> from types import SimpleNamespace as S
+    >>> refused_row(0, S(status=429))
+    'refused 1 · 429'
+    """
+    return f"refused {k + 1} · {refusal.status}"
+
+
+def _legend_rows(entries: int, per_row: int = 2) -> int:
+    """Lines a horizontal legend of `entries` takes, two entries a line (each half the figure's width: the longest,
+    ~40 characters, fits at presenter mode's 18 px on a full-width figure at 1024 px).
+
+    >>> _legend_rows(9)
+    5
+    """
+    return -(-entries // per_row)
 
 
 def _segments(result, now: float | None):
@@ -117,15 +155,18 @@ def on_time_axis(fig: go.Figure, x_range: list[float] | None) -> go.Figure:
     return fig
 
 
-def plot_gantt(result, now: float | None = None, x_range: list[float] | None = None) -> go.Figure:
-    """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own."""
-    n = len(result.records)
-    fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "",
-                  height=max(460, 250 + 24 * n))
+def plot_gantt(result, now: float | None = None, x_range: list[float] | None = None, refusals=(),
+               cancelled_means: str = "", wide: bool = False) -> go.Figure:
+    """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own.
+    `refusals`: requests refused before they ran (each with `time`, `status`, `reason`: api.record.Refusal), a row
+    each among the others in time order; `cancelled_means`: what a cancel is here ("client gone"); `wide`: the
+    figure is as wide as the page (the clients' view), so its legend takes two entries a line, every one shown."""
+    n = len(result.records) + len(refusals)   # rows of 28 px: presenter mode's 18 px labels never overlap
+    fig = _figure(_title("Every request's timeline", result), "seconds since the workload started", "")
     colors = {"waiting": WAITING, Phase.PREFILL: "#fcd9a8", "prefill pass": PREFILL, Phase.DECODE: DECODE,
               "cached": CACHED, "preempted": PREEMPTED, "recompute": RECOMPUTE}
-    names = {"waiting": "waiting (arrived, not admitted)", Phase.PREFILL: "prefill phase (waiting between its passes)",
-             "prefill pass": "prefill (its forward passes, where known)", Phase.DECODE: "decode",
+    names = {"waiting": "waiting (arrived, not admitted)", Phase.PREFILL: "prefill phase (between its passes)",
+             "prefill pass": "prefill (its forward passes)", Phase.DECODE: "decode",
              "cached": "cached prefix copied in (not computed)", "preempted": "preempted: KV dropped, waiting again",
              "recompute": "recompute after a preemption"}
     for phase, segs in _segments(result, now).items():
@@ -136,10 +177,11 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
     for reason, (symbol, color) in ENDS.items():
         ends = [r for r in result.records if r.stop_reason == reason and r.finished is not None]
         if ends:
-            fig.add_scatter(name=f"ended: {reason}", mode="markers", y=[_row(r) for r in ends],
+            why = f" ({cancelled_means})" if reason == StopReason.CANCELLED and cancelled_means else ""
+            fig.add_scatter(name=f"ended: {reason}{why}", mode="markers", y=[_row(r) for r in ends],
                             x=[r.last_token if r.last_token is not None else r.finished for r in ends],
                             marker=dict(symbol=symbol, color=color, size=9),
-                            customdata=[r.error or reason for r in ends],
+                            customdata=[r.error or f"{reason}{why}" for r in ends],
                             hovertemplate="%{y}: %{customdata}<extra></extra>")
     cuts = [(r, p) for r in result.records for p in getattr(r, "preemptions", ())]
     if cuts:
@@ -147,17 +189,31 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
                         marker=dict(symbol="x-thin", color=RECOMPUTE, size=12, line=dict(width=3, color=RECOMPUTE)),
                         customdata=[f"preempted after {p.after_tokens} tokens" for _, p in cuts],
                         hovertemplate="%{y}: %{customdata}<extra></extra>")
-    rows = [_row(r) for r in result.records]
+    refused = [(refused_row(k, x), x) for k, x in enumerate(refusals)]
+    for status in sorted({x.status for x in refusals}):
+        mine = [(row, x) for row, x in refused if x.status == status]
+        color = REFUSED_COLORS.get(status, REFUSED_OTHER)
+        fig.add_scatter(name=f"refused {status} ({STATUS_WORDS.get(status, 'refused')})", mode="markers",
+                        y=[row for row, _ in mine], x=[x.time for _, x in mine],
+                        marker=dict(symbol=REFUSED_SYMBOL, color=color, size=11, line=dict(width=1, color=color)),
+                        customdata=[x.reason for _, x in mine], hovertemplate="%{y}: %{customdata}<extra></extra>")
+    rows = [(r.arrival, _row(r), _row_label(r)) for r in result.records]
+    if refused:   # among the others, in time order
+        rows = sorted(rows + [(x.time, row, row) for row, x in refused], key=lambda row: row[0])
+    # the x axis's ticks and title, then the legend: on a figure as wide as the page two entries a line
+    below = 110 + 28 * _legend_rows(len(fig.data)) if wide else 180
+    legend = dict(entrywidth=0.5, entrywidthmode="fraction") if wide else {}
     fig.update_layout(barmode="overlay", legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom",
-                                                     yref="container"),
-                      margin=dict(l=80, r=20, t=70, b=180), yaxis=_rows_axis(rows))
+                                                     yref="container", **legend),
+                      height=110 + max(210, 28 * n) + below, margin=dict(l=80, r=20, t=70, b=below),
+                      yaxis=_rows_axis([r[1] for r in rows], [r[2] for r in rows]))
     return on_time_axis(fig, x_range)
 
 
-def _rows_axis(rows: list[str]) -> dict:
-    """A Gantt's y axis: one category per request, the first at the top."""
+def _rows_axis(rows: list[str], labels: list[str] | None = None) -> dict:
+    """A Gantt's y axis: one category per request, the first at the top, each shown as its label (default: itself)."""
     return dict(autorange="reversed", type="category", categoryorder="array", categoryarray=rows, tickmode="array",
-                tickvals=rows, ticktext=rows)
+                tickvals=rows, ticktext=labels or rows, automargin=True)
 
 
 def plot_gantts(panels: list[tuple[str, object, list[float] | None]], title: str) -> go.Figure:

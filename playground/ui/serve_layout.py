@@ -204,21 +204,17 @@ def _sweeps(registry, out, form):
 
 
 def _clients(out, traffic):
-    """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint)."""
+    """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint): the buttons, the
+    line counting every state, then the timeline at the page's full width, so a projector's first screen of the
+    panel shows it (presenter mode at 1024x768); how to send a request and the endpoint's limits come after."""
     with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
                       visible=traffic is not None, elem_id="serve-clients"):
-        caption(clients_text(traffic.reach if traffic is not None else []))
-        out.clients_limits = gr.Markdown(elem_id="serve-clients-limits")
-        if traffic is not None:   # on each page load (no API of its own)
-            gr.on(None, lambda: endpoint_text(traffic.endpoint), None, out.clients_limits, api_visibility="private",
-                  queue=False)
         with gr.Row():
             watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
             unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")
         out.clients_status = gr.Markdown(elem_id="serve-clients-status")
-        with gr.Row():
-            out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
-            out.clients_kv_map = gr.Plot(label="Clients: KV memory map")
+        out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
+        out.clients_kv_map = gr.Plot(label="Clients: KV memory map", elem_id="serve-clients-kv-map")
         out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False, column_widths=CLASS_WIDTHS,
                                            label="Clients: p50/p95 per class (since you started watching)", wrap=True)
         out.clients_refused = gr.Dataframe(headers=REFUSED_HEADERS, interactive=False, wrap=True,
@@ -228,6 +224,11 @@ def _clients(out, traffic):
             export = gr.Button("Download the watch as a Perfetto trace", elem_id="serve-clients-export")
             out.clients_download = gr.File(label="Clients since you started watching: Chrome Trace Events (open at "
                                            "ui.perfetto.dev)", interactive=False, elem_id="serve-clients-download")
+        caption(clients_text(traffic.reach if traffic is not None else []))
+        out.clients_limits = gr.Markdown(elem_id="serve-clients-limits")
+        if traffic is not None:   # on each page load (no API of its own)
+            gr.on(None, lambda: endpoint_text(traffic.endpoint), None, out.clients_limits, api_visibility="private",
+                  queue=False)
         out.clients_since = gr.State(None)   # the watch's start, on the record's clock
     return watch, unwatch, export
 

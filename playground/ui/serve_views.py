@@ -18,7 +18,7 @@ import gradio as gr
 from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput,
                             request_rows, shared_range)
 from ..charts.serve_sweeps import plot_sweep
-from ..api.record import endpoint_text
+from ..api.record import CLIENT_GONE, endpoint_text, watch_counts, watch_line
 from ..serve import compare, lesson
 from ..serve.mooncake import results_jsonl
 from ..serve.perfetto import workload_json
@@ -34,7 +34,6 @@ CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 
 REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "first answer token (s)",
                    "TPOT (s)", "E2E (s)", "end"]
 REFUSED_HEADERS = ["t (s)", "HTTP status", "reason"]
-REFUSED_ROW = "refused"
 WATCH_AXIS = "seconds since you started watching"
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
@@ -142,37 +141,33 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
 
 def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
     """The endpoint's clients since t0 (the watch's start, on the record's clock; times counted from it): the
-    limits, one line, the Gantt (refused requests on a row of their own), the KV map, p50/p95 per class, the
-    refusals. `final`: the watch has stopped (the charts are no longer "running")."""
+    limits, one line counting every state, the Gantt (each refused request on a row of its own), the KV map,
+    p50/p95 per class, the refusals. `final`: the watch has stopped (the charts are no longer "running")."""
     result, refusals = traffic.since(t0), traffic.refused_since(t0)
     if final:
         result = replace(result, done=True)
     recs = result.records
     head = "Stopped watching: the requests" if final else "Watching: requests"
-    if not recs:
-        line = f"{head} since you started watching: none yet. Send one (see above)."
+    if not recs and not refusals:
+        line = f"{head} since you started watching: none yet. Send one (see below)."
     else:
-        running = sum(r.admitted is not None and r.stop_reason is None for r in recs)
-        waiting = sum(r.admitted is None and r.stop_reason is None for r in recs)
-        line = (f"{head} since you started watching ({result.elapsed:.0f} s): {len(recs)} admitted · "
-                f"{running} running · {waiting} waiting · {sum(r.output_tokens for r in recs)} output tokens")
+        line = (f"{head} since you started watching ({result.elapsed:.0f} s): "
+                f"{watch_line(watch_counts(recs, refusals), traffic.endpoint.get('slots'))} · "
+                f"{sum(r.output_tokens for r in recs)} output tokens")
         if len(result.workload.classes()) > 0 and any(r.steps for r in recs):
             line += f"<br>{html.escape(lesson(result))}"
     if refusals:
         counts = Counter((x.status, x.reason) for x in refusals)
         line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
             f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
-    x_range = shared_range([result])   # the Gantt and the map on one time axis
-    gantt, kv_map = plot_gantt(result, result.now(), x_range), on_time_axis(plot_kv_map(result), x_range)
+    x_range = shared_range([result])   # the Gantt and the map on one time axis, the last refusal on it too
+    if x_range and refusals:
+        x_range = [x_range[0], max(x_range[1], refusals[-1].time * 1.03)]
+    gantt = plot_gantt(result, result.now(), x_range, refusals=refusals, cancelled_means=CLIENT_GONE,
+                       wide=True)
+    kv_map = on_time_axis(plot_kv_map(result), x_range)
     for fig in (gantt, kv_map):
         fig.update_xaxes(title_text=WATCH_AXIS)
-    if refusals:   # a row per HTTP status, a cross per refused request
-        statuses = sorted({x.status for x in refusals})
-        rows = list(gantt.layout.yaxis.categoryarray or ()) + [f"{REFUSED_ROW} {s}" for s in statuses]
-        gantt.add_scatter(name="refused (row: HTTP status)", mode="markers", y=[f"{REFUSED_ROW} {x.status}" for x in refusals],
-                          x=[x.time for x in refusals], marker=dict(symbol="x", color="#c0392b", size=10),
-                          customdata=[x.reason for x in refusals], hovertemplate="%{y}: %{customdata}<extra></extra>")
-        gantt.update_yaxes(categoryarray=rows, tickvals=rows, ticktext=rows)
     return {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line, out.clients_gantt: gantt,
             out.clients_kv_map: kv_map,
             out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),

@@ -80,7 +80,8 @@ def test_an_audiences_requests_are_watched_live_and_refusals_named(monkeypatch):
             assert (400, "too-much") in outcomes and any(code == 429 for code, _ in outcomes), outcomes
 
             page.wait_for_function(f"document.querySelector('#serve-clients-status').innerText"
-                                   f".includes('{admitted} admitted · 0 running')", timeout=30_000)
+                                   f".includes('{admitted} admitted (') && document.querySelector("
+                                   "'#serve-clients-status').innerText.includes(' · 0 running · ')", timeout=30_000)
             text = status(page)
             assert "400 ×1 (max_tokens is 100000; the limit here is 512)" in text
             assert "in flight from this client; the limit is 2 at a time" in text
@@ -92,7 +93,9 @@ def test_an_audiences_requests_are_watched_live_and_refusals_named(monkeypatch):
             # timing: an order of events: every bar began after the watch started, and before now
             assert bars and 0 <= min(bars) and max(bars) < watched_for, (bars, watched_for)
             assert len([r for r in gantt["rows"] if not r.startswith("refused")]) == admitted
-            assert "refused 400" in gantt["rows"] and "refused 429" in gantt["rows"]
+            refused_rows = [r for r in gantt["rows"] if r.startswith("refused")]   # a row per refused request
+            assert any(r.endswith("· 400") for r in refused_rows) and any(r.endswith("· 429") for r in refused_rows), \
+                refused_rows
             assert "running…" in gantt["title"]
 
             page.locator("#serve-unwatch").click()

@@ -26,3 +26,65 @@ def test_since_counts_every_time_of_a_record_from_t0():
     assert [tuple(round(v, 3) for v in span) for span in p.chunks] == [(0.41, 0.45, 26)]
     assert [(round(t, 3), n) for t, n, _ in seen.cache_map] == [(0.12, 2)]   # from t0 on, counted from it
     assert record.cache_copies == [(5.1, 5.12, 16)]   # the record itself is left as it was
+
+
+def watched_room():
+    """A watch's records and refusals: one answered with 576 of its 600 prompt tokens cached, one whose client hung
+    up, one preempted and resumed, one waiting for a slot; two 400s in the same second and a 429."""
+    from playground.api.record import Refusal
+    from playground.config import GenerationSettings
+    from playground.trace import Step, StopReason, Trace
+
+    def record(rid, arrival, admitted, end, stop, cached=0, preempted=False):
+        trace = Trace("", "", [1] * 600, GenerationSettings(), "fake", "cpu", "float32", "m", None)
+        trace.cached_tokens = cached
+        for i, t in enumerate((admitted + 0.2, end) if admitted is not None else ()):
+            trace.steps.append(Step(index=i, token_id=5, text="x", special=False, phase="decode", time=t - admitted,
+                                    latency=0.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None))
+        r = RequestRecord(Request(rid, "long", "", 8, arrival), prompt_tokens=600, admitted=admitted, trace=trace,
+                          finished=end, stop_reason=stop)
+        if preempted:
+            r.preemptions.append(Preemption(at=admitted + 0.3, after_tokens=1, positions=601, resumed=admitted + 0.5))
+        return r
+    records = [record(0, 0.0, 0.1, 1.0, StopReason.EOS, cached=576), record(1, 0.1, 0.2, 0.6, StopReason.CANCELLED),
+               record(2, 0.2, 0.3, 1.5, StopReason.LENGTH, preempted=True), record(3, 1.4, None, None, None)]
+    refusals = [Refusal(1.10, 400, "max_tokens is 100000; the limit here is 512"),
+                Refusal(1.15, 400, "max_tokens is 100000; the limit here is 512"),
+                Refusal(1.30, 429, "1 request in flight from this client; the limit is 1 at a time")]
+    return records, refusals
+
+
+def test_the_watch_gantt_draws_each_kind_of_request_apart_and_each_refusal_on_its_row():
+    """A disconnected client and a refused request drew the same red cross; two 400s in the same second drew as
+    one; 576 cached tokens were a sliver with no count."""
+    from playground.api.record import CLIENT_GONE
+    from playground.charts.serve import plot_gantt
+    records, refusals = watched_room()
+    traffic = ClientTraffic()
+    traffic.result.records.extend(records)
+    fig = plot_gantt(traffic.snapshot(), 1.6, refusals=refusals, cancelled_means=CLIENT_GONE)
+    traces = {t.name: t for t in fig.data}
+    gone, preempted = traces["ended: cancelled (client gone)"], traces["preemption"]
+    too_long, too_many = traces["refused 400 (too long or bad)"], traces["refused 429 (too many)"]
+    assert list(gone.y) == ["#1 long"] and list(preempted.y) == ["#2 long"]
+    assert len(set(too_long.y)) == 2 and list(too_long.x) == [1.10, 1.15]   # two rows, each at its own time
+    assert list(too_many.customdata) == [refusals[2].reason]
+    looks = {(t.marker.symbol, t.marker.color) for t in (gone, preempted, too_long, too_many)}
+    assert len(looks) == 4   # none drawn like another
+    assert gone.marker.symbol not in {too_long.marker.symbol, too_many.marker.symbol}
+    rows, ticks = list(fig.layout.yaxis.categoryarray), list(fig.layout.yaxis.ticktext)
+    assert rows == ["#0 long", "#1 long", "#2 long", "refused 1 · 400", "refused 2 · 400", "refused 3 · 429",
+                    "#3 long"]   # in time order
+    assert ticks[0] == "#0 long · 576 cached" and ticks[1] == "#1 long"
+
+
+def test_the_watch_line_counts_every_state_from_the_records():
+    from playground.api.record import watch_counts, watch_line
+    records, refusals = watched_room()
+    counts = watch_counts(records, refusals)
+    assert counts == {"requests": 7, "admitted": 3, "done": 2, "running": 0, "hung up": 1, "failed": 0,
+                      "waiting": 1, "gone waiting": 0, "refused": 3, "preempted": 1}
+    line = watch_line(counts, slots=32)
+    assert line.startswith("7 requests: 3 admitted (2 done · 0 running · 1 cancelled: client gone)")
+    assert "1 waiting for a KV slot (the engine holds 32 at once)" in line
+    assert line.endswith("3 refused · 1 preempted")

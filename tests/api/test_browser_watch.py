@@ -1,0 +1,112 @@
+"""The Watch view explains the room on a projector: the app with `--openai-api` (the tiny model on ONNX Runtime, each
+client at most 1 request in flight), a page in presenter mode (?present=1) at 1024x768 watching the clients while
+they are answered, hang up, send two requests too long in the same second and one too many. With the panel at
+the top of the window, its first screen shows the timeline's plot whole; the timeline is as wide as the page
+and its legend whole (every trace's entry inside its figure, none scrolled away, in text >= 18 px); a cancelled
+request, each refused one (a row each, two 400s in the same second two rows) and a cached prompt are told apart."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+
+from tests.browser import open_page
+from tests.helpers import require_browser
+from tests.ui.test_browser_options import Watched, app_with
+from tests.ui.test_browser_room import enlarged
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SYSTEM = ("You are a patient tutor in a workshop about serving language models. Answer in one short sentence, "
+          "plainly, and never use a word the room has not heard yet.")
+# The Gantt as Plotly holds it, and where it is: its figure, its plot area and legend entries against the window
+GANTT = """() => { const gd = document.querySelector('#serve-clients-gantt .js-plotly-plot');
+  if (!gd) return null;
+  const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const legend = gd.querySelector('.legend .bg');
+  return {figure: box(gd), plot: box(gd.querySelector('.nsewdrag')), legend: legend && box(legend),
+    entries: [...gd.querySelectorAll('.legend .traces')].map((t) => [t.textContent, box(t)]),
+    scrollbar: [...gd.querySelectorAll('.legend .scrollbar')].some((s) => s.getBoundingClientRect().height > 0),
+    window: [innerWidth, innerHeight], container: document.querySelector('.gradio-container').getBoundingClientRect().width,
+    rows: gd.layout.yaxis.categoryarray, ticks: gd.layout.yaxis.ticktext,
+    traces: gd.data.map((t) => ({name: t.name, y: t.y, symbol: t.marker && t.marker.symbol}))}; }"""
+
+
+def inside(inner, outer, slack: float = 1.0) -> bool:
+    return (inner[0] >= outer[0] - slack and inner[1] >= outer[1] - slack and inner[2] <= outer[2] + slack
+            and inner[3] <= outer[3] + slack)
+
+
+def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLAYGROUND_API_LIMITS", "in_flight_per_client=1")
+    sync_api = require_browser()
+    with app_with("--openai-api") as url, sync_api.sync_playwright() as p:
+        watched = []
+        browser, page = open_page(p, url + "?present=1", 1024, 768,
+                                  on_page=lambda page: watched.append(Watched(page, url)))
+        try:
+            page.get_by_role("tab", name="Serve").click()
+            page.locator("#serve-watch").click()
+            page.wait_for_function("document.querySelector('#serve-clients-status').innerText"
+                                   ".includes('since you started watching')", timeout=30_000)
+            sdk = openai.OpenAI(base_url=url + "v1", api_key="none", max_retries=0, timeout=60)
+            tutor = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
+            for _ in range(2):   # the second begins as the first did: its prompt's head is cached
+                sdk.chat.completions.create(model="m", messages=tutor, max_tokens=8)
+            stream = sdk.chat.completions.create(model="m", messages=tutor, max_tokens=300, stream=True,
+                                                 extra_body={"ignore_eos": True})
+            for i, _ in enumerate(stream):   # a client that hangs up mid-answer
+                if i == 2:
+                    break
+            stream.close()
+
+            def too_long(_):
+                try:
+                    sdk.chat.completions.create(model="m", messages=tutor, max_tokens=100_000)
+                except openai.BadRequestError:
+                    return 400
+            with ThreadPoolExecutor(2) as pool:   # two refused in the same second
+                assert list(pool.map(too_long, range(2))) == [400, 400]
+            slow = sdk.chat.completions.create(model="m", messages=tutor, max_tokens=200, stream=True,
+                                               extra_body={"ignore_eos": True})
+            next(iter(slow))   # in flight: the next one from this client is one too many
+            with pytest.raises(openai.RateLimitError):
+                sdk.chat.completions.create(model="m", messages=tutor, max_tokens=4)
+            list(slow)
+
+            counted = "4 admitted (3 done · 0 running · 1 cancelled: client gone)"
+            try:
+                page.wait_for_function("document.querySelector('#serve-clients-status').innerText"
+                                       f".includes('{counted}')", timeout=60_000)
+            except Exception:   # noqa: BLE001 - playwright's TimeoutError: the assert below shows the line
+                pass
+            line = page.evaluate("document.querySelector('#serve-clients-status').innerText")
+            assert counted in line, line
+            assert "7 requests" in line and "3 refused" in line and "0 preempted" in line, line
+            page.evaluate("document.querySelector('#serve-clients').scrollIntoView({block: 'start'})")
+            fonts = enlarged(page)   # presenter.js has enlarged the charts' text
+            assert fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
+            time.sleep(1.5)   # presenter.js's next pass (once a second) has laid out what it enlarged
+            page.screenshot(path=str(tmp_path / "watch-presenter-1024x768.png"), timeout=120_000)
+            g = page.evaluate(GANTT)
+            window = [0, 0, *g["window"]]
+            assert inside(g["plot"], window), f"the timeline's plot is not on the first screen: {g['plot']} ({tmp_path})"
+            assert g["figure"][2] - g["figure"][0] >= 0.9 * g["container"], "the timeline is not the page's width"
+            names = [t["name"] for t in g["traces"]]
+            shown = [text for text, _ in g["entries"]]
+            assert sorted(shown) == sorted(names) and not g["scrollbar"], (shown, names)
+            assert all(inside(b, g["figure"]) and inside(b, g["legend"]) for _, b in g["entries"]), g["entries"]
+
+            by_name = {t["name"]: t for t in g["traces"]}
+            assert by_name["ended: cancelled (client gone)"]["symbol"] == "x"
+            refused = {n: t for n, t in by_name.items() if n.startswith("refused")}
+            assert set(refused) == {"refused 400 (too long or bad)", "refused 429 (too many)"}
+            assert {t["symbol"] for t in refused.values()} == {"square-x"}
+            assert len(set(refused["refused 400 (too long or bad)"]["y"])) == 2   # two rows, not one cross
+            assert sum(r.startswith("refused") for r in g["rows"]) == 3
+            assert any(t.endswith(" cached") for t in g["ticks"]), g["ticks"]   # the number of cached tokens
+            assert watched[0].errors == [] and watched[0].foreign == [], (watched[0].errors, watched[0].foreign)
+        finally:
+            browser.close()
