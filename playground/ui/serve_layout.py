@@ -23,7 +23,7 @@ from ..serve.sweeps import CHUNK_SIZES
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
-from .serve_views import CLASS_HEADERS, REFUSED_HEADERS, REQUEST_HEADERS
+from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
 # each column of a per-class table as wide as its header in presenter mode's 20 px text (px; Gradio takes no
 # em): sized to the data, "class" read "cla…" at 1400 px; the table scrolls sideways in a half-width column
@@ -217,9 +217,8 @@ def _clients(out, traffic):
         out.clients_kv_map = gr.Plot(label="Clients: KV memory map", elem_id="serve-clients-kv-map")
         out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False, column_widths=CLASS_WIDTHS,
                                            label="Clients: p50/p95 per class (since you started watching)", wrap=True)
-        out.clients_refused = gr.Dataframe(headers=REFUSED_HEADERS, interactive=False, wrap=True,
-                                           label="Clients: requests refused (since you started watching)",
-                                           elem_id="serve-clients-refused")
+        gr.Markdown("**Clients: requests refused** (since you started watching)")
+        out.clients_refused = gr.HTML(elem_id="serve-clients-refused", padding=True)
         with gr.Row():
             export = gr.Button("Download the watch as a Perfetto trace", elem_id="serve-clients-export")
             out.clients_download = gr.File(label="Clients since you started watching: Chrome Trace Events (open at "

@@ -14,6 +14,7 @@ Left out: more than two classes in the editor (the CLI replays any workload.json
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from types import SimpleNamespace
@@ -262,23 +263,57 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
 
 
-def watch_clients(traffic, out, cancel_after: float = WATCH_FOR):
+class Watches:
+    """The Watch view's running watches, by their start t0: Stop watching sets its event, and the watch itself then
+    draws its last frame (one event's frames arrive in order: no frame of the watch lands after "Stopped")."""
+
+    def __init__(self):
+        self._stops: dict[float, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def start(self, t0: float) -> threading.Event:
+        with self._lock:
+            return self._stops.setdefault(t0, threading.Event())
+
+    def stop(self, t0: float) -> bool:
+        """Ask the watch that started at t0 to end; False when none is running (it ended, or its page reloaded)."""
+        with self._lock:
+            event = self._stops.get(t0)
+        if event is not None:
+            event.set()
+        return event is not None
+
+    def end(self, t0: float) -> None:
+        with self._lock:
+            self._stops.pop(t0, None)
+
+
+def watch_clients(traffic, out, watches: Watches, cancel_after: float = WATCH_FOR):
     """Redraw the endpoint's clients about once a second, counting time from the moment watching starts (a
     generator: Stop watching, or closing the page, ends it; the start goes to out.clients_since)."""
     def watch():
         start, t0 = time.monotonic(), traffic.now()
-        while time.monotonic() - start < cancel_after:
-            yield {**clients_view(traffic, t0, out), out.clients_since: t0}
-            time.sleep(1.0)
-        yield {**clients_view(traffic, t0, out, final=True),
-               out.clients_status: "stopped watching after 30 minutes: press Watch again"}
+        stop = watches.start(t0)
+        try:
+            while time.monotonic() - start < cancel_after:
+                yield {**clients_view(traffic, t0, out), out.clients_since: t0}
+                if stop.wait(1.0):
+                    yield clients_view(traffic, t0, out, final=True)
+                    return
+            yield {**clients_view(traffic, t0, out, final=True),
+                   out.clients_status: "stopped watching after 30 minutes: press Watch again"}
+        finally:
+            watches.end(t0)
     return watch
 
 
-def unwatch_clients(traffic, out):
-    """The last frame once Stop watching is pressed: the requests since the watch started, no longer running."""
+def unwatch_clients(traffic, out, watches: Watches):
+    """Stop watching: the running watch draws its last frame itself; a watch that already ended gets it here (the
+    requests since the watch started, no longer running)."""
     def unwatch(t0):
-        return {} if t0 is None else clients_view(traffic, t0, out, final=True)
+        if t0 is None or watches.stop(t0):
+            return {}
+        return clients_view(traffic, t0, out, final=True)
     return unwatch
 
 
@@ -325,9 +360,10 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     if traffic is not None:   # drawing only: the endpoint's engine loop computes, not this handler
         clients = [out.clients_limits, out.clients_status, out.clients_gantt, out.clients_kv_map,
                    out.clients_classes, out.clients_refused]
-        watching = buttons.watch.click(watch_clients(traffic, out), None, [*clients, out.clients_since],
+        watches = Watches()   # Stop watching asks the watch to draw its own last frame: none of it lands after
+        buttons.watch.click(watch_clients(traffic, out, watches), None, [*clients, out.clients_since],
                                        api_name="serve_watch", concurrency_limit=None)
-        buttons.unwatch.click(unwatch_clients(traffic, out), out.clients_since, clients, cancels=[watching],
+        buttons.unwatch.click(unwatch_clients(traffic, out, watches), out.clients_since, clients,
                               api_visibility="private", concurrency_limit=None)
         buttons.export.click(export_watch(traffic), [out.clients_since, job], out.clients_download,
                              api_visibility="private", concurrency_limit=None)

@@ -171,8 +171,25 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
     return {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line, out.clients_gantt: gantt,
             out.clients_kv_map: kv_map,
             out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
-            out.clients_refused: gr.update(value=[[round(x.time, 1), x.status, x.reason] for x in reversed(refusals)],
-                                           headers=REFUSED_HEADERS)}
+            out.clients_refused: refused_html(refusals)}
+
+
+def refused_html(refusals) -> str:
+    """The refused requests as a table, the latest first (an HTML table: every row drawn whatever the count).
+
+    >>> from playground.api.record import Refusal
+    >>> print(refused_html([Refusal(1.04, 400, "max_tokens <b>")]))
+    <table class="pg-refused"><tr><th>t (s)</th><th>HTTP status</th><th>reason</th></tr><tr><td>1.0</td><td>400</td><td>max_tokens &lt;b&gt;</td></tr></table>
+    >>> refused_html([])
+    '<p class="pg-refused">No request refused since you started watching.</p>'
+    """
+    if not refusals:
+        return '<p class="pg-refused">No request refused since you started watching.</p>'
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in REFUSED_HEADERS)
+    rows = "".join(f"<tr><td>{x.time:.1f}</td><td>{x.status}</td><td>{html.escape(x.reason)}</td></tr>"
+                   for x in reversed(refusals))
+    return f'<table class="pg-refused"><tr>{head}</tr>{rows}</table>'
+
 
 
 def sweep_roofline(sweep, source, ceilings):
