@@ -25,7 +25,9 @@
     batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
     the serve row (serve.py: the pinned workload one at a time and with our batching, the same backend),
     the kvmem rows (kvmem.py: prefix caching, preemption, the prefill-chunk sweep), the aiperf row, the
-    clients row (clients.py: misbehaving clients against the endpoint while one behaves),
+    clients row (clients.py: misbehaving clients against the endpoint while one behaves), the loop row (loop.py:
+    a lone Generate run through the shared engine loop against Engine.run), the room row (room.py: 24 people at
+    once through the page, the endpoint, both, and llama-server --parallel 24),
     and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
   - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench and

@@ -14,7 +14,9 @@ cores hits both alike; each round's ratio is taken within it, and the row prints
 
     decode_ratio_loop_vs_engine = loop decode tok/s / engine decode tok/s      (target >= 0.97)
 
-with both TTFTs (the loop's from its Trace's t0, when it took its KV slot; the wait for it, `queued`, beside),
+with both TTFTs (the loop's from its Trace's t0, when it took its KV slot; the wait for it, `queued`, beside;
+with the app's prefix cache on, the loop's later rounds copy the prompt's KV instead of computing it:
+`loop_cached_tokens` says how much, and its TTFT is then not the engine's peer),
 and the greedy agreement: the share of positions whose output id is the same in both runs (compare.token_agreement;
 the batched graph's top-1 can differ from the single-stream graph's at near-ties) and the first that differs.
 Each round records its load (quiet.LoadWindow): the ratio is within one process on the same cores, so it is
@@ -95,6 +97,7 @@ def round_figures(loop_trace, engine_trace, load: dict, order: list[str]) -> dic
             "decode_ratio": ratio(lm.decode_tps, em.decode_tps, 3),
             "loop_ttft_s": round(lm.ttft, 4), "engine_ttft_s": round(em.ttft, 4),
             "loop_queued_s": None if loop_trace.queued is None else round(loop_trace.queued, 4),
+            "loop_cached_tokens": loop_trace.cached_tokens,
             "loop_tokens": lm.output_tokens, "engine_tokens": em.output_tokens,
             "agreement": round(agreement, 4), "first_divergence": first, "load": load}
 

@@ -206,7 +206,8 @@ def press_together(people: list) -> tuple[list[Answer], float]:
         t.start()
     for t in threads:
         t.join(TIMEOUT_S + 60)
-    return answers, min(a.pressed for a in answers)
+    first = min(a.pressed for a in answers if a is not None)
+    return [a or Answer(first, status="no answer in time") for a in answers], first
 
 
 def path_figures(answers: list[Answer], first_press: float, load: dict) -> dict:
@@ -260,7 +261,8 @@ def run_path(people: list, servers: tuple = ()) -> dict:
 
 
 def app_paths(model: str | None, backend: str, people: int, tokens: int, limits: str | None) -> tuple[dict, dict]:
-    """(the page, endpoint and mixed paths' figures, what the app ran with) on one app process."""
+    """(the page, endpoint and mixed paths' figures, what the app ran with: the model it names, keys, limits) on one
+    app process."""
     import httpx
     from gradio_client import Client
 
@@ -278,6 +280,8 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
             if time.monotonic() > deadline:
                 raise TimeoutError("the app's endpoint did not become ready in 600 s")
             time.sleep(0.5)
+        model_id = httpx.get(base + "/models", headers={"Authorization": f"Bearer {keys[0]}"},
+                             timeout=30).json()["data"][0]["id"]
         clients = [Client(app.url, verbose=False, download_files=False) for _ in range(people)]
         # warm-up: every session's first run (a browser that has the page open), then every key's first request,
         # each a room at once (the batched graph's first passes of many rows)
@@ -297,7 +301,7 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
         for client in clients:
             client.close()
     paths["mixed"]["page_people"], paths["mixed"]["endpoint_people"] = half, people - half
-    return paths, {"api_keys": people, "limits": app_limits(limits)}
+    return paths, {"model": model_id, "api_keys": people, "limits": app_limits(limits)}
 
 
 def app_limits(limits: str | None) -> dict:
@@ -372,7 +376,7 @@ def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_T
     llama = llama_path(people, tokens, threads) if model is None else \
         {"skipped": "llama-server runs the bundled GGUF only"}
     ratios, check = room_ratios(paths, llama)
-    return RoomRow(backend=name, model=model or "bundled", people=people, new_tokens=tokens, threads=threads, **app,
+    return RoomRow(backend=name, people=people, new_tokens=tokens, threads=threads, **app,
                    page=paths["page"], endpoint=paths["endpoint"], mixed=paths["mixed"], llama_server=llama,
                    ratios=ratios, llama_validity=check, cpu_flags=cpu_flags(), targets=targets_text(TARGETS),
                    targets_met=targets_met(ratios, TARGETS))

@@ -10,8 +10,8 @@ them); a field a row has only sometimes is left out when None (Row.OPTIONAL). Ev
 process the bench started, whose rows the parent prints again as `Relayed`); results.py renders the dated
 page from the stamp and the rows. Typed here: the stamp; per backend the backend, prefill, fidelity and
 error rows; llama-bench, the matmul peak, the kernel floor and the summary of ratios (peer.py); the
-interleaved rounds and their medians; the batch, serve, aiperf, clients, roofline and speculative rows; ui and
-ui-flat; remote. Left out: types for the figures nested in a row (a sweep's points, a scheduler's
+interleaved rounds and their medians; the batch, serve, aiperf, clients, loop, room, roofline and speculative
+rows; ui and ui-flat; remote. Left out: types for the figures nested in a row (a sweep's points, a scheduler's
 figures, the bounds): they stay dicts, their keys named in the row's comments and its module.
 """
 from __future__ import annotations
@@ -372,7 +372,8 @@ class InterleavedRow(Row):
     error: str | None = None
 
 
-# --- batch.py, serve.py, aiperf.py, roofline.py, speculative.py: one row each, `bench_s` added by say_timed
+# --- batch.py, serve.py, loop.py, room.py, aiperf.py, roofline.py, speculative.py: one row each, `bench_s` added
+# by say_timed
 
 @dataclass(frozen=True, kw_only=True)
 class BatchRow(Row):
