@@ -150,8 +150,8 @@ def page_person(client, backend: str, prompt: str, tokens: int):
             if out and isinstance(out[0], str) and read_stream(out[0])[1]:
                 answer.ttft = at - answer.pressed
                 break
-        head, steps, _ = read_stream(result[0]) if result and isinstance(result[0], str) and result[0] else ({}, [],
-                                                                                                              None)
+        stream = result[0] if result and isinstance(result[0], str) else ""
+        head, steps, _ = read_stream(stream) if stream else ({}, [], None)
         answer.tokens, answer.prompt_tokens = len(steps), head.get("prompt_tokens")
         if answer.ttft is None and steps:   # every Step came in the final update
             answer.ttft = answer.done
