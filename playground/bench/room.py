@@ -34,6 +34,9 @@ Step of its runs shared (`rows`). The ratios the issue's "Done when" names:
     endpoint_vs_llama_tps                                      output tok/s, endpoint / llama-server (>= 2.0)
     served_share_min                                           the fewest served of N on any path (>= 1)
 
+A path that refused some of the room (the endpoint's in-flight limit: 429) served fewer people, so its TTFT and
+last done are a smaller room's: the ratios to it compare like with like only where served_share_min is 1.
+
 Each path records its load (quiet.LoadWindow, the app's or llama-server's CPU counted as the bench's own); the
 two ratios to llama-server are printed only from a quiet machine (quiet.validity over both windows, as every
 ratio to llama.cpp), the others whatever the load, with it beside them.
