@@ -25,7 +25,9 @@
     batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
     the serve row (serve.py: the pinned workload one at a time and with our batching, the same backend),
     the kvmem rows (kvmem.py: prefix caching, preemption, the prefill-chunk sweep), the aiperf row, the
-    clients row (clients.py: misbehaving clients against the endpoint while one behaves),
+    clients row (clients.py: misbehaving clients against the endpoint while one behaves), the loop row (loop.py:
+    a lone Generate run through the shared engine loop against Engine.run), the room row (room.py: 24 people at
+    once through the page, the endpoint, both, and llama-server --parallel 24),
     and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
   - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench and
@@ -50,8 +52,8 @@ import shlex
 import subprocess
 import sys
 
-from . import aiperf, backends, batch, breakdown, clients, fidelity, interleaved, kld, kvmem, paced, peer, prefill, \
-    quiet, remote, results, roofline, serve, speculative, ui
+from . import aiperf, backends, batch, breakdown, clients, fidelity, interleaved, kld, kvmem, loop, paced, peer, \
+    prefill, quiet, remote, results, roofline, room, serve, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .rows import PREFILL, Stamp, say
 
@@ -77,7 +79,7 @@ def run_all(argv: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
                     *(["--model", model] if model else []), *ui.browser_flags()], check=True, env=child_env())
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
-        for command in ("batch", "serve", "kvmem", "aiperf", "clients", "roofline", "speculative"):
+        for command in ("batch", "serve", "kvmem", "aiperf", "clients", "loop", "room", "roofline", "speculative"):
             say(row_in_subprocess(command, model=model))
     if not args.names and on_bundled:
         # the default's ratios to llama-bench with the two alternating round after round (the step breakdown is
@@ -109,6 +111,8 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "kvmem": (kvmem.main, "prefix caching, preemption under a KV budget, the prefill-chunk sweep"),
     "aiperf": (aiperf.main, "NVIDIA AIPerf against the API, beside the Steps' own figures"),
     "clients": (clients.main, "the API under misbehaving clients while one behaves: its TTFT, slots, RSS"),
+    "loop": (loop.main, "a lone Generate run through the shared engine loop against Engine.run, alternating"),
+    "room": (room.main, "N people at once: the page, the endpoint, half and half, llama-server --parallel N"),
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),

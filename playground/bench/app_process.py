@@ -26,17 +26,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class AppProcess:
-    """`python ARGS --port P` (app.py by default) in a subprocess, with a CountingProxy in front of it."""
+    """`python ARGS --port P` (app.py by default) in a subprocess, with a CountingProxy in front of it (`proxied`;
+    without, `url` is the app's own port); `env`: its environment (default: this one)."""
 
-    def __init__(self, args: list[str], start_timeout: float = 300):
+    def __init__(self, args: list[str], start_timeout: float = 300, env: dict | None = None, proxied: bool = True):
         import psutil
         self.port, self.log = free_port(), tempfile.TemporaryFile()   # a file: a full pipe would block the app
         self.process = subprocess.Popen([sys.executable, *args, "--port", str(self.port)], cwd=ROOT,
-                                        stdout=self.log, stderr=subprocess.STDOUT)
+                                        stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.server = psutil.Process(self.process.pid)
         self._wait_until_up(start_timeout)
-        self.proxy = CountingProxy(self.port)
-        self.url = f"http://127.0.0.1:{self.proxy.port}/"
+        self.proxy = CountingProxy(self.port) if proxied else None
+        self.url = f"http://127.0.0.1:{self.proxy.port if proxied else self.port}/"
 
     @classmethod
     def paced(cls, steps_per_s: float) -> "AppProcess":
@@ -65,7 +66,8 @@ class AppProcess:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.proxy.close()
+        if self.proxy is not None:
+            self.proxy.close()
         self.process.terminate()
         try:
             self.process.wait(30)

@@ -96,11 +96,21 @@ def _busy_seconds() -> float | None:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def _own_seconds() -> float:
-    """CPU seconds of this process and of its children it has waited for."""
+def _own_seconds(servers: tuple = ()) -> float:
+    """CPU seconds of this process and of its children it has waited for, and of `servers` (psutil.Process: the
+    bench's own servers still running, whose time getrusage cannot count yet)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + sum(_cpu(p) for p in servers)
+
+
+def _cpu(process) -> float:
+    """A running process's user + system CPU seconds, its threads' included; 0 once it is gone."""
+    try:
+        times = process.cpu_times()
+    except Exception:   # noqa: BLE001 - psutil.NoSuchProcess and its kin: a server that ended counts nothing more
+        return 0.0
+    return times.user + times.system
 
 
 def cores() -> int:
@@ -109,16 +119,19 @@ def cores() -> int:
 
 @dataclass
 class LoadWindow:
-    """Load averages at the start, and the machine's and this process tree's CPU seconds, until `stop()`."""
+    """Load averages at the start, and the machine's and this process tree's CPU seconds, until `stop()`;
+    `servers`: processes the bench started that run through the window (an app, a llama-server), counted as its own."""
 
     load_before: list[float]
     busy: float | None
     own: float
     wall: float
+    servers: tuple = ()
 
     @classmethod
-    def start(cls) -> "LoadWindow":
-        return cls([round(x, 2) for x in os.getloadavg()], _busy_seconds(), _own_seconds(), time.monotonic())
+    def start(cls, servers: tuple = ()) -> "LoadWindow":
+        return cls([round(x, 2) for x in os.getloadavg()], _busy_seconds(), _own_seconds(servers), time.monotonic(),
+                   servers)
 
     def stop(self) -> dict:
         """{"load_average_before", "load_average_after" (1, 5, 15 min), "others_cores" (others' CPU seconds a
@@ -127,7 +140,7 @@ class LoadWindow:
         busy = _busy_seconds()
         others = None
         if busy is not None and self.busy is not None and wall > 0:
-            others = round(max(0.0, (busy - self.busy) - (_own_seconds() - self.own)) / wall, 3)
+            others = round(max(0.0, (busy - self.busy) - (_own_seconds(self.servers) - self.own)) / wall, 3)
         return {"load_average_before": self.load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
                 "others_cores": others, "cores": cores(), "seconds": round(wall, 1)}
 

@@ -10,8 +10,8 @@ them); a field a row has only sometimes is left out when None (Row.OPTIONAL). Ev
 process the bench started, whose rows the parent prints again as `Relayed`); results.py renders the dated
 page from the stamp and the rows. Typed here: the stamp; per backend the backend, prefill, fidelity and
 error rows; llama-bench, the matmul peak, the kernel floor and the summary of ratios (peer.py); the
-interleaved rounds and their medians; the batch, serve, aiperf, clients, roofline and speculative rows; ui and
-ui-flat; remote. Left out: types for the figures nested in a row (a sweep's points, a scheduler's
+interleaved rounds and their medians; the batch, serve, aiperf, clients, loop, room, roofline and speculative
+rows; ui and ui-flat; remote. Left out: types for the figures nested in a row (a sweep's points, a scheduler's
 figures, the bounds): they stay dicts, their keys named in the row's comments and its module.
 """
 from __future__ import annotations
@@ -372,7 +372,8 @@ class InterleavedRow(Row):
     error: str | None = None
 
 
-# --- batch.py, serve.py, aiperf.py, roofline.py, speculative.py: one row each, `bench_s` added by say_timed
+# --- batch.py, serve.py, loop.py, room.py, aiperf.py, roofline.py, speculative.py: one row each, `bench_s` added
+# by say_timed
 
 @dataclass(frozen=True, kw_only=True)
 class BatchRow(Row):
@@ -434,6 +435,61 @@ class ServeRow(Row):
     targets_met: dict[str, bool | None]
     saturated: dict | None = None         # every request at once: both schedulers' figures, the ratio, the bounds
     llama_server: dict                    # llama-server on the same workload, or why not (`error`, `skipped`)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopRow(Row):
+    """A lone Generate run through the shared engine loop against the single-stream engine, rounds alternating
+    (loop.loop_row): medians over the rounds; each round's figures and load in `per_round`."""
+
+    bench: str = field(default="loop", init=False)
+    backend: str
+    model: str
+    threads: int | None                   # ONNX Runtime's intra-op threads
+    prompt_tokens: int                    # the backend row's chat prompt
+    new_tokens: int                       # per run, both sides
+    ignore_eos: bool
+    rounds: int
+    slots: int                            # the loop's KV slots (the app's ApiConfig)
+    prefix_cache: int                     # its prefix cache's positions (0: off)
+    loop_decode_tps: float | None
+    engine_decode_tps: float | None       # Engine.run's: make bench's engine_decode_tps
+    loop_ttft_s: float | None             # from the loop Trace's t0 (its KV slot taken)
+    engine_ttft_s: float | None
+    loop_queued_s: float | None           # its wait for a KV slot before t0
+    decode_ratio_loop_vs_engine: float | None   # the median of the rounds' ratios
+    greedy_agreement: float               # share of positions with the same output id, the lowest over the rounds
+    first_divergence: int | None          # the first position that differs, in the first round that differs
+    per_round: list[dict]                 # order, both sides' figures, ratio, agreement, load (quiet.LoadWindow)
+    cpu_flags: dict[str, bool] | None
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoomRow(Row):
+    """N people at the same moment through the page, the endpoint, half and half, and llama-server (room.room_row).
+    Each path's dict: served, people, statuses, ttft_p50_s, ttft_p95_s, last_done_s, output_tokens, output_tps,
+    prompt_tokens_p50, load, validity; the page's (and the mixed room's) also server_queued_p50_s,
+    server_queued_p95_s, max_rows."""
+
+    bench: str = field(default="room", init=False)
+    backend: str                          # the app's batching backend
+    model: str
+    people: int
+    new_tokens: int                       # each person's budget (EOS ignored but on the page)
+    threads: int                          # the app's ONNX Runtime threads, llama-server's -t
+    api_keys: int                         # one a person
+    limits: dict                          # the endpoint's limits and KV slots as the app reads them
+    page: dict
+    endpoint: dict
+    mixed: dict                           # with page_people and endpoint_people
+    llama_server: dict                    # its path's figures with parallel, slot_context, configuration; or why not
+    ratios: dict[str, float | None]       # the issue's "Done when" ratios (room.TARGETS)
+    llama_validity: dict | None           # quiet.validity of the two ratios to llama-server (null when not valid)
+    cpu_flags: dict[str, bool] | None
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
 
 
 @dataclass(frozen=True, kw_only=True)

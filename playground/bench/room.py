@@ -1,0 +1,395 @@
+"""`make bench`'s room row: N people at the same moment, through the page, the endpoint, both, and llama-server.
+
+    python -m playground.bench room                       # 24 people, 48 new tokens each, the bundled model
+    python -m playground.bench room --people 30           # a bigger room
+    python -m playground.bench room --limits in_flight=64 # the endpoint's limits raised (PLAYGROUND_API_LIMITS)
+    python -m playground.bench room --model tiny --people 3 --tokens 4   # the tiny test model (what the suite runs)
+
+The app (app.py, `--openai-api`, on the batching backend: onnx-gguf4 on the bundled model) runs in a subprocess on
+127.0.0.1 with the app's default limits (unless --limits) and one API key per person (PLAYGROUND_API_KEYS: N keys,
+so each person is one client to the limits). Each person is a thread of this process; all wait at one barrier
+and press at the same moment. Four paths, one after another:
+
+    page        N people press Generate: the page's /generate through gradio_client, one Client (one browser
+                session) each, greedy, N new tokens at most (the page has no ignore_eos: a run may end at EOS,
+                and its tokens are counted as streamed)
+    endpoint    the same N through the app's OpenAI-compatible /v1/chat/completions, streamed, one key each,
+                EOS ignored
+    mixed       half of them through the page and half through the endpoint, at once
+    llama-server  the same N through llama.cpp's `llama-server --parallel N` on the bundled GGUF, with the same
+                threads (`-t`), N slots of SLOT_CONTEXT positions, EOS ignored; the app is stopped first
+
+Every person asks its own question (QUESTIONS, tagged with the path and the person, so no path finds another's
+prompt in a prefix cache; the chat template's head is the room's to share). Per path: served (a first token
+came, n of N; the others' HTTP statuses or errors counted), TTFT p50 / p95 over the served (nearest rank),
+from the press to the first token as the client sees it (the wait for a slot included: for the page, the first
+streamed update whose `stream` holds a Step; for an endpoint, the first chunk with content), the last done (from
+the first press to the last answer's end), the output tokens and output tokens per second of that wall. For
+the page, the server's own `queued` (its wait for a KV slot, from each run's trace.json) and the most requests a
+Step of its runs shared (`rows`). The ratios the issue's "Done when" names:
+
+    page_vs_endpoint_ttft_p95, page_vs_endpoint_last_done      page / endpoint          (target <= 1.15)
+    mixed_vs_endpoint_ttft_p95, mixed_vs_endpoint_last_done    mixed / endpoint         (target <= 1.15)
+    endpoint_vs_llama_ttft_p95                                 endpoint / llama-server  (target <= 1.0)
+    endpoint_vs_llama_tps                                      output tok/s, endpoint / llama-server (>= 2.0)
+    served_share_min                                           the fewest served of N on any path (>= 1)
+
+A path that refused some of the room (the endpoint's in-flight limit: 429) served fewer people, so its TTFT and
+last done are a smaller room's: the ratios to it compare like with like only where served_share_min is 1.
+
+Each path records its load (quiet.LoadWindow, the app's or llama-server's CPU counted as the bench's own); the
+two ratios to llama-server are printed only from a quiet machine (quiet.validity over both windows, as every
+ratio to llama.cpp), the others whatever the load, with it beside them.
+
+Client-side granularity: gradio_client takes a streamed update off its queue every 50 ms at most when idle, so
+the page's TTFT and last done can read up to ~50 ms late; the endpoints' are read as the bytes arrive (httpx).
+Left out: a browser (the page's own JavaScript; the ui row measures its cost), people on other machines
+(loopback only), and which Steps carried requests of both kinds in the mixed room (the server's record has it,
+the clients do not).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
+
+from .quiet import LoadWindow, cpu_flags, gated, validity
+from .rows import RoomRow, parser, say_timed
+from .stats import median, ratio, targets_met, targets_text
+
+PEOPLE = 24
+NEW_TOKENS = 48
+SLOT_CONTEXT = 512      # llama-server's positions a slot: the chat prompt and its answer, with room to spare
+PRICES = (0.15, 0.6)    # /generate's price inputs (figures for the page's estimate only)
+TIMEOUT_S = 600.0       # one person's wait for the end of its answer, at most
+TOPICS = ("the sea", "a lighthouse", "a train journey", "the moon", "a small bakery", "a mountain village",
+          "a lost key", "the first snow", "a library at night", "a robot gardener", "a river", "an old map",
+          "a storm at sea", "a violin maker", "the desert", "a city in the rain", "a lonely satellite", "an orchard",
+          "a chess game", "a bridge", "a kite", "a volcano", "a clock tower", "a fox in winter", "a paper boat",
+          "a forgotten song", "the northern lights", "a market day", "a beekeeper", "a tide pool")
+TARGETS = {"page_vs_endpoint_ttft_p95": ("<=", 1.15), "page_vs_endpoint_last_done": ("<=", 1.15),
+           "mixed_vs_endpoint_ttft_p95": ("<=", 1.15), "mixed_vs_endpoint_last_done": ("<=", 1.15),
+           "endpoint_vs_llama_ttft_p95": ("<=", 1.0), "endpoint_vs_llama_tps": (">=", 2.0),
+           "served_share_min": (">=", 1.0)}
+LLAMA_RATIOS = ("endpoint_vs_llama_ttft_p95", "endpoint_vs_llama_tps")
+
+
+def question(path: str, person: int) -> str:
+    """Person `person`'s question on `path`: a story long enough to run to the budget, tagged so no path's prompt
+    is another's.
+
+    >>> question("endpoint", 0)
+    'Room endpoint, person 01: write a long story about the sea.'
+    """
+    return f"Room {path}, person {person + 1:02d}: write a long story about {TOPICS[person % len(TOPICS)]}."
+
+
+def nearest_rank(values: list[float], pct: float) -> float | None:
+    """The `pct` percentile by nearest rank (the ceil(pct / 100 x n)-th smallest), None for no values.
+
+    >>> nearest_rank([0.1] * 22 + [0.5, 0.9], 95), nearest_rank([3.0, 1.0, 2.0], 50), nearest_rank([], 95)
+    (0.5, 2.0, None)
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class Answer:
+    """One person's request as the client saw it: times in seconds from its own press (perf_counter)."""
+    pressed: float                 # perf_counter at the press
+    ttft: float | None = None      # to the first token; None: none came
+    done: float | None = None      # to the answer's end (or its failure)
+    tokens: int = 0                # output tokens
+    status: str = "200"            # the HTTP status, or the error's name
+    prompt_tokens: int | None = None
+    queued: float | None = None    # the page: the server's wait for a KV slot (trace.json)
+    rows: int | None = None        # the page: the most requests one of its Steps carried
+    trace_url: str | None = None   # the page: its run's trace.json on the app
+
+    @property
+    def served(self) -> bool:
+        return self.ttft is not None and self.tokens > 0
+
+
+# --- the people
+
+class TimedOutputs(list):
+    """A gradio_client Job's list of streamed outputs that notes when each arrived (perf_counter)."""
+
+    def __init__(self, items=()):
+        super().__init__(items)
+        now = time.perf_counter()
+        self.times = [now] * len(self)
+
+    def append(self, item) -> None:
+        super().append(item)
+        self.times.append(time.perf_counter())
+
+
+def page_person(client, backend: str, prompt: str, tokens: int):
+    """A person pressing Generate on the page (`client`: a gradio_client Client of its own, without downloads)."""
+    def press() -> Answer:
+        from ..live import read_stream
+        answer = Answer(time.perf_counter())
+        job = client.submit(prompt, 0.0, 0, 1.0, "", tokens, True, *PRICES, backend, api_name="/generate")
+        helper = job.communicator
+        with helper.lock:   # the worker thread appends under this lock: every output is seen, each timed
+            outputs = helper.job.outputs = TimedOutputs(helper.job.outputs)
+        try:
+            result = job.result(TIMEOUT_S)
+        except Exception as exc:   # noqa: BLE001 - a refused or failed run is counted, not raised
+            answer.done, answer.status = time.perf_counter() - answer.pressed, type(exc).__name__
+            return answer
+        answer.done = time.perf_counter() - answer.pressed
+        with helper.lock:
+            timed = list(zip(outputs.times, list(outputs)))
+        for at, out in timed:   # the first update whose stream holds a Step: the first token on the page
+            if out and isinstance(out[0], str) and read_stream(out[0])[1]:
+                answer.ttft = at - answer.pressed
+                break
+        stream = result[0] if result and isinstance(result[0], str) else ""
+        head, steps, _ = read_stream(stream) if stream else ({}, [], None)
+        answer.tokens, answer.prompt_tokens = len(steps), head.get("prompt_tokens")
+        if answer.ttft is None and steps:   # every Step came in the final update
+            answer.ttft = answer.done
+        answer.status = "200" if steps else "no tokens: " + str(result[1])[:120]
+        answer.trace_url = next((f.get("url") for f in (result[4] or []) if isinstance(f, dict)
+                                 and str(f.get("url", "")).endswith("trace.json")), None)
+        return answer
+    return press
+
+
+def openai_person(base_url: str, key: str | None, prompt: str, tokens: int):
+    """A person asking an OpenAI-compatible server (/v1/chat/completions, streamed, EOS ignored)."""
+    def press() -> Answer:
+        import httpx
+        answer = Answer(time.perf_counter())
+        body = {"model": "room", "messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
+                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        chunks, usage = 0, None
+        try:
+            with httpx.Client(timeout=TIMEOUT_S) as http, \
+                    http.stream("POST", f"{base_url}/chat/completions", json=body, headers=headers) as r:
+                answer.status = str(r.status_code)
+                if r.status_code == 200:
+                    for line in r.iter_lines():
+                        if not line.startswith("data: {"):
+                            continue
+                        event = json.loads(line[6:])
+                        usage = event.get("usage") or usage
+                        if any((c.get("delta") or {}).get("content") for c in event.get("choices") or []):
+                            chunks += 1
+                            if answer.ttft is None:
+                                answer.ttft = time.perf_counter() - answer.pressed
+        except httpx.HTTPError as exc:
+            answer.status = type(exc).__name__
+        answer.done = time.perf_counter() - answer.pressed
+        answer.tokens = (usage or {}).get("completion_tokens") or chunks
+        answer.prompt_tokens = (usage or {}).get("prompt_tokens")
+        return answer
+    return press
+
+
+def press_together(people: list) -> tuple[list[Answer], float]:
+    """Every person in a thread of its own, released by one barrier; (their answers in order, the first press)."""
+    barrier, answers = threading.Barrier(len(people)), [None] * len(people)
+
+    def one(i, press):
+        barrier.wait()
+        answers[i] = press()
+    threads = [threading.Thread(target=one, args=(i, p), daemon=True) for i, p in enumerate(people)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT_S + 60)
+    first = min(a.pressed for a in answers if a is not None)
+    return [a or Answer(first, status="no answer in time") for a in answers], first
+
+
+def path_figures(answers: list[Answer], first_press: float, load: dict) -> dict:
+    """A path's figures from its answers (see the module doc); `load`: its window (quiet.LoadWindow.stop)."""
+    served = [a for a in answers if a.served]
+    ttfts = [a.ttft for a in served]
+    ends = [a.pressed + a.done for a in served]
+    last_done = max(ends) - first_press if ends else None
+    tokens = sum(a.tokens for a in served)
+    statuses: dict[str, int] = {}
+    for a in answers:
+        statuses[a.status] = statuses.get(a.status, 0) + 1
+    out = {"served": len(served), "people": len(answers), "statuses": dict(sorted(statuses.items())),
+           "ttft_p50_s": median(ttfts, 3), "ttft_p95_s": None if not ttfts else round(nearest_rank(ttfts, 95), 3),
+           "last_done_s": None if last_done is None else round(last_done, 3), "output_tokens": tokens,
+           "output_tps": None if not last_done else round(tokens / last_done, 1),
+           "prompt_tokens_p50": median((a.prompt_tokens for a in answers), 0)}
+    queued = [a.queued for a in served if a.queued is not None]
+    if queued:
+        out["server_queued_p50_s"], out["server_queued_p95_s"] = median(queued, 3), round(nearest_rank(queued, 95), 3)
+        out["max_rows"] = max(a.rows for a in served if a.rows is not None)
+    out["load"], out["validity"] = load, validity([load])
+    return out
+
+
+def read_page_traces(answers: list[Answer]) -> None:
+    """Each page run's server-side wait (`queued`) and the most requests one of its Steps shared, from its
+    trace.json (fetched after the path, outside its timing)."""
+    import httpx
+    for a in answers:
+        if not a.trace_url:
+            continue
+        try:
+            trace = httpx.get(a.trace_url, timeout=60).json()
+        except (httpx.HTTPError, ValueError):
+            continue
+        a.queued = trace.get("queued")
+        a.rows = max((s.get("rows") or 1 for s in trace.get("steps") or []), default=None)
+
+
+# --- the paths
+
+def run_path(people: list, servers: tuple = ()) -> dict:
+    """The people pressing together, in a load window (`servers`: the bench's servers, their CPU its own); the
+    path's figures."""
+    window = LoadWindow.start(servers)
+    answers, first = press_together(people)
+    load = window.stop()
+    read_page_traces(answers)
+    return path_figures(answers, first, load)
+
+
+def app_paths(model: str | None, backend: str, people: int, tokens: int, limits: str | None) -> tuple[dict, dict]:
+    """(the page, endpoint and mixed paths' figures, what the app ran with: the model it names, keys, limits) on one
+    app process."""
+    import httpx
+    from gradio_client import Client
+
+    from .app_process import AppProcess
+    keys = [f"room-person-{i + 1}" for i in range(people)]
+    env = {k: v for k, v in os.environ.items() if k not in ("PLAYGROUND_API_LIMITS", "PLAYGROUND_API_KEYS")}
+    env["PLAYGROUND_API_KEYS"] = ",".join(keys)
+    if limits:
+        env["PLAYGROUND_API_LIMITS"] = limits
+    args = ["app.py", "--openai-api", "--backend", backend] + (["--model", model] if model else [])
+    with AppProcess(args, env=env, proxied=False) as app:
+        base = app.url.rstrip("/") + "/v1"
+        deadline = time.monotonic() + 600
+        while httpx.get(app.url + "health", timeout=30).status_code != 200:   # the engine loop is loaded
+            if time.monotonic() > deadline:
+                raise TimeoutError("the app's endpoint did not become ready in 600 s")
+            time.sleep(0.5)
+        model_id = httpx.get(base + "/models", headers={"Authorization": f"Bearer {keys[0]}"},
+                             timeout=30).json()["data"][0]["id"]
+        clients = [Client(app.url, verbose=False, download_files=False) for _ in range(people)]
+        # warm-up: every session's first run (a browser that has the page open), then every key's first request,
+        # each a room at once (the batched graph's first passes of many rows)
+        press_together([page_person(client, backend, "Warm up.", 2) for client in clients])
+        press_together([openai_person(base, key, "Warm up.", 2) for key in keys])
+        servers = (app.server,)
+        half = people // 2
+        paths = {}
+        paths["page"] = run_path([page_person(clients[i], backend, question("page", i), tokens)
+                                     for i in range(people)], servers)
+        paths["endpoint"] = run_path([openai_person(base, keys[i], question("endpoint", i), tokens)
+                                         for i in range(people)], servers)
+        paths["mixed"] = run_path([page_person(clients[i], backend, question("mixed", i), tokens)
+                                      for i in range(half)]
+                                     + [openai_person(base, keys[i], question("mixed", i), tokens)
+                                        for i in range(half, people)], servers)
+        for client in clients:
+            client.close()
+    paths["mixed"]["page_people"], paths["mixed"]["endpoint_people"] = half, people - half
+    return paths, {"model": model_id, "api_keys": people, "limits": app_limits(limits)}
+
+
+def app_limits(limits: str | None) -> dict:
+    """The endpoint's limits and KV slots as the app reads them from PLAYGROUND_API_LIMITS (`limits`, else its
+    defaults).
+
+    >>> app_limits("in_flight=64")["in_flight"], app_limits(None)["in_flight"] > 0
+    (64, True)
+    """
+    from ..api import ApiConfig
+    from ..api.limits import ApiLimits, parse_limits
+    config = ApiConfig(limits=replace(ApiLimits(), **parse_limits(limits)))
+    return {**asdict(config.limits), "slots": config.slots, "capacity": config.capacity}
+
+
+def llama_path(people: int, tokens: int, threads: int) -> dict:
+    """The room through `llama-server --parallel N` on the bundled GGUF; {"error": ...} when it cannot run."""
+    from ..remote.llama_server import LlamaServer
+    from ..remote.llamacpp import LlamaCppMissing, llama_choice
+    try:
+        with LlamaServer(threads=threads, parallel=people, ctx=people * SLOT_CONTEXT) as server:
+            press_together([openai_person(server.url, None, "Warm up.", 4) for _ in range(min(4, people))])
+            import psutil
+            figures = run_path([openai_person(server.url, None, question("llama-server", i), tokens)
+                                   for i in range(people)], (psutil.Process(server.process.pid),))
+    except (LlamaCppMissing, FileNotFoundError, RuntimeError, OSError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"parallel": people, "threads": threads, "slot_context": SLOT_CONTEXT,
+            "configuration": llama_choice().summary(), **figures}
+
+
+def room_ratios(paths: dict, llama: dict) -> tuple[dict, dict | None]:
+    """(the ratios of TARGETS, the validity of the two to llama-server: None without its path).
+
+    >>> p = {"served": 2, "people": 2, "ttft_p95_s": 2.0, "last_done_s": 4.0, "output_tps": 30.0,
+    ...      "load": {"others_cores": 0.0, "cores": 2}}
+    >>> ratios, check = room_ratios({"page": {**p, "ttft_p95_s": 2.2}, "endpoint": p, "mixed": p},
+    ...                             {**p, "ttft_p95_s": 4.0, "output_tps": 10.0})
+    >>> ratios["page_vs_endpoint_ttft_p95"], ratios["endpoint_vs_llama_ttft_p95"], ratios["endpoint_vs_llama_tps"]
+    (1.1, 0.5, 3.0)
+    >>> ratios["served_share_min"], check["valid"]
+    (1.0, True)
+    """
+    page, endpoint, mixed = paths["page"], paths["endpoint"], paths["mixed"]
+    out = {"page_vs_endpoint_ttft_p95": ratio(page["ttft_p95_s"], endpoint["ttft_p95_s"]),
+           "page_vs_endpoint_last_done": ratio(page["last_done_s"], endpoint["last_done_s"]),
+           "mixed_vs_endpoint_ttft_p95": ratio(mixed["ttft_p95_s"], endpoint["ttft_p95_s"]),
+           "mixed_vs_endpoint_last_done": ratio(mixed["last_done_s"], endpoint["last_done_s"])}
+    check = None
+    if "served" in llama:
+        check = validity([endpoint["load"], llama["load"]])
+        out["endpoint_vs_llama_ttft_p95"] = gated(ratio(endpoint["ttft_p95_s"], llama["ttft_p95_s"]), check)
+        out["endpoint_vs_llama_tps"] = gated(ratio(endpoint["output_tps"], llama["output_tps"]), check)
+    else:
+        out.update(dict.fromkeys(LLAMA_RATIOS))
+    every = [*paths.values()] + ([llama] if "served" in llama else [])
+    out["served_share_min"] = round(min(p["served"] / p["people"] for p in every), 3)
+    return out, check
+
+
+def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_TOKENS, limits: str | None = None,
+             backend: str | None = None) -> RoomRow:
+    from ..api import batching_backend
+    from ..backends import available_backends, default_backend_name
+    from ..backends.onnx_backend import physical_cores
+
+    if people < 2:
+        raise ValueError(f"a room needs at least 2 people (half and half), got {people}")
+    name = backend or batching_backend(list(available_backends()), default_backend_name("cpu", model))
+    threads = physical_cores()   # ONNX Runtime's intra-op threads in the app; llama-server's -t
+    paths, app = app_paths(model, name, people, tokens, limits)
+    llama = llama_path(people, tokens, threads) if model is None else \
+        {"skipped": "llama-server runs the bundled GGUF only"}
+    ratios, check = room_ratios(paths, llama)
+    return RoomRow(backend=name, people=people, new_tokens=tokens, threads=threads, **app,
+                   page=paths["page"], endpoint=paths["endpoint"], mixed=paths["mixed"], llama_server=llama,
+                   ratios=ratios, llama_validity=check, cpu_flags=cpu_flags(), targets=targets_text(TARGETS),
+                   targets_met=targets_met(ratios, TARGETS))
+
+
+def main(argv: list[str]) -> None:
+    p = parser("room", __doc__)
+    p.add_argument("--people", type=int, default=PEOPLE, help=f"people at once (default {PEOPLE})")
+    p.add_argument("--tokens", type=int, default=NEW_TOKENS, help=f"new tokens each (default {NEW_TOKENS})")
+    p.add_argument("--limits", default=None, help="the endpoint's PLAYGROUND_API_LIMITS (default: the app's own)")
+    p.add_argument("--backend", default=None, help="a backend our batching runs (default: the app's)")
+    args = p.parse_args(argv)
+    say_timed(lambda: room_row(args.model, args.people, args.tokens, args.limits, args.backend))
