@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from ..serve.batching import describe_pool, record_iteration
+from ..serve.engine_loop import client_origin
 from ..serve.prefix_cache import BLOCK_SIZE
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock
@@ -74,7 +75,7 @@ class ClientTraffic:
             request = Request(self._next_id, request_class(len(seq.ids)), "", seq.settings.max_new_tokens,
                               self.clock.now(), seq.trace.ignore_eos)
             self._next_id += 1
-            record = RequestRecord(request, prompt_tokens=len(seq.ids))
+            record = RequestRecord(request, prompt_tokens=len(seq.ids), origin=client_origin(ticket.client))
             self.in_loop[id(seq)] = record
             self.result.records.append(record)
 

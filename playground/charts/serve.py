@@ -73,14 +73,17 @@ def _row(record) -> str:
 
 
 def _row_label(record) -> str:
-    """A request's row as the chart shows it: its id and class, and how many prompt tokens were cached.
+    """A request's row as the chart shows it: its id and class, who sent it where a room's record says (a page's
+    Generate run or an API client), and how many prompt tokens were cached.
 
     >>> from types import SimpleNamespace as S
     >>> _row_label(S(request=S(id=3, cls="short"), cached_tokens=576)), _row_label(S(request=S(id=4, cls="long")))
     ('#3 short · 576 cached', '#4 long')
+    >>> _row_label(S(request=S(id=5, cls="short"), cached_tokens=0, origin="page"))
+    '#5 short · page'
     """
-    cached = getattr(record, "cached_tokens", 0)
-    return _row(record) + (f" · {cached:,} cached" if cached else "")
+    cached, origin = getattr(record, "cached_tokens", 0), getattr(record, "origin", "")
+    return _row(record) + (f" · {origin}" if origin else "") + (f" · {cached:,} cached" if cached else "")
 
 
 def refused_row(k: int, refusal) -> str:

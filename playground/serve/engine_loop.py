@@ -37,6 +37,24 @@ from ..trace import Step, StopReason
 from .batching import Batcher, Iteration, Sequence
 from .slots import BatchConfig
 
+PAGE = "page"   # the first word of the client name of a page session's runs (the others: the endpoint's clients)
+
+
+def page_client(session_id: str) -> str:
+    """The client name of a page session's runs: each session is one client of the room (its turn comes between
+    the others'); it names no one.
+
+    >>> page_client("7f3a"), client_origin(page_client("7f3a")), client_origin("key 2")
+    ('page 7f3a', 'page', 'API')
+    """
+    return f"{PAGE} {session_id}"
+
+
+def client_origin(client: str) -> str:
+    """Where a request came from, by its client name: "page" (a Generate run) or "API" (the endpoint)."""
+    return PAGE if client.startswith(f"{PAGE} ") else "API"
+
+
 IDLE_WAIT_S = 1.0   # an idle loop wakes this often only to notice close(); a request wakes it at once
 
 

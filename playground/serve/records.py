@@ -55,6 +55,7 @@ class RequestRecord:
     error: str | None = None
     cache_copies: list[tuple[float, float, int]] = field(default_factory=list)   # cached blocks copied in
     preemptions: list[Preemption] = field(default_factory=list)
+    origin: str = ""                     # who sent it, where a room's record tells them apart: "page" | "API"
 
     @property
     def cached_tokens(self) -> int:

@@ -35,6 +35,7 @@ from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics, files
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
+from ..serve.engine_loop import page_client
 from ..session import Session
 from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
@@ -128,7 +129,7 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
             if len(ids) + settings.max_new_tokens <= loop.capacity:
                 def start():
                     return loop.run(ids, settings, prompt=form.prompt, text=text, backend=engine.info.name,
-                                    client=page_client(session))
+                                    client=page_client(f"{id(session):x}"))
                 yield from stream(start, engine, form, session, loop=loop)
                 return
             alone = (f"{len(ids):,} prompt tokens and {settings.max_new_tokens:,} new ones do not fit the engine "
@@ -199,12 +200,6 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
         return metrics_html(trace, price_in, price_out) + speculation_html(trace, session.earlier)
 
     return generate, stop, top_k, metrics
-
-
-def page_client(session: Session) -> str:
-    """The engine loop's name for a page session's runs: each session is one client of the room (its turn comes
-    between the others'); it names no one."""
-    return f"page {id(session):x}"
 
 
 WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead

@@ -79,8 +79,11 @@ def test_runs_submitted_together_share_passes_and_count_their_wait(tiny_onnx_eng
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30
-    while service.engine_loop.in_flight() < 3 and time.monotonic() < deadline:
+    def told_to_wait(said):   # the page says why its run waits
+        return any("a Serve workload has the machine alone" in line for line in list(said))
+    while not all(told_to_wait(said) for said in statuses) and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert service.engine_loop.in_flight() == 3 and service.engine_loop.iterations == 0
     gate.release_alone()   # every request arrived and waited: none could take a slot before this
     for t in threads:
         t.join(60)
@@ -88,9 +91,15 @@ def test_runs_submitted_together_share_passes_and_count_their_wait(tiny_onnx_eng
         trace = session.trace
         assert trace.stop_reason == StopReason.LENGTH and trace.queued > 0
         assert max(s.rows for s in trace.steps) == 3   # its decode steps carried all three
-        assert any("a Serve workload has the machine alone" in line for line in said)
         assert "shared a forward pass, with up to 2 other requests" in panel
-    assert len(traffic.snapshot().records) == 3   # the Watch view's record holds the page's runs
+    api = service.engine_loop.submit([5, 6, 7], GenerationSettings(max_new_tokens=2), client="key-1")
+    while not api.done:
+        time.sleep(0.02)
+    result = traffic.snapshot()   # the Watch view's record: the page's runs and the API client's, told apart
+    assert [r.origin for r in result.records] == ["page"] * 3 + ["API"]
+    from playground.charts.serve import plot_gantt
+    labels = set(plot_gantt(result).layout.yaxis.ticktext)
+    assert sum("· page" in label for label in labels) == 3 and sum("· API" in x for x in labels) == 1, labels
 
 
 def test_the_queue_says_how_many_are_ahead(tiny_onnx_engine, room):
