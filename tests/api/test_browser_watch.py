@@ -88,7 +88,10 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
             page.evaluate("document.querySelector('#serve-clients').scrollIntoView({block: 'start'})")
             fonts = enlarged(page)   # presenter.js has enlarged the charts' text
             assert fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
-            time.sleep(1.5)   # presenter.js's next pass (once a second) has laid out what it enlarged
+            settled, last = time.monotonic() + 10, None   # presenter.js lays out what it enlarged, once a second
+            while time.monotonic() < settled and (layout := page.evaluate(GANTT)) != last:
+                last = layout
+                page.wait_for_timeout(1100)
             page.screenshot(path=str(tmp_path / "watch-presenter-1024x768.png"), timeout=120_000)
             g = page.evaluate(GANTT)
             window = [0, 0, *g["window"]]
