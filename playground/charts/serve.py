@@ -119,7 +119,10 @@ def _segments(result, now: float | None):
             out["waiting"].append((row, r.arrival, admitted, "waiting"))
         if r.admitted is None:
             continue
-        first = r.first_token if r.first_token is not None else (clip if r.stop_reason is None else r.finished)
+        ended = r.finished if r.stop_reason is not None else None   # None too while its end is being recorded
+        first = r.first_token if r.first_token is not None else (ended if ended is not None else clip)
+        if first is None:
+            continue
         kind = Phase.PREFILL if r.chunks else "prefill pass"   # passes known: draw them over the prefill phase
         out[kind].append((row, r.admitted, first, f"prefill (TTFT from admission): {(first - r.admitted):.3f} s"))
         out["prefill pass"] += [(row, a, b, f"prefill pass: {n} prompt tokens, {b - a:.3f} s") for a, b, n in r.chunks]

@@ -103,3 +103,18 @@ def test_labels_show_markup_and_quotes_as_text(trace):
     fig = plot_top_k(replace(trace, steps=[step]))
     assert "chose “\"&lt;b&gt;&amp;”" in fig.layout.title.text   # plotly decodes &lt; &gt; &amp;, not &quot;
     assert fig.data[0].y[0].startswith("&lt;a·href='x'&gt;")
+
+
+def test_a_live_gantt_draws_a_request_whose_end_is_being_recorded():
+    """A scheduler sets a record's stop reason before its end time; a live view drawing between the two draws its
+    prefill up to now instead of failing."""
+    from playground.charts.serve import _segments
+    from playground.serve.records import RequestRecord, WorkloadResult
+    from playground.serve.workload import Request, Workload
+    from playground.trace import Phase, StopReason
+    record = RequestRecord(Request(0, "short", "Hi", 4, 0.0), prompt_tokens=3, admitted=0.5,
+                           stop_reason=StopReason.ERROR)
+    result = WorkloadResult("a", "one at a time", "src", Workload((record.request,)), [record])
+    segments = _segments(result, 2.0)
+    assert segments["prefill pass"] == [("#0 short", 0.5, 2.0, "prefill (TTFT from admission): 1.500 s")]
+    assert segments[Phase.DECODE] == []
