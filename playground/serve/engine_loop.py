@@ -268,6 +268,8 @@ class LoopRun(Run):
 
     def __init__(self, loop: EngineLoop, ticket: Ticket):
         self.loop, self.ticket = loop, ticket
+        self._moved = threading.Event()   # set by the loop's thread at the request's first Step or its end
+        ticket.listen(self._moved.set)
         super().__init__(ticket.trace, LoopRun._steps, 0.0)
 
     @property
@@ -276,6 +278,11 @@ class LoopRun(Run):
 
     def ahead(self) -> int | None:
         return self.loop.ahead(self.ticket)
+
+    def wait_turn(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the request's first Step (or its end); whether it has a slot now."""
+        self._moved.wait(timeout)
+        return self.started
 
     def cancel(self) -> None:
         super().cancel()

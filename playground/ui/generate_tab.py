@@ -36,7 +36,7 @@ from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
 from ..serve.engine_loop import page_client
-from ..session import Session
+from ..session import UPDATE_INTERVAL, Session
 from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
                      OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
@@ -160,14 +160,15 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
             return
         if queued is not None:
             run.trace.queued = queued
-        own, batches = session.start(run)   # this run's: another handler of the session may start one meanwhile
+        pace = UPDATE_INTERVAL if loop is None else room_interval(loop)
+        own, batches = session.start(run, pace)   # this run's: another handler of the session may start one meanwhile
         try:
             yield live(own, [])   # the head: the page clears the last run's view at once
             waited = False
             while loop is not None and not run.started:
                 yield {c.status: waiting_line(loop, run)}
                 waited = True
-                time.sleep(WAIT_POLL_S)
+                run.wait_turn(WAIT_POLL_S)
             if waited:
                 yield live(own, [])   # its turn came: the status says it reads the prompt
             for batch in batches:   # the Steps made since the last update (the run has its own thread)
@@ -203,6 +204,20 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
 
 
 WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead
+ROOM_INTERVAL_MAX = 0.5   # the longest a run in a busy engine loop goes between two updates of its page
+
+
+def room_interval(loop):
+    """The least time between two updates of a run in the engine loop, as a function of the requests in the loop:
+    50 ms alone (as a run on its own), n x 50 ms beside n - 1 others, at most ROOM_INTERVAL_MAX. A room's pages
+    then get about 20 updates a second between them, however many they are, so redrawing them does not take
+    the cores the engine's passes need; the first Step of a run is never held back (BackgroundRun).
+
+    >>> from types import SimpleNamespace as NS
+    >>> [round(room_interval(NS(in_flight=lambda: n))(), 3) for n in (0, 1, 4, 24)]
+    [0.05, 0.05, 0.2, 0.5]
+    """
+    return lambda: min(ROOM_INTERVAL_MAX, UPDATE_INTERVAL * max(1, loop.in_flight()))
 
 
 def waiting_line(loop, run) -> str:

@@ -90,11 +90,12 @@ def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
 
     clock = SimpleNamespace(now=0.0, sleeps=[])
 
-    def sleep(seconds):
+    def pass_time(seconds):
         clock.sleeps.append(round(seconds, 9))
         clock.now += seconds
 
-    monkeypatch.setattr(session, "time", SimpleNamespace(monotonic=lambda: clock.now, sleep=sleep))
+    monkeypatch.setattr(session, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setattr(BackgroundRun, "_coalesce", lambda self, seconds: pass_time(seconds))
     first_taken = threading.Event()
 
     class Run:   # step 0, then (once the consumer has it) 39 more
@@ -115,6 +116,32 @@ def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
     assert sum(len(b) for b in batches) == 40 and [s.index for b in batches for s in b] == list(range(40))
     assert len(batches) >= 2 and first == batches[0] and [s.index for s in first] == [0]   # the run streams
     assert clock.sleeps == [0.05] * (len(batches) - 1)   # at most one batch per 50 ms of the consumer's clock
+
+
+def test_the_end_of_a_run_is_not_held_back_by_a_long_interval():
+    """A run paced to one update an hour (a page in a full room is paced to a few a second) still ends its
+    iteration when the run ends: the last Steps come with the end, not an interval later."""
+    first_taken = threading.Event()
+
+    class Run:   # step 0, then (once the consumer has it) two more and the end
+        trace = None
+
+        def __iter__(self):
+            for i in range(3):
+                if i == 1:
+                    assert first_taken.wait(30), "the consumer never took the first batch"
+                yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
+
+        def cancel(self):
+            pass
+    batches = iter(BackgroundRun(Run(), interval=lambda: 3600.0))
+    taken = [next(batches)]
+    first_taken.set()
+    reader = threading.Thread(target=lambda: taken.extend(batches), daemon=True)
+    reader.start()
+    reader.join(60)
+    assert not reader.is_alive(), "the consumer waited out the interval after the run had ended"
+    assert [[s.index for s in b] for b in taken] == [[0], [1, 2]]
 
 
 def test_a_stream_is_safe_to_extend_from_two_threads(trace):
