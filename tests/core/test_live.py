@@ -81,6 +81,23 @@ def test_a_missing_sequence_number_is_named():
         read_stream(text)
 
 
+class HeldRun:
+    """A Run of `n` Steps: step 0, then (once the consumer has it: `first_taken`) the others, then the end."""
+    trace = None
+
+    def __init__(self, n: int):
+        self.n, self.first_taken = n, threading.Event()
+
+    def __iter__(self):
+        for i in range(self.n):
+            if i == 1:
+                assert self.first_taken.wait(30), "the consumer never took the first batch"
+            yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
+
+    def cancel(self):
+        pass
+
+
 def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
     """Each batch after the first waits out the interval since the one before, taking the steps made
     meanwhile. The consumer's clock is a fake one (its sleeps only move it), so this holds on any machine."""
@@ -96,22 +113,10 @@ def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
 
     monkeypatch.setattr(session, "time", SimpleNamespace(monotonic=lambda: clock.now))
     monkeypatch.setattr(BackgroundRun, "_coalesce", lambda self, seconds: pass_time(seconds))
-    first_taken = threading.Event()
-
-    class Run:   # step 0, then (once the consumer has it) 39 more
-        trace = None
-
-        def __iter__(self):
-            for i in range(40):
-                if i == 1:
-                    assert first_taken.wait(30), "the consumer never took the first batch"
-                yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
-
-        def cancel(self):
-            pass
-    batches = iter(BackgroundRun(Run(), interval=0.05))
+    run = HeldRun(40)
+    batches = iter(BackgroundRun(run, interval=0.05))
     first = next(batches)
-    first_taken.set()
+    run.first_taken.set()
     batches = [first, *batches]
     assert sum(len(b) for b in batches) == 40 and [s.index for b in batches for s in b] == list(range(40))
     assert len(batches) >= 2 and first == batches[0] and [s.index for s in first] == [0]   # the run streams
@@ -121,22 +126,10 @@ def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
 def test_the_end_of_a_run_is_not_held_back_by_a_long_interval():
     """A run paced to one update an hour (a page in a full room is paced to a few a second) still ends its
     iteration when the run ends: the last Steps come with the end, not an interval later."""
-    first_taken = threading.Event()
-
-    class Run:   # step 0, then (once the consumer has it) two more and the end
-        trace = None
-
-        def __iter__(self):
-            for i in range(3):
-                if i == 1:
-                    assert first_taken.wait(30), "the consumer never took the first batch"
-                yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
-
-        def cancel(self):
-            pass
-    batches = iter(BackgroundRun(Run(), interval=lambda: 3600.0))
+    run = HeldRun(3)
+    batches = iter(BackgroundRun(run, interval=lambda: 3600.0))
     taken = [next(batches)]
-    first_taken.set()
+    run.first_taken.set()
     reader = threading.Thread(target=lambda: taken.extend(batches), daemon=True)
     reader.start()
     reader.join(60)
