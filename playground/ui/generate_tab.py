@@ -82,11 +82,12 @@ def parse_seed(seed) -> int | None:
         raise ValueError(f"seed must be a whole number (or empty for random), got {text!r}") from None
 
 
-def make_handlers(registry, c, gate: MachineGate, room=None):
+def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
     """generate, stop, top_k, metrics; `c` names the components: GenerateForm's fields and `session` (the keys of
     generate's dict input), and the outputs (OUTPUTS, the keys of every update). `room`: the engine loop's owner
     (api.ApiService: `loop_for(backend)`), whose loop batches the Generate runs of its backend with every other
-    request; None: every local run takes a CPU slot of its own."""
+    request; None: every local run takes a CPU slot of its own. `remote`: the record of the runs on remote servers
+    (serve.remote_record.RemoteRecord: the Serve tab's Watch view draws it); None: not recorded."""
     def live(stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
         text = stream.add(batch)         # status, which says "reading the prompt" until the first token
         status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
@@ -141,9 +142,14 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
             yield {c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve workload "
                              "runs alone)…"}
         queued = time.perf_counter() - clicked
+
+        def start():   # a run on a remote server given to the app joins the record the Watch view draws
+            run = engine.run(form.prompt, settings)
+            if remote is None or local or form.backend not in remote.servers:
+                return run
+            return remote.add(run, page_client(f"{id(session):x}"), clicked, server=form.backend)
         try:
-            yield from stream(lambda: engine.run(form.prompt, settings), engine, form, session, note=alone,
-                              queued=queued if local else None)
+            yield from stream(start, engine, form, session, note=alone, queued=queued if local else None)
         finally:
             if local:
                 gate.leave_shared()
@@ -401,11 +407,11 @@ def generate_tab(registry) -> SimpleNamespace:
     return c
 
 
-def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate, room=None):
+def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate, room=None, remote=None):
     """Wire the tab's events; returns the generate handler (it joins the engine loop of `room` or takes its CPU slot
-    itself, see make_handlers)."""
+    itself; a remote run is kept in `remote`'s record: see make_handlers)."""
     c.session = session
-    generate, stop, top_k, metrics = make_handlers(registry, c, gate, room)
+    generate, stop, top_k, metrics = make_handlers(registry, c, gate, room, remote)
     outputs = [getattr(c, name) for name in OUTPUTS]
     event = c.generate.click(generate, form_inputs(GenerateForm, c, states=[session]), outputs, api_name="generate",
                              concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
