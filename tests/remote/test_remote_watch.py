@@ -26,7 +26,7 @@ from playground.trace import StopReason, Trace
 from playground.ui.generate_tab import make_handlers
 from playground.ui.remote_watch import watch_view
 
-from tests.helpers import generate_by_name, generate_values, wait_for
+from tests.helpers import generate_args, generate_by_name, generate_values, wait_for
 
 LLAMA_TIMINGS = {"cache_n": 29, "prompt_n": 8, "prompt_ms": 27.0, "predicted_n": 3, "predicted_ms": 40.0,
                  "predicted_per_second": 75.0}
@@ -155,3 +155,31 @@ def test_a_local_run_is_not_in_the_remote_record(fake_room, tiny_engine):
     generate = make_handlers(registry, generate_by_name(), MachineGate(), None, record)[0]
     list(generate(generate_values(Session(), backend=tiny_engine.info.name, max_new_tokens=2)))
     assert record.snapshot().records == []
+
+
+@pytest.mark.slow
+def test_with_an_endpoint_the_page_wires_generate_and_the_watch_view_to_one_record(fake_room):
+    """build_demo(…, remote=): the Serve tab's Watch is offered without the app's own endpoint, and the frame it
+    draws after a client's /generate on the server holds that run, the server's figures table among its outputs."""
+    from gradio_client import Client
+
+    from playground.ports import free_port
+    from playground.ui import build_demo
+    registry, name, record = fake_room
+    demo = build_demo(registry, remote=record)
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                    quiet=True)
+    try:
+        watch = next(fn for fn in demo.fns.values() if fn.api_name == "serve_watch")
+        by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+        status, table = by_id["serve-clients-status"], by_id["serve-clients-server"]
+        assert table in watch.outputs and table.visible
+        frames = watch.fn()
+        assert "0 requests from this page to remote servers" in next(frames)[status]   # the watch's t0: before
+        Client(url, verbose=False).predict(*generate_args(max_new_tokens=3, backend=name), api_name="/generate")
+        frame = next(frames)
+        assert "1 request from this page to remote servers: 1 done" in frame[status]
+        assert "client TTFT from sending" in frame[table] and f"<td>{MISSING}</td>" in frame[table]
+        frames.close()
+    finally:
+        demo.close()
