@@ -9,6 +9,8 @@ PLAYGROUND_DTYPE, else the defaults (bundled SmolLM2; ONNX on CPU, torch on CUDA
 Servers to watch (OpenAI-compatible: llama.cpp, vLLM, Ollama, …) come from --endpoint (repeatable) and
 PLAYGROUND_ENDPOINTS (comma-separated); a key, if they need one, from the environment variable that
 --api-key-env (or PLAYGROUND_API_KEY_ENV) names. They join the backend dropdowns; a page visitor cannot add one.
+The page's Generate runs on them (and on --llama-server's) are recorded (watch_remote) for the Serve tab's Watch
+view, which draws them from the client side beside each server's own figures.
 --llama-server (or PLAYGROUND_LLAMA_SERVER=1) adds llama.cpp's own server on the bundled GGUF, started on
 first use with --llama-parallel slots (default 4) and stopped when the app exits (remote/llama_server.py).
 --openai-api (or PLAYGROUND_OPENAI_API=1) serves an OpenAI-compatible endpoint on the page's own port
