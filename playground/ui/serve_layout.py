@@ -23,6 +23,7 @@ from ..serve.sweeps import CHUNK_SIZES
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
 from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
+from .remote_watch import servers_text
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
 # each column of a per-class table as wide as its header in presenter mode's 20 px text (px; Gradio takes no
@@ -230,7 +231,8 @@ def _clients(out, traffic, remote=None):
                                            "ui.perfetto.dev)", interactive=False, elem_id="serve-clients-download")
         if traffic is not None or remote is None:
             caption(clients_text(traffic.reach if traffic is not None else []))
-        out.clients_limits = gr.Markdown(elem_id="serve-clients-limits")
+        out.clients_limits = gr.Markdown(servers_text(remote) if traffic is None and remote is not None else None,
+                                         elem_id="serve-clients-limits")
         if traffic is not None:   # on each page load (no API of its own)
             gr.on(None, lambda: endpoint_text(traffic.endpoint), None, out.clients_limits, api_visibility="private",
                   queue=False)

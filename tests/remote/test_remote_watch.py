@@ -183,3 +183,36 @@ def test_with_an_endpoint_the_page_wires_generate_and_the_watch_view_to_one_reco
         frames.close()
     finally:
         demo.close()
+
+
+def test_a_runs_end_is_told_once_however_it_ends():
+    """Run.on_end (source.py): the record's end stamp comes once, after a cancel and after an error too."""
+    def failing(run):
+        yield from ()
+        raise RuntimeError("the server broke off")
+    ended = []
+    broken = Run(hand_made_run({}).trace, failing, time.perf_counter())
+    broken.on_end(ended.append)
+    with pytest.raises(RuntimeError):
+        broken.wait()
+    stopped = hand_made_run({})
+    stopped.on_end(ended.append)
+    steps = iter(stopped)
+    next(steps)
+    stopped.cancel()
+    steps.close()   # as a handler closed mid-run closes it
+    assert ended == [broken, stopped]
+    assert broken.trace.stop_reason == StopReason.ERROR and stopped.trace.stop_reason == StopReason.CANCELLED
+
+
+def test_with_the_apps_endpoint_too_the_watch_adds_the_remote_runs_on_one_clock():
+    from playground.api import ClientTraffic
+    traffic = ClientTraffic()
+    record = RemoteRecord(["server @ 127.0.0.1:1"], clock=traffic.clock)   # as app.watch_remote makes it
+    t0 = traffic.now()
+    record.add(hand_made_run({"timings": LLAMA_TIMINGS}), page_client("ab"), None, "server @ 127.0.0.1:1").wait()
+    frame = watch_view(traffic, record, t0, WATCH_OUT)
+    status = frame["clients_status"]
+    assert "none yet" in status.split("<br>")[0]   # the endpoint's clients: none
+    assert "1 request from this page to remote servers: 1 done" in status
+    assert "<td>8 + 29</td>" in frame["clients_server"]
