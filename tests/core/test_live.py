@@ -150,3 +150,35 @@ def test_a_stream_is_safe_to_extend_from_two_threads(trace):
 def test_a_source_that_sends_events_of_several_tokens_keeps_its_count(trace):
     step = replace(trace.steps[0], tokens=3)
     assert dict(zip(FIELDS, step_record(step)))["tokens"] == 3
+
+
+def test_a_wake_up_that_comes_as_the_wait_times_out_is_read():
+    """`woken` (jobs.py), which the endpoint's stream and the live channel follow: news that arrives while the
+    reader handles a timeout (a keep-alive, a disconnect check) is read next, never dropped until a later one."""
+    import asyncio
+    from contextlib import aclosing
+
+    from playground.jobs import woken
+
+    class Source:
+        def listen(self, callback):
+            self.callback = callback
+
+        def unlisten(self, callback):
+            self.callback = None
+
+    async def read(source):
+        said = []
+        async with aclosing(woken(source, timeout=0.01)) as wakes:
+            async for news in wakes:
+                said.append(news)
+                if said == [True, False]:   # the writer's news lands while the reader handles the timeout
+                    writer = threading.Thread(target=source.callback)
+                    writer.start()
+                    writer.join()
+                elif len(said) == 3:
+                    return said
+
+    source = Source()
+    assert asyncio.run(read(source)) == [True, False, True]   # the news read at once
+    assert source.callback is None   # closed: no longer listening
