@@ -30,6 +30,9 @@ One iteration (anchors: nano-vLLM's scheduler, llama.cpp server's slots, Sarathi
   4. free    -- a request that ended (EOS, its token budget, the context window, cancel) leaves at once; its
                 slot is free for the next iteration
 
+`step()` reads as decide (0 and 1, and dropping the cancelled) -> run (2 and 3: the forward passes) -> apply
+(each pass's logits as it ends: a token sampled per request, its Step, the stop rule, and 4).
+
 Each Step is stamped when its token is sampled, says how many rows its forward pass carried and which
 graph ran it, and its KV bytes are its slot's positions in use (KVSlots: measured from the buffers'
 shapes and element type). Sampling is per request (its own settings and seed, the Engine's Sampler), so
@@ -46,6 +49,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import Iterator
 
 import torch
 
@@ -196,16 +200,25 @@ class Batcher:
     # --- one iteration
 
     def step(self) -> Iteration:
+        """One iteration, as decide -> run -> apply: the scheduling decisions (who leaves, who keeps its blocks,
+        who takes a slot), then each forward pass (the decode graph's rows, each prefill chunk) with its
+        logits applied as it ends (a token sampled per request, its Step recorded, the stop rule)."""
         it = Iteration(self.clock())
+        self._decide(it)
+        if self.table.decoding:
+            self._apply(self._decode(it), it)
+        for done in self._prefill(it):   # a chunk that ends a prompt: its first token, before the next chunk
+            self._apply([done], it)
+        it.end = self.clock()
+        return it
+
+    # --- decide: who leaves, who keeps its blocks, who takes a slot
+
+    def _decide(self, it: Iteration) -> None:
         self._drop_cancelled(it)
         if self.budget:
             self._reserve(it)
         self._admit(it)
-        if self.table.decoding:
-            self._decode(it)
-        self._prefill(it)
-        it.end = self.clock()
-        return it
 
     def _drop_cancelled(self, it: Iteration) -> None:
         with self.lock:
@@ -319,16 +332,18 @@ class Batcher:
             self.cache.hold([block])
             seq.held.append(block)
 
-    def _decode(self, it: Iteration) -> None:
+    # --- run: the forward passes; each gives (request, its logits row, rows in the pass, graph) to apply
+
+    def _decode(self, it: Iteration) -> list[tuple]:
         rows = list(self.table.decoding)   # slot r holds rows[r]
         logits = decode_rows(self.backend, self.kv, [s.last for s in rows], [s.length for s in rows])
         it.decoded = len(rows)
         for seq in rows:   # every cache grew by one position before any request leaves (and moves another)
             seq.length += 1
-        for seq, row in zip(rows, logits):
-            self._emit(seq, row, len(rows), DECODE_GRAPH, it)
+        return [(seq, row, len(rows), DECODE_GRAPH) for seq, row in zip(rows, logits)]
 
-    def _prefill(self, it: Iteration) -> None:
+    def _prefill(self, it: Iteration) -> Iterator[tuple]:
+        """The iteration's prefill chunks, one pass each; yields each request whose prompt a chunk finishes."""
         budget = self.config.prefill_chunk
         for seq in sorted(self.table.prefilling, key=lambda s: len(s.prefill_ids) - s.read):
             if budget <= 0:
@@ -346,7 +361,13 @@ class Batcher:
                 self._cache_blocks(seq)
             if seq.read == len(seq.prefill_ids):   # the prompt is read: its next token, then it decodes with the others
                 self.table.start_decoding(seq)
-                self._emit(seq, logits, 1, PREFILL_GRAPH, it)
+                yield seq, logits, 1, PREFILL_GRAPH
+
+    # --- apply: a token per request from its logits, its Step, the stop rule
+
+    def _apply(self, outputs: list[tuple], it: Iteration) -> None:
+        for seq, logits, rows, graph in outputs:
+            self._emit(seq, logits, rows, graph, it)
 
     def _emit(self, seq: Sequence, logits, rows: int, graph: str, it: Iteration) -> None:
         """Sample `seq`'s next token from its logits row, record the Step, and end it if a stop is reached."""
