@@ -82,19 +82,26 @@ def parse_seed(seed) -> int | None:
         raise ValueError(f"seed must be a whole number (or empty for random), got {text!r}") from None
 
 
-def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
-    """generate, stop, top_k, metrics; `c` names the components: GenerateForm's fields and `session` (the keys of
-    generate's dict input), and the outputs (OUTPUTS, the keys of every update). `room`: the engine loop's owner
-    (api.ApiService: `loop_for(backend)`), whose loop batches the Generate runs of its backend with every other
-    request; None: every local run takes a CPU slot of its own. `remote`: the record of the runs on remote servers
-    (serve.remote_record.RemoteRecord: the Serve tab's Watch view draws it); None: not recorded."""
-    def live(stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
-        text = stream.add(batch)         # status, which says "reading the prompt" until the first token
+class GenerateHandlers:
+    """Generate's handlers: generate (a run, streamed), stop, top_k (the top-k chart at a step), metrics. `c` names
+    the components: GenerateForm's fields and `session` (the keys of generate's dict input), and the outputs
+    (OUTPUTS, the keys of every update). `room`: the engine loop's owner (api.ApiService: `loop_for(backend)`),
+    whose loop batches the Generate runs of its backend with every other request; None: every local run takes a
+    CPU slot of its own. `remote`: the record of the runs on remote servers (serve.remote_record.RemoteRecord: the
+    Serve tab's Watch view draws it); None: not recorded."""
+
+    def __init__(self, registry, c, gate: MachineGate, room=None, remote=None):
+        self.registry, self.c, self.gate, self.room, self.remote = registry, c, gate, room, remote
+
+    def live(self, stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
+        c = self.c                             # status, which says "reading the prompt" until the first token
+        text = stream.add(batch)
         status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
         return {c.stream: text, c.status: status, c.text: "", c.metrics: LIVE_METRICS, c.files: None}
 
-    def final(session: Session, prices, stream=None) -> dict:   # `stream`: a handler's own run (default: the latest)
-        stream = stream or session.stream
+    def final(self, session: Session, prices, stream=None) -> dict:
+        """The last update of a run (`stream`: a handler's own; default: the session's latest)."""
+        c, stream = self.c, stream or session.stream
         trace = stream.trace
         update = {c.stream: session.finish_stream(stream), c.status: status_line(trace), c.text: trace.text,
                   c.metrics: metrics_html(trace, *prices) + speculation_html(trace, session.earlier)}
@@ -102,25 +109,18 @@ def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
             update[c.files] = session.export()
         return update
 
-    def generate(values: dict):
+    def generate(self, values: dict):
+        c = self.c
         form, session, clicked = read_form(GenerateForm, c, values), values[c.session], time.perf_counter()
-        for line in registry.loading(form.backend):
+        for line in self.registry.loading(form.backend):
             yield {c.status: loading_line(line)}
         try:
-            engine = source(registry, form.backend)
-            if form.speculate:
-                engine = speculative(engine, form.spec_k, form.spec_ngram)
-        except SourceUnavailable as exc:
+            engine, settings = self._source(form)
+        except (SourceUnavailable, ValueError, TypeError) as exc:
             yield {c.status: warn(str(exc))}
             return
-        try:
-            settings = coerce_settings(temperature=form.temperature, top_k=form.top_k, top_p=form.top_p,
-                                       seed=parse_seed(form.seed), max_new_tokens=form.max_new_tokens,
-                                       chat=bool(form.chat))
-        except (ValueError, TypeError) as exc:
-            yield {c.status: warn(str(exc))}
-            return
-        loop = None if room is None or form.speculate else room.loop_for(engine.info.name)
+        loop = None if self.room is None or form.speculate else self.room.loop_for(engine.info.name)
+        alone = alone_reason(engine, self.room, form.speculate)
         if loop is not None:
             try:
                 text, ids = engine.prompt_ids(form.prompt, settings)
@@ -131,34 +131,47 @@ def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
                 def start():
                     return loop.run(ids, settings, prompt=form.prompt, text=text, backend=engine.info.name,
                                     client=page_client(f"{id(session):x}"))
-                yield from stream(start, engine, form, session, loop=loop)
+                yield from self.stream(start, engine, form, session, loop=loop)
                 return
             alone = (f"{len(ids):,} prompt tokens and {settings.max_new_tokens:,} new ones do not fit the engine "
                      f"loop's slots ({loop.capacity:,} positions each): this run takes a CPU slot alone")
-        else:
-            alone = alone_reason(engine, room, form.speculate)
-        local = engine.info.origin != Origin.REMOTE   # a server computes elsewhere: no CPU slot here
+        yield from self._alone(engine, settings, form, session, clicked=clicked, note=alone)
+
+    def _source(self, form: GenerateForm):
+        """(the source the form names, speculative when asked; its settings); SourceUnavailable, ValueError."""
+        engine = source(self.registry, form.backend)
+        if form.speculate:
+            engine = speculative(engine, form.spec_k, form.spec_ngram)
+        settings = coerce_settings(temperature=form.temperature, top_k=form.top_k, top_p=form.top_p,
+                                   seed=parse_seed(form.seed), max_new_tokens=form.max_new_tokens,
+                                   chat=bool(form.chat))
+        return engine, settings
+
+    def _alone(self, engine, settings, form: GenerateForm, session: Session, *, clicked: float, note: str):
+        """A run outside the engine loop: a local one waits for a CPU slot of its own; a remote server's joins the
+        record the Watch view draws when it is one of the servers given to the app."""
+        local, gate, remote = engine.info.origin != Origin.REMOTE, self.gate, self.remote
         while local and not gate.enter_shared(timeout=1.0):
-            yield {c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve workload "
-                             "runs alone)…"}
+            yield {self.c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve "
+                                  "workload runs alone)…"}
         queued = time.perf_counter() - clicked
 
-        def start():   # a run on a remote server given to the app joins the record the Watch view draws
+        def start():
             run = engine.run(form.prompt, settings)
             if remote is None or local or form.backend not in remote.servers:
                 return run
             return remote.add(run, page_client(f"{id(session):x}"), clicked, server=form.backend)
         try:
-            yield from stream(start, engine, form, session, note=alone, queued=queued if local else None)
+            yield from self.stream(start, engine, form, session, note=note, queued=queued if local else None)
         finally:
             if local:
                 gate.leave_shared()
 
-    def stream(start, engine, form: GenerateForm, session: Session, *, loop=None, note: str = "",
+    def stream(self, start, engine, form: GenerateForm, session: Session, *, loop=None, note: str = "",
                queued: float | None = None):
         """Start the run (`start()`) and stream it; `loop`: the engine loop it joined (the page then says while
         it waits for a KV slot how many are ahead); `queued`: seconds it waited for a CPU slot."""
-        prices = (form.price_in, form.price_out)
+        c = self.c
         try:
             run = start()
         except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server refused or failed
@@ -169,44 +182,52 @@ def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
         pace = UPDATE_INTERVAL if loop is None else room_interval(loop)
         own, batches = session.start(run, pace)   # this run's: another handler of the session may start one meanwhile
         try:
-            yield live(own, [])   # the head: the page clears the last run's view at once
-            waited = False
-            while loop is not None and not run.started:
-                yield {c.status: waiting_line(loop, run)}
-                waited = True
-                run.wait_turn(WAIT_POLL_S)
-            if waited:
-                yield live(own, [])   # its turn came: the status says it reads the prompt
-            for batch in batches:   # the Steps made since the last update (the run has its own thread)
-                if run.trace.finished:
-                    break                 # the last steps go out with the final update, never after Stop's
-                yield live(own, batch)
+            yield from self._follow(run, own, batches, loop)
         finally:   # the handler was closed (event cancelled, tab gone): stop the run too
             if not run.trace.finished:
                 run.cancel()   # this handler's own run (the session may have started another since)
-        update = final(session, prices, own)
+        update = self.final(session, (form.price_in, form.price_out), own)
         if note:
             update[c.status] += f" · {note}"
         if zero_gpu() and loop is None:   # which backend ran it, and what the GPU call asked of the visitor's quota
             update[c.status] += " · " + cost_line(engine, own.trace.settings)
         yield update
 
-    def stop(price_in, price_out, session: Session):
-        if session.run is None:
-            return {c.status: warn("nothing is running")}
-        session.stop()
-        return final(session, (price_in, price_out))
+    def _follow(self, run, own, batches, loop):
+        """The run's live updates: its head, its wait for a turn in the engine loop, then its Steps in batches."""
+        yield self.live(own, [])   # the head: the page clears the last run's view at once
+        waited = False
+        while loop is not None and not run.started:
+            yield {self.c.status: waiting_line(loop, run)}
+            waited = True
+            run.wait_turn(WAIT_POLL_S)
+        if waited:
+            yield self.live(own, [])   # its turn came: the status says it reads the prompt
+        for batch in batches:   # the Steps made since the last update (the run has its own thread)
+            if run.trace.finished:
+                break                 # the last steps go out with the final update, never after Stop's
+            yield self.live(own, batch)
 
-    def top_k(step, session: Session):
+    def stop(self, price_in, price_out, session: Session):
+        if session.run is None:
+            return {self.c.status: warn("nothing is running")}
+        session.stop()
+        return self.final(session, (price_in, price_out))
+
+    def top_k(self, step, session: Session):
         return json.loads(plot_top_k(session.trace, step).to_json())
 
-    def metrics(price_in, price_out, session: Session):
+    def metrics(self, price_in, price_out, session: Session):
         trace = session.trace
         if trace is None or not trace.finished:
             return metrics_html(trace, price_in, price_out, element_id=None if trace is None else LIVE_METRICS_ID)
         return metrics_html(trace, price_in, price_out) + speculation_html(trace, session.earlier)
 
-    return generate, stop, top_k, metrics
+
+def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
+    """GenerateHandlers' generate, stop, top_k and metrics (the order wire_generate connects them in)."""
+    h = GenerateHandlers(registry, c, gate, room, remote)
+    return h.generate, h.stop, h.top_k, h.metrics
 
 
 WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead
