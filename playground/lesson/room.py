@@ -27,6 +27,8 @@ from ..serve.workload import Workload
 from .lesson_step import StepResult
 
 ROOM_TITLE = "No two requests are the same"   # step 6's own title: the room is its workload
+LABELLED_ROWS = 8   # more requests than this: the Gantt's rows go unlabelled (the takeaway gives the counts)
+DRAWN_FROM = "the room's requests, as this app's engine loop recorded them"
 NO_TRAFFIC = ("This app records no room traffic: it serves no endpoint (start it with --openai-api, or "
               "PLAYGROUND_OPENAI_API=1, and the page's and the API's requests share one recorded engine loop).")
 NO_ROOM_YET = ("No requests from the room yet: ask everyone to open this page and press Generate, then press "
@@ -67,18 +69,20 @@ def room_rush(traffic):
     result = traffic.since(start)
     records = [r for r in result.records if r.request.id in ids]
     end = max(_end(r) for r in records)
+    over = end < math.inf   # every request of it finished: drawn as a finished workload, its axis to its end
     return replace(result, records=records, workload=Workload(tuple(r.request for r in records)),
-                   batches=[b for b in result.batches if b.start < end])
+                   batches=[b for b in result.batches if b.start < end], done=over,
+                   elapsed=end if over else result.elapsed)
 
 
 def rush_figures(rush) -> dict:
-    """What the takeaway says, from the rush's records and passes."""
+    """What the takeaway says, from the rush's records (each Step says how many requests its pass carried)."""
     recs = rush.records
     waits = [r.waiting for r in recs if r.waiting is not None]
     return {"requests": len(recs), "page": sum(r.origin == "page" for r in recs),
             "api": sum(r.origin == "API" for r in recs),
             "span_s": max(r.arrival for r in recs) - min(r.arrival for r in recs),
-            "most_rows": max((b.requests for b in rush.batches), default=None),
+            "most_rows": max((s.rows for r in recs for s in r.steps if s.rows), default=None),
             "longest_wait_s": max(waits, default=None), "not_admitted": len(recs) - len(waits),
             "unfinished": sum(r.finished is None for r in recs)}
 
@@ -125,7 +129,9 @@ def room_step(traffic) -> StepResult | None:
     if rush is None:
         return None
     figures = rush_figures(rush)
-    x_range = shared_range([rush])
-    return StepResult(6, ROOM_TITLE, room_sentence(figures), figures, {"gantt": plot_gantt(rush, rush.now(), x_range)},
-                      notes=[*live_note(figures), "drawn from the requests this app's engine loop recorded (the Serve tab's Watch view "
-                             "draws the same record); \"Run again\" measures the step's own workload instead"])
+    gantt = plot_gantt(rush, rush.now(), shared_range([rush]))
+    if len(rush.records) > LABELLED_ROWS:   # a row's label each would overlap once the chart fits a projector
+        gantt.update_yaxes(showticklabels=False)
+    return StepResult(6, ROOM_TITLE, room_sentence(figures), figures, {"gantt": gantt}, drawn_from=DRAWN_FROM,
+                      notes=[*live_note(figures), "the Serve tab's Watch view draws the same record; \"Run again\" "
+                             "measures the step's own workload instead"])

@@ -124,7 +124,9 @@ def make_handlers(registry, out: SimpleNamespace, traffic=None):
                 return view(out, session, status=error_html(job.error))
             if job.result.cancelled:
                 return view(out, session, status="stopped: run this step again to measure it")
-            return view(out, session, job.result, f"measured in {job.result.elapsed:.1f} s")
+            done = job.result
+            return view(out, session, done, f"drawn from {done.drawn_from}" if done.drawn_from else
+                        f"measured in {done.elapsed:.1f} s")
         job.start(lambda job: session.lesson.run(step, job.report, job.cancel), name=f"lesson-step-{step}")
         yield from job.follow(draw, every=0.4)
 
@@ -155,7 +157,7 @@ def lesson_tab(registry, traffic=None) -> None:
             nxt = gr.Button("Next ▶", elem_id="lesson-next", size="sm", variant="primary")
             again = gr.Button("Run again", elem_id="lesson-run", size="sm")
             stop = gr.Button("Stop", variant="stop", elem_id="lesson-stop", size="sm")
-            use_room = gr.Button("You are the workload (step 6)", elem_id="lesson-room", size="sm",
+            use_room = gr.Button("You are the workload", elem_id="lesson-room", size="sm",   # step 6 from the room
                                  visible=traffic is not None)
             backend = backend_dropdown(registry, elem_id="lesson-backend")
         out = SimpleNamespace(title=gr.Markdown(elem_id="lesson-title"),

@@ -66,6 +66,9 @@ def test_step_six_draws_the_rooms_busiest_rush_and_says_what_it_measured(room):
     assert said.group(2) == format_seconds(max(waits)) and len(step.takeaway.split()) <= 35
     gantt = step.figures["gantt"]
     assert len(gantt.layout.yaxis.ticktext) == 5 and sum("· page" in t for t in gantt.layout.yaxis.ticktext) == 3
+    ended = max(r.finished for r in room_rush(traffic).records)
+    assert "running" not in gantt.layout.title.text and gantt.layout.xaxis.range[1] == pytest.approx(ended * 1.03)
+    assert step.drawn_from and not step.takeaway.startswith("You are the workload so far")
 
 
 def test_a_rush_still_running_says_so_far_and_what_it_leaves_out(room):
@@ -75,6 +78,7 @@ def test_a_rush_still_running_says_so_far_and_what_it_leaves_out(room):
     assert running.takeaway.startswith("You are the workload so far: 5 requests")
     assert running.numbers["unfinished"] == 5 and figures["unfinished"] == 0
     assert running.notes[0].startswith("5 requests still running")
+    assert "running" in running.figures["gantt"].layout.title.text   # drawn live, to now
 
 
 def unfinished(result):
@@ -113,6 +117,7 @@ def test_the_lesson_tabs_room_button_draws_step_six_from_the_room_and_run_again_
     session = LessonSession()
     shown = last(use_room("torch", session))
     assert session.step == 6 and shown["takeaway"].startswith("**You are the workload: 5 requests")
+    assert shown["status"].startswith("drawn from the room's requests")
     assert last(rerun("torch", session))["takeaway"] == "**measured**"
     again = last(use_room("torch", session))   # read afresh from the record, not the kept result
     assert again["takeaway"].startswith("**You are the workload")

@@ -125,22 +125,20 @@ def test_step_seven_explains_the_outputs_a_recompute_changed():
 # --- step 6 with the room as its workload: the takeaway's counts, span, passes and wait from the record
 
 @pytest.mark.parametrize("origins, rows, admitted", [
-    (["page"] * 4, [1, 1, 1], [0.0, 0.5, 1.0, 1.5]),            # one a pass, all from the page
-    (["page", "API", "API", "page"], [2, 4, 3], [0.0, 0.1, 0.3, 0.9]),   # passes of several, both origins
+    (["page"] * 4, [1, 1, 1, 1], [0.0, 0.5, 1.0, 1.5]),            # one a pass, all from the page
+    (["page", "API", "API", "page"], [2, 4, 3, 2], [0.0, 0.1, 0.3, 0.9]),   # passes of several, both origins
 ])
 def test_step_six_from_the_room_computes_every_figure_it_names(origins, rows, admitted):
     from playground.api.record import ClientTraffic
     from playground.lesson.room import room_step
-    from playground.serve.records import BatchStep
 
     traffic = ClientTraffic()
     arrivals = [0.0, 0.1, 0.2, 0.6]
-    for i, (origin, arrived, start) in enumerate(zip(origins, arrivals, admitted)):
-        rec = chats(0.1, 1, n=1).records[0]
+    for i, (origin, arrived, start, n) in enumerate(zip(origins, arrivals, admitted, rows)):
+        rec = chats(0.1, n, n=1).records[0]   # each of its Steps' passes carried n requests
         rec = replace(rec, request=replace(rec.request, id=i, arrival=arrived), admitted=start, finished=start + 1.2,
                       origin=origin)
         traffic.result.records.append(rec)
-    traffic.result.batches.extend(BatchStep(0.1 * k, 0.1 * k + 0.05, n, 0, n, 0) for k, n in enumerate(rows))
     step = room_step(traffic)
     text = step.takeaway
     page, api = origins.count("page"), origins.count("API")
