@@ -60,16 +60,13 @@ class Agreement:
     partings: tuple[Parting, ...]           # one per replayed request
     cancelled: bool = False
 
-    @property
-    def share(self) -> float | None:
-        return self.agreed / self.positions if self.positions else None
-
 
 def replay_request(backend, prompt: list[int], output: list[int], preemptions: list[tuple[int, int, list[int]]]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Teacher-forced on `prompt` + `output`: (one-at-a-time argmax, its margin, recompute argmax), one per output
     index; the recompute's are -1 before its first preemption. `preemptions`: (output tokens made before it,
-    positions copied back, the recompute's chunk sizes) in order."""
+    positions copied back, the recompute's chunk sizes) in order; chunks that do not add up to what was dropped
+    (blocks copied between them) are read as one pass."""
     n, p = len(output), len(prompt)
     ids = list(prompt) + list(output)
     capacity = p + n + 1
@@ -86,12 +83,12 @@ def replay_request(backend, prompt: list[int], output: list[int], preemptions: l
             cached, chunks = at[j]
             if j == first:
                 again.write(0, 0, alone.read(0, 0, cached))
+            if cached + sum(chunks) != p + j:   # copies between its chunks: the rest read as one pass
+                chunks = [p + j - cached]
             start = cached
-            for size in chunks or [p + j - cached]:
+            for size in chunks:
                 logits = prefill_chunk(backend, again, 0, ids[start:start + size], start)
                 start += size
-            if start != p + j:
-                raise ValueError(f"a recompute's chunks read {start - cached} positions; it dropped {p + j - cached}")
         else:
             logits = decode_rows(backend, again, [output[j - 1]], [p + j - 1])[0]
         recompute[j] = int(logits.argmax())
