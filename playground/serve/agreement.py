@@ -1,7 +1,7 @@
 """Teacher-forced top-1 agreement after a recompute: why a preempted request's greedy tokens may part from A's.
 
     agreement = recompute_agreement(engine.backend, a, b)   # A with every slot's memory, B preempted under a budget
-    agreement.agreed, agreement.positions                   # e.g. 680 of 700 output positions
+    agreement.agreed, agreement.positions                   # of the output positions compared
     agreement_clause(agreement)                             # the sentence the memory-pressure preset writes
 
 Each request whose tokens in B parted from A's and that B preempted is fed its reference (A's prompt and output
@@ -30,8 +30,8 @@ import numpy as np
 from ..backends.onnx_batch import KVSlots, decode_rows, prefill_chunk
 from .summary import plural
 
-NEAR_TIE = 0.25   # logits: the top two within 1.28x in probability. On the default graph the recompute tipped margins
-#                   up to 0.19 (the memory-pressure preset's 12 chats: 20 of 700 positions differed)
+NEAR_TIE = 0.25   # logits: the top two within 1.28x in probability, a margin the default graph's recompute tips
+#                   (the memory-pressure finding prints every margin it tipped beside the median of all)
 
 
 def top_two(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
