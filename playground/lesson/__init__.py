@@ -4,6 +4,8 @@
     result = lesson.run(3, progress, cancel)     # a StepResult: title, takeaway, numbers, figures, html
     lesson.results[3]                            # kept, so going back shows it again
     python -m playground.lesson --out DIR        # all seven into one standalone HTML handout
+    lesson = Lesson(source, room=traffic)        # the room's live record (api.ClientTraffic) …
+    lesson.from_room = True                      # … step 6 draws its requests: "you are the workload" (room.py)
 
 | step | title                          | what runs (budgets sized for a 2-core machine)            |
 | 1    | It works in tokens             | the seed sentence in two tokenizers                        |
@@ -12,7 +14,8 @@
 |      |                                | and its Steps on the roofline (why decode is slow)         |
 | 4    | The KV cache                   | its growth; cache vs none; a shared prefix reused          |
 | 5    | Cost and latency scale with tokens | short vs long; a 100-page contract extrapolated         |
-| 6    | No two requests are the same   | a long and a short request through one engine              |
+| 6    | No two requests are the same   | a long and a short request through one engine; or the      |
+|      |                                | room's own requests, as the app's engine loop recorded them|
 | 7    | Reuse the cache, make room     | a shared system prompt without and with the prefix cache;  |
 |      |                                | chats under a KV budget smaller than they need (preemption)|
 
@@ -38,10 +41,12 @@ __all__ = ["RULE_OF_THUMB", "SEED_SENTENCE", "STEPS", "Lesson", "LessonStep", "S
 class Lesson:
     """One presenter's walk through the seven steps on one source; results are kept per step."""
 
-    def __init__(self, source):
+    def __init__(self, source, room=None):
         self.source = source
         self.results: dict[int, StepResult] = {}
         self.shared: dict[str, Any] = {}   # what later steps reuse (step 2's trace)
+        self.room = room                   # the app's live record of the room's requests (api.ClientTraffic); None
+        self.from_room = False             # step 6 draws the room's requests (room.py) instead of its own workload
 
     def run(self, number: int, progress=None, cancel: threading.Event | None = None) -> StepResult:
         if number not in STEPS:

@@ -20,6 +20,7 @@ class StepResult:
     notes: list[str] = field(default_factory=list)  # what is missing or estimated, in words
     cancelled: bool = False
     elapsed: float = 0.0
+    drawn_from: str = ""                           # a record the step was drawn from instead of measuring ("": measured)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..prompts import SHORT_QUESTION, long_document, long_prompt
 from ..run_view import format_bytes, format_seconds
 from .lesson_step import StepResult
 from .cost_model import calibrate
+from .room import NO_ROOM_YET, NO_TRAFFIC, room_step
 from .steps_run import answer_run
 from ..serve.slots import BatchConfig
 from ..trace import COMPLETED, StopReason
@@ -214,11 +215,17 @@ def batching_cost(alone, batched, numbers: dict) -> str:
 def step_mixed(lesson, report) -> StepResult:
     """A long document, then three short questions arriving just behind it, through one engine: one at a time
     (the Serve tab's harness, first come first served: each question waits for the whole document), then the
-    same four requests with continuous batching on the same engine (the questions join the batch at once)."""
+    same four requests with continuous batching on the same engine (the questions join the batch at once).
+    With `lesson.from_room`, the room's own requests instead (room.py), when the app's engine loop has recorded
+    some; else the step says so above its own workload."""
     from ..charts.serve import plot_gantts, shared_range
     from ..serve import SCHEDULERS, OneAtATime, Request, Workload, lesson as serve_lesson
     from ..serve.registry import batching_for
 
+    if lesson.from_room:   # the presenter asked for the room's own requests: drawn from the record when it has some
+        room = room_step(lesson.room)
+        if room is not None:
+            return room
     source = lesson.source
     document, _ = long_prompt(source.tokenizer, source.info.context_window, MIXED_NEW_TOKENS, long_document())
     workload = Workload((Request(0, "long", document, MIXED_NEW_TOKENS, 0.0),
@@ -259,6 +266,8 @@ def step_mixed(lesson, report) -> StepResult:
         panels.append(("With continuous batching", results[1], x_range))
     else:
         notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")
+    if lesson.from_room:
+        notes.insert(0, (NO_TRAFFIC if lesson.room is None else NO_ROOM_YET) + " Below: the step's own workload.")
     figures = {"gantt": plot_gantts(panels, f"Every request's timeline on {result.source}")}
     return StepResult(6, "No two requests are the same", takeaway, numbers, figures=figures, notes=notes,
                       html=(f"<p><b>{html.escape(cost)}</b></p>" if cost else "")
@@ -302,7 +311,8 @@ def memory_sentence(n: dict) -> str:
 
 def step_memory(lesson, report) -> StepResult:
     """Two KV-memory presets (serve/presets.py) on our batching, each A against B on the same engine: a shared
-    system prompt without and with the prefix cache, then chats under a KV budget smaller than they need."""
+    system prompt without and with the prefix cache, then chats under a KV budget smaller than they need; the chats
+    whose tokens parted from the run with all the memory are replayed teacher-forced (serve/agreement.py)."""
     from dataclasses import replace
     from functools import reduce
 
@@ -332,6 +342,10 @@ def step_memory(lesson, report) -> StepResult:
         if report.cancelled:
             return StepResult(7, MEMORY_TITLE, StopReason.CANCELLED)
     cold, warm, free, pressed = results
+    report(0.98, "replaying the requests whose tokens parted, teacher-forced")
+    measured = PRESETS["memory pressure"].measure(source, free, pressed, report.event)
+    if report.cancelled:
+        return StepResult(7, MEMORY_TITLE, StopReason.CANCELLED)
     pool = warm.pool
     ids = [source.prompt_ids(r.prompt, GenerationSettings())[1] for r in shared.requests]
     numbers = {"shared_tokens": len(reduce(common_prefix, ids)), "prompt_tokens": [len(x) for x in ids],
@@ -352,7 +366,7 @@ def step_memory(lesson, report) -> StepResult:
                                    f"Every request's timeline, our batching on {warm.source}")}
     detail = (f"{pool['cached']:,} of {pool['looked_up']:,} prompt tokens were copied from the cache "
               f"({numbers['ttft_ratio']:.2f}× the TTFT). Under the budget {numbers['recomputed_positions']:,} "
-              f"positions were read again; {changed_outputs(free, pressed, 'the run with all the memory')}")
+              f"positions were read again; {changed_outputs(free, pressed, 'the run with all the memory', **measured)}")
     return StepResult(7, MEMORY_TITLE, memory_sentence(numbers), numbers, figures,
                       MEMORY_TERMS + f"<p>{html.escape(detail)}</p>",
                       notes=["the KV budget stands for a smaller memory, as on a full GPU: the slots stay as they are"])

@@ -265,6 +265,7 @@ def run_preset(args, sources, cancel) -> int:
     results = run_and_write(args, named, workload, cancel)
     write_exports(args.out, results)
     if len(results) == 2 and not cancel.is_set():
-        print(json.dumps({"preset": preset.name, "finding": preset.finding(*results)}, ensure_ascii=False))
+        measured = preset.measure(engine, *results, cancel) if preset.measure else {}
+        print(json.dumps({"preset": preset.name, "finding": preset.finding(*results, **measured)}, ensure_ascii=False))
     (args.out / "serve.html").write_text(html_report(results, expect=preset.expect), encoding="utf-8")
     return 130 if cancel.is_set() else 0

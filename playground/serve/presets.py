@@ -3,16 +3,20 @@
     preset = PRESETS["shared system prompt"]
     workload = preset.build(engine, requests=16, rate=2.0, seed=0)     # its own prompts and arrivals
     a, b = preset.configs(workload, count, BatchConfig())             # A and B's batching settings
-    preset.finding(result_a, result_b)                                 # one sentence of the run's own numbers
+    measured = preset.measure(engine, result_a, result_b) if preset.measure else {}   # after the runs, if any
+    preset.finding(result_a, result_b, **measured)                     # one sentence of the run's own numbers
 
 | preset                             | A                    | B                                  | shows                         |
 | shared system prompt               | no prefix cache      | prefix cache                       | TTFT, hit rate                |
 | many questions about one document  | no prefix cache      | prefix cache                       | TTFT, hit rate                |
-| memory pressure                    | every slot's memory  | a KV budget of a third of demand   | preemptions, recompute        |
+| memory pressure                    | every slot's memory  | a KV budget of a third of demand   | preemptions, recompute,       |
+|                                    |                      |                                    | teacher-forced agreement      |
 | a long document among chatters     | prefill chunk 512    | prefill chunk 32                   | the chatters' ITL, doc TTFT   |
 
 Both sides run our continuous batching (scheduler `batching`) on the same source, so the one setting is the
-only difference. Every request is greedy, so A and B can be compared token for token.
+only difference. Every request is greedy, so A and B can be compared token for token; after the memory-pressure
+runs, the requests whose tokens parted are replayed teacher-forced through the recompute's pass and the
+one-at-a-time pass (agreement.py), and the finding gives that agreement beside the count of changed outputs.
 
 >>> list(PRESETS)
 ['shared system prompt', 'many questions about one document', 'memory pressure', 'a long document among chatters']
@@ -29,6 +33,7 @@ import numpy as np
 
 from ..charts.serve import decode_itl
 from ..prompts import SUMMARIZE_INSTRUCTION, long_document
+from .agreement import Agreement, agreement_clause, recompute_agreement
 from .prompts import fit_to_window
 from .slots import BatchConfig
 from .summary import (NO_DIRECTION, Expectation, more_or_fewer, percentile, plural, rows_clause, served,
@@ -154,7 +159,7 @@ def cache_finding(a, b) -> str:
             f"tokens ({rate:.0%}) were copied from cached blocks instead of computed.")
 
 
-def pressure_finding(a, b) -> str:
+def pressure_finding(a, b, agreement: Agreement | None = None) -> str:
     pool, recs = b.pool or {}, b.records
     preempted = [r for r in recs if r.preemptions]
     done = sum(r.stop_reason in ("eos", "length") for r in recs)
@@ -167,11 +172,17 @@ def pressure_finding(a, b) -> str:
     return (f"Under a KV budget of {pool.get('kv_budget', 0):,} positions, B preempted {times} "
             f"({plural(len(preempted), 'request')}), recomputed {again:,} positions and copied {copied:,} back from "
             f"the prefix cache; {done} of {len(recs)} completed{speed}{rows_clause(a, b, 'A', 'B')}. "
-            f"{changed_outputs(a, b)}")
+            f"{changed_outputs(a, b, agreement=agreement)}")
 
 
-def changed_outputs(a, b, who: str = "A") -> str:
-    """How many requests kept `who`'s (run a's) greedy tokens, and why the others parted where any did."""
+def measure_pressure(source, a, b, cancel=None) -> dict:
+    """The memory-pressure finding's measured extra: the recompute's teacher-forced agreement (agreement.py)."""
+    return {"agreement": recompute_agreement(source.backend, a, b, cancel)}
+
+
+def changed_outputs(a, b, who: str = "A", agreement: Agreement | None = None) -> str:
+    """How many requests kept `who`'s (run a's) greedy tokens, and why the others parted where any did, with the
+    recompute's teacher-forced `agreement` where it was measured."""
     changed = [y for x, y in traced_pairs(a, b) if x.trace.output_ids != y.trace.output_ids]
     head = f"{identical_requests(a, b)} of {len(b.records)} requests gave the very tokens {who} gave them"
     if not changed:
@@ -181,8 +192,7 @@ def changed_outputs(a, b, who: str = "A") -> str:
             "as one multi-row prefill pass, whose kernels round differently from the one-row decode steps that "
             "first wrote them, and batches of other sizes round differently too; where the top two tokens were "
             "nearly tied, greedy decoding tips to the other and the answer goes its own way from there. "
-            "Teacher-forced agreement after a recompute is not measured in this run (the test suite gates it at "
-            "≥ 95% of positions on the default graph).")
+            f"{agreement_clause(agreement, who)}")
 
 
 def identical_requests(a, b) -> int:
@@ -231,10 +241,12 @@ class Preset:
     about: str                                   # one line for the tab
     build: Callable[..., Workload]               # (source, requests, rate, seed) -> Workload
     configs: Callable[..., tuple]                # (workload, count(prompt) -> tokens, base) -> (A's, B's BatchConfig)
-    finding: Callable[..., str]                  # (result A, result B) -> one sentence
+    finding: Callable[..., str]                  # (result A, result B, **measured) -> one sentence
     requests: int
     rate: float | None                           # None: all at once
     expect: Expectation = NO_DIRECTION           # B's output tokens/s against A's, and why
+    measure: Callable[..., dict] | None = None   # (source, result A, result B, cancel) -> the finding's keywords,
+    #                                              measured after both runs (the machine still held)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
@@ -243,7 +255,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("many questions about one document", "one document, many questions: A without the prefix cache, B with it",
            questions_about_a_document, _cache_configs, cache_finding, 12, 1.0),
     Preset("memory pressure", "more KV demand than B's budget: B preempts and recomputes, A has every slot's memory",
-           memory_pressure, _pressure_configs, pressure_finding, 12, None, PRESSURE),
+           memory_pressure, _pressure_configs, pressure_finding, 12, None, PRESSURE, measure_pressure),
     Preset("a long document among chatters", "a document's prefill chunks among decoding chatters: A reads 512 "
            "prompt tokens per iteration, B 32", long_document_among_chatters, _chunk_configs, chunk_finding, 8, 4.0),
 )}

@@ -132,7 +132,7 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None, room=None,
             tokens_tab(registry, c.prompt, c.chat, c.backend)
             compare_tab(registry, c.prompt)
             experiments_tab(registry)
-            lesson = lesson_tab(registry)
+            lesson = lesson_tab(registry, traffic)
             serving = serve_tab(registry, gate, traffic, session, remote)
         generate = wire_generate(c, registry, session, gate, room, remote)
         model_info = make_model_info(registry)

@@ -3,9 +3,11 @@
 Next / Previous (buttons, or the arrow keys when no text box has focus) move between steps; on a fresh
 page Next runs step 1. A step runs the first time it is shown (progress on screen, Stop cancels it) and
 keeps its result when the presenter comes back. `?lesson=N` in the URL opens step N; the page's
-presenter mode (ui/presenter.py) enlarges everything for a projector. Step 2's answer appears in slow
+presenter mode (ui/presenter.py) enlarges everything for a projector. With the endpoint's record of the room
+(`traffic`), "You are the workload" shows step 6 drawn from the room's own requests; Run again there
+measures the step's own workload. Step 2's answer appears in slow
 motion where the answer goes (again with "Replay slowly"), played in the page from the recorded steps:
-it never slows the run. API names: /lesson_next, /lesson_prev, /lesson_run, /lesson_stop.
+it never slows the run. API names: /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /lesson_room.
 Left out: editing the steps' budgets (the handout CLI, `python -m playground.lesson`, runs the same steps).
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .common import CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_
 from ..jobs import BackgroundJob
 
 FIGURE_SLOTS = 3
+ROOM_STEP = 6   # the step "You are the workload" draws from the room's requests (lesson/room.py)
 OUTPUTS = ("title", "status", "takeaway", "notes", "body", "replay", "replay_data", "figure0", "figure1", "figure2")
 KEYS_JS = """() => { if (window.__lessonKeys) return; window.__lessonKeys = true;
   document.addEventListener('keydown', (e) => {
@@ -81,8 +84,9 @@ def view(out: SimpleNamespace, session: LessonSession, result=None, status: str 
             out.replay: gr.update(visible=trace is not None), **slots}
 
 
-def make_handlers(registry, out: SimpleNamespace):
-    def go(delta, backend, session: LessonSession, request: gr.Request = None):
+def make_handlers(registry, out: SimpleNamespace, traffic=None):
+    """go, rerun, stop and room: `traffic` is the room's live record (api.ClientTraffic) step 6 may draw."""
+    def go(delta, backend, session: LessonSession, request: gr.Request = None, room: bool = False):
         if delta == 0 and request is not None and request.query_params.get("lesson"):
             try:   # a deep link: ?lesson=N
                 session.step = max(1, min(len(STEPS), int(request.query_params["lesson"])))
@@ -99,7 +103,10 @@ def make_handlers(registry, out: SimpleNamespace):
             yield view(out, session, status=error_html(str(exc)))
             return
         if session.lesson is None or session.name != backend:
-            session.lesson, session.name = Lesson(picked), backend
+            session.lesson, session.name = Lesson(picked, room=traffic), backend
+        if room:   # step 6 from the room's requests, read afresh from the record
+            session.lesson.from_room = True
+            session.lesson.results.pop(ROOM_STEP, None)
         kept = session.lesson.results.get(session.step)
         if kept is not None:
             yield view(out, session, kept, "kept from earlier (Run again to re-measure)")
@@ -117,13 +124,17 @@ def make_handlers(registry, out: SimpleNamespace):
                 return view(out, session, status=error_html(job.error))
             if job.result.cancelled:
                 return view(out, session, status="stopped: run this step again to measure it")
-            return view(out, session, job.result, f"measured in {job.result.elapsed:.1f} s")
+            done = job.result
+            return view(out, session, done, f"drawn from {done.drawn_from}" if done.drawn_from else
+                        f"measured in {done.elapsed:.1f} s")
         job.start(lambda job: session.lesson.run(step, job.report, job.cancel), name=f"lesson-step-{step}")
         yield from job.follow(draw, every=0.4)
 
     def rerun(backend, session: LessonSession):
         if session.lesson is not None:
             session.lesson.results.pop(session.step, None)
+            if session.step == ROOM_STEP:   # Run again measures the step's own workload
+                session.lesson.from_room = False
             if session.step == 2:
                 session.lesson.shared.pop("trace", None)   # steps 3 and 4 then read the new run
         yield from go(0, backend, session)
@@ -131,16 +142,23 @@ def make_handlers(registry, out: SimpleNamespace):
     def stop(session: LessonSession):
         session.job.cancel.set()
         return {out.status: "stopping…"}
-    return go, rerun, stop
+
+    def room(backend, session: LessonSession):
+        session.step, session.started = ROOM_STEP, True
+        yield from go(0, backend, session, room=True)
+    return go, rerun, stop, room
 
 
-def lesson_tab(registry) -> None:
+def lesson_tab(registry, traffic=None) -> None:
+    """`traffic`: the room's live record (api.ClientTraffic), step 6's "You are the workload"; None: no button."""
     with gr.Tab("Lesson", id="lesson"):
         with gr.Row():
             prev = gr.Button("◀ Previous", elem_id="lesson-prev", size="sm")
             nxt = gr.Button("Next ▶", elem_id="lesson-next", size="sm", variant="primary")
             again = gr.Button("Run again", elem_id="lesson-run", size="sm")
             stop = gr.Button("Stop", variant="stop", elem_id="lesson-stop", size="sm")
+            use_room = gr.Button("You are the workload", elem_id="lesson-room", size="sm",   # step 6 from the room
+                                 visible=traffic is not None)
             backend = backend_dropdown(registry, elem_id="lesson-backend")
         out = SimpleNamespace(title=gr.Markdown(elem_id="lesson-title"),
                               status=gr.Markdown(elem_classes="status", elem_id="lesson-status"),
@@ -158,7 +176,7 @@ def lesson_tab(registry) -> None:
         out.notes = gr.Markdown(elem_id="lesson-notes")
         session = gr.State(LessonSession(), delete_callback=LessonSession.close)   # (a State between tabs doubles
         # the next tab's button in Gradio 5.50)
-    go, rerun, stop_fn = make_handlers(registry, out)
+    go, rerun, stop_fn, room = make_handlers(registry, out, traffic)
     outputs = [getattr(out, name) for name in OUTPUTS]
     queue = dict(concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     inputs = {backend, session}   # dict inputs, like every handler of the CPU queue (machine_gate.gate_cpu_events)
@@ -171,9 +189,13 @@ def lesson_tab(registry) -> None:
     def run_again(values: dict):
         yield from rerun(values[backend], values[session])
 
+    def from_room(values: dict):
+        yield from room(values[backend], values[session])
+
     steps = [nxt.click(step_by(1), inputs, outputs, api_name="lesson_next", **queue),
              prev.click(step_by(-1), inputs, outputs, api_name="lesson_prev", **queue),
-             again.click(run_again, inputs, outputs, api_name="lesson_run", **queue)]
+             again.click(run_again, inputs, outputs, api_name="lesson_run", **queue),
+             use_room.click(from_room, inputs, outputs, api_name="lesson_room", **queue)]
     stop.click(stop_fn, session, out.status, api_name="lesson_stop", cancels=steps, concurrency_limit=None)
     replay.click(None, None, None, js=REPLAY_JS)
     out.replay_data.change(None, None, None, js=REPLAY_JS)   # step 2 shown: its answer plays

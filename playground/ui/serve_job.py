@@ -25,10 +25,11 @@ class ServeJob(BackgroundJob):
         self.watch_exports = ExportFolder("watch-")   # the Watch view's Perfetto trace of the endpoint's clients
         self.slo: tuple[float | None, float | None] = DEFAULT_SLO   # (TTFT, TPOT) seconds the goodput is judged by
         self.roofline = None   # the last batch-size sweep on the roofline (a figure), once its ceilings are measured
+        self.measured: dict = {}   # what a preset measured after its runs: its finding's keywords (presets.py)
 
     def run(self, work, gate: MachineGate) -> None:
         """Run `work(job)` in a thread holding the machine alone (the caller acquired `gate` alone)."""
-        self.results, self.sweeps = [], []
+        self.results, self.sweeps, self.measured = [], [], {}
         self.start(work, done=gate.release_alone, name="serve-workload")
 
     def close(self) -> None:

@@ -105,8 +105,9 @@ def lesson_text(job) -> str:
     if len(job.results) == 2 and all(r.done and not r.cancelled for r in job.results):
         preset = getattr(job, "preset", None)
         lines.append(f"- **{html.escape(compare(*job.results, named=True, expect=preset and preset.expect))}**")
-        if preset is not None:
-            lines.append(f"- **{html.escape(preset.name)}**: {html.escape(preset.finding(*job.results))}")
+        if preset is not None and not job.running():   # its measured extras come once the job ends
+            finding = preset.finding(*job.results, **getattr(job, "measured", {}))
+            lines.append(f"- **{html.escape(preset.name)}**: {html.escape(finding)}")
     return "\n".join(lines)
 
 

@@ -29,7 +29,7 @@ def test_a_deep_link_step_is_kept_after_next_then_previous(tiny_backend, tiny_en
     for n in (2, 3):
         monkeypatch.setitem(STEPS, n, LessonStep(n, STEPS[n].title, counted(n)))
     out = SimpleNamespace(**{name: name for name in OUTPUTS})
-    go, _, _ = make_handlers(tiny_registry(tiny_backend, tiny_engine), out)
+    go, *_ = make_handlers(tiny_registry(tiny_backend, tiny_engine), out)
     session = LessonSession()
     deep_link = SimpleNamespace(query_params={"lesson": "2"})
     opened = last(go(0, None, session, deep_link))   # what lesson_tab's `opened` passes on page load

@@ -18,7 +18,7 @@ from playground.lesson import steps_scale
 from playground.lesson.steps_scale import batching_cost, memory_sentence
 from playground.run_view import format_seconds
 from playground.serve.presets import changed_outputs
-from tests.serve.test_sentences import chats
+from tests.serve.test_sentences import chats, measured
 from tests.serve.test_serve_status import two_runs
 
 DURATION = r"(\d+(?:\.\d+)?) (ms|s)"
@@ -116,3 +116,39 @@ def test_step_seven_explains_the_outputs_a_recompute_changed():
     assert "multi-row prefill pass" in parted and "nearly tied" in parted and "≥ 95% of positions" in parted
     same = changed_outputs(full, chats(0.3, 2, preempted={0}), "the run with all the memory")
     assert same == "4 of 4 requests gave the very tokens the run with all the memory gave them."
+    told = changed_outputs(full, chats(0.3, 2, ids={0: [5, 6, 7, 8, 9, 9, 9, 9]}, preempted={0}),
+                           "the run with all the memory", agreement=measured((0.01,), (0.01,)))
+    assert ("Teacher-forced on the tokens the run with all the memory gave, for 1 preempted request that parted, the "
+            "recompute's top-1 agreed with the one-at-a-time pass at 99.8% of 480 positions") in told
+
+
+# --- step 6 with the room as its workload: the takeaway's counts, span, passes and wait from the record
+
+@pytest.mark.parametrize("origins, rows, admitted", [
+    (["page"] * 4, [1, 1, 1, 1], [0.0, 0.5, 1.0, 1.5]),            # one a pass, all from the page
+    (["page", "API", "API", "page"], [2, 4, 3, 2], [0.0, 0.1, 0.3, 0.9]),   # passes of several, both origins
+])
+def test_step_six_from_the_room_computes_every_figure_it_names(origins, rows, admitted):
+    from playground.api.record import ClientTraffic
+    from playground.lesson.room import room_step
+
+    traffic = ClientTraffic()
+    arrivals = [0.0, 0.1, 0.2, 0.6]
+    for i, (origin, arrived, start, n) in enumerate(zip(origins, arrivals, admitted, rows)):
+        rec = chats(0.1, n, n=1).records[0]   # each of its Steps' passes carried n requests
+        rec = replace(rec, request=replace(rec.request, id=i, arrival=arrived), admitted=start, finished=start + 1.2,
+                      origin=origin)
+        traffic.result.records.append(rec)
+    step = room_step(traffic)
+    text = step.takeaway
+    page, api = origins.count("page"), origins.count("API")
+    assert (f"({page} from the page, {api} through the API)" if page and api else "(all from the page)") in text, text
+    span = re.search(r"\) in " + DURATION + ",", text)
+    assert seconds(*span.groups()) == shown(max(arrivals) - min(arrivals)), text
+    if max(rows) == 1:
+        assert "served one a pass" in text and "passes of up to" not in text
+    else:
+        assert f"served in passes of up to {max(rows)} requests" in text and "one a pass" not in text
+    wait = re.search(r"the longest wait for a KV slot was " + DURATION, text)
+    assert seconds(*wait.groups()) == shown(max(s - a for s, a in zip(admitted, arrivals))), text
+    assert " so far" not in text and len(text.split()) <= 35

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from playground.config import GenerationSettings
+from playground.serve.agreement import NEAR_TIE, Agreement, Parting, span
 from playground.serve.presets import PRESETS, chunk_finding, pressure_finding
 from playground.serve.records import Preemption, RequestRecord, WorkloadResult
 from playground.serve.summary import compare, lesson
@@ -90,6 +91,62 @@ def test_memory_pressure_explains_changed_outputs_and_names_no_unmeasured_figure
     assert not re.search(r"agreement[^.]*\d+(\.\d+)?%(?! of positions)", text)   # no figure but the suite's gate
     same = pressure_finding(a, chats(0.3, 2, preempted={0}))
     assert "4 of 4 requests gave the very tokens A gave them." in same and "nearly tied" not in same
+
+
+def measured(margins=(), partings=(0.01,), positions=480, median=2.0) -> Agreement:
+    """A replay's figures: `margins` where the two passes' top-1 differed, one parting per margin in `partings`."""
+    return Agreement(positions, positions - len(margins), tuple(margins), median,
+                     tuple(Parting(i, 40 + i, m, True) for i, m in enumerate(partings)))
+
+
+@pytest.mark.parametrize("margins, partings", [
+    ((), (0.01,)),                        # every position agreed; the one change began at a near-tie
+    ((0.01, 0.2, 0.03), (0.01, 0.2)),     # some differed, each a near-tie
+    ((0.01, 0.9, 1.5), (0.01, 1.5)),      # some differed past a near-tie
+    ((0.6,), (0.6, 2.0)),                 # no change began at a near-tie
+    ((0.6,), (0.6,)),                     # the one change did not begin at a near-tie
+])
+def test_memory_pressure_gives_the_recompute_agreement_beside_the_changed_outputs(margins, partings):
+    a = chats(0.1, 4)
+    parted = chats(0.3, 2, ids={0: [5, 6, 7, 8, 9, 9, 9, 9]}, preempted={0, 1})
+    text = pressure_finding(a, parted, agreement=measured(margins, partings))
+    assert "3 of 4 requests gave the very tokens A gave them; 1 parted" in text
+    assert "not measured" not in text
+    agreed = 480 - len(margins)
+    if not margins:
+        assert "agreed with the one-at-a-time pass at all 480 positions" in text, text
+    else:
+        share = float(re.search(r"one-at-a-time pass at (\d+\.\d)% of 480 positions", text).group(1))
+        assert share == round(100 * agreed / 480, 1), text
+        widest = float(re.search(r"at most (\d+\.\d+) apart", text).group(1))
+        assert widest == round(max(margins), 3)
+        assert ("every one a near-tie" in text) == (max(margins) < NEAR_TIE), text
+    tied, wide = [m for m in partings if m < NEAR_TIE], [m for m in partings if m >= NEAR_TIE]
+    if not wide:
+        assert re.search(r"(every|the) change began at a near-tie", text), text
+    elif len(partings) == 1:
+        assert f"the change began where its top two logits were {partings[0]:.3f} apart, not a near-tie" in text
+    else:
+        assert f"{len(tied) or 'none'} of {len(partings)} changes began at a near-tie" in text, text
+        assert f"top two logits were {span(wide)} apart" in text, text
+        assert "every change" not in text
+
+
+def test_a_share_short_of_all_never_reads_as_all():
+    a = chats(0.1, 4)
+    parted = chats(0.3, 2, ids={0: [5, 6, 7, 8, 9, 9, 9, 9]}, preempted={0})
+    text = pressure_finding(a, parted, agreement=measured((0.01,), positions=5000))
+    assert "at over 99.9% of 5,000 positions" in text and "100.0%" not in text and "at all" not in text
+
+
+def test_a_stopped_replay_says_the_agreement_was_not_measured():
+    a = chats(0.1, 4)
+    parted = chats(0.3, 2, ids={0: [5, 6, 7, 8, 9, 9, 9, 9]}, preempted={0})
+    stopped = Agreement(0, 0, (), None, (), cancelled=True)
+    assert "is not measured in this run" in pressure_finding(a, parted, agreement=stopped)
+    nothing = Agreement(0, 0, (), None, ())   # the requests that parted were never preempted
+    assert "no recompute to replay" in pressure_finding(a, chats(0.3, 2, ids={0: [5, 6, 7, 8, 9, 9, 9, 9]}),
+                                                        agreement=nothing)
 
 
 # --- one at a time against batching: more tokens/s expected

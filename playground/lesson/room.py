@@ -1,0 +1,137 @@
+"""Lesson step 6 with the room as its workload: the requests the app's engine loop recorded from the audience.
+
+    rush = room_rush(traffic)        # the record's busiest rush, its times counted from its first arrival; None: none
+    figures = rush_figures(rush)     # requests (from the page, through the API), the span of their arrivals, …
+    room_sentence(figures)           # "You are the workload: 14 requests (…) in 3.0 s, served in passes of up to 8 requests; …"
+    room_step(traffic)               # step 6 drawn from the room (a StepResult), None when the room sent nothing
+
+`traffic` is the endpoint's live record (api.ClientTraffic: `snapshot()`, `since(t0)`), the one the Serve tab's
+Watch view draws; the page's Generate runs join the same engine loop and are recorded there too. A rush is a
+busy period, as queueing theory has it: a request that arrived while an earlier one was still being served
+belongs to the earlier one's rush. Step 6 draws the rush with the most requests (the latest of equals) with
+the Watch view's own Gantt (charts/serve.py `plot_gantt`), and says what it covers while requests are still
+running.
+
+Left out: who sent each request (the record names no one: a person with two tabs open is two requests),
+running the room's prompts again (the record keeps token ids, not text).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from ..charts.serve import plot_gantt, shared_range
+from ..run_view import format_seconds
+from ..serve.summary import plural
+from ..serve.workload import Workload
+from .lesson_step import StepResult
+
+ROOM_TITLE = "No two requests are the same"   # step 6's own title: the room is its workload
+LABELLED_ROWS = 8   # more requests than this: the Gantt's rows go unlabelled (the takeaway gives the counts)
+DRAWN_FROM = "the room's requests, as this app's engine loop recorded them"
+NO_TRAFFIC = ("This app records no room traffic: it serves no endpoint (start it with --openai-api, or "
+              "PLAYGROUND_OPENAI_API=1, and the page's and the API's requests share one recorded engine loop).")
+NO_ROOM_YET = ("No requests from the room yet: ask everyone to open this page and press Generate, then press "
+               "\"You are the workload\" again.")
+
+
+def _end(record) -> float:
+    return math.inf if record.finished is None else record.finished
+
+
+def rushes(records) -> list[list]:
+    """The records grouped into busy periods, in arrival order: a request that arrived before every earlier one
+    had finished joins their rush.
+
+    >>> from types import SimpleNamespace as R
+    >>> [[r.arrival for r in g] for g in rushes([R(arrival=0.0, finished=1.0), R(arrival=0.5, finished=3.0),
+    ...                                          R(arrival=2.0, finished=2.5), R(arrival=4.0, finished=None)])]
+    [[0.0, 0.5, 2.0], [4.0]]
+    """
+    groups, end = [], -math.inf
+    for r in sorted(records, key=lambda r: r.arrival):
+        if groups and r.arrival < end:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+        end = max(end, _end(r)) if len(groups[-1]) > 1 else _end(r)
+    return groups
+
+
+def room_rush(traffic):
+    """The busiest rush in `traffic`'s record as a WorkloadResult of its own (the Watch view's `since`: times
+    counted from its first arrival; the loop's passes during it); None when the record holds no request."""
+    groups = rushes(traffic.snapshot().records)
+    if not groups:
+        return None
+    busiest = max(groups, key=lambda g: (len(g), g[0].arrival))
+    start, ids = busiest[0].arrival, {r.request.id for r in busiest}
+    result = traffic.since(start)
+    records = [r for r in result.records if r.request.id in ids]
+    end = max(_end(r) for r in records)
+    over = end < math.inf   # every request of it finished: drawn as a finished workload, its axis to its end
+    return replace(result, records=records, workload=Workload(tuple(r.request for r in records)),
+                   batches=[b for b in result.batches if b.start < end], done=over,
+                   elapsed=end if over else result.elapsed)
+
+
+def rush_figures(rush) -> dict:
+    """What the takeaway says, from the rush's records (each Step says how many requests its pass carried)."""
+    recs = rush.records
+    waits = [r.waiting for r in recs if r.waiting is not None]
+    return {"requests": len(recs), "page": sum(r.origin == "page" for r in recs),
+            "api": sum(r.origin == "API" for r in recs),
+            "span_s": max(r.arrival for r in recs) - min(r.arrival for r in recs),
+            "most_rows": max((s.rows for r in recs for s in r.steps if s.rows), default=None),
+            "longest_wait_s": max(waits, default=None), "not_admitted": len(recs) - len(waits),
+            "unfinished": sum(r.finished is None for r in recs)}
+
+
+def room_sentence(f: dict) -> str:
+    """Step 6's takeaway from the room's rush, every word computed from its figures (at most 35 words).
+
+    >>> print(room_sentence({"requests": 14, "page": 9, "api": 5, "span_s": 3.0, "most_rows": 8,
+    ...                      "longest_wait_s": 1.2, "not_admitted": 0, "unfinished": 0}))
+    You are the workload: 14 requests (9 from the page, 5 through the API) in 3.0 s, served in passes of up to 8 requests; the longest wait for a KV slot was 1.2 s.
+    >>> print(room_sentence({"requests": 3, "page": 3, "api": 0, "span_s": 0.4, "most_rows": 1,
+    ...                      "longest_wait_s": 0.9, "not_admitted": 1, "unfinished": 2}))
+    You are the workload so far: 3 requests (all from the page) in 400 ms, served one a pass; the longest wait for a KV slot was 900 ms.
+    """
+    n, page, api = f["requests"], f["page"], f["api"]
+    origin = ("all from the page" if page == n else "all through the API" if api == n else
+              f"{page} from the page, {api} through the API")
+    live = " so far" if f["unfinished"] else ""
+    arrived = (f"1 request ({origin.removeprefix('all ')})" if n == 1 else
+               f"{n} requests ({origin}) in {format_seconds(f['span_s'])}")
+    rows = f["most_rows"]
+    passes = ("not served yet" if rows is None else "served one a pass" if rows == 1 else
+              f"served in passes of up to {rows} requests")
+    wait = f["longest_wait_s"]
+    waited = ("none has a KV slot yet" if wait is None else f"the longest wait for a KV slot was {format_seconds(wait)}")
+    return f"You are the workload{live}: {arrived}, {passes}; {waited}."
+
+
+def live_note(f: dict) -> list[str]:
+    """What a rush still running leaves out of its figures.
+
+    >>> live_note({"unfinished": 2, "not_admitted": 1}), live_note({"unfinished": 0, "not_admitted": 0})
+    (['2 requests still running, 1 of them still waiting for a KV slot: the figures cover what happened so far'], [])
+    """
+    if not f["unfinished"]:
+        return []
+    waiting = f", {f['not_admitted']} of them still waiting for a KV slot" if f["not_admitted"] else ""
+    return [f"{plural(f['unfinished'], 'request')} still running{waiting}: the figures cover what happened so far"]
+
+
+def room_step(traffic) -> StepResult | None:
+    """Step 6 drawn from the room's busiest rush; None when the record holds no request (or there is none)."""
+    rush = None if traffic is None else room_rush(traffic)
+    if rush is None:
+        return None
+    figures = rush_figures(rush)
+    gantt = plot_gantt(rush, rush.now(), shared_range([rush]))
+    if len(rush.records) > LABELLED_ROWS:   # a row's label each would overlap once the chart fits a projector
+        gantt.update_yaxes(showticklabels=False)
+    return StepResult(6, ROOM_TITLE, room_sentence(figures), figures, {"gantt": gantt}, drawn_from=DRAWN_FROM,
+                      notes=[*live_note(figures), "the Serve tab's Watch view draws the same record; \"Run again\" "
+                             "measures the step's own workload instead"])
