@@ -19,6 +19,7 @@ from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.slots import BatchConfig
+from ..serve.setup import WorkloadForm
 from ..serve.sweeps import CHUNK_SIZES
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
@@ -75,22 +76,6 @@ INTRO = ("## Many different requests, one engine\nA workload of short questions 
          "(reading its prompt, in passes where the scheduler chunks it), **decode** (one token per step), and how it "
          "ended. Run the same workload on a second scheduler to see what batching changes. TTFT: time to first token; "
          "TPOT: time per output token after the first; E2E: arrival to last token.")
-
-
-@dataclass
-class WorkloadForm:
-    """A workload of two request classes (short, long): how many, how they arrive, each class's prompt,
-    budget and share of the mix."""
-    n: float
-    arrival: str
-    rate: float
-    seed: float
-    short_prompt: str
-    short_tokens: float
-    short_share: float
-    long_prompt: str
-    long_tokens: float
-    long_share: float
 
 
 @dataclass

@@ -16,80 +16,61 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
 
-from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
-from ..serve.registry import Needs
-from ..serve.batching_torch import PoolConfig
+from ..serve import Workload
 from ..serve.batching import BatchConfig
 from ..serve.perfetto import watch_json
-from ..serve.presets import CACHE_POSITIONS, INTERFERENCE, PRESETS
+from ..serve.presets import CACHE_POSITIONS, PRESETS
+from ..serve.setup import (Pick, at_chunk, build_workload, interference_workload, make_scheduler, parse_chunks,
+                           parse_rates, parse_sizes, pool_config, preset_setup, sweep_mix)
 from ..serve.sweeps import run_batch_sweep, run_chunk_sweep, run_rate_sweep
-from ..config import GenerationSettings
 from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
-from ..source import Origin
-from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
-                     SourceUnavailable, loading_line, long_document, source, warn)
+from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, GENERATE_CONCURRENCY, SourceUnavailable, loading_line,
+                     source, warn)
 from .forms import form_inputs, read_form
 from .machine_gate import MachineGate
 from .serve_job import ServeJob
-from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, WorkloadForm, layout
+from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, layout
 from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
 
 
-def make_scheduler(registry, name: str, source_name: str, options: dict):
-    """(scheduler, None) or (None, a message saying why not). `options`: the batching schedulers' (batch, pool)."""
-    if name not in SCHEDULERS:
-        return None, f"scheduler must be one of {', '.join(SCHEDULERS)}; got {name!r}"
-    spec = SCHEDULERS[name]
-    if spec.needs == Needs.TORCH and Needs.TORCH not in registry.names:
-        return None, f"{spec.label} runs on the torch backend, which this app does not offer"
-    try:
-        picked = source(registry, source_for(name, source_name))
-    except SourceUnavailable as exc:
-        return None, str(exc)
-    if spec.needs == Needs.REMOTE and picked.info.origin != Origin.REMOTE:
-        return None, f"{spec.label} needs a remote server as its source; {picked.info.name} runs in this process"
-    try:
-        return spec.create(picked, **options), None
-    except ValueError as exc:
-        return None, str(exc)
+def registry_source(registry):
+    """`get_source` for serve/setup.py: the registry's source by name; ValueError naming what is left to pick."""
+    def get(name):
+        try:
+            return source(registry, name)
+        except SourceUnavailable as exc:
+            raise ValueError(str(exc)) from exc
+    return get
 
 
-def source_for(scheduler: str, source_name: str) -> str:
-    """The source a scheduler runs on: the one picked, except transformers' manager, which runs on torch."""
-    spec = SCHEDULERS.get(scheduler)
-    return Needs.TORCH.value if spec is not None and spec.needs == Needs.TORCH else source_name
+def serve_picks(form: ServeForm) -> list[Pick]:
+    """Scheduler A and B (unless "(none)"), each on its source with its side's settings; with a preset, our
+    batching twice on A's source (the preset sets what differs). ValueError on a bad setting."""
+    pool = pool_config(form.blocks, form.max_batch_tokens, form.manager)
+    sides = [BatchConfig(int(form.slots), int(form.chunk), CACHE_POSITIONS if cache else 0, int(budget or 0)).validate()
+             for cache, budget in ((form.prefix_cache_a, form.kv_budget_a), (form.prefix_cache_b, form.kv_budget_b))]
+    if form.preset in PRESETS:
+        return [Pick("batching", form.source_a, side, pool) for side in sides]
+    return [Pick(name, src, side, pool) for name, src, side in ((form.scheduler_a, form.source_a, sides[0]),
+                                                                (form.scheduler_b, form.source_b, sides[1]))
+            if name != NONE]
 
 
-def build_workload(scheduler, form: WorkloadForm) -> Workload:
-    runs_on = scheduler.source
-    classes = [RequestClass("short", form.short_prompt, int(form.short_tokens), float(form.short_share)),
-               RequestClass("long", fit_to_window(runs_on, form.long_prompt or "", int(form.long_tokens))[0],
-                            int(form.long_tokens), float(form.long_share))]
-    rate = float(form.rate) if form.arrival != "all-at-once" else None
-    workload = Workload.build(classes, int(form.n), form.arrival, rate, int(form.seed))
-    if runs_on.capabilities.local_tokenizer:
-        check_tokens(workload, lambda p: len(runs_on.prompt_ids(p, GenerationSettings())[1]))
-    return workload
-
-
-def preset_schedulers(preset, schedulers, form) -> Workload:
-    """A preset's workload (the form's count, rate and seed) on A's source; `schedulers` become our batching with
-    the preset's A and B settings (in place). ValueError when the workload is too large."""
-    engine = schedulers[0].source
-    rate = float(form.rate) if form.arrival != "all-at-once" else None
-    workload = preset.build(engine, int(form.n), rate, int(form.seed))
-    count = lambda p: len(engine.prompt_ids(p, GenerationSettings())[1])   # noqa: E731
-    check_tokens(workload, count)
-    base = schedulers[0].config
-    for i, config in enumerate(preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))):
-        schedulers[i] = SCHEDULERS["batching"].create(engine, batch=config)
-    return workload
+def serve_setup(registry, form: ServeForm, picks: list[Pick] | None = None) -> tuple[list, Workload]:
+    """The schedulers and the workload that the form asks for (serve/setup.py builds them); ValueError in words."""
+    picks = serve_picks(form) if picks is None else picks
+    get = registry_source(registry)
+    preset = PRESETS.get(form.preset)
+    if preset is not None:
+        first = make_scheduler(picks[0], get, registry.names)
+        return preset_setup(preset, first.source, form, first.config)
+    schedulers = [make_scheduler(p, get, registry.names) for p in picks]
+    return schedulers, build_workload(schedulers[0].source, form)
 
 
 def apply_preset(name: str):
@@ -99,32 +80,6 @@ def apply_preset(name: str):
         return {}
     return {"scheduler_b": "batching", "n": preset.requests, "arrival": "poisson" if preset.rate else "all-at-once",
             "rate": preset.rate or DEFAULT_RATE, "about": f"**{preset.name}**: {preset.about}."}
-
-
-def sweep_mix(requests) -> WorkloadForm:
-    """The rate sweep's workload: the lesson's two requests (a question, a document to summarize), Poisson."""
-    return WorkloadForm(n=requests, arrival="poisson", rate=1.0, seed=0, short_prompt=FRANCE, short_tokens=48,
-                        short_share=0.8, long_prompt=SUMMARIZE + long_document(), long_tokens=48, long_share=0.2)
-
-
-def chunk_sweep_input(scheduler, text) -> tuple[list[int], Workload]:
-    """The prefill-chunk sweep's sizes (from "32,64,…") and its workload: the preset "a long document among
-    chatters" on the scheduler's source, with its own request count and arrivals; ValueError in words."""
-    try:
-        chunks = sorted({int(x) for x in str(text).split(",") if x.strip()})
-    except ValueError:
-        chunks = []
-    if not chunks or not all(16 <= x <= 4096 for x in chunks):
-        raise ValueError("prefill chunks must be whole numbers between 16 and 4096, e.g. 32,64,128,256,512")
-    preset, engine = PRESETS[INTERFERENCE], scheduler.source
-    workload = preset.build(engine, preset.requests, preset.rate, 0)
-    check_tokens(workload, lambda p: len(engine.prompt_ids(p, GenerationSettings())[1]))
-    return chunks, workload
-
-
-def replace_chunk(scheduler, chunk: int):
-    """Our batching as `scheduler` is, reading `chunk` prompt tokens per iteration."""
-    return SCHEDULERS["batching"].create(scheduler.source, batch=replace(scheduler.config, prefill_chunk=chunk))
 
 
 BUSY = "the machine stayed busy for a minute (another workload or other runs); try again"
@@ -154,35 +109,20 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
 
     def serve(values: dict):
         f, job = read_form(ServeForm, forms.serve, values), values[forms.job]
-        preset = PRESETS.get(f.preset)
         try:
-            pool = PoolConfig(num_blocks=int(f.blocks) or None, max_batch_tokens=int(f.max_batch_tokens),
-                              scheduler=f.manager)
-            sides = [{"batch": BatchConfig(int(f.slots), int(f.chunk), CACHE_POSITIONS if cache else 0,
-                                           int(budget or 0)).validate(), "pool": pool}
-                     for cache, budget in ((f.prefix_cache_a, f.kv_budget_a), (f.prefix_cache_b, f.kv_budget_b))]
+            picks = serve_picks(f)
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        picked = [(s, src, o) for s, src, o in ((f.scheduler_a, f.source_a, sides[0]), (f.scheduler_b, f.source_b,
-                                                                                        sides[1])) if s != NONE]
-        if preset is not None:   # our batching twice on A's source; the preset sets what differs
-            picked = [("batching", f.source_a, sides[0]), ("batching", f.source_a, sides[1])]
-        yield from prepare(job, [source_for(s, src) for s, src, _ in picked])
+        yield from prepare(job, [p.runs_on for p in picks])
         if job.running():
             return
-        made = [make_scheduler(registry, s, src, o) for s, src, o in picked]
-        if any(msg for _, msg in made):
-            yield {out.status: warn(next(msg for _, msg in made if msg))}
-            return
-        schedulers = [s for s, _ in made]
         try:
-            workload = build_workload(schedulers[0], f) if preset is None else preset_schedulers(
-                preset, schedulers, f)
+            schedulers, workload = serve_setup(registry, f, picks)
         except (ValueError, TypeError) as exc:
             yield {out.status: warn(str(exc))}
             return
-        job.preset = preset
+        job.preset = PRESETS.get(f.preset)
         if not (yield from acquire(gate, out.status)):
             yield {out.status: warn(BUSY)}
             return
@@ -205,22 +145,17 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
     def sweep(values: dict):
         f, job = read_form(SweepForm, forms.sweep, values), values[forms.job]
         chunked = f.kind == "chunk"   # the prefill-chunk sweep runs our batching, whichever scheduler is picked
-        name = "batching" if chunked else f.scheduler
-        yield from prepare(job, [source_for(name, f.source)])
+        pick = Pick("batching" if chunked else f.scheduler, f.source)
+        yield from prepare(job, [pick.runs_on])
         if job.running():
             return
-        scheduler, msg = make_scheduler(registry, name, f.source, {"batch": BatchConfig(), "pool": PoolConfig()})
         try:
-            if msg:
-                raise ValueError(msg)
+            scheduler = make_scheduler(pick, registry_source(registry), registry.names)
             if chunked:
-                chunks, base = chunk_sweep_input(scheduler, f.chunks)
+                chunks, base = parse_chunks(f.chunks), interference_workload(scheduler.source)
             else:
-                sizes = [int(x) for x in str(f.sizes).split(",") if x.strip()]
-                if not sizes or not all(1 <= x <= MAX_REQUESTS for x in sizes):
-                    raise ValueError(f"batch sizes must be whole numbers between 1 and {MAX_REQUESTS}, e.g. 1,2,4,8,16")
-                rates = [float(x) for x in str(f.rates).split(",") if x.strip()]
-                base = build_workload(scheduler, sweep_mix(f.requests))
+                sizes, rates = parse_sizes(f.sizes), parse_rates(f.rates)
+                base = build_workload(scheduler.source, sweep_mix(f.requests))
         except ValueError as exc:
             yield {out.status: warn(str(exc))}
             return
@@ -240,7 +175,7 @@ def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: 
                     if not ceilings.cancelled:
                         job.roofline = sweep_roofline(sweep, scheduler.source, ceilings)
             elif chunked:
-                at = lambda c: replace_chunk(scheduler, c)   # noqa: E731
+                at = lambda c: at_chunk(scheduler, c)   # noqa: E731
                 run_chunk_sweep(at, base, chunks, progress=job.report, cancel=job.cancel, live=job.sweeps)
             else:
                 run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
