@@ -22,7 +22,7 @@ from ..run_view import format_bytes, format_seconds
 from .lesson_step import StepResult
 from .cost_model import calibrate
 from .steps_run import answer_run
-from ..serve.slots import BatchConfig
+from ..serve.batching import BatchConfig
 from ..trace import COMPLETED, StopReason
 
 CONTRACT_PAGES, TOKENS_PER_PAGE = 100, 500   # an assumption, stated: a dense page of English is ~500 tokens

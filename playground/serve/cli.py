@@ -36,9 +36,8 @@ from .presets import PRESETS
 from .setup import (Pick, WorkloadForm, at_chunk, build_workload, interference_workload, make_scheduler, parse_chunks,
                     parse_rates, parse_sizes, pool_config, preset_setup, prompt_counter)
 from .sweeps import CHUNK_SIZES
-from .prompts import MAX_WORKLOAD_TOKENS, check_tokens
 from .mooncake import BLOCK_TOKENS, is_trace, read_rows, results_jsonl, to_workload
-from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
+from .workload import ARRIVALS, MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Workload, check_tokens, parse_mix
 
 
 def parse_args(argv):

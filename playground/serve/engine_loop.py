@@ -34,8 +34,7 @@ from typing import Callable, Iterator
 from ..config import GenerationSettings
 from ..source import Run
 from ..trace import Step, StopReason
-from .batching import Batcher, Iteration, Sequence
-from .slots import BatchConfig
+from .batching import BatchConfig, Batcher, Iteration, Sequence
 
 PAGE = "page"   # the first word of the client name of a page session's runs (the others: the endpoint's clients)
 

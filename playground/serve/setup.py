@@ -23,13 +23,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import GenerationSettings
-from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document
+from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, fit_to_window, long_document
 from ..source import Origin
 from .batching import BatchConfig
 from .presets import INTERFERENCE, PRESETS
 from .registry import SCHEDULERS, Needs
-from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, fit_to_window
-from .workload import MAX_REQUESTS, RequestClass, Workload
+from .workload import MAX_REQUESTS, MAX_WORKLOAD_TOKENS, RequestClass, Workload, check_tokens
 
 if TYPE_CHECKING:
     from .batching_torch import PoolConfig

@@ -17,8 +17,9 @@ import gradio as gr
 from ..charts.compare import plot_compare
 from ..compare import answers_html, compare_backends, explain, finished_line
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
+from ..prompts import SHORT_QUESTION
 from ..source import SourceError
-from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, loading_line,
+from .common import (CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, loading_line,
                      source, warn)
 from .forms import form_inputs, read_form
 from .zerogpu import cost_line, zero_gpu
@@ -101,7 +102,7 @@ def compare_tab(registry, generate_prompt) -> None:
             form.backend_a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
             other = next((n for n in registry.names if n != registry.default), registry.default)
             form.backend_b = backend_dropdown(registry, "Backend B", value=other, elem_id="compare-b")   # A: default
-        form.prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=FRANCE, lines=3, max_lines=8)
+        form.prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=SHORT_QUESTION, lines=3, max_lines=8)
         with gr.Row():
             form.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=32, step=1, label="Max new tokens",
                                             elem_id="compare-max-new-tokens")

@@ -15,25 +15,25 @@ import gradio as gr
 
 from ..api.record import endpoint_text
 from ..ports import only_this_machine
+from ..prompts import LONG_ANSWER_QUESTION, SUMMARIZE_INSTRUCTION
 from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
-from ..serve.slots import BatchConfig
+from ..serve.batching import BatchConfig
 from ..serve.setup import WorkloadForm
 from ..serve.sweeps import CHUNK_SIZES
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
-from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
+from .common import backend_dropdown, caption, described_dropdown, long_document
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
 # each column of a per-class table as wide as its header in presenter mode's 20 px text (px; Gradio takes no
 # em): sized to the data, "class" read "cla…" at 1400 px; the table scrolls sideways in a half-width column
 CLASS_WIDTHS = [90, 120] + [200] * 7
 NONE = "(none)"
-# The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
-# shows) and documents to summarize, arriving at about 3x one at a time's capacity on the default backend
-# (a 2-core CPU), so one at a time falls behind while batching keeps up.
-SHORT_PROMPT = "Explain in a few sentences why the sky is blue."
+# The default workload: questions whose answers run to the budget (LONG_ANSWER_QUESTION) and documents to summarize,
+# arriving at about 3x one at a time's capacity on the default backend (a 2-core CPU), so one at a time falls
+# behind while batching keeps up.
 NEW_TOKENS, DEFAULT_RATE = 64, 2.0
 ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate, Compare, Experiments) waits until it "
          "ends, since on 2 shared cores any other run would change every figure. One workload at a time; "
@@ -230,12 +230,12 @@ def layout(registry, traffic=None):
         with gr.Accordion("Request classes: prompt, max new tokens, share of the mix", open=False):
             with gr.Row():
                 with gr.Column():
-                    form.short_prompt = gr.Textbox(SHORT_PROMPT, label="Short: prompt", lines=2,
+                    form.short_prompt = gr.Textbox(LONG_ANSWER_QUESTION, label="Short: prompt", lines=2,
                                                    elem_id="serve-short-prompt")
                     form.short_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Short: max new tokens")
                     form.short_share = gr.Slider(0, 1, 0.8, step=0.05, label="Short: share")
                 with gr.Column():
-                    form.long_prompt = gr.Textbox(SUMMARIZE + long_document(),
+                    form.long_prompt = gr.Textbox(SUMMARIZE_INSTRUCTION + long_document(),
                                                   label="Long: prompt (cut to the context window)", lines=4,
                                                   max_lines=8, elem_id="serve-long-prompt")
                     form.long_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Long: max new tokens")
