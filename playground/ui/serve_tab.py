@@ -10,13 +10,20 @@ Below the sweeps, what a token costs on this machine (serve/cost.py): a price pe
 per hour measured by the batch-size sweep and the Generate tab's runs.
 API names: /serve, /serve_stop, /serve_sweep, /token_cost.
 
+Each event leads to a named function: Run to ServeHandlers.serve (start_workload takes the typed ServeForm: its
+schedulers and workload from serve_setup, which serve/setup.py builds as the CLI's), Stop to ServeHandlers.stop,
+Run sweep to ServeHandlers.sweep (start_sweep, sweep_plan, run_sweep), the SLO boxes to rejudge; the workers
+that run in the job's thread are run_workload and run_sweep.
+
 Left out: more than two classes in the editor (the CLI replays any workload.json).
 """
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
 import gradio as gr
 
@@ -96,103 +103,153 @@ def acquire(gate: MachineGate, status):
     return False
 
 
-def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: MachineGate):
-    """serve, stop, sweep, rejudge; `forms` names the components: `serve` (ServeForm's), `sweep` (SweepForm's) and
-    `job` (the session's ServeJob State), the keys of the handlers' dict inputs."""
-    def prepare(job, names):
-        if job.running():
-            yield {out.status: warn("a workload is already running in this session: Stop it first")}
-            return
-        for name in names:
-            for line in registry.loading(name):
-                yield {out.status: loading_line(line)}
+def run_workload(schedulers, workload: Workload, job: ServeJob) -> None:
+    """The worker: `workload` on each scheduler in turn (one Stop cancels the rest: they did not run)."""
+    job.results = [s.prepare(workload) for s in schedulers]
+    for s, result in zip(schedulers, job.results):
+        if job.cancel.is_set():   # stopped before this one began: it did not run
+            not_run(result)
+        else:
+            s.run(workload, job.report, job.cancel, result)
 
-    def serve(values: dict):
-        f, job = read_form(ServeForm, forms.serve, values), values[forms.job]
+
+@dataclass
+class SweepPlan:
+    """A sweep ready to run: the form, the scheduler, and what its kind reads (sizes; rates and the lesson's mix;
+    prefill chunks and the interference preset's workload)."""
+    form: SweepForm
+    scheduler: Any
+    sizes: list[int] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list)
+    base: Workload | None = None
+
+    @property
+    def slo(self) -> tuple[float | None, float | None]:
+        return (float(self.form.ttft) if self.form.ttft else None, float(self.form.tpot) if self.form.tpot else None)
+
+
+def sweep_pick(form: SweepForm) -> Pick:
+    """The scheduler a sweep runs: the one picked, except the prefill-chunk sweep, which runs our batching."""
+    return Pick("batching" if form.kind == "chunk" else form.scheduler, form.source)
+
+
+def sweep_plan(registry, form: SweepForm) -> SweepPlan:
+    """The sweep the form asks for, its scheduler made and its inputs read; ValueError in words."""
+    scheduler = make_scheduler(sweep_pick(form), registry_source(registry), registry.names)
+    if form.kind == "batch":
+        return SweepPlan(form, scheduler, sizes=parse_sizes(form.sizes))
+    if form.kind == "chunk":
+        return SweepPlan(form, scheduler, chunks=parse_chunks(form.chunks),
+                         base=interference_workload(scheduler.source))
+    return SweepPlan(form, scheduler, rates=parse_rates(form.rates),
+                     base=build_workload(scheduler.source, sweep_mix(form.requests)))
+
+
+def run_sweep(plan: SweepPlan, job: ServeJob) -> None:
+    """The worker: the plan's sweep, each point drawn live (job.sweeps); the batch-size sweep then measures the
+    machine's ceilings for its roofline, while the machine is still this job's alone."""
+    job.roofline = None
+    progress = {"progress": job.report, "cancel": job.cancel, "live": job.sweeps}
+    if plan.form.kind == "batch":
+        sweep = run_batch_sweep(plan.scheduler, plan.sizes, int(plan.form.new_tokens), **progress)
+        if not sweep.cancelled:
+            job.report(1.0, "measuring the machine's ceilings for the roofline")
+            ceilings = machine_ceilings(cancel=job.cancel)   # cached after the first
+            if not ceilings.cancelled:
+                job.roofline = sweep_roofline(sweep, plan.scheduler.source, ceilings)
+    elif plan.form.kind == "chunk":
+        run_chunk_sweep(lambda c: at_chunk(plan.scheduler, c), plan.base, plan.chunks, **progress)
+    else:
+        run_rate_sweep(plan.scheduler, plan.base, plan.rates, *plan.slo, **progress)
+
+
+def rejudge(ttft, tpot, job: ServeJob):
+    """Goodput under a new SLO, from the stored records of the last run (nothing runs again)."""
+    try:
+        limits = tuple(None if v in (None, "") or float(v) == 0 else float(v) for v in (ttft, tpot))
+        if any(v is not None and not 0 < v < 1e6 for v in limits):
+            raise ValueError("an SLO is a number of seconds above 0 (0 or empty: no limit)")
+    except (TypeError, ValueError) as exc:
+        return warn(str(exc))
+    job.slo = limits
+    return goodput_markdown([r for r in job.results if r.done], *limits)
+
+
+@dataclass
+class ServeHandlers:
+    """The Serve tab's events, one method each: Run (`serve`), Stop (`stop`), Run sweep (`sweep`). `forms` names the
+    components: `serve` (ServeForm's), `sweep` (SweepForm's) and `job` (the session's ServeJob State), the keys
+    of the dict inputs `serve` and `sweep` read; `start_workload` and `start_sweep` take the typed form."""
+    registry: Any
+    forms: SimpleNamespace
+    out: SimpleNamespace
+    gate: MachineGate
+
+    def serve(self, values: dict):
+        yield from self.start_workload(read_form(ServeForm, self.forms.serve, values), values[self.forms.job])
+
+    def sweep(self, values: dict):
+        yield from self.start_sweep(read_form(SweepForm, self.forms.sweep, values), values[self.forms.job])
+
+    def start_workload(self, form: ServeForm, job: ServeJob):
+        """Build the form's schedulers and workload, wait for the machine alone, run them, redraw once a second."""
         try:
-            picks = serve_picks(f)
+            picks = serve_picks(form)
         except (ValueError, TypeError) as exc:
-            yield {out.status: warn(str(exc))}
+            yield self.status(warn(str(exc)))
             return
-        yield from prepare(job, [p.runs_on for p in picks])
-        if job.running():
+        if not (yield from self.load(job, [p.runs_on for p in picks])):
             return
         try:
-            schedulers, workload = serve_setup(registry, f, picks)
+            schedulers, workload = serve_setup(self.registry, form, picks)
         except (ValueError, TypeError) as exc:
-            yield {out.status: warn(str(exc))}
+            yield self.status(warn(str(exc)))
             return
-        job.preset = PRESETS.get(f.preset)
-        if not (yield from acquire(gate, out.status)):
-            yield {out.status: warn(BUSY)}
-            return
+        job.preset = PRESETS.get(form.preset)
+        if (yield from self.machine_alone()):
+            job.run(lambda job: run_workload(schedulers, workload, job), self.gate)
+            yield from job.follow(lambda final, tick: view(job, self.out, charts=tick % 3 == 0, final=final),
+                                  every=1.0)
 
-        def work(job):
-            job.results = [s.prepare(workload) for s in schedulers]
-            for s, result in zip(schedulers, job.results):
-                if job.cancel.is_set():   # stopped before this one began: it did not run
-                    not_run(result)
-                else:
-                    s.run(workload, job.report, job.cancel, result)
-        job.run(work, gate)
-        yield from job.follow(lambda final, tick: view(job, out, charts=tick % 3 == 0, final=final), every=1.0)
-
-    def stop(job: ServeJob):
-        if job.thread is None:
-            return {out.status: warn("no workload has run in this session")}
-        return view(job, out, final=True) if job.stop(wait=15) else {out.status: "still stopping…"}
-
-    def sweep(values: dict):
-        f, job = read_form(SweepForm, forms.sweep, values), values[forms.job]
-        chunked = f.kind == "chunk"   # the prefill-chunk sweep runs our batching, whichever scheduler is picked
-        pick = Pick("batching" if chunked else f.scheduler, f.source)
-        yield from prepare(job, [pick.runs_on])
-        if job.running():
+    def start_sweep(self, form: SweepForm, job: ServeJob):
+        """Make the sweep's scheduler and inputs, wait for the machine alone, sweep, redraw once a second."""
+        if not (yield from self.load(job, [sweep_pick(form).runs_on])):
             return
         try:
-            scheduler = make_scheduler(pick, registry_source(registry), registry.names)
-            if chunked:
-                chunks, base = parse_chunks(f.chunks), interference_workload(scheduler.source)
-            else:
-                sizes, rates = parse_sizes(f.sizes), parse_rates(f.rates)
-                base = build_workload(scheduler.source, sweep_mix(f.requests))
+            plan = sweep_plan(self.registry, form)
         except ValueError as exc:
-            yield {out.status: warn(str(exc))}
+            yield self.status(warn(str(exc)))
             return
-        if not (yield from acquire(gate, out.status)):
-            yield {out.status: warn(BUSY)}
-            return
-        slo = (float(f.ttft) if f.ttft else None, float(f.tpot) if f.tpot else None)
+        if (yield from self.machine_alone()):
+            job.run(lambda job: run_sweep(plan, job), self.gate)
+            yield from job.follow(lambda final, tick: sweep_view(job, self.out, final), every=1.0)
 
-        def work(job):
-            job.roofline = None
-            if f.kind == "batch":
-                sweep = run_batch_sweep(scheduler, sizes, int(f.new_tokens), progress=job.report, cancel=job.cancel,
-                                        live=job.sweeps)
-                if not sweep.cancelled:   # the machine is still this job's alone: measure its ceilings (cached)
-                    job.report(1.0, "measuring the machine's ceilings for the roofline")
-                    ceilings = machine_ceilings(cancel=job.cancel)
-                    if not ceilings.cancelled:
-                        job.roofline = sweep_roofline(sweep, scheduler.source, ceilings)
-            elif chunked:
-                at = lambda c: at_chunk(scheduler, c)   # noqa: E731
-                run_chunk_sweep(at, base, chunks, progress=job.report, cancel=job.cancel, live=job.sweeps)
-            else:
-                run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
-        job.run(work, gate)
-        yield from job.follow(lambda final, tick: sweep_view(job, out, final), every=1.0)
+    def stop(self, job: ServeJob):
+        if job.thread is None:
+            return self.status(warn("no workload has run in this session"))
+        return view(job, self.out, final=True) if job.stop(wait=15) else self.status("still stopping…")
 
-    def rejudge(ttft, tpot, job: ServeJob):
-        """Goodput under a new SLO, from the stored records of the last run (nothing runs again)."""
-        try:
-            limits = tuple(None if v in (None, "") or float(v) == 0 else float(v) for v in (ttft, tpot))
-            if any(v is not None and not 0 < v < 1e6 for v in limits):
-                raise ValueError("an SLO is a number of seconds above 0 (0 or empty: no limit)")
-        except (TypeError, ValueError) as exc:
-            return warn(str(exc))
-        job.slo = limits
-        return goodput_markdown([r for r in job.results if r.done], *limits)
-    return serve, stop, sweep, rejudge
+    def status(self, line: str) -> dict:
+        return {self.out.status: line}
+
+    def load(self, job: ServeJob, names: list[str]):
+        """Load the sources named (their progress in the status line); False when a workload is already running in
+        this session (`ok = yield from self.load(job, names)`)."""
+        if job.running():
+            yield self.status(warn("a workload is already running in this session: Stop it first"))
+            return False
+        for name in names:
+            for line in self.registry.loading(name):
+                yield self.status(loading_line(line))
+        return not job.running()
+
+    def machine_alone(self):
+        """Wait for the machine alone (saying so); False, with a warning, when it stayed busy for a minute."""
+        if (yield from acquire(self.gate, self.out.status)):
+            return True
+        yield self.status(warn(BUSY))
+        return False
 
 
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
@@ -280,15 +337,14 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates)."""
     out, form, sweep_form, buttons = layout(registry, traffic)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
-    serve, stop, sweep, rejudge = make_handlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job),
-                                                out, gate)
+    handlers = ServeHandlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job), out, gate)
     outputs = [getattr(out, name) for name in OUTPUTS]
     # in the CPU queue, like Generate; the machine gate (not the queue) makes a workload run alone
-    run = buttons.run.click(serve, form_inputs(ServeForm, form, states=[job]), outputs, api_name="serve",
+    run = buttons.run.click(handlers.serve, form_inputs(ServeForm, form, states=[job]), outputs, api_name="serve",
                             concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    swept = buttons.sweep.click(sweep, form_inputs(SweepForm, sweep_form, states=[job]), outputs, api_name="serve_sweep",
+    swept = buttons.sweep.click(handlers.sweep, form_inputs(SweepForm, sweep_form, states=[job]), outputs, api_name="serve_sweep",
                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
+    buttons.stop.click(handlers.stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
     cost_inputs = [buttons.price, job] + ([session] if session is not None else [])   # no model call: no queue
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
     swept.then(token_cost, cost_inputs, out.token_cost, api_visibility="private", concurrency_limit=None)
@@ -310,4 +366,4 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     form.preset.change(on_preset, form.preset, list(preset_targets.values()), api_visibility="private", concurrency_limit=None)
     for box in buttons.slo:   # cheap: no model call, so outside the CPU queue
         box.change(rejudge, [*buttons.slo, job], out.goodput, api_name="serve_goodput", concurrency_limit=None)
-    return [serve, sweep]
+    return [handlers.serve, handlers.sweep]
