@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import gradio as gr
 
@@ -54,39 +55,50 @@ def agreement_line(comparison) -> str:
     return line + f": first divergence at output token {comparison.first_divergence}. {explain(comparison)}"
 
 
-def make_compare(registry, form: SimpleNamespace, out: SimpleNamespace):
-    """The handler of CompareForm's components (`form`); it yields updates by component ({out.status: …}), the
-    rest left as they are."""
-    def compare(values: dict):
-        f = read_form(CompareForm, form, values)
+@dataclass
+class CompareHandlers:
+    """The Compare tab's event: Compare (`compare`, dict inputs keyed by CompareForm's components in `form`), which
+    `run` serves from the typed form; updates go by component ({out.status: …}), the rest left as they are."""
+    registry: Any
+    form: SimpleNamespace
+    out: SimpleNamespace
+
+    def compare(self, values: dict):
+        yield from self.run(read_form(CompareForm, self.form, values))
+
+    def run(self, f: CompareForm):
+        """Load both backends, refuse a bad prompt before either run starts, run A then B, draw both."""
         for name in dict.fromkeys([f.backend_a, f.backend_b]):
-            for line in registry.loading(name):
-                yield {out.status: loading_line(line)}
+            for line in self.registry.loading(name):
+                yield {self.out.status: loading_line(line)}
         try:
-            sources = [source(registry, name) for name in (f.backend_a, f.backend_b)]
-        except SourceUnavailable as exc:
-            yield {out.status: warn(str(exc))}
+            sources, settings = self.prepared(f)
+        except (SourceUnavailable, ValueError, TypeError, SourceError) as exc:   # SourceError: a server's /tokenize
+            yield {self.out.status: warn(str(exc))}
             return
-        try:
-            settings = coerce_settings(max_new_tokens=f.max_new_tokens, temperature=f.temperature, seed=0,
-                                       chat=bool(f.chat))
-            for each in sources:   # refuse a bad prompt before either run starts
-                each.prompt_ids(f.prompt, settings)
-        except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server's /tokenize failed
-            yield {out.status: warn(str(exc))}
-            return
-        yield {out.status: loading_line(f"running on {f.backend_a}, then on {f.backend_b}…")}
+        yield {self.out.status: loading_line(f"running on {f.backend_a}, then on {f.backend_b}…")}
         try:
             c = compare_backends(f.prompt, settings, *sources)
         except Exception as exc:   # noqa: BLE001 - a runtime error in either backend: say so, keep serving
-            yield {out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
+            yield {self.out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
             return
+        yield self.drawn(c, sources, settings)
+
+    def prepared(self, f: CompareForm):
+        """(the two sources, the settings), the prompt read by each; SourceUnavailable, ValueError, SourceError."""
+        sources = [source(self.registry, name) for name in (f.backend_a, f.backend_b)]
+        settings = coerce_settings(max_new_tokens=f.max_new_tokens, temperature=f.temperature, seed=0,
+                                   chat=bool(f.chat))
+        for each in sources:
+            each.prompt_ids(f.prompt, settings)
+        return sources, settings
+
+    def drawn(self, c, sources, settings) -> dict:
         status = finished_line(c)
         if zero_gpu():   # which backend ran each side, and what a GPU call asked of the visitor's quota
             status += "".join(f" · {side}: {cost_line(each, settings)}" for side, each in zip("AB", sources))
-        yield {out.figure: plot_compare(c), out.table: table(c), out.agreement: agreement_line(c),
-               out.answers: answers_html(c), out.status: status}
-    return compare
+        return {self.out.figure: plot_compare(c), self.out.table: table(c), self.out.agreement: agreement_line(c),
+                self.out.answers: answers_html(c), self.out.status: status}
 
 
 OUTPUTS = ("figure", "table", "agreement", "answers", "status")   # /compare returns these, in this order
@@ -117,6 +129,6 @@ def compare_tab(registry, generate_prompt) -> None:
                               table=gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
                                                  wrap=True, elem_id="compare-table"))   # wrapped, never cut
     generate_prompt.change(lambda p: p, generate_prompt, form.prompt, api_visibility="private", queue=False)
-    run.click(make_compare(registry, form, out), form_inputs(CompareForm, form),
+    run.click(CompareHandlers(registry, form, out).compare, form_inputs(CompareForm, form),
               [getattr(out, name) for name in OUTPUTS],
               api_name="compare", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
