@@ -18,6 +18,9 @@ line), DIR/serve.html (standalone report); sweeps write DIR/sweep-<kind>.json an
 our batching twice, A and B (DIR/batching-a, DIR/batching-b), and prints its finding in one sentence. Progress goes to stderr about once
 a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
 
+The flags are read into the Serve tab's WorkloadForm and Picks: setup.py builds the schedulers and the workload
+for both, so equal inputs give equal runs (tests/serve/test_serve_setup.py).
+
 Left out: starting a server (the concurrent scheduler takes --url of a running one).
 """
 from __future__ import annotations

@@ -96,3 +96,13 @@ def test_sweep_sizes_out_of_range_are_refused_in_words(parse, text):
 def test_the_workload_form_counts_no_rate_when_all_arrive_at_once():
     form = WorkloadForm(4, "all-at-once", 3.0, 0, "q", 4, 1, "d", 4, 0)
     assert form.arrival_rate() is None
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--mix", "medium:1"], "--mix names medium: the classes are short and long"),
+    (["--scheduler", "concurrent"], "needs --url"),
+])
+def test_the_cli_refuses_a_setup_it_cannot_build_in_words(sources, flags, message):
+    args = cli.parse_args(["--out", "unused", "--backend", "onnx", *flags])
+    with pytest.raises(SystemExit, match=message):
+        cli.setup(args, dict(sources))
