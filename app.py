@@ -9,6 +9,8 @@ PLAYGROUND_DTYPE, else the defaults (bundled SmolLM2; ONNX on CPU, torch on CUDA
 Servers to watch (OpenAI-compatible: llama.cpp, vLLM, Ollama, …) come from --endpoint (repeatable) and
 PLAYGROUND_ENDPOINTS (comma-separated); a key, if they need one, from the environment variable that
 --api-key-env (or PLAYGROUND_API_KEY_ENV) names. They join the backend dropdowns; a page visitor cannot add one.
+The page's Generate runs on them (and on --llama-server's) are recorded (watch_remote) for the Serve tab's Watch
+view, which draws them from the client side beside each server's own figures.
 --llama-server (or PLAYGROUND_LLAMA_SERVER=1) adds llama.cpp's own server on the bundled GGUF, started on
 first use with --llama-parallel slots (default 4) and stopped when the app exits (remote/llama_server.py).
 --openai-api (or PLAYGROUND_OPENAI_API=1) serves an OpenAI-compatible endpoint on the page's own port
@@ -60,9 +62,10 @@ from playground.config import AppConfig, cache_location  # noqa: E402
 from playground.machine import MachineGate  # noqa: E402
 from playground.ports import only_this_machine, room_urls, serve_host  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
-from playground.remote.endpoints import add_endpoints, endpoint_urls  # noqa: E402
-from playground.remote.llama_server import add_llama_server  # noqa: E402
+from playground.remote.endpoints import add_endpoints, endpoint_name, endpoint_urls  # noqa: E402
+from playground.remote.llama_server import APP_SOURCE, add_llama_server  # noqa: E402
 from playground.remote.source import RemoteSource  # noqa: E402
+from playground.serve.remote_record import RemoteRecord  # noqa: E402
 from playground.ui import GENERATE_CONCURRENCY, build_demo, launch_kwargs as page_launch_kwargs  # noqa: E402
 from playground.ui.zerogpu import start_up, zero_gpu  # noqa: E402
 
@@ -74,11 +77,32 @@ def make_registry(model: str | None = None, backend: str | None = None, endpoint
     registry = SourceRegistry.for_model(config.model, config.backend, device=config.device, dtype=config.dtype)
     add_endpoints(registry, endpoint_urls(endpoints, os.environ.get("PLAYGROUND_ENDPOINTS")),
                   api_key_env or os.environ.get("PLAYGROUND_API_KEY_ENV"))
-    if llama_server or os.environ.get("PLAYGROUND_LLAMA_SERVER") == "1":
+    if llama_server_wanted(llama_server):
         add_llama_server(registry, parallel=4 if llama_parallel is None else llama_parallel)
     if zero_gpu():   # now, in the main thread, before launch: where ZeroGPU takes the model to the GPU
         start_up(registry)
     return registry
+
+
+def llama_server_wanted(flag: bool = False) -> bool:
+    return flag or os.environ.get("PLAYGROUND_LLAMA_SERVER") == "1"
+
+
+def remote_servers(registry: SourceRegistry, endpoints: list[str] | None = None, llama_server: bool = False) -> list[str]:
+    """The names in `registry` of the remote servers make_registry was given (its same arguments): --endpoint's,
+    PLAYGROUND_ENDPOINTS', --llama-server's. The app's own endpoint (SELF_SOURCE) is not one: its record is its own."""
+    urls = endpoint_urls(endpoints, os.environ.get("PLAYGROUND_ENDPOINTS"))
+    names = [*map(endpoint_name, urls), *([APP_SOURCE] if llama_server_wanted(llama_server) else [])]
+    return [name for name in names if name in registry.names]
+
+
+def watch_remote(servers: list[str], traffic: ClientTraffic | None = None) -> RemoteRecord | None:
+    """The record of the page's Generate runs on the remote `servers` (remote_servers), which the Serve tab's Watch
+    view draws from the client side beside each server's own figures; on the endpoint's clock where the app serves
+    one (one watch, one t0). None without remote servers."""
+    if not servers:
+        return None
+    return RemoteRecord(servers, clock=traffic.clock if traffic is not None else None)
 
 
 def make_room(registry: SourceRegistry, traffic: ClientTraffic | None = None, config: ApiConfig | None = None,
@@ -99,10 +123,11 @@ def make_room(registry: SourceRegistry, traffic: ClientTraffic | None = None, co
 
 
 def make_demo(registry: SourceRegistry, traffic: ClientTraffic | None = None, room: ApiService | None = None,
-              gate: MachineGate | None = None):
+              gate: MachineGate | None = None, remote: RemoteRecord | None = None):
     """The page over a registry (make_registry); with `traffic`, the Serve tab watches the endpoint's clients; with
-    `room` (make_room), Generate's runs on its backend join its engine loop."""
-    demo = build_demo(registry, traffic, gate, room)
+    `room` (make_room), Generate's runs on its backend join its engine loop; with `remote` (watch_remote), the
+    Watch view draws Generate's runs on the remote servers."""
+    demo = build_demo(registry, traffic, gate, room, remote)
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY, max_size=64)
     return demo
 
@@ -195,16 +220,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def make_app(registry: SourceRegistry, traffic: ClientTraffic | None, config: ApiConfig | None):
-    """(the page, its room): one machine gate and one engine loop shared by the page and the endpoint."""
+def make_app(registry: SourceRegistry, traffic: ClientTraffic | None, config: ApiConfig | None,
+             servers: list[str] | None = None):
+    """(the page, its room): one machine gate and one engine loop shared by the page and the endpoint; the page's
+    runs on the remote `servers` (remote_servers) recorded for the Watch view."""
     gate = MachineGate()
     room = make_room(registry, traffic, config, gate)
-    return make_demo(registry, traffic, room, gate), room
+    return make_demo(registry, traffic, room, gate, watch_remote(servers or [], traffic)), room
 
 
 registry = make_registry()
 traffic, api_config = serve_the_endpoint(registry, PORT, serve_host(None)) if openai_api_wanted() else (None, None)
-demo, room = make_app(registry, traffic, api_config)
+demo, room = make_app(registry, traffic, api_config, remote_servers(registry))
 
 if __name__ == "__main__":
     args = parse_args()
@@ -215,7 +242,8 @@ if __name__ == "__main__":
                                  args.llama_parallel)
         traffic, api_config = (serve_the_endpoint(registry, args.port, host) if openai_api_wanted(args.openai_api)
                                else (None, None))
-        demo, room = make_app(registry, traffic, api_config)
+        demo, room = make_app(registry, traffic, api_config,
+                              remote_servers(registry, args.endpoint, args.llama_server))
     print(cache_location().log_line(), flush=True)
     print(reach_line(host, args.port), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)

@@ -11,14 +11,23 @@ that stops asking without closing it (its handler dropped) is noticed by `report
 seconds without a redraw the work is cancelled. An exception in `work` becomes `error`, a line for the page. The worker runs in a copy of the starting thread's
 context variables (Gradio's request, which ZeroGPU reads to know whose quota a GPU call counts against).
 session.BackgroundRun is one too: a Run's Steps made in the worker, taken in batches by the Generate handler.
+
+A coroutine that waits for another thread's news (the endpoint's stream of a request, the page's live channel)
+follows `woken`:
+
+    async with aclosing(woken(ticket, timeout=0.5)) as wakes:   # ticket: listen(callback) / unlisten(callback)
+        async for news in wakes:   # True: read what is new (at once, then after each wake-up); False: timed out
+            ...
+
 Left out: gradio, and what is drawn (each tab's own `draw`).
 """
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 import time
-from typing import Callable, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 # A page that asks for nothing for this long has gone (its handler was dropped without being closed): its work
 # stops. A live page asks every few hundred milliseconds; on a loaded 2-core machine drawing and sending a frame of
@@ -96,3 +105,45 @@ class BackgroundJob:
         if self.thread is not None:
             self.thread.join(timeout=wait)
         return not self.running()
+
+
+async def woken(source, timeout: float, gap: float = 0.0) -> AsyncIterator[bool]:
+    """A coroutine's wake-ups by another thread: listens to `source` (`listen(callback)` / `unlisten(callback)`,
+    the callback called in the writer's thread) and yields True at once (read what is there), then True after
+    each wake-up, or False after `timeout` seconds without one (time to ask whether to give up or to send a
+    keep-alive). `gap`: the least seconds between two wake-ups; news meanwhile is read together. A wake-up
+    between a read and the next wait is kept, never lost. Close it (contextlib.aclosing) to stop listening.
+
+    >>> class Source:
+    ...     def listen(self, callback): self.callback = callback
+    ...     def unlisten(self, callback): self.callback = None
+    >>> async def two(source):
+    ...     said = []
+    ...     async for news in woken(source, timeout=0.01):
+    ...         said.append(news)
+    ...         if len(said) == 1:
+    ...             threading.Thread(target=source.callback).start()   # the writer's thread: news
+    ...         if len(said) == 3:
+    ...             return said
+    >>> asyncio.run(two(Source()))
+    [True, True, False]
+    """
+    loop, wake = asyncio.get_running_loop(), asyncio.Event()
+
+    def poke():   # the writer's thread
+        loop.call_soon_threadsafe(wake.set)
+    source.listen(poke)
+    try:
+        while True:
+            wake.clear()   # before the reader reads: a poke during its read wakes the next wait
+            yield True
+            if gap:
+                await asyncio.sleep(gap)
+            while True:
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout)
+                    break
+                except asyncio.TimeoutError:
+                    yield False   # a poke meanwhile stays set: the next wait ends at once
+    finally:
+        source.unlisten(poke)

@@ -27,7 +27,8 @@ from .trace import Step
 
 # Updates a page gets while a run streams: at most one per 50 ms, and none while no step is new. Each
 # carries only the steps made since the last. A page that reads the stream itself as each step is made
-# (the live channel, ui/live_channel.py) needs them only as a backup: one a second.
+# (the live channel, ui/live_channel.py) needs them only as a backup: one a second. A run that shares the
+# engine loop with others may ask for them less often (`Session.start`'s `interval`).
 UPDATE_INTERVAL = 0.05
 WATCHED_INTERVAL = 1.0
 EARLIER_KEPT = 4   # earlier runs a session keeps (their traces), to measure a speedup against
@@ -43,15 +44,17 @@ class Session:
     def trace(self):
         return self.run.trace if self.run else None
 
-    def start(self, run, interval: float = UPDATE_INTERVAL) -> tuple[StepStream, Iterator[list[Step]]]:
+    def start(self, run, interval=UPDATE_INTERVAL) -> tuple[StepStream, Iterator[list[Step]]]:
         """Supersede any earlier run of this session (cancelling it) and start the new one; returns its stream
-        and its batches (a handler keeps those: another handler of this session may start a run meanwhile)."""
+        and its batches (a handler keeps those: another handler of this session may start a run meanwhile).
+        `interval`: the least time between two batches, in seconds, or a function giving it as the run goes."""
         self.stop()
+        pace = interval if callable(interval) else (lambda: interval)
         if self.run is not None:
             self.earlier.append(self.run.trace)   # what a later run is compared with (run_view.speculation_html)
         stream = StepStream(run.trace)   # each step goes in as it is made (a live channel's reader sees it at once)
         background = BackgroundRun(run, lease=ABANDONED_AFTER, on_step=lambda step: stream.add((step,)),
-                                   interval=lambda: WATCHED_INTERVAL if stream.watched else interval)
+                                   interval=lambda: WATCHED_INTERVAL if stream.watched else pace())
         steps = iter(background)
         # one assignment: a second handler of this session (two jobs at once) never sees a half-started run
         self.run, self.stream, self.background, self.steps = run, stream, background, steps
@@ -106,7 +109,12 @@ class BackgroundRun(BackgroundJob):
         self.run, self._steps, self.lease, self.on_step = run, queue.SimpleQueue(), lease, on_step
         self.interval = interval if callable(interval) else (lambda: interval)
         self._waiting = False   # is the consumer asking now?
-        self.start(BackgroundRun._work, done=lambda: self._steps.put(None), name="run-steps")   # None: the end
+        self._ended = threading.Event()
+        self.start(BackgroundRun._work, done=self._end, name="run-steps")
+
+    def _end(self) -> None:
+        self._steps.put(None)   # None: the end
+        self._ended.set()
 
     def _work(self) -> None:   # a failure is in the trace too (stop_reason "error")
         for step in self.run:
@@ -124,7 +132,7 @@ class BackgroundRun(BackgroundJob):
             self._waiting, self.asked = False, time.monotonic()
             interval = self.interval()
             if batch[0] is not None and self.asked - last < interval:
-                time.sleep(interval - (self.asked - last))   # coalesce: take what comes meanwhile too
+                self._coalesce(interval - (self.asked - last))
             last = time.monotonic()
             while not self._steps.empty():
                 batch.append(self._steps.get())
@@ -134,6 +142,10 @@ class BackgroundRun(BackgroundJob):
                 yield batch
             if ended:
                 return
+
+    def _coalesce(self, seconds: float) -> None:
+        """Wait `seconds` for more Steps to take with the one in hand, or less: the run's end ends the wait."""
+        self._ended.wait(seconds)
 
     def stop(self, wait: float = 0.0) -> bool:
         """Cancel the run (it ends within one step) and wait up to `wait` seconds for it; True when it ended."""

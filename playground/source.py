@@ -101,15 +101,32 @@ class Run:
     `produce(run)` is the source's loop: it appends each Step to run.trace.steps, yields it, sets
     run.trace.stop_reason when it ends, and checks `run.cancelled` between steps. Whatever happens
     (cancel, the iterator closed or dropped, an error), the steps made so far stay in the trace.
+    `on_end(callback)`: callback(run) once it has ended (a live record noting when; at once if it has).
     """
 
     def __init__(self, trace: Trace, produce: Callable[["Run"], Iterator[Step]], t0: float):
         import threading
         self.trace, self.t0, self._produce = trace, t0, produce
         self._cancel = threading.Event()
+        self._ended: list[Callable[["Run"], None]] | None = []   # None once it has ended and they were called
+        self._end_lock = threading.Lock()
 
     def cancel(self) -> None:
         self._cancel.set()
+
+    def on_end(self, callback: Callable[["Run"], None]) -> None:
+        """Call `callback(run)` once the run has ended, in the thread that iterated it (now, if it has ended)."""
+        with self._end_lock:
+            if self._ended is not None:
+                self._ended.append(callback)
+                return
+        callback(self)
+
+    def _end(self) -> None:
+        with self._end_lock:
+            callbacks, self._ended = self._ended or [], None
+        for callback in callbacks:
+            callback(self)
 
     @property
     def cancelled(self) -> bool:
@@ -125,6 +142,7 @@ class Run:
             raise
         finally:   # cancel(), the iterator closed (GeneratorExit) or dropped: whatever was made is kept
             trace.stop_reason = trace.stop_reason or StopReason.CANCELLED
+            self._end()
 
     def wait(self) -> Trace:
         """Run to the end (or until cancelled) and return the trace."""

@@ -74,16 +74,19 @@ def _row(record) -> str:
 
 def _row_label(record) -> str:
     """A request's row as the chart shows it: its id and class, who sent it where a room's record says (a page's
-    Generate run or an API client), and how many prompt tokens were cached.
+    Generate run or an API client), how many prompt tokens were cached, and a remote server's own figures
+    (`server_note`: serve/remote_record.py).
 
     >>> from types import SimpleNamespace as S
     >>> _row_label(S(request=S(id=3, cls="short"), cached_tokens=576)), _row_label(S(request=S(id=4, cls="long")))
     ('#3 short · 576 cached', '#4 long')
-    >>> _row_label(S(request=S(id=5, cls="short"), cached_tokens=0, origin="page"))
-    '#5 short · page'
+    >>> _row_label(S(request=S(id=5, cls="short"), cached_tokens=0, origin="page", server_note="server: 9 tok/s"))
+    '#5 short · page · server: 9 tok/s'
     """
     cached, origin = getattr(record, "cached_tokens", 0), getattr(record, "origin", "")
-    return _row(record) + (f" · {origin}" if origin else "") + (f" · {cached:,} cached" if cached else "")
+    note = getattr(record, "server_note", "")
+    return (_row(record) + (f" · {origin}" if origin else "") + (f" · {cached:,} cached" if cached else "")
+            + (f" · {note}" if note else ""))
 
 
 def refused_row(k: int, refusal) -> str:
@@ -124,7 +127,9 @@ def _segments(result, now: float | None):
         if first is None:
             continue
         kind = Phase.PREFILL if r.chunks else "prefill pass"   # passes known: draw them over the prefill phase
-        out[kind].append((row, r.admitted, first, f"prefill (TTFT from admission): {(first - r.admitted):.3f} s"))
+        detail = getattr(r, "server_detail", "")   # a remote server's count of the first token beside the client's
+        out[kind].append((row, r.admitted, first, f"prefill (TTFT from admission): {(first - r.admitted):.3f} s"
+                          + (f"<br>{detail}" if detail else "")))
         out["prefill pass"] += [(row, a, b, f"prefill pass: {n} prompt tokens, {b - a:.3f} s") for a, b, n in r.chunks]
         if r.first_token is not None:
             last = r.last_token if r.stop_reason is not None else max(r.last_token, clip or r.last_token)

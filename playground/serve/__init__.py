@@ -14,7 +14,8 @@ Modules, by concept:
   batching over KV slots), slots.py (the slot table, the KV budget) and prefix_cache.py (its prefix cache),
   batching_torch.py and batching_torch_adapter.py (transformers' continuous-batching manager), concurrent.py
   (requests in parallel to a server that batches them), engine_loop.py (our batching as a live service: one
-  thread steps it for requests from any thread, the endpoint's and the page's);
+  thread steps it for requests from any thread, the endpoint's and the page's), remote_record.py (the page's runs
+  on a remote server as a live record, the server's own figures beside each);
 - results: records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the lesson
   sentence), cost.py (a token's price on this machine), presets.py (KV-memory workloads run on A and B that
   differ by one setting), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),

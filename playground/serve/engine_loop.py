@@ -26,12 +26,13 @@ Left out: HTTP (api/routes.py), limits (api/limits.py) and preemption (the Batch
 """
 from __future__ import annotations
 
-import asyncio
 import queue
 import threading
+from contextlib import aclosing
 from typing import Callable, Iterator
 
 from ..config import GenerationSettings
+from ..jobs import woken
 from ..source import Run
 from ..trace import Step, StopReason
 from .batching import BatchConfig, Batcher, Iteration, Sequence
@@ -102,28 +103,19 @@ class Ticket:
     async def updates(self, poll_s: float = 0.5, stop: Callable[[], object] | None = None):
         """The new Steps, a list per wake-up, until the request ends. Every `poll_s` s without one, the
         awaitable `stop()` (e.g. request.is_disconnected) is asked whether to give up; then it returns."""
-        loop, wake = asyncio.get_running_loop(), asyncio.Event()
-
-        def poke():   # the engine loop's thread
-            loop.call_soon_threadsafe(wake.set)
-        self.listen(poke)
         seen = 0
-        try:
-            while True:
-                wake.clear()
+        async with aclosing(woken(self, poll_s)) as wakes:
+            async for news in wakes:
+                if not news:
+                    if stop is not None and await stop():
+                        return
+                    continue
                 steps, done = self.read(seen)
                 if steps:
                     seen += len(steps)
                     yield steps
                 if done:
                     return
-                try:
-                    await asyncio.wait_for(wake.wait(), poll_s)
-                except asyncio.TimeoutError:
-                    if stop is not None and await stop():
-                        return
-        finally:
-            self.unlisten(poke)
 
 
 class EngineLoop:
@@ -267,6 +259,8 @@ class LoopRun(Run):
 
     def __init__(self, loop: EngineLoop, ticket: Ticket):
         self.loop, self.ticket = loop, ticket
+        self._moved = threading.Event()   # set by the loop's thread at the request's first Step or its end
+        ticket.listen(self._moved.set)
         super().__init__(ticket.trace, LoopRun._steps, 0.0)
 
     @property
@@ -275,6 +269,11 @@ class LoopRun(Run):
 
     def ahead(self) -> int | None:
         return self.loop.ahead(self.ticket)
+
+    def wait_turn(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the request's first Step (or its end); whether it has a slot now."""
+        self._moved.wait(timeout)
+        return self.started
 
     def cancel(self) -> None:
         super().cancel()

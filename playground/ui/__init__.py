@@ -105,14 +105,15 @@ def launch_kwargs(routes=()) -> dict:
     return {**page_kwargs(), "app_kwargs": kwargs}
 
 
-def build_demo(engine, traffic=None, gate: MachineGate | None = None, room=None) -> gr.Blocks:
+def build_demo(engine, traffic=None, gate: MachineGate | None = None, room=None, remote=None) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends()).
     `traffic`: the OpenAI-compatible endpoint's live record of its clients (api.ClientTraffic), drawn on the
     Serve tab; None when the app serves no endpoint. `gate`: the machine's CPU slots and a workload's turn
     alone (machine_gate.MachineGate), one per app; a new one when not given. `room`: the engine loop's owner
     (api.ApiService) whose loop batches Generate's runs on its backend with the endpoint's requests; None: each
-    local Generate run takes a CPU slot of its own."""
+    local Generate run takes a CPU slot of its own. `remote`: the record of Generate's runs on remote servers
+    (serve.remote_record.RemoteRecord: --endpoint), which the Serve tab's Watch view draws; None: not recorded."""
     registry = as_registry(engine)
     gate = gate or MachineGate()
     with gr.Blocks(title="LLM Serving Playground",   # its css, theme and head come at launch: page_kwargs
@@ -132,8 +133,8 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None, room=None)
             compare_tab(registry, c.prompt)
             experiments_tab(registry)
             lesson = lesson_tab(registry)
-            serving = serve_tab(registry, gate, traffic, session)
-        generate = wire_generate(c, registry, session, gate, room)
+            serving = serve_tab(registry, gate, traffic, session, remote)
+        generate = wire_generate(c, registry, session, gate, room, remote)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
         demo.load(open_lesson_tab, None, tabs, api_visibility="private", queue=False)

@@ -36,7 +36,7 @@ from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
 from ..serve.engine_loop import page_client
-from ..session import Session
+from ..session import UPDATE_INTERVAL, Session
 from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
                      OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
@@ -82,11 +82,12 @@ def parse_seed(seed) -> int | None:
         raise ValueError(f"seed must be a whole number (or empty for random), got {text!r}") from None
 
 
-def make_handlers(registry, c, gate: MachineGate, room=None):
+def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
     """generate, stop, top_k, metrics; `c` names the components: GenerateForm's fields and `session` (the keys of
     generate's dict input), and the outputs (OUTPUTS, the keys of every update). `room`: the engine loop's owner
     (api.ApiService: `loop_for(backend)`), whose loop batches the Generate runs of its backend with every other
-    request; None: every local run takes a CPU slot of its own."""
+    request; None: every local run takes a CPU slot of its own. `remote`: the record of the runs on remote servers
+    (serve.remote_record.RemoteRecord: the Serve tab's Watch view draws it); None: not recorded."""
     def live(stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
         text = stream.add(batch)         # status, which says "reading the prompt" until the first token
         status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
@@ -141,9 +142,14 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
             yield {c.status: f"Waiting for a CPU slot: the machine's {gate.slots} are busy (or a Serve workload "
                              "runs alone)…"}
         queued = time.perf_counter() - clicked
+
+        def start():   # a run on a remote server given to the app joins the record the Watch view draws
+            run = engine.run(form.prompt, settings)
+            if remote is None or local or form.backend not in remote.servers:
+                return run
+            return remote.add(run, page_client(f"{id(session):x}"), clicked, server=form.backend)
         try:
-            yield from stream(lambda: engine.run(form.prompt, settings), engine, form, session, note=alone,
-                              queued=queued if local else None)
+            yield from stream(start, engine, form, session, note=alone, queued=queued if local else None)
         finally:
             if local:
                 gate.leave_shared()
@@ -160,14 +166,15 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
             return
         if queued is not None:
             run.trace.queued = queued
-        own, batches = session.start(run)   # this run's: another handler of the session may start one meanwhile
+        pace = UPDATE_INTERVAL if loop is None else room_interval(loop)
+        own, batches = session.start(run, pace)   # this run's: another handler of the session may start one meanwhile
         try:
             yield live(own, [])   # the head: the page clears the last run's view at once
             waited = False
             while loop is not None and not run.started:
                 yield {c.status: waiting_line(loop, run)}
                 waited = True
-                time.sleep(WAIT_POLL_S)
+                run.wait_turn(WAIT_POLL_S)
             if waited:
                 yield live(own, [])   # its turn came: the status says it reads the prompt
             for batch in batches:   # the Steps made since the last update (the run has its own thread)
@@ -203,6 +210,20 @@ def make_handlers(registry, c, gate: MachineGate, room=None):
 
 
 WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead
+ROOM_INTERVAL_MAX = 0.5   # the longest a run in a busy engine loop goes between two updates of its page
+
+
+def room_interval(loop):
+    """The least time between two updates of a run in the engine loop, as a function of the requests in the loop:
+    50 ms alone (as a run on its own), n x 50 ms beside n - 1 others, at most ROOM_INTERVAL_MAX. A room's pages
+    then get about 20 updates a second between them, however many they are, so redrawing them does not take
+    the cores the engine's passes need; the first Step of a run is never held back (BackgroundRun).
+
+    >>> from types import SimpleNamespace as NS
+    >>> [round(room_interval(NS(in_flight=lambda: n))(), 3) for n in (0, 1, 4, 24)]
+    [0.05, 0.05, 0.2, 0.5]
+    """
+    return lambda: min(ROOM_INTERVAL_MAX, UPDATE_INTERVAL * max(1, loop.in_flight()))
 
 
 def waiting_line(loop, run) -> str:
@@ -386,11 +407,11 @@ def generate_tab(registry) -> SimpleNamespace:
     return c
 
 
-def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate, room=None):
+def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate, room=None, remote=None):
     """Wire the tab's events; returns the generate handler (it joins the engine loop of `room` or takes its CPU slot
-    itself, see make_handlers)."""
+    itself; a remote run is kept in `remote`'s record: see make_handlers)."""
     c.session = session
-    generate, stop, top_k, metrics = make_handlers(registry, c, gate, room)
+    generate, stop, top_k, metrics = make_handlers(registry, c, gate, room, remote)
     outputs = [getattr(c, name) for name in OUTPUTS]
     event = c.generate.click(generate, form_inputs(GenerateForm, c, states=[session]), outputs, api_name="generate",
                              concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

@@ -21,12 +21,13 @@ Left out: any way to start or stop a run (Gradio's events do that) and anything 
 """
 from __future__ import annotations
 
-import asyncio
+from contextlib import aclosing
 
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 from fastapi.routing import APIRoute
 
+from ..jobs import woken
 from ..live import StepStream
 
 PATH = "/playground/live/{run_id}"
@@ -45,29 +46,19 @@ def event(text: str, next_seq: int) -> str:
 
 
 async def _events(stream: StepStream, seq: int, request: Request):
-    loop, wake = asyncio.get_running_loop(), asyncio.Event()
-
-    def poke():   # called from the run's thread
-        loop.call_soon_threadsafe(wake.set)
-    stream.listen(poke)
-    try:
-        while True:
-            wake.clear()
+    async with aclosing(woken(stream, KEEPALIVE_S, gap=MIN_GAP_S)) as wakes:
+        async for news in wakes:
+            if not news:
+                if await request.is_disconnected():
+                    return
+                yield ": keep-alive\n\n"
+                continue
             text, packed, ended = stream.since(seq)
             if text:
                 yield event(text, packed)
                 seq = packed
             if ended:
                 return
-            await asyncio.sleep(MIN_GAP_S)
-            try:
-                await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
-            except asyncio.TimeoutError:
-                if await request.is_disconnected():
-                    return
-                yield ": keep-alive\n\n"
-    finally:
-        stream.unlisten(poke)
 
 
 async def live_stream(run_id: str, request: Request):

@@ -25,6 +25,7 @@ from ..serve.sweeps import CHUNK_SIZES
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
 from .common import backend_dropdown, caption, described_dropdown, long_document
+from .remote_watch import servers_text
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
 # each column of a per-class table as wide as its header in presenter mode's 20 px text (px; Gradio takes no
@@ -188,12 +189,14 @@ def _sweeps(registry, out, form):
     return run, price, cost
 
 
-def _clients(out, traffic):
-    """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint): the buttons, the
-    line counting every state, then the timeline at the page's full width, so a projector's first screen of the
-    panel shows it (presenter mode at 1024x768); how to send a request and the endpoint's limits come after."""
-    with gr.Accordion("Requests from clients: the OpenAI-compatible endpoint, live", open=True,
-                      visible=traffic is not None, elem_id="serve-clients"):
+def _clients(out, traffic, remote=None):
+    """The endpoint's own clients, live (only when the app serves the OpenAI-compatible endpoint), and the page's
+    runs on remote servers (`remote`: --endpoint): the buttons, the line counting every state, then the timeline at
+    the page's full width, so a projector's first screen of the panel shows it (presenter mode at 1024x768); how
+    to send a request and the endpoint's limits come after."""
+    title = ("Requests from clients: the OpenAI-compatible endpoint, live" if traffic is not None or remote is None
+             else "Requests from this page to the remote servers, live")
+    with gr.Accordion(title, open=True, visible=traffic is not None or remote is not None, elem_id="serve-clients"):
         with gr.Row():
             watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
             unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")
@@ -204,12 +207,17 @@ def _clients(out, traffic):
                                            label="Clients: p50/p95 per class (since you started watching)", wrap=True)
         gr.Markdown("**Clients: requests refused** (since you started watching)")
         out.clients_refused = gr.HTML(elem_id="serve-clients-refused", padding=True)
+        gr.Markdown("**The page's requests to remote servers: the client's times beside the server's own figures**",
+                    visible=remote is not None)
+        out.clients_server = gr.HTML(elem_id="serve-clients-server", padding=True, visible=remote is not None)
         with gr.Row():
             export = gr.Button("Download the watch as a Perfetto trace", elem_id="serve-clients-export")
             out.clients_download = gr.File(label="Clients since you started watching: Chrome Trace Events (open at "
                                            "ui.perfetto.dev)", interactive=False, elem_id="serve-clients-download")
-        caption(clients_text(traffic.reach if traffic is not None else []))
-        out.clients_limits = gr.Markdown(elem_id="serve-clients-limits")
+        if traffic is not None or remote is None:
+            caption(clients_text(traffic.reach if traffic is not None else []))
+        out.clients_limits = gr.Markdown(servers_text(remote) if traffic is None and remote is not None else None,
+                                         elem_id="serve-clients-limits")
         if traffic is not None:   # on each page load (no API of its own)
             gr.on(None, lambda: endpoint_text(traffic.endpoint), None, out.clients_limits, api_visibility="private",
                   queue=False)
@@ -294,7 +302,7 @@ def _run_and_status(out):
     return run, stop, [slo_ttft, slo_tpot]
 
 
-def layout(registry, traffic=None):
+def layout(registry, traffic=None, remote=None):
     out, form, sweep_form = SimpleNamespace(), SimpleNamespace(), SimpleNamespace()
     with gr.Tab("Serve", id="serve"):
         gr.Markdown(INTRO)
@@ -306,6 +314,6 @@ def layout(registry, traffic=None):
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
         sweep, price, cost = _sweeps(registry, out, sweep_form)
-        watch, unwatch, export = _clients(out, traffic)
+        watch, unwatch, export = _clients(out, traffic, remote)
     return out, form, sweep_form, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=slo, watch=watch,
                                                      unwatch=unwatch, export=export, price=price, cost=cost)

@@ -42,6 +42,7 @@ from .forms import form_inputs, read_form
 from .machine_gate import MachineGate
 from .serve_job import ServeJob
 from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, layout
+from .remote_watch import watch_view
 from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
 
 
@@ -280,9 +281,10 @@ class Watches:
             self._stops.pop(t0, None)
 
 
-def watch_clients(traffic, out, watches: Watches, cancel_after: float = WATCH_FOR):
+def watch_clients(traffic, out, watches: Watches, cancel_after: float = WATCH_FOR, clients_view=clients_view):
     """Redraw the endpoint's clients about once a second, counting time from the moment watching starts (a
-    generator: Stop watching, or closing the page, ends it; the start goes to out.clients_since)."""
+    generator: Stop watching, or closing the page, ends it; the start goes to out.clients_since). `clients_view`:
+    how a frame is drawn (remote_watch.watch_view's, with the page's remote runs); `traffic` keeps the clock."""
     def watch():
         start, t0 = time.monotonic(), traffic.now()
         stop = watches.start(t0)
@@ -299,7 +301,7 @@ def watch_clients(traffic, out, watches: Watches, cancel_after: float = WATCH_FO
     return watch
 
 
-def unwatch_clients(traffic, out, watches: Watches):
+def unwatch_clients(traffic, out, watches: Watches, clients_view=clients_view):
     """Stop watching: the running watch draws its last frame itself; a watch that already ended gets it here (the
     requests since the watch started, no longer running)."""
     def unwatch(t0):
@@ -331,11 +333,12 @@ def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
     return cost_markdown(rows, float(usd_per_hour), DEFAULT_USD_PER_M_OUTPUT)
 
 
-def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
+def serve_tab(registry, gate: MachineGate, traffic=None, session=None, remote=None) -> list:
     """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate).
 
-    `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates)."""
-    out, form, sweep_form, buttons = layout(registry, traffic)
+    `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates); `remote`: the
+    page's runs on remote servers (serve.remote_record.RemoteRecord), drawn by the Watch view too."""
+    out, form, sweep_form, buttons = layout(registry, traffic, remote)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
     handlers = ServeHandlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job), out, gate)
     outputs = [getattr(out, name) for name in OUTPUTS]
@@ -348,15 +351,18 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None) -> list:
     cost_inputs = [buttons.price, job] + ([session] if session is not None else [])   # no model call: no queue
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
     swept.then(token_cost, cost_inputs, out.token_cost, api_visibility="private", concurrency_limit=None)
-    if traffic is not None:   # drawing only: the endpoint's engine loop computes, not this handler
+    if traffic is not None or remote is not None:   # drawing only: the engine loop or the server computes
         clients = [out.clients_limits, out.clients_status, out.clients_gantt, out.clients_kv_map,
-                   out.clients_classes, out.clients_refused]
+                   out.clients_classes, out.clients_refused] + ([out.clients_server] if remote is not None else [])
         watches = Watches()   # Stop watching asks the watch to draw its own last frame: none of it lands after
-        buttons.watch.click(watch_clients(traffic, out, watches), None, [*clients, out.clients_since],
-                                       api_name="serve_watch", concurrency_limit=None)
-        buttons.unwatch.click(unwatch_clients(traffic, out, watches), out.clients_since, clients,
+        def draw(_clock, t0, out, final=False):   # clients_view's signature: the endpoint's and the remote runs
+            return watch_view(traffic, remote, t0, out, final)
+        clock = traffic if traffic is not None else remote   # one clock for both (app.py)
+        buttons.watch.click(watch_clients(clock, out, watches, clients_view=draw), None,
+                            [*clients, out.clients_since], api_name="serve_watch", concurrency_limit=None)
+        buttons.unwatch.click(unwatch_clients(clock, out, watches, clients_view=draw), out.clients_since, clients,
                               api_visibility="private", concurrency_limit=None)
-        buttons.export.click(export_watch(traffic), [out.clients_since, job], out.clients_download,
+        buttons.export.click(export_watch(clock), [out.clients_since, job], out.clients_download,
                              api_visibility="private", concurrency_limit=None)
     preset_targets = {"scheduler_b": form.scheduler_b, "n": form.n, "arrival": form.arrival, "rate": form.rate,
                       "about": out.preset_about}

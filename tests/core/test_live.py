@@ -81,6 +81,23 @@ def test_a_missing_sequence_number_is_named():
         read_stream(text)
 
 
+class HeldRun:
+    """A Run of `n` Steps: step 0, then (once the consumer has it: `first_taken`) the others, then the end."""
+    trace = None
+
+    def __init__(self, n: int):
+        self.n, self.first_taken = n, threading.Event()
+
+    def __iter__(self):
+        for i in range(self.n):
+            if i == 1:
+                assert self.first_taken.wait(30), "the consumer never took the first batch"
+            yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
+
+    def cancel(self):
+        pass
+
+
 def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
     """Each batch after the first waits out the interval since the one before, taking the steps made
     meanwhile. The consumer's clock is a fake one (its sleeps only move it), so this holds on any machine."""
@@ -90,31 +107,34 @@ def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
 
     clock = SimpleNamespace(now=0.0, sleeps=[])
 
-    def sleep(seconds):
+    def pass_time(seconds):
         clock.sleeps.append(round(seconds, 9))
         clock.now += seconds
 
-    monkeypatch.setattr(session, "time", SimpleNamespace(monotonic=lambda: clock.now, sleep=sleep))
-    first_taken = threading.Event()
-
-    class Run:   # step 0, then (once the consumer has it) 39 more
-        trace = None
-
-        def __iter__(self):
-            for i in range(40):
-                if i == 1:
-                    assert first_taken.wait(30), "the consumer never took the first batch"
-                yield Step(index=i, token_id=i, text="t", special=False, phase="decode", time=.1, latency=.1, prob=None, sample_prob=None, top=None, seq_len=None, kv_bytes=None)
-
-        def cancel(self):
-            pass
-    batches = iter(BackgroundRun(Run(), interval=0.05))
+    monkeypatch.setattr(session, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setattr(BackgroundRun, "_coalesce", lambda self, seconds: pass_time(seconds))
+    run = HeldRun(40)
+    batches = iter(BackgroundRun(run, interval=0.05))
     first = next(batches)
-    first_taken.set()
+    run.first_taken.set()
     batches = [first, *batches]
     assert sum(len(b) for b in batches) == 40 and [s.index for b in batches for s in b] == list(range(40))
     assert len(batches) >= 2 and first == batches[0] and [s.index for s in first] == [0]   # the run streams
     assert clock.sleeps == [0.05] * (len(batches) - 1)   # at most one batch per 50 ms of the consumer's clock
+
+
+def test_the_end_of_a_run_is_not_held_back_by_a_long_interval():
+    """A run paced to one update an hour (a page in a full room is paced to a few a second) still ends its
+    iteration when the run ends: the last Steps come with the end, not an interval later."""
+    run = HeldRun(3)
+    batches = iter(BackgroundRun(run, interval=lambda: 3600.0))
+    taken = [next(batches)]
+    run.first_taken.set()
+    reader = threading.Thread(target=lambda: taken.extend(batches), daemon=True)
+    reader.start()
+    reader.join(60)
+    assert not reader.is_alive(), "the consumer waited out the interval after the run had ended"
+    assert [[s.index for s in b] for b in taken] == [[0], [1, 2]]
 
 
 def test_a_stream_is_safe_to_extend_from_two_threads(trace):
@@ -130,3 +150,35 @@ def test_a_stream_is_safe_to_extend_from_two_threads(trace):
 def test_a_source_that_sends_events_of_several_tokens_keeps_its_count(trace):
     step = replace(trace.steps[0], tokens=3)
     assert dict(zip(FIELDS, step_record(step)))["tokens"] == 3
+
+
+def test_a_wake_up_that_comes_as_the_wait_times_out_is_read():
+    """`woken` (jobs.py), which the endpoint's stream and the live channel follow: news that arrives while the
+    reader handles a timeout (a keep-alive, a disconnect check) is read next, never dropped until a later one."""
+    import asyncio
+    from contextlib import aclosing
+
+    from playground.jobs import woken
+
+    class Source:
+        def listen(self, callback):
+            self.callback = callback
+
+        def unlisten(self, callback):
+            self.callback = None
+
+    async def read(source):
+        said = []
+        async with aclosing(woken(source, timeout=0.01)) as wakes:
+            async for news in wakes:
+                said.append(news)
+                if said == [True, False]:   # the writer's news lands while the reader handles the timeout
+                    writer = threading.Thread(target=source.callback)
+                    writer.start()
+                    writer.join()
+                elif len(said) == 3:
+                    return said
+
+    source = Source()
+    assert asyncio.run(read(source)) == [True, False, True]   # the news read at once
+    assert source.callback is None   # closed: no longer listening

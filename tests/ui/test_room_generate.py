@@ -109,9 +109,11 @@ def test_the_queue_says_how_many_are_ahead(tiny_onnx_engine, room):
     try:
         runs = [loop.run([1, 2, 3], GenerationSettings(max_new_tokens=2)) for _ in range(3)]
         assert [r.ahead() for r in runs] == [0, 1, 2] and not any(r.started for r in runs)
+        assert not runs[1].wait_turn(0)   # no slot yet: it says so at once
         runs[0].cancel()
     finally:
         gate.release_alone()
+    assert all(r.wait_turn(60) for r in runs[1:])   # woken by its first Step, not a poll later
     for r in runs:
         r.wait()
     assert runs[0].trace.stop_reason == StopReason.CANCELLED and not runs[0].trace.steps
