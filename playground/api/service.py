@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..config import MAX_PROMPT_CHARS
-from ..serve.slots import BatchConfig
+from ..serve.batching import BatchConfig
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard, endpoint_slots
 from ..serve.engine_loop import EngineLoop, Ticket

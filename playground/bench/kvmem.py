@@ -28,7 +28,7 @@ from dataclasses import replace
 from ..config import GenerationSettings
 from ..serve import SCHEDULERS
 from ..serve.presets import PRESETS, identical_requests
-from ..serve.slots import BatchConfig
+from ..serve.batching import BatchConfig
 from ..serve.summary import percentile, served, throughput
 from ..serve.sweeps import CHUNK_SIZES, chunk_sentence, chunk_trend, run_chunk_sweep
 from .rows import ChunkSweepRow, PreemptionRow, PrefixCacheRow, parser, say_timed

@@ -25,31 +25,13 @@ from dataclasses import dataclass, field
 from ..config import GenerationSettings
 from ..speculative import PassCounts
 from ..measure import Progress, ProgressFn, follow, warm_up
-from ..prompts import long_document, long_prompt
+from ..prompts import OPEN_QUESTION, QUOTE_END, long_document, long_prompt
 from ..trace import StopReason
 from ..units import times
 from .common import ResultBase, RunInfo
 
-OPEN_QUESTION = "Why is the sky blue? Answer in a few sentences."
-# an extractive summary, raw text: the document, then the start of a quoted list the model fills by copying
-QUOTE_END = "\n\nThe three most important sentences of the document above, quoted word for word:\n\n1. \""
 PRESETS = ("reread", "quote", "summary", "question")
 REREAD_TOKENS = 32   # the document's first tokens, read again at the end of the prompt
-# the Generate tab's preset where speculation can copy: raw text, the document, then its start again, so the
-# model goes on copying what it read (on the bundled model, onnx-gguf4, 64 tokens: 29 of 69 drafts accepted,
-# 64 tokens in 35 forward passes, and 23 of 47 in another run; the `quote` prompt's list got 0 of 4: the model
-# writes sentences of its own)
-REREAD_END = "\n\nThe document above, again from its start:\n\n"
-REREAD_CHARS = 80
-
-
-def reread_text(document: str) -> str:
-    """The document, then its first REREAD_CHARS characters again after REREAD_END: a prompt to copy from.
-
-    >>> reread_text("Lighthouses. A fire on a hill.").split(REREAD_END)
-    ['Lighthouses. A fire on a hill.', 'Lighthouses. A fire on a hill.']
-    """
-    return document + REREAD_END + document[:REREAD_CHARS]
 
 
 @dataclass

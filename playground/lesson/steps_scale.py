@@ -23,7 +23,7 @@ from .lesson_step import StepResult
 from .cost_model import calibrate
 from .room import NO_ROOM_YET, NO_TRAFFIC, room_step
 from .steps_run import answer_run
-from ..serve.slots import BatchConfig
+from ..serve.batching import BatchConfig
 from ..trace import COMPLETED, StopReason
 
 CONTRACT_PAGES, TOKENS_PER_PAGE = 100, 500   # an assumption, stated: a dense page of English is ~500 tokens

@@ -7,7 +7,8 @@
     SCHEDULERS["one-at-a-time"].create(engine).run(workload)         # any source: the baseline
 
 Modules, by concept:
-- requests: workload.py (requests, classes, arrivals), prompts.py (the lesson's classes, the token cap);
+- requests: workload.py (requests, classes, arrivals, the lesson's classes, the token cap; the prompts themselves
+  are playground/prompts.py's);
 - schedulers: registry.py (their names, what each needs, which one batches a source), schedulers.py (the
   harness every scheduler shares), one_at_a_time.py (first come, first served), batching.py (ours: continuous
   batching over KV slots), slots.py (the slot table, the KV budget) and prefix_cache.py (its prefix cache),
@@ -21,14 +22,16 @@ Modules, by concept:
   tokens parted), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),
   perfetto.py (a run as Chrome Trace Events, for ui.perfetto.dev), mooncake.py (Mooncake traces: replayed as a
   workload, and every workload written as one);
-- cli.py and __main__.py (`python -m playground.serve`).
+- setup.py (a Serve form, the tab's or the CLI's flags, into schedulers and a workload: built once), cli.py and
+  __main__.py (`python -m playground.serve`).
 
 Left out: gradio (playground/ui/serve_tab.py) and charts (playground/charts/serve.py).
 """
 from .records import BatchStep, RequestRecord, WorkloadResult
-from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes, fit_to_window
+from ..prompts import fit_to_window
 from .one_at_a_time import OneAtATime
 from .registry import SCHEDULERS, SchedulerSpec, batching_for
 from .schedulers import Scheduler
 from .summary import compare, goodput, lesson, summarize
-from .workload import MAX_REQUESTS, Request, RequestClass, Workload, parse_mix
+from .workload import (MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Request, RequestClass, Workload, check_tokens,
+                       default_classes, parse_mix)

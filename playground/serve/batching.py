@@ -62,9 +62,28 @@ from ..trace import Step, StopReason, Trace
 from .prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 from .records import BatchStep, Preemption
 from .schedulers import Scheduler, fail, progress_line, request_ids, settings_for
-from .slots import BatchConfig, KVBudget, SlotTable
+from .slots import KVBudget, SlotTable
 
 MAX_POOL_BYTES = 2 * 2**30   # the slots are fewer when slots x capacity would take more memory than this
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    slots: int = 16              # KV slots: requests held at once (decoding or prefilling)
+    prefill_chunk: int = 128     # prompt tokens read per iteration (a longer prompt is read in chunks)
+    prefix_cache: int = 0        # positions of KV the prefix cache may keep (blocks of 16); 0: no prefix caching
+    kv_budget: int = 0           # positions the running requests may hold in all; 0: no limit but the slots
+
+    def validate(self) -> "BatchConfig":
+        if not 1 <= self.slots <= 64 or not 1 <= self.prefill_chunk <= 4096:
+            raise ValueError(f"KV slots must be 1-64 and the prefill chunk 1-4096 tokens; got {self.slots} and "
+                             f"{self.prefill_chunk}")
+        if not 0 <= self.prefix_cache <= 1 << 20:
+            raise ValueError(f"the prefix cache must be 0-{1 << 20} positions (0: off); got {self.prefix_cache}")
+        if self.kv_budget and not BLOCK_SIZE <= self.kv_budget <= 1 << 20:
+            raise ValueError(f"the KV budget must be 0 (no limit) or {BLOCK_SIZE}-{1 << 20} positions; "
+                             f"got {self.kv_budget}")
+        return self
 
 
 @dataclass(eq=False)

@@ -18,26 +18,29 @@ line), DIR/serve.html (standalone report); sweeps write DIR/sweep-<kind>.json an
 our batching twice, A and B (DIR/batching-a, DIR/batching-b), and prints its finding in one sentence. Progress goes to stderr about once
 a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
 
+The flags are read into the Serve tab's WorkloadForm and Picks: setup.py builds the schedulers and the workload
+for both, so equal inputs give equal runs (tests/serve/test_serve_setup.py).
+
 Left out: starting a server (the concurrent scheduler takes --url of a running one).
 """
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 import sys
 import threading
 import time
 from pathlib import Path
 
-from ..config import GenerationSettings
+from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document
 from .registry import SCHEDULERS, Needs
-from .slots import BatchConfig
-from .presets import INTERFERENCE, PRESETS
+from .batching import BatchConfig
+from .presets import PRESETS
+from .setup import (Pick, WorkloadForm, at_chunk, build_workload, interference_workload, make_scheduler, parse_chunks,
+                    parse_rates, parse_sizes, pool_config, preset_setup, prompt_counter)
 from .sweeps import CHUNK_SIZES
-from .prompts import MAX_WORKLOAD_TOKENS, check_tokens, default_classes
 from .mooncake import BLOCK_TOKENS, is_trace, read_rows, results_jsonl, to_workload
-from .workload import ARRIVALS, MAX_REQUESTS, Workload, parse_mix
+from .workload import ARRIVALS, MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Workload, check_tokens, parse_mix
 
 
 def parse_args(argv):
@@ -88,34 +91,80 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def make_scheduler(name: str, args, sources: dict):
-    needs = SCHEDULERS[name].needs
+def workload_form(args) -> WorkloadForm:
+    """The flags as the Serve tab's workload form: the lesson's question and document, --mix's shares (a preset's
+    own count and rate unless given)."""
+    preset = PRESETS.get(args.preset)
+    rate = args.rate if args.rate is not None or preset is None else preset.rate
+    mix = parse_mix(args.mix)
+    unknown = set(mix) - {"short", "long"}
+    if unknown:
+        raise SystemExit(f"--mix names {', '.join(sorted(unknown))}: the classes are short and long")
+    return WorkloadForm(n=args.requests or (preset.requests if preset else 16),
+                        arrival=args.arrival or ("poisson" if rate else "all-at-once"), rate=rate, seed=args.seed,
+                        short_prompt=SHORT_QUESTION, short_tokens=args.max_new_tokens, short_share=mix.get("short", 0.0),
+                        long_prompt=SUMMARIZE_INSTRUCTION + long_document(), long_tokens=args.max_new_tokens,
+                        long_share=mix.get("long", 0.0))
+
+
+def picks(args) -> list[Pick]:
+    """--scheduler and --compare (unless the same), each on its source: --url's server for the concurrent one
+    (and for one at a time when --url comes without --backend), else --backend."""
+    names = [args.scheduler] + ([args.compare] if args.compare and args.compare != args.scheduler else [])
+    if args.preset:
+        names = ["batching"]   # the preset sets A and B itself
+    batch = BatchConfig(args.slots, args.prefill_chunk, args.prefix_cache, args.kv_budget)
+    pool = pool_config(args.num_blocks, args.max_batch_tokens, args.manager_scheduler)
+    return [Pick(name, source_name(name, args), batch, pool) for name in names]
+
+
+def source_name(scheduler: str, args) -> str:
+    needs = SCHEDULERS[scheduler].needs
     if needs == Needs.REMOTE or (needs == Needs.ANY and args.url and not args.backend):   # one at a time on the server too
         if not args.url:
             raise SystemExit("the concurrent scheduler needs --url of an OpenAI-compatible server")
-        key = args.url
-        if key not in sources:
-            from ..remote import RemoteSource   # issue 16
-            sources[key] = RemoteSource(args.url)
-    else:
-        key = "torch" if needs == Needs.TORCH else args.backend
-        if key not in sources:
-            from ..backends import create_backend
-            from ..engine import Engine
-            sources[key] = Engine(create_backend(key, args.model))
-    return SCHEDULERS[name].create(sources[key], **batching_options(args))
+        return args.url
+    return args.backend
 
 
-def batching_options(args) -> dict:
-    """The batching schedulers' options (each create takes the ones it uses)."""
-    from .batching_torch import PoolConfig
-    return {"batch": BatchConfig(args.slots, args.prefill_chunk, args.prefix_cache, args.kv_budget),
-            "pool": PoolConfig(num_blocks=args.num_blocks, max_batch_tokens=args.max_batch_tokens,
-                               scheduler=args.manager_scheduler)}
+def source_getter(args, sources: dict):
+    """`get_source` for serve/setup.py: --url's server, or a local engine of --model on a backend, made once
+    each and kept in `sources` (by name)."""
+    def get(name):
+        if name not in sources:
+            if args.url and name == args.url:
+                from ..remote import RemoteSource   # issue 16
+                sources[name] = RemoteSource(args.url)
+            else:
+                from ..backends import create_backend
+                from ..engine import Engine
+                sources[name] = Engine(create_backend(name, args.model))
+        return sources[name]
+    return get
 
 
-def build_workload(args, source) -> Workload:
-    if args.workload and is_trace(args.workload):
+def setup(args, sources: dict) -> tuple[list, Workload]:
+    """The schedulers and the workload the flags ask for (serve/setup.py builds them, as for the Serve tab): a
+    preset's A and B, a replayed workload, or one drawn from the form; SystemExit in words."""
+    get = source_getter(args, sources)
+    try:
+        schedulers = [make_scheduler(p, get) for p in picks(args)]
+        first, form = schedulers[0].source, workload_form(args)
+        if args.preset:
+            return preset_setup(PRESETS[args.preset], first, form, schedulers[0].config, args.max_total_tokens)
+        if not args.workload:
+            return schedulers, build_workload(first, form, args.max_total_tokens)
+        workload = replayed(args, first)
+        if first.capabilities.local_tokenizer:
+            check_tokens(workload, prompt_counter(first), args.max_total_tokens)
+        return schedulers, workload
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
+
+
+def replayed(args, source) -> Workload:
+    """--workload: a workload.json as it was written, or a Mooncake trace read with `source`'s tokenizer."""
+    if is_trace(args.workload):
         tokenizer = getattr(source, "tokenizer", None)
         if tokenizer is None:
             raise SystemExit("a Mooncake trace is replayed from token ids: pick a local --backend (its tokenizer)")
@@ -124,11 +173,7 @@ def build_workload(args, source) -> Workload:
         for note in notes:
             print(f"{args.workload.name}: {note}", file=sys.stderr)
         return workload
-    if args.workload:
-        return Workload.from_dict(json.loads(args.workload.read_text()))
-    arrival = args.arrival or ("poisson" if args.rate else "all-at-once")
-    classes = default_classes(source, args.max_new_tokens, parse_mix(args.mix))
-    return Workload.build(classes, args.requests or 16, arrival, args.rate, args.seed)
+    return Workload.from_dict(json.loads(args.workload.read_text()))
 
 
 def in_background(work, cancel: threading.Event):
@@ -171,48 +216,49 @@ def main(argv=None) -> int:
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    from .report import html_report
-    sources, cancel = {}, threading.Event()
+    cancel = threading.Event()
     args.out.mkdir(parents=True, exist_ok=True)
+    schedulers, workload = setup(args, {})
     if args.preset:
-        return run_preset(args, sources, cancel)
-    names = [args.scheduler] + ([args.compare] if args.compare and args.compare != args.scheduler else [])
-    schedulers = [make_scheduler(n, args, sources) for n in names]
-    first = schedulers[0].source
-    if args.sweep:
-        from .sweeps import chunk_sentence, run_batch_sweep, run_chunk_sweep, run_rate_sweep
-        sweeps = []
-        for s in schedulers:
-            if args.sweep == "chunk" and s.name != "batching":
-                raise SystemExit("--sweep chunk runs our batching: --scheduler batching (an ONNX --backend)")
-            work = {"batch": lambda s=s: run_batch_sweep(s, [int(x) for x in args.sizes.split(",")], args.new_tokens,
-                                                         progress=say(s.name), cancel=cancel),
-                    "rate": lambda s=s: run_rate_sweep(s, build_workload(args, first),
-                                                       [float(x) for x in args.rates.split(",")], args.ttft_slo,
-                                                       args.tpot_slo, say(s.name), cancel),
-                    "chunk": lambda s=s: run_chunk_sweep(
-                        lambda c: SCHEDULERS["batching"].create(s.source, batch=replace(s.config, prefill_chunk=c)),
-                        interference_workload(args, s.source),
-                        [int(x) for x in args.chunks.split(",")], say(s.name), cancel)}[args.sweep]
-            sweep, stopped = in_background(work, cancel)
-            sweeps.append(sweep)
-            (args.out / f"sweep-{args.sweep}-{s.name}.json").write_text(json.dumps(sweep.to_dict(), indent=1))
-            print(json.dumps({"sweep": args.sweep, "scheduler": s.name, "points": sweep.to_dict()["points"]}))
-            if args.sweep == "chunk":
-                print(chunk_sentence(sweep.points))
-            if stopped:
-                break
-        (args.out / "serve.html").write_text(html_report([], sweeps, f"{args.sweep} sweep"), encoding="utf-8")
-        return 130 if cancel.is_set() else 0
-    workload = build_workload(args, first)
-    if first.capabilities.local_tokenizer:
-        check_tokens(workload, lambda p: len(first.prompt_ids(p, GenerationSettings())[1]), args.max_total_tokens)
-    (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
-    results = run_and_write(args, [(s.name, s) for s in schedulers], workload, cancel)
-    write_exports(args.out, results)
-    (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
-    print(f"-> {args.out}/serve.html", file=sys.stderr)
+        run_preset(args, schedulers, workload, cancel)
+    elif args.sweep:
+        run_sweeps(args, schedulers, workload, cancel)
+    else:
+        from .report import html_report
+        (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
+        results = run_and_write(args, [(s.name, s) for s in schedulers], workload, cancel)
+        write_exports(args.out, results)
+        (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
+        print(f"-> {args.out}/serve.html", file=sys.stderr)
     return 130 if cancel.is_set() else 0
+
+
+def run_sweeps(args, schedulers, workload, cancel) -> None:
+    """--sweep on each scheduler (the rate sweep replays `workload` at each rate), DIR/sweep-<kind>-<name>.json
+    each and DIR/serve.html."""
+    from .report import html_report
+    from .sweeps import chunk_sentence, run_batch_sweep, run_chunk_sweep, run_rate_sweep
+    sweeps = []
+    for s in schedulers:
+        if args.sweep == "chunk" and s.name != "batching":
+            raise SystemExit("--sweep chunk runs our batching: --scheduler batching (an ONNX --backend)")
+        work = {"batch": lambda s=s: run_batch_sweep(s, parse_sizes(args.sizes), args.new_tokens,
+                                                     progress=say(s.name), cancel=cancel),
+                "rate": lambda s=s: run_rate_sweep(s, workload, parse_rates(args.rates), args.ttft_slo,
+                                                   args.tpot_slo, say(s.name), cancel),
+                "chunk": lambda s=s: run_chunk_sweep(
+                    lambda c: at_chunk(s, c),
+                    interference_workload(s.source, args.requests, args.rate, args.seed, args.max_total_tokens),
+                    parse_chunks(args.chunks), say(s.name), cancel)}[args.sweep]
+        sweep, stopped = in_background(work, cancel)
+        sweeps.append(sweep)
+        (args.out / f"sweep-{args.sweep}-{s.name}.json").write_text(json.dumps(sweep.to_dict(), indent=1))
+        print(json.dumps({"sweep": args.sweep, "scheduler": s.name, "points": sweep.to_dict()["points"]}))
+        if args.sweep == "chunk":
+            print(chunk_sentence(sweep.points))
+        if stopped:
+            break
+    (args.out / "serve.html").write_text(html_report([], sweeps, f"{args.sweep} sweep"), encoding="utf-8")
 
 
 def run_and_write(args, named, workload, cancel) -> list:
@@ -242,30 +288,15 @@ def write_exports(out: Path, results) -> None:
         (out / "mooncake.jsonl").write_text(results_jsonl(results), encoding="utf-8")
 
 
-def interference_workload(args, source) -> Workload:
-    """The chunk sweep's workload: the preset "a long document among chatters" (--requests, --rate, --seed)."""
-    preset = PRESETS[INTERFERENCE]
-    return preset.build(source, args.requests or preset.requests, preset.rate if args.rate is None else args.rate,
-                        args.seed)
-
-
-def run_preset(args, sources, cancel) -> int:
+def run_preset(args, schedulers, workload, cancel) -> None:
     """The preset's workload on our batching, A and B with the preset's settings; its finding on stdout."""
     from .report import html_report
     preset = PRESETS[args.preset]
-    base = batching_options(args)["batch"]
-    engine = make_scheduler("batching", args, sources).source
-    rate = args.rate if args.rate is not None else preset.rate
-    workload = preset.build(engine, args.requests or preset.requests, rate, args.seed)
-    count = lambda p: len(engine.prompt_ids(p, GenerationSettings())[1])   # noqa: E731
-    check_tokens(workload, count, args.max_total_tokens)
     (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
-    a, b = preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))
-    named = [(f"batching-{side}", SCHEDULERS["batching"].create(engine, batch=c)) for side, c in (("a", a), ("b", b))]
+    named = [(f"batching-{side}", s) for side, s in zip("ab", schedulers)]
     results = run_and_write(args, named, workload, cancel)
     write_exports(args.out, results)
     if len(results) == 2 and not cancel.is_set():
-        measured = preset.measure(engine, *results, cancel) if preset.measure else {}
+        measured = preset.measure(schedulers[0].source, *results, cancel) if preset.measure else {}
         print(json.dumps({"preset": preset.name, "finding": preset.finding(*results, **measured)}, ensure_ascii=False))
     (args.out / "serve.html").write_text(html_report(results, expect=preset.expect), encoding="utf-8")
-    return 130 if cancel.is_set() else 0

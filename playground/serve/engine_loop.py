@@ -35,8 +35,7 @@ from ..config import GenerationSettings
 from ..jobs import woken
 from ..source import Run
 from ..trace import Step, StopReason
-from .batching import Batcher, Iteration, Sequence
-from .slots import BatchConfig
+from .batching import BatchConfig, Batcher, Iteration, Sequence
 
 PAGE = "page"   # the first word of the client name of a page session's runs (the others: the endpoint's clients)
 

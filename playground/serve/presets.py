@@ -32,10 +32,9 @@ from typing import Callable
 import numpy as np
 
 from ..charts.serve import decode_itl
-from ..prompts import SUMMARIZE_INSTRUCTION, long_document
+from ..prompts import SUMMARIZE_INSTRUCTION, fit_to_window, long_document
 from .agreement import Agreement, agreement_clause, recompute_agreement
-from .prompts import fit_to_window
-from .slots import BatchConfig
+from .batching import BatchConfig
 from .summary import (NO_DIRECTION, Expectation, more_or_fewer, percentile, plural, rows_clause, served,
                       throughput, verdict)
 from .workload import Request, Workload, arrival_times, check_count

@@ -5,8 +5,6 @@
     table.start_decoding(seq) # its prompt is read: it joins the decoding group
     table.remove(seq)         # it ended: its slot is free at once
     table.holders()           # [(slot, seq)]: what the KV memory map draws
-    BatchConfig(slots=16, prefill_chunk=128)   # the pool's size in requests, the prompt tokens read per iteration
-    BatchConfig(prefix_cache=4096, kv_budget=2048)   # a prefix cache of 4096 positions; hold at most 2048 in all
     budget = KVBudget(2048); budget.blocks_for(40)   # the budget in blocks of 16 positions: 3 for 40 positions
 
 A batched decode step reads the decoding requests' rows as one view, kv[0:d] (onnx_batch.py), so the
@@ -33,33 +31,12 @@ who may hold them and how far they may grow (batching.py preempts when it is exh
 >>> b = KVBudget(64); b.blocks, b.blocks_for(17), b.take(3), b.free
 (4, 2, None, 1)
 
-Left out: the memory itself (backends/onnx_batch.py).
+Left out: the memory itself (backends/onnx_batch.py), the batcher's settings (BatchConfig, batching.py).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 from .prefix_cache import BLOCK_SIZE
-
-
-@dataclass(frozen=True)
-class BatchConfig:
-    slots: int = 16              # KV slots: requests held at once (decoding or prefilling)
-    prefill_chunk: int = 128     # prompt tokens read per iteration (a longer prompt is read in chunks)
-    prefix_cache: int = 0        # positions of KV the prefix cache may keep (blocks of 16); 0: no prefix caching
-    kv_budget: int = 0           # positions the running requests may hold in all; 0: no limit but the slots
-
-    def validate(self) -> "BatchConfig":
-        if not 1 <= self.slots <= 64 or not 1 <= self.prefill_chunk <= 4096:
-            raise ValueError(f"KV slots must be 1-64 and the prefill chunk 1-4096 tokens; got {self.slots} and "
-                             f"{self.prefill_chunk}")
-        if not 0 <= self.prefix_cache <= 1 << 20:
-            raise ValueError(f"the prefix cache must be 0-{1 << 20} positions (0: off); got {self.prefix_cache}")
-        if self.kv_budget and not BLOCK_SIZE <= self.kv_budget <= 1 << 20:
-            raise ValueError(f"the KV budget must be 0 (no limit) or {BLOCK_SIZE}-{1 << 20} positions; "
-                             f"got {self.kv_budget}")
-        return self
 
 
 class KVBudget:

@@ -1,10 +1,10 @@
 """A workload: N requests drawn from classes (prompt, token budget, share of the mix) with arrival times.
 
-    classes = default_classes(source)                      # the lesson's two requests (prompts.py)
+    classes = default_classes(source)                      # the lesson's two requests
     workload = Workload.build(classes, 16, arrival="poisson", rate=2.0, seed=0)
     [r.cls for r in workload.requests][:3], workload.requests[1].arrival   # seeded: the same every time
     Workload.from_dict(workload.to_dict()) == workload     # replay it on another scheduler or source
-    check_tokens(workload, count_prompt)                   # the cap on prompt + new tokens (prompts.py)
+    check_tokens(workload, count_prompt)                   # the cap on prompt + new tokens
 
 Class counts follow the shares exactly (largest remainder), in a seeded random order; arrivals are all
 at once, at a fixed rate, or a seeded Poisson process (exponential gaps, the first request at 0 s), as
@@ -16,8 +16,8 @@ vLLM's `bench serve --request-rate` draws them.
 >>> parse_mix("short:0.8,long:0.2")
 {'short': 0.8, 'long': 0.2}
 
-Left out: sampling (every request is greedy, so two schedulers can be compared token for token), and
-prompts themselves: the lesson's classes, fitting a prompt to a window, the token cap (prompts.py).
+Left out: sampling (every request is greedy, so two schedulers can be compared token for token), and the
+prompts themselves (playground/prompts.py).
 """
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ..prompts import SHORT_QUESTION, long_prompt
+
+MAX_WORKLOAD_TOKENS = 60_000  # prompt + new tokens over the whole workload (64 long documents is ~57k)
 MAX_REQUESTS = 64             # a shared Space runs one workload at a time; 64 requests is minutes on 2 cores
 ARRIVALS = ("all-at-once", "fixed", "poisson")
 TRACE = "trace"               # a Workload's arrival pattern when it replays a trace's timestamps (mooncake.py)
@@ -148,3 +151,35 @@ def parse_mix(text: str) -> dict[str, float]:
     if not mix:
         raise ValueError("mix is empty: give it as name:share pairs, e.g. short:0.8,long:0.2")
     return mix
+
+
+def default_classes(source=None, max_new_tokens: int = 48, mix: dict[str, float] | None = None) -> list[RequestClass]:
+    """The lesson's two requests (the short-vs-long experiment's): a one-line question and a document to
+    summarize, cut to the source's context window when it has a tokenizer and says its window."""
+    tokenizer = getattr(source, "tokenizer", None)
+    window = source.info.context_window if source is not None else None
+    document, _ = long_prompt(tokenizer, window, max_new_tokens)
+    classes = [RequestClass("short", SHORT_QUESTION, max_new_tokens, 0.8),
+               RequestClass("long", document, max_new_tokens, 0.2)]
+    if mix:
+        unknown = set(mix) - {c.name for c in classes}
+        if unknown:
+            raise ValueError(f"mix names {', '.join(sorted(unknown))}: the classes are short and long")
+        classes = [replace(c, share=mix.get(c.name, 0.0)) for c in classes]
+    return classes
+
+
+def total_tokens(workload: Workload, count_prompt) -> int:
+    """Prompt + new tokens over the workload; `count_prompt(prompt) -> int` (the source's tokenizer; a request's
+    exact ids, where it has them, count as they are)."""
+    counts = {p: count_prompt(p) for p in {r.prompt for r in workload.requests if r.prompt_ids is None}}
+    return sum((counts[r.prompt] if r.prompt_ids is None else len(r.prompt_ids)) + r.max_new_tokens
+               for r in workload.requests)
+
+
+def check_tokens(workload: Workload, count_prompt, limit: int = MAX_WORKLOAD_TOKENS) -> int:
+    total = total_tokens(workload, count_prompt)
+    if total > limit:
+        raise ValueError(f"the workload is {total:,} tokens (prompts + new tokens); the limit is {limit:,}: "
+                         "fewer requests, a smaller share of long ones, or fewer new tokens")
+    return total

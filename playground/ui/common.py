@@ -19,9 +19,8 @@ import gradio as gr
 
 from ..registry import BackendUnavailable, SourceRegistry
 from ..experiments.short_long import DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT  # noqa: F401
-from ..prompts import LONG_DOCUMENT_PATH, SHORT_QUESTION, SUMMARIZE_INSTRUCTION  # noqa: F401
+from ..prompts import LONG_DOCUMENT_PATH, OPEN_QUESTION, SHORT_QUESTION, SUMMARIZE_INSTRUCTION, reread_text  # noqa: F401
 from ..prompts import long_document as read_long_document
-from ..experiments.speculative import OPEN_QUESTION, reread_text  # noqa: F401
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 GENERATE_CONCURRENCY = 32  # events of the CPU queue in flight: a room; runs that join the engine loop or go to a

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import gradio as gr
 
 from ..charts.compare import plot_compare
 from ..compare import answers_html, compare_backends, explain, finished_line
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
+from ..prompts import SHORT_QUESTION
 from ..source import SourceError
-from .common import (CPU_QUEUE, FRANCE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, loading_line,
+from .common import (CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, loading_line,
                      source, warn)
 from .forms import form_inputs, read_form
 from .zerogpu import cost_line, zero_gpu
@@ -53,39 +55,50 @@ def agreement_line(comparison) -> str:
     return line + f": first divergence at output token {comparison.first_divergence}. {explain(comparison)}"
 
 
-def make_compare(registry, form: SimpleNamespace, out: SimpleNamespace):
-    """The handler of CompareForm's components (`form`); it yields updates by component ({out.status: …}), the
-    rest left as they are."""
-    def compare(values: dict):
-        f = read_form(CompareForm, form, values)
+@dataclass
+class CompareHandlers:
+    """The Compare tab's event: Compare (`compare`, dict inputs keyed by CompareForm's components in `form`), which
+    `run` serves from the typed form; updates go by component ({out.status: …}), the rest left as they are."""
+    registry: Any
+    form: SimpleNamespace
+    out: SimpleNamespace
+
+    def compare(self, values: dict):
+        yield from self.run(read_form(CompareForm, self.form, values))
+
+    def run(self, f: CompareForm):
+        """Load both backends, refuse a bad prompt before either run starts, run A then B, draw both."""
         for name in dict.fromkeys([f.backend_a, f.backend_b]):
-            for line in registry.loading(name):
-                yield {out.status: loading_line(line)}
+            for line in self.registry.loading(name):
+                yield {self.out.status: loading_line(line)}
         try:
-            sources = [source(registry, name) for name in (f.backend_a, f.backend_b)]
-        except SourceUnavailable as exc:
-            yield {out.status: warn(str(exc))}
+            sources, settings = self.prepared(f)
+        except (SourceUnavailable, ValueError, TypeError, SourceError) as exc:   # SourceError: a server's /tokenize
+            yield {self.out.status: warn(str(exc))}
             return
-        try:
-            settings = coerce_settings(max_new_tokens=f.max_new_tokens, temperature=f.temperature, seed=0,
-                                       chat=bool(f.chat))
-            for each in sources:   # refuse a bad prompt before either run starts
-                each.prompt_ids(f.prompt, settings)
-        except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server's /tokenize failed
-            yield {out.status: warn(str(exc))}
-            return
-        yield {out.status: loading_line(f"running on {f.backend_a}, then on {f.backend_b}…")}
+        yield {self.out.status: loading_line(f"running on {f.backend_a}, then on {f.backend_b}…")}
         try:
             c = compare_backends(f.prompt, settings, *sources)
         except Exception as exc:   # noqa: BLE001 - a runtime error in either backend: say so, keep serving
-            yield {out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
+            yield {self.out.status: warn(f"the comparison failed: {type(exc).__name__}: {exc}")}
             return
+        yield self.drawn(c, sources, settings)
+
+    def prepared(self, f: CompareForm):
+        """(the two sources, the settings), the prompt read by each; SourceUnavailable, ValueError, SourceError."""
+        sources = [source(self.registry, name) for name in (f.backend_a, f.backend_b)]
+        settings = coerce_settings(max_new_tokens=f.max_new_tokens, temperature=f.temperature, seed=0,
+                                   chat=bool(f.chat))
+        for each in sources:
+            each.prompt_ids(f.prompt, settings)
+        return sources, settings
+
+    def drawn(self, c, sources, settings) -> dict:
         status = finished_line(c)
         if zero_gpu():   # which backend ran each side, and what a GPU call asked of the visitor's quota
             status += "".join(f" · {side}: {cost_line(each, settings)}" for side, each in zip("AB", sources))
-        yield {out.figure: plot_compare(c), out.table: table(c), out.agreement: agreement_line(c),
-               out.answers: answers_html(c), out.status: status}
-    return compare
+        return {self.out.figure: plot_compare(c), self.out.table: table(c), self.out.agreement: agreement_line(c),
+                self.out.answers: answers_html(c), self.out.status: status}
 
 
 OUTPUTS = ("figure", "table", "agreement", "answers", "status")   # /compare returns these, in this order
@@ -101,7 +114,7 @@ def compare_tab(registry, generate_prompt) -> None:
             form.backend_a = backend_dropdown(registry, "Backend A", elem_id="compare-a")
             other = next((n for n in registry.names if n != registry.default), registry.default)
             form.backend_b = backend_dropdown(registry, "Backend B", value=other, elem_id="compare-b")   # A: default
-        form.prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=FRANCE, lines=3, max_lines=8)
+        form.prompt = gr.Textbox(label="Prompt (follows the Generate tab's)", value=SHORT_QUESTION, lines=3, max_lines=8)
         with gr.Row():
             form.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_LIMIT, value=32, step=1, label="Max new tokens",
                                             elem_id="compare-max-new-tokens")
@@ -116,6 +129,6 @@ def compare_tab(registry, generate_prompt) -> None:
                               table=gr.Dataframe(headers=HEADERS, label="Measured side by side", interactive=False,
                                                  wrap=True, elem_id="compare-table"))   # wrapped, never cut
     generate_prompt.change(lambda p: p, generate_prompt, form.prompt, api_visibility="private", queue=False)
-    run.click(make_compare(registry, form, out), form_inputs(CompareForm, form),
+    run.click(CompareHandlers(registry, form, out).compare, form_inputs(CompareForm, form),
               [getattr(out, name) for name in OUTPUTS],
               api_name="compare", concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
 import gradio as gr
 
@@ -130,16 +131,27 @@ def read_experiment(form: SimpleNamespace, values: dict) -> ExperimentForm:
     return ExperimentForm(values[form.name], values[form.backend], given)
 
 
-def make_handlers(registry, form: SimpleNamespace, out: SimpleNamespace):
-    def run(values: dict):
-        f, job = read_experiment(form, values), values[form.job]
+@dataclass
+class ExperimentHandlers:
+    """The Experiments tab's events, one method each: Run (`run`, dict inputs keyed by the components `form` names;
+    `start` takes the typed ExperimentForm) and Cancel (`cancel`)."""
+    registry: Any
+    form: SimpleNamespace
+    out: SimpleNamespace
+
+    def run(self, values: dict):
+        yield from self.start(read_experiment(self.form, values), values[self.form.job])
+
+    def start(self, f: ExperimentForm, job: Job):
+        """Load the backend, read the experiment's options, run it in the job's thread, stream its progress bar."""
+        out = self.out
         if f.name not in EXPERIMENTS:
             yield {out.status: warn(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {f.name!r}")}
             return
-        for line in registry.loading(f.backend):
+        for line in self.registry.loading(f.backend):
             yield {out.status: loading_line(line)}
         try:
-            picked = source(registry, f.backend)
+            picked = source(self.registry, f.backend)
             options = EXPERIMENTS[f.name].values(f.values.get(f.name, {}))
         except (SourceUnavailable, ValueError) as exc:
             yield {out.status: warn(str(exc))}
@@ -148,11 +160,10 @@ def make_handlers(registry, form: SimpleNamespace, out: SimpleNamespace):
         yield from job.follow(lambda final, tick: outcome(job, out) if final else
                               {out.status: f"⏳ {bar(job.fraction)} · {job.message}"}, every=0.4)
 
-    def cancel(job: Job):
+    def cancel(self, job: Job):
         if job.thread is None:
-            return {out.status: warn("no experiment has run in this session")}
-        return outcome(job, out) if job.stop(wait=60) else {out.status: "still stopping…"}
-    return run, cancel
+            return {self.out.status: warn("no experiment has run in this session")}
+        return outcome(job, self.out) if job.stop(wait=60) else {self.out.status: "still stopping…"}
 
 
 def experiments_tab(registry) -> None:
@@ -178,12 +189,12 @@ def experiments_tab(registry) -> None:
                               download=gr.File(label="The result as JSON", interactive=False))
         # inside the tab: a State between tabs doubles the next one
         form.job = gr.State(Job(), delete_callback=Job.close)
-    run, cancel = make_handlers(registry, form, out)
+    handlers = ExperimentHandlers(registry, form, out)
     outputs = [getattr(out, name) for name in OUTPUTS]
     form.name.change(lambda n: [gr.update(visible=k == n) for k in groups], form.name, list(groups.values()),
                      api_visibility="private", queue=False)
     inputs = {form.name, form.backend, *form.sliders, form.job}   # made in ExperimentForm.api_args' order
-    event = start.click(run, inputs, outputs, api_name="experiment",
+    event = start.click(handlers.run, inputs, outputs, api_name="experiment",
                         concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE, show_progress="hidden")
-    stop.click(cancel, form.job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None,
+    stop.click(handlers.cancel, form.job, outputs, api_name="cancel_experiment", cancels=[event], concurrency_limit=None,
                show_progress="hidden")

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import gradio as gr
 
@@ -84,9 +86,42 @@ def view(out: SimpleNamespace, session: LessonSession, result=None, status: str 
             out.replay: gr.update(visible=trace is not None), **slots}
 
 
-def make_handlers(registry, out: SimpleNamespace, traffic=None):
-    """go, rerun, stop and room: `traffic` is the room's live record (api.ClientTraffic) step 6 may draw."""
-    def go(delta, backend, session: LessonSession, request: gr.Request = None, room: bool = False):
+@dataclass
+class LessonHandlers:
+    """The Lesson tab's events, one method each: Next (`next_step`), Previous (`previous_step`), Run again
+    (`run_again`), Stop (`stop`), "You are the workload" (`from_room`) and the page's load (`opened`); `backend` and
+    `session` are the components keying their dict inputs. `go` and `rerun` take the backend's name and the session
+    as they are. `traffic`: the room's live record (api.ClientTraffic) step 6 may draw; None: no room."""
+    registry: Any
+    out: SimpleNamespace
+    backend: Any = "backend"
+    session: Any = "session"
+    traffic: Any = None
+
+    def next_step(self, values: dict):
+        yield from self.go(1, values[self.backend], values[self.session])
+
+    def previous_step(self, values: dict):
+        yield from self.go(-1, values[self.backend], values[self.session])
+
+    def run_again(self, values: dict):
+        yield from self.rerun(values[self.backend], values[self.session])
+
+    def from_room(self, values: dict):
+        """Step 6 drawn from the room's requests, read afresh from the record."""
+        session = values[self.session]
+        session.step, session.started = ROOM_STEP, True
+        yield from self.go(0, values[self.backend], session, room=True)
+
+    def opened(self, values: dict, request: gr.Request):
+        """On page load: a deep link (?lesson=N) opens and runs step N; otherwise step 1 waits for Next/Run."""
+        if request is None or not request.query_params.get("lesson"):
+            yield view(self.out, values[self.session], status="press Next ▶ (or the → key) to start")
+            return
+        yield from self.go(0, values[self.backend], values[self.session], request)
+
+    def go(self, delta, backend, session: LessonSession, request: gr.Request = None, room: bool = False):
+        """Move `delta` steps (0: stay; a deep link's ?lesson=N sets the step) and show it: kept, or run now."""
         if delta == 0 and request is not None and request.query_params.get("lesson"):
             try:   # a deep link: ?lesson=N
                 session.step = max(1, min(len(STEPS), int(request.query_params["lesson"])))
@@ -95,61 +130,57 @@ def make_handlers(registry, out: SimpleNamespace, traffic=None):
         if not session.started:   # a fresh page: Next shows step 1 (a deep link has set the step above)
             delta, session.started = 0, True
         session.step = max(1, min(len(STEPS), session.step + int(delta or 0)))
-        backend = backend or registry.default   # the page-load event sends None for the dropdown, clicks its name:
-        # one source, one Lesson (else a deep link's step, shown again, was re-measured from a later step's run)
+        backend = backend or self.registry.default   # the page-load event sends None for the dropdown, clicks its
+        # name: one source, one Lesson (else a deep link's step, shown again, was re-measured from a later step's run)
         try:
-            picked = source(registry, backend)
+            picked = source(self.registry, backend)
         except SourceUnavailable as exc:
-            yield view(out, session, status=error_html(str(exc)))
+            yield view(self.out, session, status=error_html(str(exc)))
             return
         if session.lesson is None or session.name != backend:
-            session.lesson, session.name = Lesson(picked, room=traffic), backend
+            session.lesson, session.name = Lesson(picked, room=self.traffic), backend
         if room:   # step 6 from the room's requests, read afresh from the record
             session.lesson.from_room = True
             session.lesson.results.pop(ROOM_STEP, None)
         kept = session.lesson.results.get(session.step)
         if kept is not None:
-            yield view(out, session, kept, "kept from earlier (Run again to re-measure)")
+            yield view(self.out, session, kept, "kept from earlier (Run again to re-measure)")
             return
-        yield from run_step(session)
+        yield from self.run_step(session)
 
-    def run_step(session: LessonSession):
+    def run_step(self, session: LessonSession):
         session.job = job = BackgroundJob()   # this step's own (another may be running); Stop cancels the latest
         step = session.step
-
-        def draw(final: bool, tick: int) -> dict:
-            if not final:
-                return view(out, session, status=f"⏳ {job.fraction:.0%} · {html.escape(job.message)}")
-            if job.error:
-                return view(out, session, status=error_html(job.error))
-            if job.result.cancelled:
-                return view(out, session, status="stopped: run this step again to measure it")
-            done = job.result
-            return view(out, session, done, f"drawn from {done.drawn_from}" if done.drawn_from else
-                        f"measured in {done.elapsed:.1f} s")
         job.start(lambda job: session.lesson.run(step, job.report, job.cancel), name=f"lesson-step-{step}")
-        yield from job.follow(draw, every=0.4)
+        yield from job.follow(lambda final, tick: self.drawn(job, session, final), every=0.4)
 
-    def rerun(backend, session: LessonSession):
+    def drawn(self, job: BackgroundJob, session: LessonSession, final: bool) -> dict:
+        """The step while it runs (its progress), then its result, its error, or that it was stopped."""
+        if not final:
+            return view(self.out, session, status=f"⏳ {job.fraction:.0%} · {html.escape(job.message)}")
+        if job.error:
+            return view(self.out, session, status=error_html(job.error))
+        if job.result.cancelled:
+            return view(self.out, session, status="stopped: run this step again to measure it")
+        done = job.result
+        return view(self.out, session, done, f"drawn from {done.drawn_from}" if done.drawn_from else
+                    f"measured in {done.elapsed:.1f} s")
+
+    def rerun(self, backend, session: LessonSession):
         if session.lesson is not None:
             session.lesson.results.pop(session.step, None)
             if session.step == ROOM_STEP:   # Run again measures the step's own workload
                 session.lesson.from_room = False
             if session.step == 2:
                 session.lesson.shared.pop("trace", None)   # steps 3 and 4 then read the new run
-        yield from go(0, backend, session)
+        yield from self.go(0, backend, session)
 
-    def stop(session: LessonSession):
+    def stop(self, session: LessonSession):
         session.job.cancel.set()
-        return {out.status: "stopping…"}
-
-    def room(backend, session: LessonSession):
-        session.step, session.started = ROOM_STEP, True
-        yield from go(0, backend, session, room=True)
-    return go, rerun, stop, room
+        return {self.out.status: "stopping…"}
 
 
-def lesson_tab(registry, traffic=None) -> None:
+def lesson_tab(registry, traffic=None) -> SimpleNamespace:
     """`traffic`: the room's live record (api.ClientTraffic), step 6's "You are the workload"; None: no button."""
     with gr.Tab("Lesson", id="lesson"):
         with gr.Row():
@@ -176,34 +207,15 @@ def lesson_tab(registry, traffic=None) -> None:
         out.notes = gr.Markdown(elem_id="lesson-notes")
         session = gr.State(LessonSession(), delete_callback=LessonSession.close)   # (a State between tabs doubles
         # the next tab's button in Gradio 5.50)
-    go, rerun, stop_fn, room = make_handlers(registry, out, traffic)
+    handlers = LessonHandlers(registry, out, backend, session, traffic)
     outputs = [getattr(out, name) for name in OUTPUTS]
     queue = dict(concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     inputs = {backend, session}   # dict inputs, like every handler of the CPU queue (machine_gate.gate_cpu_events)
-
-    def step_by(delta: int):
-        def handler(values: dict):
-            yield from go(delta, values[backend], values[session])
-        return handler
-
-    def run_again(values: dict):
-        yield from rerun(values[backend], values[session])
-
-    def from_room(values: dict):
-        yield from room(values[backend], values[session])
-
-    steps = [nxt.click(step_by(1), inputs, outputs, api_name="lesson_next", **queue),
-             prev.click(step_by(-1), inputs, outputs, api_name="lesson_prev", **queue),
-             again.click(run_again, inputs, outputs, api_name="lesson_run", **queue),
-             use_room.click(from_room, inputs, outputs, api_name="lesson_room", **queue)]
-    stop.click(stop_fn, session, out.status, api_name="lesson_stop", cancels=steps, concurrency_limit=None)
+    steps = [nxt.click(handlers.next_step, inputs, outputs, api_name="lesson_next", **queue),
+             prev.click(handlers.previous_step, inputs, outputs, api_name="lesson_prev", **queue),
+             again.click(handlers.run_again, inputs, outputs, api_name="lesson_run", **queue),
+             use_room.click(handlers.from_room, inputs, outputs, api_name="lesson_room", **queue)]
+    stop.click(handlers.stop, session, out.status, api_name="lesson_stop", cancels=steps, concurrency_limit=None)
     replay.click(None, None, None, js=REPLAY_JS)
     out.replay_data.change(None, None, None, js=REPLAY_JS)   # step 2 shown: its answer plays
-
-    def opened(values: dict, request: gr.Request):
-        """On page load: a deep link (?lesson=N) opens and runs step N; otherwise step 1 waits for Next/Run."""
-        if request is None or not request.query_params.get("lesson"):
-            yield view(out, values[session], status="press Next ▶ (or the → key) to start")
-            return
-        yield from go(0, values[backend], values[session], request)
-    return SimpleNamespace(opened=opened, inputs=inputs, outputs=outputs, keys_js=KEYS_JS)
+    return SimpleNamespace(opened=handlers.opened, inputs=inputs, outputs=outputs, keys_js=KEYS_JS)

@@ -15,14 +15,16 @@ import gradio as gr
 
 from ..api.record import endpoint_text
 from ..ports import only_this_machine
+from ..prompts import LONG_ANSWER_QUESTION, SUMMARIZE_INSTRUCTION
 from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve.presets import PRESETS
 from ..serve import MAX_REQUESTS, SCHEDULERS
-from ..serve.slots import BatchConfig
+from ..serve.batching import BatchConfig
+from ..serve.setup import WorkloadForm
 from ..serve.sweeps import CHUNK_SIZES
 from ..serve.workload import ARRIVALS
 from .serve_job import DEFAULT_SLO
-from .common import SUMMARIZE, backend_dropdown, caption, described_dropdown, long_document
+from .common import backend_dropdown, caption, described_dropdown, long_document
 from .remote_watch import servers_text
 from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 
@@ -30,10 +32,9 @@ from .serve_views import CLASS_HEADERS, REQUEST_HEADERS
 # em): sized to the data, "class" read "cla…" at 1400 px; the table scrolls sideways in a half-width column
 CLASS_WIDTHS = [90, 120] + [200] * 7
 NONE = "(none)"
-# The default workload: questions whose answers run to the budget (decode-heavy, where batching's gain in tokens/s
-# shows) and documents to summarize, arriving at about 3x one at a time's capacity on the default backend
-# (a 2-core CPU), so one at a time falls behind while batching keeps up.
-SHORT_PROMPT = "Explain in a few sentences why the sky is blue."
+# The default workload: questions whose answers run to the budget (LONG_ANSWER_QUESTION) and documents to summarize,
+# arriving at about 3x one at a time's capacity on the default backend (a 2-core CPU), so one at a time falls
+# behind while batching keeps up.
 NEW_TOKENS, DEFAULT_RATE = 64, 2.0
 ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate, Compare, Experiments) waits until it "
          "ends, since on 2 shared cores any other run would change every figure. One workload at a time; "
@@ -76,22 +77,6 @@ INTRO = ("## Many different requests, one engine\nA workload of short questions 
          "(reading its prompt, in passes where the scheduler chunks it), **decode** (one token per step), and how it "
          "ended. Run the same workload on a second scheduler to see what batching changes. TTFT: time to first token; "
          "TPOT: time per output token after the first; E2E: arrival to last token.")
-
-
-@dataclass
-class WorkloadForm:
-    """A workload of two request classes (short, long): how many, how they arrive, each class's prompt,
-    budget and share of the mix."""
-    n: float
-    arrival: str
-    rate: float
-    seed: float
-    short_prompt: str
-    short_tokens: float
-    short_share: float
-    long_prompt: str
-    long_tokens: float
-    long_share: float
 
 
 @dataclass
@@ -240,75 +225,95 @@ def _clients(out, traffic, remote=None):
     return watch, unwatch, export
 
 
+def _workload(form):
+    """The workload editor: how many requests, how they arrive, the two classes (ServeForm's first fields)."""
+    with gr.Row():
+        form.n = gr.Slider(1, MAX_REQUESTS, 16, step=1, label="Requests", elem_id="serve-requests")
+        form.arrival = gr.Radio(list(ARRIVALS), value="poisson", label="Arrivals", elem_id="serve-arrival")
+        form.rate = gr.Number(DEFAULT_RATE, label="Rate (requests/s, fixed or Poisson)", elem_id="serve-rate")
+        form.seed = gr.Number(0, precision=0, label="Seed (order and arrivals)", elem_id="serve-seed")
+    with gr.Accordion("Request classes: prompt, max new tokens, share of the mix", open=False):
+        with gr.Row():
+            with gr.Column():
+                form.short_prompt = gr.Textbox(LONG_ANSWER_QUESTION, label="Short: prompt", lines=2,
+                                               elem_id="serve-short-prompt")
+                form.short_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Short: max new tokens")
+                form.short_share = gr.Slider(0, 1, 0.8, step=0.05, label="Short: share")
+            with gr.Column():
+                form.long_prompt = gr.Textbox(SUMMARIZE_INSTRUCTION + long_document(),
+                                              label="Long: prompt (cut to the context window)", lines=4,
+                                              max_lines=8, elem_id="serve-long-prompt")
+                form.long_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Long: max new tokens")
+                form.long_share = gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")
+
+
+def _schedulers(registry, form):
+    """Scheduler A and B with their sources, then the batching pool's settings."""
+    with gr.Row():
+        form.scheduler_a = scheduler_dropdown("Scheduler A", "one-at-a-time", elem_id="serve-scheduler-a")
+        form.source_a = backend_dropdown(registry, "Source of A", elem_id="serve-source-a")
+        form.scheduler_b = scheduler_dropdown("Scheduler B (the same workload)", default_batching(registry),
+                                              none=True, elem_id="serve-scheduler-b")
+        form.source_b = backend_dropdown(registry, "Source of B", elem_id="serve-source-b")
+    with gr.Accordion("Continuous batching: KV slots and prefill chunks", open=False):
+        caption(SLOTS)
+        with gr.Row():
+            form.slots = gr.Slider(1, 32, BatchConfig.slots, step=1, label="KV slots (requests held at once)",
+                                   elem_id="serve-slots")
+            form.chunk = gr.Slider(16, 1024, BatchConfig.prefill_chunk, step=16,
+                                   label="Prompt tokens read per iteration (chunked prefill)", elem_id="serve-chunk")
+        caption("transformers' manager (scheduler batching-torch, on the torch backend): its paged KV block pool")
+        with gr.Row():
+            form.max_batch_tokens = gr.Slider(16, 1024, 256, step=16,
+                                              label="Max tokens per forward pass (longer prompts: chunked)")
+            form.blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
+            form.manager = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
+
+
+def _kv_memory(form, out):
+    """The KV-memory presets, A's and B's prefix caching and KV budget (our batching)."""
+    with gr.Accordion("KV memory: presets, prefix caching, a KV budget (our batching)", open=False,
+                      elem_id="serve-kv-memory"):
+        caption(KV_MEMORY)
+        with gr.Row():
+            form.preset = gr.Dropdown([NONE, *PRESETS], value=NONE, label="Preset workload (A and B differ by one "
+                                      "setting)", elem_id="serve-preset")
+            form.prefix_cache_a = gr.Checkbox(False, label="A: prefix caching", elem_id="serve-prefix-cache-a")
+            form.prefix_cache_b = gr.Checkbox(False, label="B: prefix caching", elem_id="serve-prefix-cache-b")
+            form.kv_budget_a = gr.Number(0, precision=0, minimum=0, label="A: KV budget (positions; 0: none)",
+                                         elem_id="serve-kv-budget-a")
+            form.kv_budget_b = gr.Number(0, precision=0, minimum=0, label="B: KV budget (positions; 0: none)",
+                                         elem_id="serve-kv-budget-b")
+        out.preset_about = gr.Markdown(elem_id="serve-preset-about")
+
+
+def _run_and_status(out):
+    """Run and Stop, the status and lesson lines, the pool, the SLO boxes and the goodput; returns the buttons."""
+    with gr.Row():
+        run = gr.Button("Run", variant="primary", elem_id="serve-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")
+    out.status = gr.Markdown(elem_classes="status", elem_id="serve-status")
+    out.lesson = gr.Markdown(elem_id="serve-lesson")
+    out.pool = gr.Markdown(elem_id="serve-pool")
+    with gr.Row(equal_height=True):
+        slo_ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-slo-ttft", minimum=0)
+        slo_tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-slo-tpot", minimum=0)
+        out.goodput = gr.Markdown(elem_id="serve-goodput")
+    return run, stop, [slo_ttft, slo_tpot]
+
+
 def layout(registry, traffic=None, remote=None):
     out, form, sweep_form = SimpleNamespace(), SimpleNamespace(), SimpleNamespace()
     with gr.Tab("Serve", id="serve"):
         gr.Markdown(INTRO)
         caption(ALONE)
-        with gr.Row():
-            form.n = gr.Slider(1, MAX_REQUESTS, 16, step=1, label="Requests", elem_id="serve-requests")
-            form.arrival = gr.Radio(list(ARRIVALS), value="poisson", label="Arrivals", elem_id="serve-arrival")
-            form.rate = gr.Number(DEFAULT_RATE, label="Rate (requests/s, fixed or Poisson)", elem_id="serve-rate")
-            form.seed = gr.Number(0, precision=0, label="Seed (order and arrivals)", elem_id="serve-seed")
-        with gr.Accordion("Request classes: prompt, max new tokens, share of the mix", open=False):
-            with gr.Row():
-                with gr.Column():
-                    form.short_prompt = gr.Textbox(SHORT_PROMPT, label="Short: prompt", lines=2,
-                                                   elem_id="serve-short-prompt")
-                    form.short_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Short: max new tokens")
-                    form.short_share = gr.Slider(0, 1, 0.8, step=0.05, label="Short: share")
-                with gr.Column():
-                    form.long_prompt = gr.Textbox(SUMMARIZE + long_document(),
-                                                  label="Long: prompt (cut to the context window)", lines=4,
-                                                  max_lines=8, elem_id="serve-long-prompt")
-                    form.long_tokens = gr.Slider(1, 256, NEW_TOKENS, step=1, label="Long: max new tokens")
-                    form.long_share = gr.Slider(0, 1, 0.2, step=0.05, label="Long: share")
-        with gr.Row():
-            form.scheduler_a = scheduler_dropdown("Scheduler A", "one-at-a-time", elem_id="serve-scheduler-a")
-            form.source_a = backend_dropdown(registry, "Source of A", elem_id="serve-source-a")
-            form.scheduler_b = scheduler_dropdown("Scheduler B (the same workload)", default_batching(registry),
-                                                  none=True, elem_id="serve-scheduler-b")
-            form.source_b = backend_dropdown(registry, "Source of B", elem_id="serve-source-b")
-        with gr.Accordion("Continuous batching: KV slots and prefill chunks", open=False):
-            caption(SLOTS)
-            with gr.Row():
-                form.slots = gr.Slider(1, 32, BatchConfig.slots, step=1, label="KV slots (requests held at once)",
-                                       elem_id="serve-slots")
-                form.chunk = gr.Slider(16, 1024, BatchConfig.prefill_chunk, step=16,
-                                       label="Prompt tokens read per iteration (chunked prefill)", elem_id="serve-chunk")
-            caption("transformers' manager (scheduler batching-torch, on the torch backend): its paged KV block pool")
-            with gr.Row():
-                form.max_batch_tokens = gr.Slider(16, 1024, 256, step=16,
-                                                  label="Max tokens per forward pass (longer prompts: chunked)")
-                form.blocks = gr.Number(0, precision=0, label="KV blocks of 32 tokens (0: just enough for the workload)")
-                form.manager = gr.Radio(["fifo", "prefill_first"], value="fifo", label="The manager's scheduler")
-        with gr.Accordion("KV memory: presets, prefix caching, a KV budget (our batching)", open=False,
-                          elem_id="serve-kv-memory"):
-            caption(KV_MEMORY)
-            with gr.Row():
-                form.preset = gr.Dropdown([NONE, *PRESETS], value=NONE, label="Preset workload (A and B differ by one "
-                                          "setting)", elem_id="serve-preset")
-                form.prefix_cache_a = gr.Checkbox(False, label="A: prefix caching", elem_id="serve-prefix-cache-a")
-                form.prefix_cache_b = gr.Checkbox(False, label="B: prefix caching", elem_id="serve-prefix-cache-b")
-                form.kv_budget_a = gr.Number(0, precision=0, minimum=0, label="A: KV budget (positions; 0: none)",
-                                             elem_id="serve-kv-budget-a")
-                form.kv_budget_b = gr.Number(0, precision=0, minimum=0, label="B: KV budget (positions; 0: none)",
-                                             elem_id="serve-kv-budget-b")
-            out.preset_about = gr.Markdown(elem_id="serve-preset-about")
-        with gr.Row():
-            run = gr.Button("Run", variant="primary", elem_id="serve-run")
-            stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")
-        out.status = gr.Markdown(elem_classes="status", elem_id="serve-status")
-        out.lesson = gr.Markdown(elem_id="serve-lesson")
-        out.pool = gr.Markdown(elem_id="serve-pool")
-        with gr.Row(equal_height=True):
-            slo_ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-slo-ttft", minimum=0)
-            slo_tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-slo-tpot", minimum=0)
-            out.goodput = gr.Markdown(elem_id="serve-goodput")
+        _workload(form)
+        _schedulers(registry, form)
+        _kv_memory(form, out)
+        run, stop, slo = _run_and_status(out)
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
         sweep, price, cost = _sweeps(registry, out, sweep_form)
         watch, unwatch, export = _clients(out, traffic, remote)
-    return out, form, sweep_form, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=[slo_ttft, slo_tpot],
-                                                     watch=watch, unwatch=unwatch, export=export, price=price,
-                                                     cost=cost)
+    return out, form, sweep_form, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=slo, watch=watch,
+                                                     unwatch=unwatch, export=export, price=price, cost=cost)

@@ -10,87 +10,75 @@ Below the sweeps, what a token costs on this machine (serve/cost.py): a price pe
 per hour measured by the batch-size sweep and the Generate tab's runs.
 API names: /serve, /serve_stop, /serve_sweep, /token_cost.
 
+Each event leads to a named function: Run to ServeHandlers.serve (start_workload takes the typed ServeForm: its
+schedulers and workload from serve_setup, which serve/setup.py builds as the CLI's), Stop to ServeHandlers.stop,
+Run sweep to ServeHandlers.sweep (start_sweep, sweep_plan, run_sweep), the SLO boxes to rejudge; the workers
+that run in the job's thread are run_workload and run_sweep.
+
 Left out: more than two classes in the editor (the CLI replays any workload.json).
 """
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
 import gradio as gr
 
-from ..serve import MAX_REQUESTS, SCHEDULERS, RequestClass, Workload, check_tokens, fit_to_window
-from ..serve.registry import Needs
-from ..serve.batching_torch import PoolConfig
+from ..serve import Workload
 from ..serve.batching import BatchConfig
 from ..serve.perfetto import watch_json
-from ..serve.presets import CACHE_POSITIONS, INTERFERENCE, PRESETS
+from ..serve.presets import CACHE_POSITIONS, PRESETS
+from ..serve.setup import (Pick, at_chunk, build_workload, interference_workload, make_scheduler, parse_chunks,
+                           parse_rates, parse_sizes, pool_config, preset_setup, sweep_mix)
 from ..serve.sweeps import run_batch_sweep, run_chunk_sweep, run_rate_sweep
-from ..config import GenerationSettings
 from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
-from ..source import Origin
-from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY, SUMMARIZE,
-                     SourceUnavailable, loading_line, long_document, source, warn)
+from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, GENERATE_CONCURRENCY, SourceUnavailable, loading_line,
+                     source, warn)
 from .forms import form_inputs, read_form
 from .machine_gate import MachineGate
 from .serve_job import ServeJob
-from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, WorkloadForm, layout
+from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, layout
 from .remote_watch import watch_view
 from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
 
 
-def make_scheduler(registry, name: str, source_name: str, options: dict):
-    """(scheduler, None) or (None, a message saying why not). `options`: the batching schedulers' (batch, pool)."""
-    if name not in SCHEDULERS:
-        return None, f"scheduler must be one of {', '.join(SCHEDULERS)}; got {name!r}"
-    spec = SCHEDULERS[name]
-    if spec.needs == Needs.TORCH and Needs.TORCH not in registry.names:
-        return None, f"{spec.label} runs on the torch backend, which this app does not offer"
-    try:
-        picked = source(registry, source_for(name, source_name))
-    except SourceUnavailable as exc:
-        return None, str(exc)
-    if spec.needs == Needs.REMOTE and picked.info.origin != Origin.REMOTE:
-        return None, f"{spec.label} needs a remote server as its source; {picked.info.name} runs in this process"
-    try:
-        return spec.create(picked, **options), None
-    except ValueError as exc:
-        return None, str(exc)
+def registry_source(registry):
+    """`get_source` for serve/setup.py: the registry's source by name; ValueError naming what is left to pick."""
+    def get(name):
+        try:
+            return source(registry, name)
+        except SourceUnavailable as exc:
+            raise ValueError(str(exc)) from exc
+    return get
 
 
-def source_for(scheduler: str, source_name: str) -> str:
-    """The source a scheduler runs on: the one picked, except transformers' manager, which runs on torch."""
-    spec = SCHEDULERS.get(scheduler)
-    return Needs.TORCH.value if spec is not None and spec.needs == Needs.TORCH else source_name
+def serve_picks(form: ServeForm) -> list[Pick]:
+    """Scheduler A and B (unless "(none)"), each on its source with its side's settings; with a preset, our
+    batching twice on A's source (the preset sets what differs). ValueError on a bad setting."""
+    pool = pool_config(form.blocks, form.max_batch_tokens, form.manager)
+    sides = [BatchConfig(int(form.slots), int(form.chunk), CACHE_POSITIONS if cache else 0, int(budget or 0)).validate()
+             for cache, budget in ((form.prefix_cache_a, form.kv_budget_a), (form.prefix_cache_b, form.kv_budget_b))]
+    if form.preset in PRESETS:
+        return [Pick("batching", form.source_a, side, pool) for side in sides]
+    return [Pick(name, src, side, pool) for name, src, side in ((form.scheduler_a, form.source_a, sides[0]),
+                                                                (form.scheduler_b, form.source_b, sides[1]))
+            if name != NONE]
 
 
-def build_workload(scheduler, form: WorkloadForm) -> Workload:
-    runs_on = scheduler.source
-    classes = [RequestClass("short", form.short_prompt, int(form.short_tokens), float(form.short_share)),
-               RequestClass("long", fit_to_window(runs_on, form.long_prompt or "", int(form.long_tokens))[0],
-                            int(form.long_tokens), float(form.long_share))]
-    rate = float(form.rate) if form.arrival != "all-at-once" else None
-    workload = Workload.build(classes, int(form.n), form.arrival, rate, int(form.seed))
-    if runs_on.capabilities.local_tokenizer:
-        check_tokens(workload, lambda p: len(runs_on.prompt_ids(p, GenerationSettings())[1]))
-    return workload
-
-
-def preset_schedulers(preset, schedulers, form) -> Workload:
-    """A preset's workload (the form's count, rate and seed) on A's source; `schedulers` become our batching with
-    the preset's A and B settings (in place). ValueError when the workload is too large."""
-    engine = schedulers[0].source
-    rate = float(form.rate) if form.arrival != "all-at-once" else None
-    workload = preset.build(engine, int(form.n), rate, int(form.seed))
-    count = lambda p: len(engine.prompt_ids(p, GenerationSettings())[1])   # noqa: E731
-    check_tokens(workload, count)
-    base = schedulers[0].config
-    for i, config in enumerate(preset.configs(workload, count, replace(base, prefix_cache=0, kv_budget=0))):
-        schedulers[i] = SCHEDULERS["batching"].create(engine, batch=config)
-    return workload
+def serve_setup(registry, form: ServeForm, picks: list[Pick] | None = None) -> tuple[list, Workload]:
+    """The schedulers and the workload that the form asks for (serve/setup.py builds them); ValueError in words."""
+    picks = serve_picks(form) if picks is None else picks
+    get = registry_source(registry)
+    preset = PRESETS.get(form.preset)
+    if preset is not None:
+        first = make_scheduler(picks[0], get, registry.names)
+        return preset_setup(preset, first.source, form, first.config)
+    schedulers = [make_scheduler(p, get, registry.names) for p in picks]
+    return schedulers, build_workload(schedulers[0].source, form)
 
 
 def measure_preset(job, preset, source) -> None:
@@ -110,32 +98,6 @@ def apply_preset(name: str):
             "rate": preset.rate or DEFAULT_RATE, "about": f"**{preset.name}**: {preset.about}."}
 
 
-def sweep_mix(requests) -> WorkloadForm:
-    """The rate sweep's workload: the lesson's two requests (a question, a document to summarize), Poisson."""
-    return WorkloadForm(n=requests, arrival="poisson", rate=1.0, seed=0, short_prompt=FRANCE, short_tokens=48,
-                        short_share=0.8, long_prompt=SUMMARIZE + long_document(), long_tokens=48, long_share=0.2)
-
-
-def chunk_sweep_input(scheduler, text) -> tuple[list[int], Workload]:
-    """The prefill-chunk sweep's sizes (from "32,64,…") and its workload: the preset "a long document among
-    chatters" on the scheduler's source, with its own request count and arrivals; ValueError in words."""
-    try:
-        chunks = sorted({int(x) for x in str(text).split(",") if x.strip()})
-    except ValueError:
-        chunks = []
-    if not chunks or not all(16 <= x <= 4096 for x in chunks):
-        raise ValueError("prefill chunks must be whole numbers between 16 and 4096, e.g. 32,64,128,256,512")
-    preset, engine = PRESETS[INTERFERENCE], scheduler.source
-    workload = preset.build(engine, preset.requests, preset.rate, 0)
-    check_tokens(workload, lambda p: len(engine.prompt_ids(p, GenerationSettings())[1]))
-    return chunks, workload
-
-
-def replace_chunk(scheduler, chunk: int):
-    """Our batching as `scheduler` is, reading `chunk` prompt tokens per iteration."""
-    return SCHEDULERS["batching"].create(scheduler.source, batch=replace(scheduler.config, prefill_chunk=chunk))
-
-
 BUSY = "the machine stayed busy for a minute (another workload or other runs); try again"
 
 
@@ -150,124 +112,155 @@ def acquire(gate: MachineGate, status):
     return False
 
 
-def make_handlers(registry, forms: SimpleNamespace, out: SimpleNamespace, gate: MachineGate):
-    """serve, stop, sweep, rejudge; `forms` names the components: `serve` (ServeForm's), `sweep` (SweepForm's) and
-    `job` (the session's ServeJob State), the keys of the handlers' dict inputs."""
-    def prepare(job, names):
-        if job.running():
-            yield {out.status: warn("a workload is already running in this session: Stop it first")}
-            return
-        for name in names:
-            for line in registry.loading(name):
-                yield {out.status: loading_line(line)}
+def run_workload(schedulers, workload: Workload, job: ServeJob) -> None:
+    """The worker: `workload` on each scheduler in turn (one Stop cancels the rest: they did not run), then what
+    the preset (`job.preset`) measures after both runs."""
+    job.results = [s.prepare(workload) for s in schedulers]
+    for s, result in zip(schedulers, job.results):
+        if job.cancel.is_set():   # stopped before this one began: it did not run
+            not_run(result)
+        else:
+            s.run(workload, job.report, job.cancel, result)
+    measure_preset(job, job.preset, schedulers[0].source)
 
-    def serve(values: dict):
-        f, job = read_form(ServeForm, forms.serve, values), values[forms.job]
-        preset = PRESETS.get(f.preset)
+
+@dataclass
+class SweepPlan:
+    """A sweep ready to run: the form, the scheduler, and what its kind reads (sizes; rates and the lesson's mix;
+    prefill chunks and the interference preset's workload)."""
+    form: SweepForm
+    scheduler: Any
+    sizes: list[int] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list)
+    base: Workload | None = None
+
+    @property
+    def slo(self) -> tuple[float | None, float | None]:
+        return (float(self.form.ttft) if self.form.ttft else None, float(self.form.tpot) if self.form.tpot else None)
+
+
+def sweep_pick(form: SweepForm) -> Pick:
+    """The scheduler a sweep runs: the one picked, except the prefill-chunk sweep, which runs our batching."""
+    return Pick("batching" if form.kind == "chunk" else form.scheduler, form.source)
+
+
+def sweep_plan(registry, form: SweepForm) -> SweepPlan:
+    """The sweep the form asks for, its scheduler made and its inputs read; ValueError in words."""
+    scheduler = make_scheduler(sweep_pick(form), registry_source(registry), registry.names)
+    if form.kind == "batch":
+        return SweepPlan(form, scheduler, sizes=parse_sizes(form.sizes))
+    if form.kind == "chunk":
+        return SweepPlan(form, scheduler, chunks=parse_chunks(form.chunks),
+                         base=interference_workload(scheduler.source))
+    return SweepPlan(form, scheduler, rates=parse_rates(form.rates),
+                     base=build_workload(scheduler.source, sweep_mix(form.requests)))
+
+
+def run_sweep(plan: SweepPlan, job: ServeJob) -> None:
+    """The worker: the plan's sweep, each point drawn live (job.sweeps); the batch-size sweep then measures the
+    machine's ceilings for its roofline, while the machine is still this job's alone."""
+    job.roofline = None
+    progress = {"progress": job.report, "cancel": job.cancel, "live": job.sweeps}
+    if plan.form.kind == "batch":
+        sweep = run_batch_sweep(plan.scheduler, plan.sizes, int(plan.form.new_tokens), **progress)
+        if not sweep.cancelled:
+            job.report(1.0, "measuring the machine's ceilings for the roofline")
+            ceilings = machine_ceilings(cancel=job.cancel)   # cached after the first
+            if not ceilings.cancelled:
+                job.roofline = sweep_roofline(sweep, plan.scheduler.source, ceilings)
+    elif plan.form.kind == "chunk":
+        run_chunk_sweep(lambda c: at_chunk(plan.scheduler, c), plan.base, plan.chunks, **progress)
+    else:
+        run_rate_sweep(plan.scheduler, plan.base, plan.rates, *plan.slo, **progress)
+
+
+def rejudge(ttft, tpot, job: ServeJob):
+    """Goodput under a new SLO, from the stored records of the last run (nothing runs again)."""
+    try:
+        limits = tuple(None if v in (None, "") or float(v) == 0 else float(v) for v in (ttft, tpot))
+        if any(v is not None and not 0 < v < 1e6 for v in limits):
+            raise ValueError("an SLO is a number of seconds above 0 (0 or empty: no limit)")
+    except (TypeError, ValueError) as exc:
+        return warn(str(exc))
+    job.slo = limits
+    return goodput_markdown([r for r in job.results if r.done], *limits)
+
+
+@dataclass
+class ServeHandlers:
+    """The Serve tab's events, one method each: Run (`serve`), Stop (`stop`), Run sweep (`sweep`). `forms` names the
+    components: `serve` (ServeForm's), `sweep` (SweepForm's) and `job` (the session's ServeJob State), the keys
+    of the dict inputs `serve` and `sweep` read; `start_workload` and `start_sweep` take the typed form."""
+    registry: Any
+    forms: SimpleNamespace
+    out: SimpleNamespace
+    gate: MachineGate
+
+    def serve(self, values: dict):
+        yield from self.start_workload(read_form(ServeForm, self.forms.serve, values), values[self.forms.job])
+
+    def sweep(self, values: dict):
+        yield from self.start_sweep(read_form(SweepForm, self.forms.sweep, values), values[self.forms.job])
+
+    def start_workload(self, form: ServeForm, job: ServeJob):
+        """Build the form's schedulers and workload, wait for the machine alone, run them, redraw once a second."""
         try:
-            pool = PoolConfig(num_blocks=int(f.blocks) or None, max_batch_tokens=int(f.max_batch_tokens),
-                              scheduler=f.manager)
-            sides = [{"batch": BatchConfig(int(f.slots), int(f.chunk), CACHE_POSITIONS if cache else 0,
-                                           int(budget or 0)).validate(), "pool": pool}
-                     for cache, budget in ((f.prefix_cache_a, f.kv_budget_a), (f.prefix_cache_b, f.kv_budget_b))]
+            picks = serve_picks(form)
         except (ValueError, TypeError) as exc:
-            yield {out.status: warn(str(exc))}
+            yield self.status(warn(str(exc)))
             return
-        picked = [(s, src, o) for s, src, o in ((f.scheduler_a, f.source_a, sides[0]), (f.scheduler_b, f.source_b,
-                                                                                        sides[1])) if s != NONE]
-        if preset is not None:   # our batching twice on A's source; the preset sets what differs
-            picked = [("batching", f.source_a, sides[0]), ("batching", f.source_a, sides[1])]
-        yield from prepare(job, [source_for(s, src) for s, src, _ in picked])
-        if job.running():
+        if not (yield from self.load(job, [p.runs_on for p in picks])):
             return
-        made = [make_scheduler(registry, s, src, o) for s, src, o in picked]
-        if any(msg for _, msg in made):
-            yield {out.status: warn(next(msg for _, msg in made if msg))}
-            return
-        schedulers = [s for s, _ in made]
         try:
-            workload = build_workload(schedulers[0], f) if preset is None else preset_schedulers(
-                preset, schedulers, f)
+            schedulers, workload = serve_setup(self.registry, form, picks)
         except (ValueError, TypeError) as exc:
-            yield {out.status: warn(str(exc))}
+            yield self.status(warn(str(exc)))
             return
-        job.preset = preset
-        if not (yield from acquire(gate, out.status)):
-            yield {out.status: warn(BUSY)}
+        job.preset = PRESETS.get(form.preset)
+        if (yield from self.machine_alone()):
+            job.run(lambda job: run_workload(schedulers, workload, job), self.gate)
+            yield from job.follow(lambda final, tick: view(job, self.out, charts=tick % 3 == 0, final=final),
+                                  every=1.0)
+
+    def start_sweep(self, form: SweepForm, job: ServeJob):
+        """Make the sweep's scheduler and inputs, wait for the machine alone, sweep, redraw once a second."""
+        if not (yield from self.load(job, [sweep_pick(form).runs_on])):
             return
-
-        def work(job):
-            job.results = [s.prepare(workload) for s in schedulers]
-            for s, result in zip(schedulers, job.results):
-                if job.cancel.is_set():   # stopped before this one began: it did not run
-                    not_run(result)
-                else:
-                    s.run(workload, job.report, job.cancel, result)
-            measure_preset(job, preset, schedulers[0].source)
-        job.run(work, gate)
-        yield from job.follow(lambda final, tick: view(job, out, charts=tick % 3 == 0, final=final), every=1.0)
-
-    def stop(job: ServeJob):
-        if job.thread is None:
-            return {out.status: warn("no workload has run in this session")}
-        return view(job, out, final=True) if job.stop(wait=15) else {out.status: "still stopping…"}
-
-    def sweep(values: dict):
-        f, job = read_form(SweepForm, forms.sweep, values), values[forms.job]
-        chunked = f.kind == "chunk"   # the prefill-chunk sweep runs our batching, whichever scheduler is picked
-        name = "batching" if chunked else f.scheduler
-        yield from prepare(job, [source_for(name, f.source)])
-        if job.running():
-            return
-        scheduler, msg = make_scheduler(registry, name, f.source, {"batch": BatchConfig(), "pool": PoolConfig()})
         try:
-            if msg:
-                raise ValueError(msg)
-            if chunked:
-                chunks, base = chunk_sweep_input(scheduler, f.chunks)
-            else:
-                sizes = [int(x) for x in str(f.sizes).split(",") if x.strip()]
-                if not sizes or not all(1 <= x <= MAX_REQUESTS for x in sizes):
-                    raise ValueError(f"batch sizes must be whole numbers between 1 and {MAX_REQUESTS}, e.g. 1,2,4,8,16")
-                rates = [float(x) for x in str(f.rates).split(",") if x.strip()]
-                base = build_workload(scheduler, sweep_mix(f.requests))
+            plan = sweep_plan(self.registry, form)
         except ValueError as exc:
-            yield {out.status: warn(str(exc))}
+            yield self.status(warn(str(exc)))
             return
-        if not (yield from acquire(gate, out.status)):
-            yield {out.status: warn(BUSY)}
-            return
-        slo = (float(f.ttft) if f.ttft else None, float(f.tpot) if f.tpot else None)
+        if (yield from self.machine_alone()):
+            job.run(lambda job: run_sweep(plan, job), self.gate)
+            yield from job.follow(lambda final, tick: sweep_view(job, self.out, final), every=1.0)
 
-        def work(job):
-            job.roofline = None
-            if f.kind == "batch":
-                sweep = run_batch_sweep(scheduler, sizes, int(f.new_tokens), progress=job.report, cancel=job.cancel,
-                                        live=job.sweeps)
-                if not sweep.cancelled:   # the machine is still this job's alone: measure its ceilings (cached)
-                    job.report(1.0, "measuring the machine's ceilings for the roofline")
-                    ceilings = machine_ceilings(cancel=job.cancel)
-                    if not ceilings.cancelled:
-                        job.roofline = sweep_roofline(sweep, scheduler.source, ceilings)
-            elif chunked:
-                at = lambda c: replace_chunk(scheduler, c)   # noqa: E731
-                run_chunk_sweep(at, base, chunks, progress=job.report, cancel=job.cancel, live=job.sweeps)
-            else:
-                run_rate_sweep(scheduler, base, rates, *slo, progress=job.report, cancel=job.cancel, live=job.sweeps)
-        job.run(work, gate)
-        yield from job.follow(lambda final, tick: sweep_view(job, out, final), every=1.0)
+    def stop(self, job: ServeJob):
+        if job.thread is None:
+            return self.status(warn("no workload has run in this session"))
+        return view(job, self.out, final=True) if job.stop(wait=15) else self.status("still stopping…")
 
-    def rejudge(ttft, tpot, job: ServeJob):
-        """Goodput under a new SLO, from the stored records of the last run (nothing runs again)."""
-        try:
-            limits = tuple(None if v in (None, "") or float(v) == 0 else float(v) for v in (ttft, tpot))
-            if any(v is not None and not 0 < v < 1e6 for v in limits):
-                raise ValueError("an SLO is a number of seconds above 0 (0 or empty: no limit)")
-        except (TypeError, ValueError) as exc:
-            return warn(str(exc))
-        job.slo = limits
-        return goodput_markdown([r for r in job.results if r.done], *limits)
-    return serve, stop, sweep, rejudge
+    def status(self, line: str) -> dict:
+        return {self.out.status: line}
+
+    def load(self, job: ServeJob, names: list[str]):
+        """Load the sources named (their progress in the status line); False when a workload is already running in
+        this session (`ok = yield from self.load(job, names)`)."""
+        if job.running():
+            yield self.status(warn("a workload is already running in this session: Stop it first"))
+            return False
+        for name in names:
+            for line in self.registry.loading(name):
+                yield self.status(loading_line(line))
+        return not job.running()
+
+    def machine_alone(self):
+        """Wait for the machine alone (saying so); False, with a warning, when it stayed busy for a minute."""
+        if (yield from acquire(self.gate, self.out.status)):
+            return True
+        yield self.status(warn(BUSY))
+        return False
 
 
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
@@ -357,15 +350,14 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None, remote=No
     page's runs on remote servers (serve.remote_record.RemoteRecord), drawn by the Watch view too."""
     out, form, sweep_form, buttons = layout(registry, traffic, remote)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
-    serve, stop, sweep, rejudge = make_handlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job),
-                                                out, gate)
+    handlers = ServeHandlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job), out, gate)
     outputs = [getattr(out, name) for name in OUTPUTS]
     # in the CPU queue, like Generate; the machine gate (not the queue) makes a workload run alone
-    run = buttons.run.click(serve, form_inputs(ServeForm, form, states=[job]), outputs, api_name="serve",
+    run = buttons.run.click(handlers.serve, form_inputs(ServeForm, form, states=[job]), outputs, api_name="serve",
                             concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    swept = buttons.sweep.click(sweep, form_inputs(SweepForm, sweep_form, states=[job]), outputs, api_name="serve_sweep",
+    swept = buttons.sweep.click(handlers.sweep, form_inputs(SweepForm, sweep_form, states=[job]), outputs, api_name="serve_sweep",
                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    buttons.stop.click(stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
+    buttons.stop.click(handlers.stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
     cost_inputs = [buttons.price, job] + ([session] if session is not None else [])   # no model call: no queue
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
     swept.then(token_cost, cost_inputs, out.token_cost, api_visibility="private", concurrency_limit=None)
@@ -390,4 +382,4 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None, remote=No
     form.preset.change(on_preset, form.preset, list(preset_targets.values()), api_visibility="private", concurrency_limit=None)
     for box in buttons.slo:   # cheap: no model call, so outside the CPU queue
         box.change(rejudge, [*buttons.slo, job], out.goodput, api_name="serve_goodput", concurrency_limit=None)
-    return [serve, sweep]
+    return [handlers.serve, handlers.sweep]

@@ -364,7 +364,7 @@ def test_gguf4_the_generate_tabs_copy_preset_gets_drafts_accepted(gguf4):
     machine's load. The model copies only after a few tokens: its first proposals fail, and a policy that
     never forgot them stopped proposing (0 of 3 accepted, 64 passes). Measured (AVX-512 VNNI): 15 of 29
     accepted, 64 tokens in 49 passes; with the cost measured in the run, 22 of 48 in 42."""
-    from playground.experiments.speculative import reread_text
+    from playground.prompts import reread_text
     from playground.speculative import Lookahead, Speculation, SpeculativeEngine
     from playground.ui.common import long_document
 

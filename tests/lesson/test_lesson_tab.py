@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from playground.lesson import STEPS
 from playground.lesson.lesson_step import LessonStep, StepResult
-from playground.ui.lesson_tab import OUTPUTS, LessonSession, make_handlers
+from playground.ui.lesson_tab import OUTPUTS, LessonHandlers, LessonSession
 from tests.helpers import tiny_registry
 
 
@@ -29,7 +29,7 @@ def test_a_deep_link_step_is_kept_after_next_then_previous(tiny_backend, tiny_en
     for n in (2, 3):
         monkeypatch.setitem(STEPS, n, LessonStep(n, STEPS[n].title, counted(n)))
     out = SimpleNamespace(**{name: name for name in OUTPUTS})
-    go, *_ = make_handlers(tiny_registry(tiny_backend, tiny_engine), out)
+    go = LessonHandlers(tiny_registry(tiny_backend, tiny_engine), out).go
     session = LessonSession()
     deep_link = SimpleNamespace(query_params={"lesson": "2"})
     opened = last(go(0, None, session, deep_link))   # what lesson_tab's `opened` passes on page load

@@ -19,7 +19,7 @@ from playground.lesson.lesson_step import LessonStep, StepResult
 from playground.lesson.room import NO_ROOM_YET, NO_TRAFFIC, room_step, rush_figures, room_rush
 from playground.machine import MachineGate
 from playground.run_view import format_seconds
-from playground.ui.lesson_tab import OUTPUTS, LessonSession, make_handlers
+from playground.ui.lesson_tab import OUTPUTS, LessonHandlers, LessonSession
 from tests.helpers import tiny_registry
 
 
@@ -113,11 +113,12 @@ def test_the_lesson_tabs_room_button_draws_step_six_from_the_room_and_run_again_
     monkeypatch.setitem(STEPS, 6, LessonStep(6, STEPS[6].title, lambda lesson, report: room_step(lesson.room)
                                              if lesson.from_room else StepResult(6, STEPS[6].title, "measured")))
     out = SimpleNamespace(**{name: name for name in OUTPUTS})
-    go, rerun, _, use_room = make_handlers(tiny_registry(tiny_backend, tiny_engine), out, traffic)
+    handlers = LessonHandlers(tiny_registry(tiny_backend, tiny_engine), out, traffic=traffic)
     session = LessonSession()
-    shown = last(use_room("torch", session))
+    values = {"backend": "torch", "session": session}
+    shown = last(handlers.from_room(values))
     assert session.step == 6 and shown["takeaway"].startswith("**You are the workload: 5 requests")
     assert shown["status"].startswith("drawn from the room's requests")
-    assert last(rerun("torch", session))["takeaway"] == "**measured**"
-    again = last(use_room("torch", session))   # read afresh from the record, not the kept result
+    assert last(handlers.rerun("torch", session))["takeaway"] == "**measured**"
+    again = last(handlers.from_room(values))   # read afresh from the record, not the kept result
     assert again["takeaway"].startswith("**You are the workload")

@@ -112,3 +112,15 @@ def test_the_chunk_sweep_runs_headless_and_says_what_it_found(tmp_path, capsys):
     assert "Prefill-chunk sweep" in (out / "serve.html").read_text()
     with pytest.raises(SystemExit, match="--sweep chunk runs our batching"):
         main(["--model", "tiny", "--scheduler", "one-at-a-time", "--sweep", "chunk", "--out", str(out)])
+
+
+@pytest.mark.slow
+def test_the_memory_pressure_preset_prints_its_finding_with_what_it_measures(tmp_path, capsys):
+    """`--preset "memory pressure"`: both runs, then the preset's own measurement (the recompute's teacher-forced
+    agreement) on A's source, and the finding on stdout."""
+    args = ["--model", "tiny", "--requests", "4", "--max-new-tokens", "4", "--backend", "onnx",
+            "--preset", "memory pressure", "--out", str(tmp_path / "run")]
+    assert main(args) == 0
+    said = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    finding = next(s for s in said if "preset" in s)
+    assert finding["preset"] == "memory pressure" and finding["finding"]

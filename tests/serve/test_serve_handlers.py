@@ -1,0 +1,97 @@
+"""The Serve tab's handlers called as functions, without Gradio running: the components are named by strings (the
+form's fields, `job`, OUTPUTS), so a handler takes and gives dicts keyed by those names."""
+from __future__ import annotations
+
+from dataclasses import fields
+from types import SimpleNamespace
+
+import pytest
+
+from playground.registry import SourceRegistry
+from playground.ui.machine_gate import MachineGate
+from playground.ui.serve_job import ServeJob
+from playground.ui.serve_layout import NONE, ServeForm, SweepForm
+from playground.ui.serve_tab import ServeHandlers, rejudge
+from playground.ui.serve_views import OUTPUTS
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")   # gr.Warning outside an event warns
+
+
+@pytest.fixture
+def handlers(tiny_engine, tiny_onnx_engine):
+    sources = {"onnx": tiny_onnx_engine, "torch": tiny_engine}
+    registry = SourceRegistry(lambda name, progress: sources[name], list(sources), default="onnx")
+    names = lambda cls: SimpleNamespace(**{f.name: f.name for f in fields(cls)})   # noqa: E731
+    forms = SimpleNamespace(serve=names(ServeForm), sweep=names(SweepForm), job="job")
+    return ServeHandlers(registry, forms, SimpleNamespace(**{n: n for n in OUTPUTS}), MachineGate())
+
+
+def serve_form(**changes) -> ServeForm:
+    fields_ = dict(n=3, arrival="all-at-once", rate=1.0, seed=0, short_prompt="What is the capital of France?",
+                   short_tokens=4, short_share=0.5, long_prompt="Summarize: the cat sat on the mat.", long_tokens=4,
+                   long_share=0.5, scheduler_a="one-at-a-time", source_a="onnx", scheduler_b="batching",
+                   source_b="onnx", slots=4, chunk=64, max_batch_tokens=128, blocks=0, manager="fifo")
+    return ServeForm(**{**fields_, **changes})
+
+
+def sweep_form(**changes) -> SweepForm:
+    return SweepForm(**{**dict(kind="rate", scheduler="batching", source="onnx", sizes="1,2", new_tokens=4,
+                               rates="50", requests=2, ttft=0, tpot=0), **changes})
+
+
+def test_run_serves_the_workload_on_a_and_b_and_draws_the_last_frame(handlers):
+    job = ServeJob()
+    frames = list(handlers.serve({**vars(serve_form()), "job": job}))
+    assert frames[-1]["status"].count("done") == 2
+    assert [r.scheduler for r in job.results] == ["one-at-a-time", "batching"]
+    assert all(rec.stop_reason for r in job.results for rec in r.records) and len(job.results[0].records) == 3
+    job.close()
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"scheduler_b": "concurrent"}, "needs a remote server"),
+    ({"slots": 0}, "KV slots must be 1-64"),
+    ({"short_share": 0.0, "long_share": 0.0}, "add up to 0"),
+])
+def test_a_workload_that_cannot_be_built_is_refused_in_the_status_and_nothing_runs(handlers, changes, message):
+    job = ServeJob()
+    frames = list(handlers.start_workload(serve_form(**changes), job))
+    assert message in frames[-1]["status"] and job.thread is None
+
+
+def test_a_second_workload_in_the_session_waits_for_stop(handlers):
+    job = ServeJob()
+    job.start(lambda job: job.cancel.wait(60), done=lambda: None)   # a workload still running
+    frames = list(handlers.start_workload(serve_form(scheduler_b=NONE), job))
+    job.stop(wait=10)
+    assert [list(f) for f in frames] == [["status"]] and "already running" in frames[0]["status"]
+
+
+def test_a_rate_sweep_gives_a_point_per_rate(handlers):
+    job = ServeJob()
+    frames = list(handlers.sweep({**vars(sweep_form(rates="50,20")), "job": job}))
+    assert frames and [p.rate for p in job.sweeps[-1].points] == [20.0, 50.0]
+    job.close()
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"kind": "batch", "sizes": "0"}, "batch sizes must be"),
+    ({"kind": "chunk", "chunks": "8"}, "prefill chunks must be"),
+    ({"scheduler": "concurrent"}, "needs a remote server"),
+])
+def test_a_sweep_that_cannot_be_planned_says_why(handlers, changes, message):
+    job = ServeJob()
+    frames = list(handlers.start_sweep(sweep_form(**changes), job))
+    assert message in frames[-1]["status"] and job.thread is None
+
+
+def test_stop_before_any_workload_says_so(handlers):
+    assert "no workload has run" in handlers.stop(ServeJob())["status"]
+
+
+def test_a_new_slo_rejudges_the_stored_records_and_a_bad_one_is_refused():
+    job = ServeJob()
+    assert "an SLO is a number" in rejudge(-1, 0, job)
+    assert job.slo == (2.0, 0.5)
+    rejudge(3, 0, job)
+    assert job.slo == (3.0, None)
