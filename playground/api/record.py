@@ -16,8 +16,11 @@ from t0 instead (a page that starts watching at t0 sees a time base of its own).
 `keep_s` (finished requests, batches, KV samples, refusals) is dropped as the record grows. A request the
 endpoint refuses before it reaches the loop (a 400, a 429, …) is kept as a Refusal with its reason.
 
-Left out: prompts (a Trace here has token ids, no text) and which client sent a request (the records
-carry no client name, so a shared view shows no one's identity).
+Each record and refusal carries who sent it by a name that identifies no one (`client_label`): an API client
+as the guard names it ("client 3", never its key or address), a page session as "page 1", "page 2", … in the
+order its first request came; the Watch view's share of each client (serve/shares.py) reads them.
+
+Left out: prompts (a Trace here has token ids, no text).
 """
 from __future__ import annotations
 
@@ -25,10 +28,11 @@ import threading
 from dataclasses import dataclass, replace
 
 from ..serve.batching import describe_pool, record_iteration
-from ..serve.engine_loop import client_origin
+from ..serve.engine_loop import PAGE, client_origin
 from ..serve.prefix_cache import BLOCK_SIZE
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock
+from ..serve.shares import UNNAMED
 from ..serve.workload import Request, Workload
 from ..trace import COMPLETED, StopReason
 
@@ -48,10 +52,12 @@ def request_class(prompt_tokens: int) -> str:
 
 @dataclass(frozen=True)
 class Refusal:
-    """A request the endpoint answered with an error before the loop saw it: when, the HTTP status, why."""
+    """A request the endpoint answered with an error before the loop saw it: when, the HTTP status, why, and
+    which client sent it ("" where it was refused before it was named: a missing or wrong key)."""
     time: float
     status: int
     reason: str
+    client: str = ""
 
 
 class ClientTraffic:
@@ -64,6 +70,7 @@ class ClientTraffic:
         self.result = WorkloadResult("clients", LABEL, source, Workload(()), [], started=self.clock.start,
                                      admitted_means="the engine loop gave the request a KV slot")
         self.in_loop: dict[int, RequestRecord] = {}   # id(seq) -> its record, while the loop holds it
+        self.pages: dict[str, str] = {}               # a page session's client name -> "page N"
         self._next_id = 0
         self._lock = threading.Lock()
 
@@ -75,7 +82,8 @@ class ClientTraffic:
             request = Request(self._next_id, request_class(len(seq.ids)), "", seq.settings.max_new_tokens,
                               self.clock.now(), seq.trace.ignore_eos)
             self._next_id += 1
-            record = RequestRecord(request, prompt_tokens=len(seq.ids), origin=client_origin(ticket.client))
+            record = RequestRecord(request, prompt_tokens=len(seq.ids), origin=client_origin(ticket.client),
+                                   client=self.client_label(ticket.client))
             self.in_loop[id(seq)] = record
             self.result.records.append(record)
 
@@ -89,10 +97,23 @@ class ClientTraffic:
                 self.in_loop.pop(id(seq), None)
             self._forget(self.clock.since(it.end) - self.keep_s)
 
-    def refused(self, status: int, reason: str) -> None:
+    def refused(self, status: int, reason: str, client: str = "") -> None:
         with self._lock:
-            self.refusals.append(Refusal(self.clock.now(), status, reason))
+            self.refusals.append(Refusal(self.clock.now(), status, reason, self.client_label(client) if client else ""))
             self.refusals = [x for x in self.refusals if x.time >= self.clock.now() - self.keep_s]
+
+    def client_label(self, client: str) -> str:
+        """The name a record shows for the loop's client name: a page session's as "page N" (N counts the sessions
+        in the order they first came; the session's own id stays out of every view), any other as it is (the
+        guard's "client N", "the presenter"), "unnamed" for none.
+
+        >>> traffic = ClientTraffic()
+        >>> [traffic.client_label(c) for c in ("page 7f3a", "client 2", "page 9b1c", "page 7f3a", "")]
+        ['page 1', 'client 2', 'page 2', 'page 1', 'unnamed']
+        """
+        if client_origin(client) != PAGE:
+            return client or UNNAMED
+        return self.pages.setdefault(client, f"{PAGE} {len(self.pages) + 1}")
 
     def described(self, **facts) -> None:
         """The service's limits (an ApiLimits: `limits`), and once its model loads: `context` (positions a

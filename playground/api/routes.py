@@ -204,7 +204,7 @@ async def _whole(served: ServedRequest, request: Request):
 
 def completion_route(service: ApiService, kind: str):
     async def complete(request: Request):
-        received = Received(time.time_ns(), request.headers.get("x-request-id"))
+        received, client = Received(time.time_ns(), request.headers.get("x-request-id")), ""
         try:
             client = _client(service, request)
             asked = read_body(await _body(service, request), kind)
@@ -212,7 +212,7 @@ def completion_route(service: ApiService, kind: str):
                 asked = replace(asked, per_request_metrics=True)
             served = service.open(asked, client, received)
         except ApiError as error:
-            service.refused(error)   # the Serve tab's Watch view lists it, with its status and reason
+            service.refused(error, client)   # the Serve tab's Watch view lists it: status, reason, client
             raise
         if asked.stream:
             return StreamingResponse(_events(served, request), media_type="text/event-stream",

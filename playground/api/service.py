@@ -160,10 +160,11 @@ class ApiService:
 
     # --- requests
 
-    def refused(self, error) -> None:
-        """Tell the observer of a completion refused before it reached the loop (an ApiError: status, reason)."""
+    def refused(self, error, client: str = "") -> None:
+        """Tell the observer of a completion refused before it reached the loop (an ApiError: status, reason), and
+        which client sent it ("" when it was refused before the guard named one)."""
         if self.observer is not None:
-            self.observer.refused(error.status, error.message)
+            self.observer.refused(error.status, error.message, client)
 
     def open(self, asked: Asked, client: str, received: Received | None = None) -> ServedRequest:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""

@@ -17,9 +17,10 @@ Modules, by concept:
   thread steps it for requests from any thread, the endpoint's and the page's), remote_record.py (the page's runs
   on a remote server as a live record, the server's own figures beside each);
 - results: records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the lesson
-  sentence), cost.py (a token's price on this machine), presets.py (KV-memory workloads run on A and B that
-  differ by one setting), agreement.py (a preempted request's recompute replayed teacher-forced: why its greedy
-  tokens parted), sweeps.py (batch-size and rate sweeps), report.py (a standalone HTML report),
+  sentence), shares.py (each client's share of the engine and who waited longest), cost.py (a token's price on
+  this machine), presets.py (KV-memory workloads run on A and B that differ by one setting), agreement.py (a
+  preempted request's recompute replayed teacher-forced: why its greedy tokens parted), sweeps.py (batch-size and
+  rate sweeps), report.py (a standalone HTML report),
   perfetto.py (a run as Chrome Trace Events, for ui.perfetto.dev), mooncake.py (Mooncake traces: replayed as a
   workload, and every workload written as one);
 - setup.py (a Serve form, the tab's or the CLI's flags, into schedulers and a workload: built once), cli.py and

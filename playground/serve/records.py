@@ -56,6 +56,7 @@ class RequestRecord:
     cache_copies: list[tuple[float, float, int]] = field(default_factory=list)   # cached blocks copied in
     preemptions: list[Preemption] = field(default_factory=list)
     origin: str = ""                     # who sent it, where a room's record tells them apart: "page" | "API"
+    client: str = ""                     # and which of them, by a name that identifies no one: "page 2", "client 3"
 
     @property
     def cached_tokens(self) -> int:

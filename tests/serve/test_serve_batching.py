@@ -12,12 +12,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from playground.api.record import ClientTraffic
 from playground.backends.onnx_batch import KVSlots, decode_rows, prefill_chunk
 from playground.charts.serve import plot_kv_map
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, RequestClass, Workload
+from playground.machine import MachineGate
 from playground.serve.batching import BatchConfig, Batcher, ContinuousBatching
+from playground.serve.engine_loop import EngineLoop, page_client
+from playground.serve.shares import client_shares, longest_wait
 from playground.serve.slots import SlotTable
+
+from tests.helpers import wait_for
 
 PROMPTS = ["What is the capital of France?", "Write a short poem about the sea and the wind.", "Hi",
            "List three colours, one per line, and say why each one matters to painters. " * 3, "2 + 2 =",
@@ -273,14 +279,20 @@ def test_the_default_batched_decode_follows_one_row_teacher_forced(gguf4_pair):
     assert agreement >= 0.95, agreement
 
 
+# One client with six long requests, two others with a short one each, all at once: (id, client, prompt, new tokens)
+BUSY_ROOM = [*((f"busy-{i}", "busy", list(range(3, 40)), 12) for i in range(6)),
+             *((name, name, [5, 6, 7], 3) for name in ("b", "c"))]
+ROOM_SLOTS = BatchConfig(slots=2, prefill_chunk=64)
+
+
 def test_a_client_with_many_long_requests_takes_turns_with_the_others(tiny_onnx_engine):
     """One client sends six long requests, two others one short request each, all at once, into two slots: each
     other client's request takes the next free slot before the busy client's second; every client's share of the
     decode steps while others wait is at most its turn's."""
-    batcher = Batcher(tiny_onnx_engine, BatchConfig(slots=2, prefill_chunk=64), capacity=128)
-    busy = [batcher.add(list(range(3, 40)), GenerationSettings(max_new_tokens=12), f"busy-{i}", client="busy")
-            for i in range(6)]
-    small = [batcher.add([5, 6, 7], GenerationSettings(max_new_tokens=3), name, client=name) for name in ("b", "c")]
+    batcher = Batcher(tiny_onnx_engine, ROOM_SLOTS, capacity=128)
+    seqs = [batcher.add(ids, GenerationSettings(max_new_tokens=n), rid, client=client)
+            for rid, client, ids, n in BUSY_ROOM]
+    busy, small = seqs[:6], seqs[6:]
     assert [batcher.ahead(s) for s in small] == [1, 2] and batcher.ahead(busy[1]) == 3   # busy-0 goes first
     assert [s.id for s in batcher.turns()] == ["busy-0", "b", "c", "busy-1", "busy-2", "busy-3", "busy-4", "busy-5"]
     admitted = []
@@ -288,6 +300,58 @@ def test_a_client_with_many_long_requests_takes_turns_with_the_others(tiny_onnx_
         admitted += [s.id for s in batcher.step().admitted]
     assert admitted[:4] == ["busy-0", "b", "c", "busy-1"]
     assert all(s.trace.stop_reason for s in busy + small)
+
+
+def holding(records, client: str, t: float) -> int:
+    """Slots the client's requests held at t (admitted by then, not ended), from the records alone."""
+    return sum(r.client == client and r.admitted is not None and r.admitted <= t
+               and (r.finished is None or t < r.finished) for r in records)
+
+
+def test_the_watch_shows_every_clients_share_and_no_one_waited_past_its_turn(tiny_onnx_engine):
+    """The same room through the engine loop the app runs, recorded as the Watch view records it: the busy client
+    is an API key, the short ones an API key and a page session. Every client has its row with exact figures
+    (ignore_eos: each request makes all its tokens), the busy client named as the one that waited longest, and the
+    records alone show the turn rule kept: every request admitted while another client's request waited came from
+    a client holding fewer slots then (or as many, having come first), so each short request took the first slot
+    that freed after it came; while a short request waited, the busy client held at most one of the two slots."""
+    gate, traffic = MachineGate(), ClientTraffic()
+    loop = EngineLoop(tiny_onnx_engine, ROOM_SLOTS, capacity=128, observer=traffic, machine=gate)
+    clients = {"busy": "client 1", "b": "client 2", "c": page_client("7f3a")}
+    try:
+        assert gate.acquire_alone(timeout=5)   # every request arrives before the loop may take a slot
+        try:
+            tickets = [loop.submit(ids, GenerationSettings(max_new_tokens=n), request_id=rid, client=clients[client],
+                                   ignore_eos=True) for rid, client, ids, n in BUSY_ROOM]
+        finally:
+            gate.release_alone()
+        wait_for(lambda: all(t.done for t in tickets), message="the room was not served")
+    finally:
+        loop.close()
+    result = traffic.snapshot()
+    records = result.records
+    rows = client_shares(records, traffic.refusals, result.now())
+    got = {x.client: (x.origin, x.done, x.requests, x.tokens, x.share, x.prompt_tokens) for x in rows}
+    assert got == {"client 1": ("API", 6, 6, 72, 72 / 78, 6 * 37), "client 2": ("API", 1, 1, 3, 3 / 78, 3),
+                   "page 1": ("page", 1, 1, 3, 3 / 78, 3)}
+    assert rows[0].client == "client 1" and rows[0].longest_request == 5   # busy-5 waited for five turns
+    assert longest_wait(rows, records, result.now(), slots=2).endswith(
+        "(request #5), holding up to 2 of the 2 slots; no other client held more.")
+
+    by_admission = sorted(records, key=lambda r: r.admitted)
+    assert [r.client for r in by_admission] == ["client 1", "client 2", "page 1"] + ["client 1"] * 5
+    for x in records:   # the turn rule, from the records: whoever was admitted while x waited had its turn first
+        for y in by_admission:
+            if y.client != x.client and x.arrival <= y.admitted < x.admitted:
+                # as y took its slot: the slots y's client held but y's, and x's client's
+                mine, theirs = holding(records, y.client, y.admitted) - 1, holding(records, x.client, y.admitted)
+                assert mine < theirs or (mine == theirs and y.arrival <= x.arrival), (y.request.id, x.request.id)
+    short = [r for r in records if r.client != "client 1"]
+    for r in records:
+        if r.client == "client 1":
+            for t, _ in r.token_times():
+                if any(s.arrival <= t < s.admitted for s in short):
+                    assert holding(records, "client 1", t) <= 1
 
 
 def test_requests_of_one_client_are_first_come_first_served(tiny_onnx_engine):
