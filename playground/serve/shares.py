@@ -49,6 +49,25 @@ class ClientShare:
     def requests(self) -> int:
         return self.done + self.running + self.waiting + self.cancelled + self.failed + self.refused
 
+    @property
+    def label(self) -> str:
+        """The client's name, where it came from added unless the name says it.
+
+        >>> ClientShare("client 3", "API").label, ClientShare("page 2", "page").label
+        ('client 3 (API)', 'page 2')
+        """
+        return self.client if not self.origin or self.client.startswith(self.origin) else f"{self.client} ({self.origin})"
+
+    def states(self) -> str:
+        """Its requests by state, the states it has none in left out.
+
+        >>> ClientShare("client 3", "API", done=3, cancelled=1, refused=2).states()
+        '3 done · 1 cancelled · 2 refused'
+        """
+        counts = (("done", self.done), ("running", self.running), ("waiting", self.waiting),
+                  (StopReason.CANCELLED.value, self.cancelled), ("failed", self.failed), ("refused", self.refused))
+        return " · ".join(f"{n} {state}" for state, n in counts if n) or "none"
+
 
 def wait_for_slot(record, now: float | None = None) -> float | None:
     """Seconds a request waited for a KV slot: to its admission, to when it left if it never got one, to `now`
@@ -153,6 +172,9 @@ def longest_wait(rows: list[ClientShare], records, now: float | None = None, slo
     >>> recs = [r(0, "client 1", 0.0, 0.0, 3.0), r(1, "page 1", 0.0, 0.0), r(2, "client 1", 0.1, 3.0)]
     >>> print(longest_wait(client_shares(recs), recs, slots=2))
     Longest wait for a slot: client 1, 2.9 s (request #2), holding up to 1 of the 2 slots; no other client held more.
+    >>> recs = [r(0, "page 1", 0.0, 0.004, 1.0)]
+    >>> print(longest_wait(client_shares(recs), recs, slots=8))
+    Longest wait for a slot: page 1, 4 ms (request #0), holding none of the 8 slots; no client held one.
     >>> longest_wait([], [])
     'No request has waited for a slot yet.'
     """
@@ -165,8 +187,9 @@ def longest_wait(rows: list[ClientShare], records, now: float | None = None, slo
     own = held.pop(first.client, 0)
     of = f"of the {slots} slot{'s' * (slots != 1)}" if slots else "of the slots"
     top = max(sorted(held), key=lambda c: held[c], default=None)
-    others = (f" while {top} held up to {held[top]}" if top is not None and held[top] > own
-              else "; no other client held more")
+    most = held[top] if top is not None else 0
+    others = (f" while {top} held up to {most}" if most > own else "; no other client held more" if own
+              else "; no client held one")
     return (f"Longest wait for a slot: {first.client}, {format_seconds(first.longest_wait)} "
             f"(request #{record.request.id}{', still waiting' if still else ''}), holding "
             f"{f'up to {own}' if own else 'none'} {of}{others}.")

@@ -36,8 +36,7 @@ CLASS_HEADERS = ["class", "requests", "TTFT p50 (s)", "TTFT p95 (s)", "TPOT p50 
 REQUEST_HEADERS = ["id", "class", "prompt tokens", "output tokens", "waiting (s)", "TTFT (s)", "first answer token (s)",
                    "TPOT (s)", "E2E (s)", "end"]
 REFUSED_HEADERS = ["t (s)", "HTTP status", "reason"]
-SHARE_HEADERS = ["client", "from", "done", "running", "waiting", StopReason.CANCELLED.value, "refused", "output tokens",
-                 "share of tokens", "longest wait", "wait p50", "prompt tokens", "cached"]
+SHARE_HEADERS = ["client", "requests", "output tokens (share)", "wait for a slot: longest · p50", "prompt tokens"]
 WATCH_AXIS = "seconds since you started watching"
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
@@ -198,30 +197,31 @@ def refused_html(refusals) -> str:
 
 
 def shares_html(records, refusals, now: float | None = None, slots: int | None = None) -> str:
-    """Each client's share (serve/shares.py) as a table, the client that waited longest first and named in a
-    sentence above it; a failed column only where a request failed.
+    """Each client's share (serve/shares.py) as a table narrow enough for a projector (five columns), the client
+    that waited longest first and named in a sentence above it.
 
     >>> from types import SimpleNamespace as S
-    >>> rec = S(client="page 1", origin="page", arrival=0.0, admitted=0.25, finished=1.0, stop_reason="eos",
+    >>> rec = S(client="client 1", origin="API", arrival=0.0, admitted=0.25, finished=1.0, stop_reason="eos",
     ...         output_tokens=4, prompt_tokens=30, cached_tokens=16, request=S(id=0), preemptions=[])
-    >>> print(shares_html([rec], [], slots=8))
-    <p class="pg-shares">Longest wait for a slot: page 1, 250 ms (request #0), holding none of the 8 slots; no other client held more.</p><table class="pg-shares"><tr><th>client</th><th>from</th><th>done</th><th>running</th><th>waiting</th><th>cancelled</th><th>refused</th><th>output tokens</th><th>share of tokens</th><th>longest wait</th><th>wait p50</th><th>prompt tokens</th><th>cached</th></tr><tr><td>page 1</td><td>page</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td><td>4</td><td>100%</td><td>250 ms</td><td>250 ms</td><td>30</td><td>16</td></tr></table>
+    >>> print(shares_html([rec], [], slots=8).replace("<tr>", "\\n<tr>"))
+    <p class="pg-shares">Longest wait for a slot: client 1, 250 ms (request #0), holding none of the 8 slots; no client held one.</p><table class="pg-shares">
+    <tr><th>client</th><th>requests</th><th>output tokens (share)</th><th>wait for a slot: longest · p50</th><th>prompt tokens</th></tr>
+    <tr><td>client 1 (API)</td><td>1 done</td><td>4 (100%)</td><td>250 ms · 250 ms</td><td>30 · 16 cached</td></tr></table>
     >>> print(shares_html([], []))
     <p class="pg-shares">No request since you started watching: each client’s share shows here.</p>
     """
     rows = client_shares(records, refusals, now)
     if not rows:
         return '<p class="pg-shares">No request since you started watching: each client’s share shows here.</p>'
-    failed = any(x.failed for x in rows)
-    headers = SHARE_HEADERS[:7] + ["failed"] * failed + SHARE_HEADERS[7:]
 
     def seconds(v):
         return "—" if v is None else format_seconds(v)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-        x.client, x.origin or "—", x.done, x.running, x.waiting, x.cancelled, x.refused, *[x.failed] * failed,
-        f"{x.tokens:,}", "—" if x.share is None else f"{x.share:.0%}", seconds(x.longest_wait), seconds(x.wait_p50),
-        f"{x.prompt_tokens:,}", f"{x.cached_tokens:,}")) + "</tr>" for x in rows)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in (
+        x.label, x.states(), f"{x.tokens:,} ({'—' if x.share is None else f'{x.share:.0%}'})",
+        f"{seconds(x.longest_wait)} · {seconds(x.wait_p50)}",
+        f"{x.prompt_tokens:,}" + (f" · {x.cached_tokens:,} cached" if x.cached_tokens else ""))) + "</tr>"
+        for x in rows)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in SHARE_HEADERS)
     return (f'<p class="pg-shares">{html.escape(longest_wait(rows, records, now, slots))}</p>'
             f'<table class="pg-shares"><tr>{head}</tr>{body}</table>')
 

@@ -1,9 +1,11 @@
 """The Watch view explains the room on a projector: the app with `--openai-api` (the tiny model on ONNX Runtime, each
 client at most 1 request in flight), a page in presenter mode (?present=1) at 1024x768 watching the clients while
-they are answered, hang up, send two requests too long in the same second and one too many. With the panel at
-the top of the window, its first screen shows the timeline's plot whole; the timeline is as wide as the page
-and its legend whole (every trace's entry inside its figure, none scrolled away, in text >= 18 px); a cancelled
-request, each refused one (a row each, two 400s in the same second two rows) and a cached prompt are told apart."""
+they are answered, hang up, send two requests too long in the same second and one too many, while another page's
+Generate run joins them. With the panel at the top of the window, its first screen shows the timeline's plot
+whole; the timeline is as wide as the page and its legend whole (every trace's entry inside its figure, none
+scrolled away, in text >= 18 px); a cancelled request, each refused one (a row each, two 400s in the same second
+two rows) and a cached prompt are told apart; below the timeline, each client's share: the page session and the
+API client each a row, the one that waited longest named above the table."""
 from __future__ import annotations
 
 import time
@@ -12,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from tests.browser import open_page
+from tests.browser import generate, open_page, set_max_new_tokens
 from tests.helpers import require_browser
 from tests.ui.test_browser_options import Watched, app_with
 from tests.ui.test_browser_room import enlarged
@@ -32,6 +34,14 @@ GANTT = """() => { const gd = document.querySelector('#serve-clients-gantt .js-p
     window: [innerWidth, innerHeight], container: document.querySelector('.gradio-container').getBoundingClientRect().width,
     rows: gd.layout.yaxis.categoryarray, ticks: gd.layout.yaxis.ticktext,
     traces: gd.data.map((t) => ({name: t.name, y: t.y, symbol: t.marker && t.marker.symbol}))}; }"""
+# Each client's share as the Watch view shows it: the sentence above the table, the table's rows by column
+SHARES = """() => { const box = document.querySelector('#serve-clients-shares');
+  const head = [...box.querySelectorAll('th')].map((th) => th.innerText);
+  return {sentence: box.querySelector('p').innerText, top: box.getBoundingClientRect().top,
+    width: box.querySelector('table').getBoundingClientRect().right, window: innerWidth,
+    gantt: document.querySelector('#serve-clients-gantt').getBoundingClientRect().bottom,
+    rows: [...box.querySelectorAll('tr')].slice(1).map((tr) =>
+      Object.fromEntries([...tr.querySelectorAll('td')].map((td, i) => [head[i], td.innerText])))}; }"""
 
 
 def inside(inner, outer, slack: float = 1.0) -> bool:
@@ -51,6 +61,12 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
             page.locator("#serve-watch").click()
             page.wait_for_function("document.querySelector('#serve-clients-status').innerText"
                                    ".includes('since you started watching')", timeout=30_000)
+            attendee = browser.new_page(viewport={"width": 1400, "height": 1000})   # a page's run joins the loop
+            attendee.goto(url)
+            attendee.wait_for_selector("#generate", timeout=60_000)
+            set_max_new_tokens(attendee, 8)
+            generate(attendee)
+            attendee.close()
             sdk = openai.OpenAI(base_url=url + "v1", api_key="none", max_retries=0, timeout=60)
             tutor = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is a KV cache?"}]
             for _ in range(2):   # the second begins as the first did: its prompt's head is cached
@@ -76,7 +92,7 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
                 sdk.chat.completions.create(model="m", messages=tutor, max_tokens=4)
             list(slow)
 
-            counted = "4 admitted (3 done · 0 running · 1 cancelled: client gone)"
+            counted = "5 admitted (4 done · 0 running · 1 cancelled: client gone)"
             try:
                 page.wait_for_function("document.querySelector('#serve-clients-status').innerText"
                                        f".includes('{counted}')", timeout=60_000)
@@ -84,7 +100,7 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
                 pass
             line = page.evaluate("document.querySelector('#serve-clients-status').innerText")
             assert counted in line, line
-            assert "7 requests" in line and "3 refused" in line and "0 preempted" in line, line
+            assert "8 requests" in line and "3 refused" in line and "0 preempted" in line, line
             page.evaluate("document.querySelector('#serve-clients').scrollIntoView({block: 'start'})")
             fonts = enlarged(page)   # presenter.js has enlarged the charts' text
             assert fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
@@ -110,6 +126,20 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
             assert len(set(refused["refused 400 (too long or bad)"]["y"])) == 2   # two rows, not one cross
             assert sum(r.startswith("refused") for r in g["rows"]) == 3
             assert any(t.endswith(" cached") for t in g["ticks"]), g["ticks"]   # the number of cached tokens
+
+            shares = page.evaluate(SHARES)   # the page session and the API client, each with its share
+            page.evaluate("document.querySelector('#serve-clients-shares').scrollIntoView({block: 'start'})")
+            page.screenshot(path=str(tmp_path / "watch-shares-1024x768.png"), timeout=120_000)
+            rows = {r["client"]: r for r in shares["rows"]}
+            assert set(rows) == {"page 1", "client 1 (API)"}, shares
+            assert rows["page 1"]["requests"] == "1 done", rows
+            assert rows["client 1 (API)"]["requests"] == "3 done · 1 cancelled · 3 refused", rows
+            assert all(r["output tokens (share)"].endswith("%)") and not r["wait for a slot: longest · p50"]
+                       .startswith("—") for r in rows.values()), rows
+            first = shares["rows"][0]["client"].removesuffix(" (API)")   # the longest wait: first, and named
+            assert shares["sentence"].startswith(f"Longest wait for a slot: {first}, "), shares
+            assert shares["width"] <= shares["window"], shares   # every column on the projector's screen
+            assert shares["top"] >= shares["gantt"], shares   # the timeline first, the table below it
             assert watched[0].errors == [] and watched[0].foreign == [], (watched[0].errors, watched[0].foreign)
         finally:
             browser.close()

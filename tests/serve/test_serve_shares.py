@@ -74,6 +74,9 @@ def test_the_sentence_names_who_waited_longest_and_the_slots_held_meanwhile():
         "Longest wait for a slot: page 1, 1.5 s (request #1, still waiting), holding none of the slots while "
         "client 1 held up to 1.")
     assert longest_wait(client_shares([], refusals), []) == "No request has waited for a slot yet."
+    alone = [record(0, "page 1", 0.0, 0.004, 1.0, StopReason.EOS, tokens=2)]
+    assert longest_wait(client_shares(alone), alone, slots=8) == (
+        "Longest wait for a slot: page 1, 4 ms (request #0), holding none of the 8 slots; no client held one.")
 
 
 def test_slots_held_leave_out_a_preempted_requests_time_without_its_slot():
@@ -90,10 +93,12 @@ def test_the_watch_table_shows_every_client_longest_wait_first_with_the_sentence
     page = shares_html(records, refusals, 4.0, slots=4)
     sentence, table = page.split("</p>", 1)
     assert "Longest wait for a slot: client 1, 3.5 s" in sentence
-    rows = table.split("<tr>")[2:]
-    assert [r.split("</td>")[0].removeprefix("<td>") for r in rows] == ["client 1", "page 1", "client 2", "unnamed"]
-    assert "<th>failed</th>" in table and "90%" in rows[0] and "3.5 s" in rows[0] and "192" in rows[0]
-    assert "<th>failed</th>" not in shares_html(records[:-1], refusals, 4.0)   # a column only where one failed
+    cells = [[c.split("</td>")[0] for c in row.split("<td>")[1:]] for row in table.split("<tr>")[2:]]
+    assert cells == [
+        ["client 1 (API)", "2 done · 1 running · 1 failed", "72 (90%)", "3.5 s · 500 ms", "400 · 192 cached"],
+        ["page 1", "1 done", "6 (8%)", "2.0 s · 2.0 s", "40"],
+        ["client 2 (API)", "1 done · 1 waiting · 1 cancelled · 1 refused", "2 (2%)", "500 ms · 100 ms", "30"],
+        ["unnamed (API)", "1 refused", "0 (0%)", "— · —", "0"]]
 
 
 def test_the_live_record_names_page_sessions_in_order_and_keeps_a_refusals_client():
