@@ -147,6 +147,8 @@ def slots_held(records, start: float, end: float) -> Counter:
     >>> dict(slots_held(recs, 0.3, 3.0)), dict(slots_held(recs, 1.1, 1.4))
     ({'a': 2, 'b': 1}, {'a': 1})
     """
+    records = [r for r in records if r.admitted is not None and r.admitted < end   # those that held one meanwhile
+               and (r.finished is None or r.finished > start)]
     times = {start} | {t for r in records for t in (r.admitted, r.finished, *(x for p in getattr(r, "preemptions", ())
                                                                              for x in (p.at, p.resumed)))
                        if t is not None and start <= t < end}

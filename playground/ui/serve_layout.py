@@ -203,8 +203,8 @@ def _clients(out, traffic, remote=None):
         out.clients_status = gr.Markdown(elem_id="serve-clients-status")
         out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
         gr.Markdown("**Each client's share** (since you started watching): its requests, the output tokens it got "
-                    "(a decode step each) and its waits for a KV slot, the longest first")
-        out.clients_shares = gr.HTML(elem_id="serve-clients-shares", padding=True)
+                    "(a decode step each) and its waits for a KV slot, the longest first", visible=traffic is not None)
+        out.clients_shares = gr.HTML(elem_id="serve-clients-shares", padding=True, visible=traffic is not None)
         out.clients_kv_map = gr.Plot(label="Clients: KV memory map", elem_id="serve-clients-kv-map")
         out.clients_classes = gr.Dataframe(headers=CLASS_HEADERS, interactive=False, column_widths=CLASS_WIDTHS,
                                            label="Clients: p50/p95 per class (since you started watching)", wrap=True)

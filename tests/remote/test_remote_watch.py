@@ -30,8 +30,9 @@ from tests.helpers import generate_args, generate_by_name, generate_values, wait
 
 LLAMA_TIMINGS = {"cache_n": 29, "prompt_n": 8, "prompt_ms": 27.0, "predicted_n": 3, "predicted_ms": 40.0,
                  "predicted_per_second": 75.0}
-WATCH_OUT = SimpleNamespace(**{n: n for n in ("clients_limits", "clients_status", "clients_gantt", "clients_kv_map",
-                                               "clients_classes", "clients_refused", "clients_server")})
+WATCH_OUT = SimpleNamespace(**{n: n for n in ("clients_limits", "clients_status", "clients_gantt", "clients_shares",
+                                               "clients_kv_map", "clients_classes", "clients_refused",
+                                               "clients_server")})
 
 
 def hand_made_run(server: dict, first_at: float = 0.05, release: threading.Event | None = None) -> Run:
