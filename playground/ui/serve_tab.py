@@ -316,7 +316,7 @@ def unwatch_clients(traffic, out, watches: Watches, clients_view=clients_view):
     requests since the watch started, no longer running)."""
     def unwatch(t0):
         if t0 is None or watches.stop(t0):
-            return {}
+            return gr.skip()   # nothing changes here (Gradio reads an empty dict as one value, and refuses it)
         return clients_view(traffic, t0, out, final=True)
     return unwatch
 

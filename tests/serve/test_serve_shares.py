@@ -1,6 +1,6 @@
 """Each client's share of a room's engine (serve/shares.py), from records built here: the exact figures per client,
 the sentence naming who waited longest, the Watch view's table, and the live record's client names (a page
-session as "page N", an API client as the guard names it, a refusal with its client)."""
+session as "page N", an API client as the guard names it, a refusal with its client); Stop watching's answer."""
 from __future__ import annotations
 
 from playground.api.record import ClientTraffic, Refusal
@@ -108,3 +108,17 @@ def test_the_live_record_names_page_sessions_in_order_and_keeps_a_refusals_clien
     traffic.refused(429, "too many", "client 3")
     traffic.refused(401, "no key")
     assert [x.client for x in traffic.refusals] == ["client 3", ""]
+
+
+def test_stop_watching_a_running_watch_changes_nothing_itself_and_gradio_accepts_it():
+    """Stop watching returned {} while the watch drew its own last frame: Gradio reads an empty dict as one value
+    for the view's outputs and logged a ValueError at every Stop."""
+    import gradio as gr
+    from types import SimpleNamespace
+
+    from playground.ui.serve_tab import Watches, unwatch_clients
+    watches = Watches()
+    stop = watches.start(3.0)
+    answer = unwatch_clients(ClientTraffic(), SimpleNamespace(), watches)(3.0)
+    assert stop.is_set() and answer == gr.skip()
+    assert unwatch_clients(ClientTraffic(), SimpleNamespace(), watches)(None) == gr.skip()
