@@ -362,8 +362,9 @@ def serve_tab(registry, gate: MachineGate, traffic=None, session=None, remote=No
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
     swept.then(token_cost, cost_inputs, out.token_cost, api_visibility="private", concurrency_limit=None)
     if traffic is not None or remote is not None:   # drawing only: the engine loop or the server computes
-        clients = [out.clients_limits, out.clients_status, out.clients_gantt, out.clients_shares, out.clients_kv_map,
-                   out.clients_classes, out.clients_refused] + ([out.clients_server] if remote is not None else [])
+        clients = [out.clients_limits, out.clients_status, out.clients_gantt, out.clients_kv_map,
+                   out.clients_classes, out.clients_refused] + ([out.clients_server] if remote is not None else []) + [
+                   out.clients_shares]   # added last: an API client's earlier outputs keep their places
         watches = Watches()   # Stop watching asks the watch to draw its own last frame: none of it lands after
         def draw(_clock, t0, out, final=False):   # clients_view's signature: the endpoint's and the remote runs
             return watch_view(traffic, remote, t0, out, final)

@@ -473,7 +473,7 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
             served.sdk(key="wrong").chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
         while "1 admitted" not in job.outputs()[-1][1] and time.monotonic() < wait_until:
             time.sleep(0.1)
-        limits, status, gantt, kv_map, classes, refused = job.outputs()[-1][:6]
+        limits, status, gantt, kv_map, classes, refused, shares = job.outputs()[-1][:7]
         job.cancel()
         watched_for = time.monotonic() - watched_at
     finally:
@@ -490,6 +490,7 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
     assert json.loads(kv_map["plot"])["layout"]["xaxis"]["range"] == figure["layout"]["xaxis"]["range"]   # one axis
     assert classes["value"]["data"][0][0] == "short"
     assert "<td>401</td>" in refused   # the refusals table (HTML: every row drawn)
+    assert "<td>1 done</td>" in shares and "<td>unnamed (API)</td><td>1 refused</td>" in shares   # a 401 names no one
 
 
 def test_the_presenters_workload_joins_the_clients_batch_without_their_limits(tiny_onnx_engine):
