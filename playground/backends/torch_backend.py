@@ -63,7 +63,7 @@ class TorchBackend(Backend):
         return state.get_seq_length()
 
     def rollback(self, state, length):
-        state.crop(length)   # DynamicCache drops the positions past `length` in place
+        state.crop(length - state.get_seq_length())   # DynamicCache drops that many last positions in place
         return state
 
     def kv_cache_bytes(self, state) -> int:
