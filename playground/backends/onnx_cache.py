@@ -20,7 +20,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 MARKER = "playground-complete.json"
 MODEL_FILE = "model.onnx"
-GRAPH_EDITS = "torch-onnx-ts18,last-logits,gqa"  # part of the cache key: change it when the edits to the export change
+GRAPH_EDITS = "torch-onnx-ts18,tied-head,last-logits,gqa"  # part of the cache key: change it when the edits to the export change
 
 
 # --- the cache key and the completeness check

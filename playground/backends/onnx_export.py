@@ -50,7 +50,7 @@ def _export(source: Path | str, target: Path, progress=None) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
     from .onnx_fuse import fuse_attention
-    from .onnx_graph import keep_last_logits
+    from .onnx_graph import keep_last_logits, tie_lm_head
 
     say(progress, 0.1, "exporting to ONNX (about 35 s for a 135M model, once)",
          f"exporting {source} to {target}; delete {target.parent} to clear the ONNX cache")
@@ -58,11 +58,13 @@ def _export(source: Path | str, target: Path, progress=None) -> None:
     work.mkdir(parents=True)
     export_decoder(source, work / MODEL_FILE)
     AutoTokenizer.from_pretrained(source).save_pretrained(work)
+    tied = tie_lm_head(work / MODEL_FILE)
     say(progress, 0.6, "keeping only the last position's logits in the graph")
     keep_last_logits(work / MODEL_FILE)
     say(progress, 0.65, "fusing attention into GroupQueryAttention nodes")
     fused = fuse_attention(work / MODEL_FILE, AutoConfig.from_pretrained(work))
-    seal(work, target, {"source": str(source), "kind": "float32", "exporter": EXPORTER, "fused_attention": fused})
+    seal(work, target, {"source": str(source), "kind": "float32", "exporter": EXPORTER, "tied_lm_head": tied,
+                           "fused_attention": fused})
     say(progress, 0.7, f"ONNX export cached in {target}")
 
 
