@@ -13,7 +13,8 @@ result shows both. KV in use over time = blocks allocated after each pass, of th
 Greedy only. Tokens equal the Engine's (same weights, argmax) except where a batched fp32 path
 reorders a sum and a near-tie flips; tests/serve/test_serve_batching_torch.py measures how often.
 
-Left out: sampling, preemption (the library has none), and CUDA graphs.
+Left out: sampling, CUDA graphs, and the library's own answer to a full pool (it sets a request back to waiting,
+its cache dropped, to be read again): the pool here holds the whole workload.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from .batching_torch_adapter import (ADMITTED, RequestStatus, TimedManager, batc
 from .records import BatchStep
 from .schedulers import Scheduler, progress_line, request_ids, settings_for
 
-MAX_POOL_BLOCKS = 4096        # the library's own upper bound
+MAX_POOL_BLOCKS = 4096        # the most this scheduler asks for
 STALL_AFTER = 60.0            # seconds with requests in the manager, no event and no pass running: an error
 
 
@@ -107,8 +108,8 @@ class BatchingScheduler(Scheduler):
                     elif clock.now() - self._last_event > STALL_AFTER and any(
                             r.prompt_tokens is not None and not r.stop_reason for r in result.records):
                         raise RuntimeError(f"the batching manager made no progress for {STALL_AFTER:.0f} s: its KV "
-                                           f"pool ({pool.num_blocks} blocks) is too small for these requests "
-                                           "(it has no preemption); give it more blocks")
+                                           f"pool ({pool.num_blocks} blocks) is too small for these requests: "
+                                           "give it more blocks")
                     wait = min(max(pending[0].arrival - clock.now(), 0.001), 0.05) if pending else 0.05
                     self._drain(events, wait, records, prompts, result, clock)
                     report(*progress_line(result))
