@@ -135,8 +135,8 @@ test-fast: install-dev  ## in-process unit tests only (about a minute)
 
 # The oldest Python this project supports (pyproject.toml's requires-python floor, read by playground/interpreter.py;
 # the Space runs a newer one, README.md's python_version): the fast tier also runs under it, in a venv of its own, so
-# a construct newer than it fails the day it lands. Installed as .venv is and cached (its stamp names the version); on that interpreter pip
-# takes torch from PyPI (the local wheel is cp311 only). No such interpreter here: CI=1 fails, otherwise one line
+# a construct newer than it fails the day it lands. Installed as .venv is and cached (its stamp names the version); pip
+# takes torch from the local CPU wheel (cp311) under 3.11, from PyPI under another. No such interpreter here: CI=1 fails, otherwise one line
 # says what to install (scripts/oldest_python.sh).
 OLDEST_VENV    := .venv-oldest
 OLDEST_PY      := $(OLDEST_VENV)/bin/python

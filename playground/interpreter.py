@@ -54,7 +54,7 @@ def requires_python_floor(pyproject_path: str | Path = ROOT / "pyproject.toml") 
     which Python 3.10 lacks); a `ValueError` if there is none.
 
     >>> requires_python_floor()
-    '3.10'
+    '3.11'
     """
     text = Path(pyproject_path).read_text(encoding="utf-8")
     match = re.search(r'^requires-python\s*=\s*["\']>=\s*(3\.\d+(?:\.\d+)?)[^"\']*["\']', text, re.M)
@@ -67,7 +67,7 @@ def supported_pythons(pyproject_path: str | Path = ROOT / "pyproject.toml") -> l
     """The minor versions `pyproject.toml`'s `Programming Language :: Python :: 3.X` classifiers name, oldest first.
 
     >>> supported_pythons()
-    ['3.10', '3.11', '3.12']
+    ['3.11', '3.12']
     """
     text = Path(pyproject_path).read_text(encoding="utf-8")
     found = re.findall(r'["\']Programming Language :: Python :: (3\.\d+)["\']', text)

@@ -205,7 +205,8 @@ def honour_gguf_flags(tokenizer, flags: dict):
 
 def gguf_as_hf_dir(path: Path, cache_dir: Path | None = None) -> Path:
     """A transformers-format copy of a GGUF file, made once and reused; a partial copy is rebuilt."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, __version__ as tf_version
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, __version__ as tf_version
 
     path = Path(path)
     key = gguf_content_key(path, f"{tf_version}|{CONVERSION}")
@@ -218,7 +219,9 @@ def gguf_as_hf_dir(path: Path, cache_dir: Path | None = None) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     tokenizer = honour_gguf_flags(AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name),
                                   gguf_tokenizer_flags(path))
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    # dense weights: the copy is an ordinary float32 folder (transformers 5 keeps GGUF blocks packed by default)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
+                                                 quantization_config=GgufConfig(dequantize=True))
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     (staging / "playground-complete.json").write_text(json.dumps({"source": str(path), "transformers": tf_version}))

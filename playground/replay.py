@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-LIBRARIES = ("torch", "transformers", "onnxruntime", "optimum", "optimum-onnx", "tokenizers", "gguf")
+LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime", "tokenizers", "gguf")
 CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
 
 

@@ -23,7 +23,7 @@ from .config import GenerationSettings
 class TextEnum(str, Enum):
     """An enum whose members are their strings: equal to, printed, formatted and serialized as the value.
 
-    The same as Python 3.11's `enum.StrEnum`, written so it also runs on 3.10 (the oldest supported).
+    The same as Python 3.11's `enum.StrEnum`.
 
     >>> class Colour(TextEnum):
     ...     RED = "red"

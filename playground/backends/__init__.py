@@ -62,7 +62,7 @@ def _onnx_gguf(variant: str):
 
 BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in (
     BackendSpec("torch", "torch", None, "PyTorch (CUDA fp16 when present, else CPU fp32)", _torch),
-    BackendSpec("onnx", "onnx", None, "ONNX Runtime, fp32 (optimum export)", _onnx(None), "onnxruntime"),
+    BackendSpec("onnx", "onnx", None, "ONNX Runtime, fp32 (torch.onnx export)", _onnx(None), "onnxruntime"),
     BackendSpec("onnx-int8", "onnx", "int8", "ONNX Runtime, int8 dynamic quantization", _onnx("int8"),
                 "onnxruntime"),
     BackendSpec("onnx-int4", "onnx", "int4", "ONNX Runtime, 4-bit weights (re-quantized)", _onnx("int4"),

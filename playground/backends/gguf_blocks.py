@@ -113,7 +113,7 @@ EMBEDDING = "/model/embed_tokens/Gather"
 def read_gguf_blocks(path: Path) -> tuple[dict[str, NBitsWeight], dict[str, int]]:
     """({exported node name: blocks in the export's row order}, llama hyper-parameters) from a GGUF file.
 
-    Node names are the optimum export's: '/model/layers.3/mlp/up_proj/MatMul', EMBEDDING for the token
+    Node names are the torch.onnx export's (module paths): '/model/layers.3/mlp/up_proj/MatMul', EMBEDDING for the token
     embedding (when Q8_0) and 'lm_head' for the output (token_embd when tied). Raises ValueError for a
     layer or head type other than Q4_1/Q8_0.
     """

@@ -5,7 +5,7 @@
     #   blocks.gguf            every layer matrix Q4_1, the embedding (and an untied head) Q8_0, written by
     #                          gguf-py's own quantizer (gguf.quants.quantize), as llama.cpp would store them
     #   model.safetensors, …   a transformers folder holding exactly those blocks dequantized (plus the float
-    #                          norms and the tokenizer): what optimum exports, so the export's weights equal
+    #                          norms and the tokenizer): what torch.onnx exports, so the export's weights equal
     #                          the blocks bit for bit, as onnx_gguf.py checks before rewriting
 
 The types are the ones the bundled SmolLM2 GGUF uses per tensor (Q4_1 layers, Q8_0 embedding). gguf-py's
@@ -44,7 +44,7 @@ HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]   # what 
 
 @dataclass(frozen=True)
 class QuantizedModel:
-    folder: Path   # the transformers folder of the dequantized blocks (what optimum exports)
+    folder: Path   # the transformers folder of the dequantized blocks (what torch.onnx exports)
     blocks: Path   # the GGUF of the blocks (what onnx_gguf.py maps onto MatMulNBits)
 
 

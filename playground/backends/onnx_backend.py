@@ -1,9 +1,8 @@
-"""ONNX Runtime backend on CPU: the optimum export (fp32, int8 dynamic or int4 weight quantization) driven step by step.
+"""ONNX Runtime backend on CPU: the torch.onnx export (fp32, int8 dynamic or int4 weight quantization) driven step by step.
 
-The step loop calls `onnxruntime.InferenceSession` directly rather than optimum's model forward:
-each step binds `input_ids`, `attention_mask`, `position_ids` and the previous step's `present.*`
-OrtValues (as `past_key_values.*`) with IO binding, so the cache is never copied through numpy
-between steps. The exported graph keeps only the last position's logits (see onnx_export.py), so
+The step loop calls `onnxruntime.InferenceSession` directly: each step binds `input_ids`, `attention_mask`,
+`position_ids` and the previous step's `present.*` OrtValues (as `past_key_values.*`) with IO binding, so the
+cache is never copied through numpy between steps. The exported graph keeps only the last position's logits (see onnx_export.py), so
 prefill does not spend a (prompt x vocab) matmul on rows nobody reads. The cache size is measured
 from the shapes and element types of the present tensors ONNX Runtime hands back.
 
@@ -205,17 +204,33 @@ class OnnxBackend(Backend):
         return sum(int(v.nbytes) if isinstance(v, np.ndarray) else math.prod(v.shape()) * ELEMENT_BYTES[v.data_type()]
                    for v in state.past)
 
-    # --- the yardstick: optimum's own generate() on the same exported file
+    # --- the yardstick: a bare greedy loop on its own session, the cache fed back through numpy
 
     def generate_reference(self, input_ids, max_new_tokens, streamer=None):
+        """Greedy ids from the same exported file in a second session, run without IO binding: every step's
+        presents come back as numpy arrays and go in again as the next pasts (what a plain
+        `InferenceSession.run` caller does). No sampler, Steps or detokenizing: what the engine is measured
+        against. `streamer` gets the prompt, then each token, as transformers' streamers do."""
         import torch
-        from optimum.onnxruntime import ORTModelForCausalLM
 
         if self._reference is None:  # opens a second session: only bench and tests pay for it
-            self._reference = ORTModelForCausalLM.from_pretrained(
-                self.folder, file_name=MODEL_FILE, use_cache=True, session_options=session_options(),
-                provider="CPUExecutionProvider", use_io_binding=self.io_binding)   # the engine's I/O path
-        ids = torch.tensor([input_ids])
-        out = self._reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                       do_sample=False, streamer=streamer, pad_token_id=min(self.eos_token_ids))
-        return out[0, len(input_ids):].tolist()
+            self._reference = ort.InferenceSession(str(self.folder / MODEL_FILE), session_options(),
+                                                   providers=["CPUExecutionProvider"])
+        if streamer is not None:
+            streamer.put(torch.tensor([input_ids]))
+        past, ids, out = list(self._empty), list(input_ids), []
+        while True:
+            total = past[0].shape[2] + len(ids)
+            feeds = {"input_ids": np.asarray([ids], np.int64), "attention_mask": np.ones((1, total), np.int64),
+                     **dict(zip(self.past_names, past))}
+            if self.has_position_ids:
+                feeds["position_ids"] = np.arange(total - len(ids), total, dtype=np.int64)[None]
+            logits, *past = self._reference.run(self.output_names, feeds)
+            out.append(int(logits[0, -1].argmax()))
+            if streamer is not None:
+                streamer.put(torch.tensor(out[-1:]))
+            if len(out) == max_new_tokens or out[-1] in self.eos_token_ids:
+                if streamer is not None:
+                    streamer.end()
+                return out
+            ids = out[-1:]

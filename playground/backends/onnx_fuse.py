@@ -1,6 +1,6 @@
 """Replace each layer's exported attention with ONNX Runtime's fused GroupQueryAttention (CPU contrib op).
 
-The optimum export spells attention out as ~200 nodes a layer: rotary embedding, repeat_kv expands,
+The torch.onnx export spells attention out as ~200 nodes a layer: rotary embedding, repeat_kv expands,
 a causal mask rebuilt per layer, Softmax, then `Where(IsNaN(probs), 0, probs)`. On a 1024-token prompt
 the mask and NaN passes alone stream (9 heads x 1024 x 1024) floats several times per layer. One
 `com.microsoft.GroupQueryAttention` node per layer does rotary, the causal mask, softmax and the KV
@@ -39,13 +39,27 @@ def rotary_tables(head_dim: int, positions: int, theta: float) -> tuple[np.ndarr
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
+def rope_of(config) -> tuple[str, float]:
+    """(rope type, theta): transformers 5 keeps both in `rope_parameters` ("default": no scaling).
+
+    >>> from types import SimpleNamespace
+    >>> rope_of(SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 1e5}))
+    ('default', 100000.0)
+    >>> rope_of(SimpleNamespace(rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}))
+    ('llama3', 500000.0)
+    """
+    params = getattr(config, "rope_parameters", None) or {}
+    return str(params.get("rope_type", "default")), float(params.get("rope_theta", 10000.0))
+
+
 # --- the edit
 
 def fuse_attention(path: Path, config) -> bool:
     """Rewrite the graph at `path` in place; False (graph untouched) when it is not a plain Llama export."""
     heads, kv_heads = config.num_attention_heads, getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    if getattr(config, "model_type", "") != "llama" or getattr(config, "rope_scaling", None):
+    rope, theta = rope_of(config)
+    if getattr(config, "model_type", "") != "llama" or rope != "default":
         log.warning("fuse_attention: %s is not a plain Llama model; attention left as exported", path)
         return False
     model = onnx.load(str(path), load_external_data=True)
@@ -59,7 +73,7 @@ def fuse_attention(path: Path, config) -> bool:
         log.warning("fuse_attention: %s does not have the expected node names; attention left as exported", path)
         return False
 
-    cos, sin = rotary_tables(head_dim, int(config.max_position_embeddings), float(config.rope_theta))
+    cos, sin = rotary_tables(head_dim, int(config.max_position_embeddings), theta)
     graph.initializer.extend([numpy_helper.from_array(cos, "gqa_cos"), numpy_helper.from_array(sin, "gqa_sin"),
                               numpy_helper.from_array(np.array(1, np.int64), "gqa_one"),
                               numpy_helper.from_array(np.array([1], np.int64), "gqa_axis1")])

@@ -195,8 +195,8 @@ class OnnxGgufBackend(OnnxBackend):
     def generate_reference(self, input_ids, max_new_tokens, streamer=None):
         """Greedy ids from a plain prefill/decode loop: what the engine's instrumentation is measured against.
 
-        optimum's generate() would run this graph too, but concatenating the cache every step (~2x slower
-        here), so it would measure optimum, not this backend."""
+        A loop that concatenates the cache every step (as the plain `onnx` backend's reference does) would run
+        this graph ~2x slower here, so it would measure that loop, not this backend."""
         if streamer is not None:
             streamer.put(input_ids)
         logits, state = self.prefill(input_ids)

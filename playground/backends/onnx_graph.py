@@ -7,8 +7,9 @@ last prompt position alone, yet the exported graph multiplies every position's h
 Speculative decoding needs the opposite: a verify pass scores every position it reads. `all_logits_graph(path)`
 writes, once, a sibling graph with that slice removed (weights shared through the same external data file).
 
-Also here: `untie_lm_head(model)`, which gives a tied LM head (a Transpose of the embedding) weights of its
-own so a weight quantizer can see them; and `make_model`, how the code builds a graph of its own (probes, kernel
+Also here: `tie_lm_head(path)`, which makes a tied LM head read Transpose(embedding) again after the exporter
+stored the transposed copy as a constant of its own, and `untie_lm_head(model)`, which gives such a head weights
+of its own so a weight quantizer can see them; and `make_model`, how the code builds a graph of its own (probes, kernel
 checks) so that every ONNX Runtime we run on can read it.
 
 Left out: graphs whose `logits` output is not made by a plain MatMul (then the graph is left alone).
@@ -71,6 +72,33 @@ def keep_last_logits(path: Path) -> None:
     out.type.tensor_type.shape.dim[1].ClearField("dim_param")
     out.type.tensor_type.shape.dim[1].dim_value = 1
     onnx.save(model, str(path))
+
+
+def tie_lm_head(path: Path) -> bool:
+    """Give a tied LM head its weight as Transpose(embedding) again; True when the graph was changed.
+
+    The exporter folds the transpose of a tied embedding into a second constant, the same numbers stored twice
+    (for SmolLM2, 113 MB). The head reads the transpose of the embedding's initializer instead, as the model
+    does: one copy on disk, and the int8 quantizer sees the head as the MatMul of a computed weight, not a
+    constant one (untie_lm_head undoes this where a weight quantizer needs the constant)."""
+    model = onnx.load(str(path), load_external_data=True)
+    graph = model.graph
+    head = next((n for n in graph.node if "logits" in n.output and n.op_type == "MatMul"), None)
+    gather = next((n for n in graph.node if n.op_type == "Gather" and n.input[1] == "input_ids"), None)
+    inits = {i.name: i for i in graph.initializer}
+    if head is None or gather is None or head.input[1] not in inits or gather.input[0] not in inits:
+        return False
+    weight = numpy_helper.to_array(inits[head.input[1]])
+    embedding = numpy_helper.to_array(inits[gather.input[0]])
+    if weight.shape != embedding.shape[::-1] or not np.array_equal(weight, embedding.T):
+        return False
+    graph.initializer.remove(inits[head.input[1]])
+    tied = gather.input[0] + "_transposed"
+    graph.node.insert(list(graph.node).index(head), helper.make_node("Transpose", [gather.input[0]], [tied],
+                                                                     name="playground_tied_lm_head", perm=[1, 0]))
+    head.input[1] = tied
+    onnx.save(model, str(path))
+    return True
 
 
 ALL_LOGITS_SUFFIX = ".all-logits.onnx"

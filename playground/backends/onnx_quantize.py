@@ -1,6 +1,6 @@
 """Quantize a cached fp32 export into a sibling cache folder (called by onnx_export.exported_dir).
 
-    quantize_int8(fp32, target)   # dynamic int8 MatMuls (optimum's ORTQuantizer, VNNI config when present)
+    quantize_int8(fp32, target)   # dynamic int8 MatMuls (ONNX Runtime's quantize_dynamic)
     quantize_int4(fp32, target)   # 4-bit block weights (MatMulNBits), 8-bit LM head
 
 Both write into a staging folder and seal it as onnx_export does for the export itself.
@@ -13,7 +13,6 @@ Left out: static (calibrated) quantization, and quantizing the embedding lookup.
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -26,17 +25,22 @@ QUANT_SUFFIX = {None: "", "int8": "-int8-pc" if PER_CHANNEL else "-int8", "int4"
 # --- int8 and int4
 
 def quantize_int8(fp32: Path, target: Path, progress=None) -> None:
-    from optimum.onnxruntime import ORTQuantizer
-    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+    """Dynamic int8 (ONNX Runtime's quantize_dynamic): every MatMul, Gather and the like its integer-op
+    registry knows, weights symmetric per output channel, activations uint8 with a zero point, scaled per call.
+
+    Weights are int8 where the CPU has AVX-512 VNNI, uint8 otherwise (AVX2's u8 x u8 kernel); a MatMul whose
+    weights are computed (the tied LM head's Transpose) is quantized too (MatMulConstBOnly off)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     vnni = has_avx512_vnni()
-    make = AutoQuantizationConfig.avx512_vnni if vnni else AutoQuantizationConfig.avx2
     say(progress, 0.75, "quantizing to int8 (about 20 s, once)",
          f"int8 dynamic quantization ({'avx512_vnni' if vnni else 'avx2'}) of {fp32} into {target}")
     work = staging(target)
-    quantizer = ORTQuantizer.from_pretrained(fp32, file_name=MODEL_FILE)
-    quantizer.quantize(save_dir=work, quantization_config=make(is_static=False, per_channel=PER_CHANNEL))
-    os.replace(work / "model_quantized.onnx", work / MODEL_FILE)
+    work.mkdir(parents=True)
+    quantize_dynamic(fp32 / MODEL_FILE, work / MODEL_FILE, per_channel=PER_CHANNEL, reduce_range=False,
+                     weight_type=QuantType.QInt8 if vnni else QuantType.QUInt8,
+                     extra_options={"WeightSymmetric": True, "ActivationSymmetric": False,
+                                    "MatMulConstBOnly": False})
     _copy_side_files(fp32, work)
     seal(work, target, {"source": str(fp32), "kind": "int8", "vnni": vnni, "per_channel": PER_CHANNEL})
 

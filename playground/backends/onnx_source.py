@@ -1,4 +1,4 @@
-"""What optimum exports for a model spec: a transformers folder or a hub id, found without loading torch weights.
+"""What torch.onnx exports for a model spec: a transformers folder or a hub id, found without loading torch weights.
 
     export_source(None)          # the bundled GGUF's converted folder (converted once, see models.py)
     export_source("/my/model")   # a saved transformers folder, as is

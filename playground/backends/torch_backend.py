@@ -34,21 +34,21 @@ class TorchBackend(Backend):
     def prefill(self, input_ids):
         cache = DynamicCache()
         ids = torch.tensor([input_ids], device=self.device)
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[0, -1].float(), out.past_key_values
+        out = self.model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1].float(), out.cache
 
     @torch.inference_mode()
     def extend(self, input_ids, state):
         cache = copy.deepcopy(state)   # DynamicCache grows in place: the kept prefix must stay as it was
         ids = torch.tensor([input_ids], device=self.device)
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[0, -1].float(), out.past_key_values
+        out = self.model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1].float(), out.cache
 
     @torch.inference_mode()
     def decode(self, token_id, state):
         ids = torch.tensor([[token_id]], device=self.device)
-        out = self.model(input_ids=ids, past_key_values=state, use_cache=True)
-        return out.logits[0, -1].float(), out.past_key_values
+        out = self.model(input_ids=ids, cache=state, use_cache=True)
+        return out.logits[0, -1].float(), out.cache
 
     verifies = True
 
@@ -56,14 +56,14 @@ class TorchBackend(Backend):
     def verify(self, input_ids, state):
         """Every position's logits: the speculative verify pass, on the live DynamicCache (grown in place)."""
         ids = torch.tensor([input_ids], device=self.device)
-        out = self.model(input_ids=ids, past_key_values=state, use_cache=True)
-        return out.logits[0].float(), out.past_key_values
+        out = self.model(input_ids=ids, cache=state, use_cache=True)
+        return out.logits[0].float(), out.cache
 
     def cache_length(self, state) -> int:
         return state.get_seq_length()
 
     def rollback(self, state, length):
-        state.crop(length)   # DynamicCache drops the positions past `length` in place
+        state.crop(length - state.get_seq_length())   # DynamicCache drops that many last positions in place
         return state
 
     def kv_cache_bytes(self, state) -> int:

@@ -13,7 +13,8 @@ result shows both. KV in use over time = blocks allocated after each pass, of th
 Greedy only. Tokens equal the Engine's (same weights, argmax) except where a batched fp32 path
 reorders a sum and a near-tie flips; tests/serve/test_serve_batching_torch.py measures how often.
 
-Left out: sampling, preemption (the library has none), and CUDA graphs.
+Left out: sampling, CUDA graphs, and the library's own answer to a full pool (it sets a request back to waiting,
+its cache dropped, to be read again): the pool here holds the whole workload.
 """
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ from transformers import GenerationConfig
 from ..sampling import Detokenizer
 from ..next_token import sampled_step
 from ..trace import StopReason, Trace
-from .batching_torch_adapter import (PREFILLING, RequestStatus, TimedManager, left_alone_pool, paged_model,
-                                     patch_cpu_memory_sizing, quiet_manager_log)
+from .batching_torch_adapter import (ADMITTED, RequestStatus, TimedManager, batching_config, left_alone_pool,
+                                     paged_model, quiet_manager_log)
 from .records import BatchStep
 from .schedulers import Scheduler, progress_line, request_ids, settings_for
 
-MAX_POOL_BLOCKS = 4096        # the library's own upper bound
+MAX_POOL_BLOCKS = 4096        # the most this scheduler asks for
 STALL_AFTER = 60.0            # seconds with requests in the manager, no event and no pass running: an error
 
 
@@ -59,8 +60,8 @@ class BatchingScheduler(Scheduler):
         self.backend, self.pool = backend, pool or PoolConfig()
         if self.pool.scheduler not in ("fifo", "prefill_first"):
             raise ValueError(f"the manager's scheduler must be fifo or prefill_first, got {self.pool.scheduler!r}")
-        if not 1 <= self.pool.max_batch_tokens <= 4096 or not 1 <= self.pool.block_size <= 256:
-            raise ValueError("max batch tokens must be 1-4096 and the block size 1-256")
+        if not 1 <= self.pool.max_batch_tokens <= 4096 or not 4 <= self.pool.block_size <= 256:
+            raise ValueError("max batch tokens must be 1-4096 and the block size 4-256 (the manager's least page)")
 
     def _run(self, result, clock, report):
         b, records = self.backend, {f"req_{r.request.id}": r for r in result.records}
@@ -74,7 +75,6 @@ class BatchingScheduler(Scheduler):
         pool = self.pool if self.pool.num_blocks else replace(self.pool, num_blocks=self.pool.blocks_for(lengths))
         if pool.num_blocks > MAX_POOL_BLOCKS:
             raise ValueError(f"the workload needs {pool.num_blocks} KV blocks at once; the most is {MAX_POOL_BLOCKS}")
-        patch_cpu_memory_sizing()
         model = paged_model(b.model)
         alone = left_alone_pool(model, pool.block_size)
         bytes_per_block = b.kv_shape.formula_bytes(pool.block_size)
@@ -83,11 +83,10 @@ class BatchingScheduler(Scheduler):
         result.kv_unit, result.kv_total = "blocks", pool.num_blocks
         result.kv_note = f"paged KV blocks allocated, of the pool's {pool.num_blocks} ({pool.block_size} tokens each)"
         config = GenerationConfig(max_new_tokens=max(r.request.max_new_tokens for r in result.records), do_sample=False,
-                                  eos_token_id=model.generation_config.eos_token_id, pad_token_id=min(b.eos_token_ids),
-                                  num_blocks=pool.num_blocks, block_size=pool.block_size,
-                                  max_batch_tokens=pool.max_batch_tokens, scheduler=pool.scheduler)
+                                  eos_token_id=model.generation_config.eos_token_id, pad_token_id=min(b.eos_token_ids))
         events = queue.SimpleQueue()
-        manager = TimedManager(model, config, events)
+        manager = TimedManager(model, config, batching_config(pool.block_size, pool.num_blocks, pool.max_batch_tokens,
+                                                              pool.scheduler), events)
         self._live, self._detok, self._last_event = {}, {}, clock.now()
         pending = sorted((r for r in result.records if r.request.id in prompts), key=lambda r: r.arrival)
         with quiet_manager_log():
@@ -109,8 +108,8 @@ class BatchingScheduler(Scheduler):
                     elif clock.now() - self._last_event > STALL_AFTER and any(
                             r.prompt_tokens is not None and not r.stop_reason for r in result.records):
                         raise RuntimeError(f"the batching manager made no progress for {STALL_AFTER:.0f} s: its KV "
-                                           f"pool ({pool.num_blocks} blocks) is too small for these requests "
-                                           "(it has no preemption); give it more blocks")
+                                           f"pool ({pool.num_blocks} blocks) is too small for these requests: "
+                                           "give it more blocks")
                     wait = min(max(pending[0].arrival - clock.now(), 0.001), 0.05) if pending else 0.05
                     self._drain(events, wait, records, prompts, result, clock)
                     report(*progress_line(result))
@@ -138,7 +137,7 @@ class BatchingScheduler(Scheduler):
 
     def _on_status(self, state, old, new, t, records, prompts, result, clock):
         record = records[state.request_id]
-        if old == RequestStatus.PENDING and new in PREFILLING:
+        if old == RequestStatus.PENDING and new in ADMITTED:
             record.admitted = clock.since(t)
             request = record.request
             text, ids = prompts[request.id]

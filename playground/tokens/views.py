@@ -52,12 +52,24 @@ def _tiktoken_view(name: str) -> TokenizerView:
     return TokenizerView(name, pieces)
 
 
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte value -> the printable character a byte-level BPE vocabulary spells
+    it with (printable Latin-1 bytes stand for themselves, the other 68 are moved to U+0100 onwards).
+
+    >>> table = bytes_to_unicode()
+    >>> len(set(table.values())), table[ord("A")], table[ord(" ")], table[ord("\\n")]
+    (256, 'A', 'Ġ', 'Ċ')
+    """
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in kept]
+    return {**{b: chr(b) for b in kept}, **{b: chr(256 + n) for n, b in enumerate(moved)}}
+
+
 def hf_view(tokenizer, name: str | None = None) -> TokenizerView:
     """A view of a fast (Rust-backed) transformers tokenizer; the encoding is `encode(add_special_tokens=False)`."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise TokenizerUnavailable(f"{type(tokenizer).__name__} is not a fast tokenizer (needs offsets)")
-    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
     added = {i: t.content for i, t in tokenizer.added_tokens_decoder.items()}
     special_ids = {i for i, t in tokenizer.added_tokens_decoder.items() if t.special} | set(tokenizer.all_special_ids)
     alphabet = {c: b for b, c in bytes_to_unicode().items()}

@@ -21,7 +21,6 @@ Left out: authentication and per-user quotas; the queue's limits and the CPU gat
 from __future__ import annotations
 
 import html
-import warnings
 
 import gradio as gr
 
@@ -42,10 +41,6 @@ from .machine_gate import MachineGate, gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 from .zerogpu import WAITING, zero_gpu
-
-# Gradio 6.17's queue names Starlette's deprecated HTTP_422_UNPROCESSABLE_ENTITY on every join (gradio/routes.py;
-# Gradio 6.17 needs Starlette >= 1.0.1, which warns): Gradio's line, not ours; the filter goes with the 6.17 pin
-warnings.filterwarnings("ignore", message="'HTTP_422_UNPROCESSABLE_ENTITY' is deprecated", module="gradio")
 
 __all__ = ["GENERATE_CONCURRENCY", "SourceRegistry", "app_kwargs", "build_demo", "launch_kwargs", "page_kwargs"]
 

@@ -29,6 +29,17 @@ def test_one_step_per_token_with_phases_and_growing_cache(tiny_engine):
         assert b.latency == pytest.approx(b.time - a.time)
 
 
+# The torch backend's Steps on the varied tiny model as transformers 4.57 made them (recorded before the move to
+# transformers 5): "Why is the sky blue?" in the chat template, 16 greedy tokens.
+STEPS_4_57 = [275, 376, 384, 369, 381, 154, 297, 332, 398, 344, 372, 150, 59, 326, 303, 196]
+
+
+def test_torch_steps_are_those_transformers_4_57_made(varied_engine):
+    trace = varied_engine.generate("Why is the sky blue?", GenerationSettings(max_new_tokens=16))
+    assert trace.output_ids == STEPS_4_57
+    assert [(s.seq_len, s.kv_bytes) for s in trace.steps] == [(29 + i, 512 * (29 + i)) for i in range(16)]
+
+
 @pytest.mark.slow
 def test_kv_bytes_measured_equal_the_formula_at_every_step(tiny_engine):
     trace = tiny_engine.generate("KV cache", GenerationSettings(max_new_tokens=12))

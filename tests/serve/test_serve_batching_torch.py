@@ -124,7 +124,13 @@ def test_the_paged_copy_shares_the_weights_and_leaves_the_engines_model_alone(va
     paged = paged_model(model)
     assert paged is not model and paged_model(model) is paged
     assert all(a is b for a, b in zip(model.parameters(), paged.parameters()))   # no second copy of the weights
-    assert paged.config._attn_implementation == "sdpa_paged" != model.config._attn_implementation
+    attention = model.config._attn_implementation
+    assert paged.config is not model.config
+    try:   # what the manager sets on its copy (the attention it runs) stays off the Engine's model
+        paged.set_attn_implementation("eager")
+        assert model.config._attn_implementation == attention != paged.config._attn_implementation
+    finally:
+        paged.set_attn_implementation(attention)
 
 
 def test_batching_needs_the_torch_backend(tiny_engine):
