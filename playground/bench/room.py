@@ -10,9 +10,10 @@ The app (app.py, `--openai-api`, on the batching backend: onnx-gguf4 on the bund
 so each person is one client to the limits). Each person is a thread of this process; all wait at one barrier
 and press at the same moment. Four paths, one after another:
 
-    page        N people press Generate: the page's /generate through gradio_client, one Client (one browser
-                session) each, greedy, N new tokens at most (the page has no ignore_eos: a run may end at EOS,
-                and its tokens are counted as streamed)
+    page        N people press Generate: the page's /generate through Gradio's own HTTP API (POST
+                /gradio_api/call/generate, then its event stream; each call a session of its own), with httpx,
+                greedy, N new tokens at most (the page has no ignore_eos: a run may end at EOS, and its tokens
+                are counted as streamed)
     endpoint    the same N through the app's OpenAI-compatible /v1/chat/completions, streamed, one key each,
                 EOS ignored
     mixed       half of them through the page and half through the endpoint, at once
@@ -41,8 +42,9 @@ Each path records its load (quiet.LoadWindow, the app's or llama-server's CPU co
 two ratios to llama-server are printed only from a quiet machine (quiet.validity over both windows, as every
 ratio to llama.cpp), the others whatever the load, with it beside them.
 
-Client-side granularity: gradio_client takes a streamed update off its queue every 50 ms at most when idle, so
-the page's TTFT and last done can read up to ~50 ms late; the endpoints' are read as the bytes arrive (httpx).
+Every path is read as the bytes arrive (httpx). Not gradio_client: its own work per request is the client's,
+not the page's, and 24 of them in one process on 2 cores start their runs up to a second late (a handler that
+only yields: 24 gradio_client submits reached it 0.2-1.0 s after the press, 24 httpx calls 0.08-0.09 s).
 Left out: a browser (the page's own JavaScript; the ui row measures its cost), people on other machines
 (loopback only), and which Steps carried requests of both kinds in the mixed room (the server's record has it,
 the clients do not).
@@ -119,40 +121,57 @@ class Answer:
 
 # --- the people
 
-class TimedOutputs(list):
-    """A gradio_client Job's list of streamed outputs that notes when each arrived (perf_counter)."""
+def sse_events(lines):
+    """(event, data) pairs of a server-sent event stream's lines (Gradio's /call stream: `event:` then `data:`).
 
-    def __init__(self, items=()):
-        super().__init__(items)
-        now = time.perf_counter()
-        self.times = [now] * len(self)
+    >>> list(sse_events(["event: generating", 'data: ["a"]', "", "event: complete", 'data: ["b"]', ""]))
+    [('generating', '["a"]'), ('complete', '["b"]')]
+    """
+    event = None
+    for line in lines:
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:") and event is not None:
+            yield event, line[5:].strip()
+            event = None
 
-    def append(self, item) -> None:
-        super().append(item)
-        self.times.append(time.perf_counter())
 
-
-def page_person(client, backend: str, prompt: str, tokens: int):
-    """A person pressing Generate on the page (`client`: a gradio_client Client of its own, without downloads)."""
+def page_person(base_url: str, backend: str, prompt: str, tokens: int):
+    """A person pressing Generate on the page: the page's /generate through Gradio's own HTTP API (POST
+    /gradio_api/call/generate, then its event stream), with httpx as the endpoint's people use it."""
     def press() -> Answer:
+        import httpx
+
         from ..live import read_stream
         answer = Answer(time.perf_counter())
-        job = client.submit(prompt, 0.0, 0, 1.0, "", tokens, True, *PRICES, backend, api_name="/generate")
-        helper = job.communicator
-        with helper.lock:   # the worker thread appends under this lock: every output is seen, each timed
-            outputs = helper.job.outputs = TimedOutputs(helper.job.outputs)
+        # every input of the event, as the page sends them: the session's State (Gradio keeps its value), the
+        # prompt, temperature 0, top k, top p, seed, new tokens, chat, the prices, the backend, speculation off
+        data = [None, prompt, 0.0, 0, 1.0, "", tokens, True, *PRICES, backend, False, 4, 3]
+        result, failed = None, None
         try:
-            result = job.result(TIMEOUT_S)
-        except Exception as exc:   # noqa: BLE001 - a refused or failed run is counted, not raised
-            answer.done, answer.status = time.perf_counter() - answer.pressed, type(exc).__name__
-            return answer
+            with httpx.Client(timeout=TIMEOUT_S) as http:
+                r = http.post(f"{base_url}gradio_api/call/generate", json={"data": data})
+                r.raise_for_status()
+                event_id = r.json()["event_id"]
+                with http.stream("GET", f"{base_url}gradio_api/call/generate/{event_id}") as stream:
+                    for event, payload in sse_events(stream.iter_lines()):
+                        if event == "error":
+                            failed = f"error: {payload[:120]}"
+                            break
+                        if event not in ("generating", "complete"):
+                            continue
+                        out = json.loads(payload)
+                        if answer.ttft is None and out and isinstance(out[0], str) and read_stream(out[0])[1]:
+                            answer.ttft = time.perf_counter() - answer.pressed   # the first Step on the page
+                        if event == "complete":
+                            result = out
+                            break
+        except (httpx.HTTPError, ValueError, KeyError) as exc:   # a refused or failed run is counted, not raised
+            failed = type(exc).__name__
         answer.done = time.perf_counter() - answer.pressed
-        with helper.lock:
-            timed = list(zip(outputs.times, list(outputs)))
-        for at, out in timed:   # the first update whose stream holds a Step: the first token on the page
-            if out and isinstance(out[0], str) and read_stream(out[0])[1]:
-                answer.ttft = at - answer.pressed
-                break
+        if result is None:
+            answer.status = failed or "no answer"
+            return answer
         stream = result[0] if result and isinstance(result[0], str) else ""
         head, steps, _ = read_stream(stream) if stream else ({}, [], None)
         answer.tokens, answer.prompt_tokens = len(steps), head.get("prompt_tokens")
@@ -267,7 +286,6 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
     """(the page, endpoint and mixed paths' figures, what the app ran with: the model it names, keys, limits) on one
     app process."""
     import httpx
-    from gradio_client import Client
 
     from .app_process import AppProcess
     keys = [f"room-person-{i + 1}" for i in range(people)]
@@ -285,24 +303,21 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
             time.sleep(0.5)
         model_id = httpx.get(base + "/models", headers={"Authorization": f"Bearer {keys[0]}"},
                              timeout=30).json()["data"][0]["id"]
-        clients = [Client(app.url, verbose=False, download_files=False) for _ in range(people)]
-        # warm-up: every session's first run (a browser that has the page open), then every key's first request,
+        # warm-up: every person's first run (the page's first Generate), then every key's first request,
         # each a room at once (the batched graph's first passes of many rows)
-        press_together([page_person(client, backend, "Warm up.", 2) for client in clients])
+        press_together([page_person(app.url, backend, "Warm up.", 2) for _ in range(people)])
         press_together([openai_person(base, key, "Warm up.", 2) for key in keys])
         servers = (app.server,)
         half = people // 2
         paths = {}
-        paths["page"] = run_path([page_person(clients[i], backend, question("page", i), tokens)
+        paths["page"] = run_path([page_person(app.url, backend, question("page", i), tokens)
                                      for i in range(people)], servers)
         paths["endpoint"] = run_path([openai_person(base, keys[i], question("endpoint", i), tokens)
                                          for i in range(people)], servers)
-        paths["mixed"] = run_path([page_person(clients[i], backend, question("mixed", i), tokens)
+        paths["mixed"] = run_path([page_person(app.url, backend, question("mixed", i), tokens)
                                       for i in range(half)]
                                      + [openai_person(base, keys[i], question("mixed", i), tokens)
                                         for i in range(half, people)], servers)
-        for client in clients:
-            client.close()
     paths["mixed"]["page_people"], paths["mixed"]["endpoint_people"] = half, people - half
     return paths, {"model": model_id, "api_keys": people, "limits": app_limits(limits)}
 

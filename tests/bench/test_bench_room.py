@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from playground.bench import room
-from playground.bench.room import Answer, TimedOutputs, nearest_rank, path_figures, question, room_ratios
+from playground.bench.room import Answer, nearest_rank, path_figures, question, room_ratios
 
 QUIET = {"others_cores": 0.0, "cores": 2}
 BUSY = {"others_cores": 1.5, "cores": 2}
@@ -59,13 +59,6 @@ def test_the_ratios_are_the_figures_own_and_those_to_llama_server_need_a_quiet_m
     assert busy["page_vs_endpoint_ttft_p95"] == 1.5 and "not quiet" in check["reason"]
     skipped, check = room_ratios(paths, {"skipped": "llama-server runs the bundled GGUF only"})
     assert check is None and skipped["endpoint_vs_llama_tps"] is None and skipped["served_share_min"] == 1.0
-
-
-def test_timed_outputs_note_when_each_output_arrived():
-    outputs = TimedOutputs(["head"])
-    outputs.append("token")
-    assert list(outputs) == ["head", "token"] and len(outputs.times) == 2
-    assert outputs.times[0] <= outputs.times[1]
 
 
 @pytest.mark.subprocess
