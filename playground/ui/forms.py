@@ -23,7 +23,7 @@ def form_inputs(form_cls, components, *, states=()) -> set:
     """The components of `form_cls`'s fields (attributes of `components` with the same names) and `states`
     as Gradio dict inputs; ValueError when the fields are not in the order the components were made."""
     made = [getattr(components, f.name) for f in fields(form_cls)]
-    # Component._id: Gradio 6.17 sorts a set of inputs by it, with no public API for that order (test_ui_forms.py)
+    # Component._id: Gradio 6 sorts a set of inputs by it, with no public API for that order (test_ui_forms.py)
     if [c._id for c in made] != sorted(c._id for c in made):
         order = [f.name for _, f in sorted(zip((c._id for c in made), fields(form_cls)), key=lambda p: p[0])]
         raise ValueError(f"{form_cls.__name__}'s fields must be in the order its components are made: {order}")

@@ -44,7 +44,7 @@ def gate_cpu_events(demo, queue: str, gate: MachineGate, skip=()) -> int:
     """Run every handler of concurrency group `queue` (except `skip`) inside gate.shared(); returns how many.
     TypeError for a handler of the queue that does not take dict inputs (the wrapper passes one dict on)."""
     wrapped = 0
-    # Gradio internals: Gradio 6.17 has no public API to list or wrap an app's registered handlers (test_ui_forms.py)
+    # Gradio internals: Gradio 6 has no public API to list or wrap an app's registered handlers (test_ui_forms.py)
     for block_fn in demo.fns.values():
         fn = block_fn.fn
         if (block_fn.concurrency_id == queue and fn is not None and fn not in skip
