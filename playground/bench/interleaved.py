@@ -12,6 +12,12 @@ records its load (quiet.LoadWindow); a round measured on a machine that was not 
 its ratios as null with the reason, and the medians of the ratios are over the valid rounds alone (null when
 none was).
 
+Each round also reads the machine's memory bandwidth (roofline.measure_bandwidth: one streaming ReduceSum over
+256 MiB, best of its reads) and puts every decode on it: `bandwidth_pct` is decode tok/s x the bytes a token
+reads (roofline.decode_cost: the weights as the backend stores them and the KV cache at the run's middle
+length; llama.cpp's as the GGUF's own blocks, which onnx-gguf4 keeps) over that bandwidth. The default
+backend (the first name) is held to issue 47's targets: decode >= 0.9x llama.cpp's, >= 60 % of the bandwidth.
+
 Left out: memory figures (all backends share this process; `make bench` isolates them).
 """
 from __future__ import annotations
@@ -21,10 +27,34 @@ from .peer import NEW_TOKENS, llama_bench_row, own_decode_only_ratio
 from .prefill import PREFILL_TOKENS, measure_prefill
 from .quiet import LoadWindow, cpu_flags, gated, validity
 from .rows import InterleavedRoundRow, InterleavedRow, say
-from .stats import median
+from .stats import median, targets_met, targets_text
 
 
 TEXT_KEYS = ("cpu_variant", "configuration")   # words, not figures: no median
+TARGETS = {"decode_x": (">=", 0.9), "bandwidth_pct": (">=", 60.0)}   # the default backend's (issue 47)
+BANDWIDTH_BUDGET_S = 0.5   # each round's bandwidth reads
+
+
+def bandwidth_pct(tps: float | None, token_bytes: float, bandwidth: float) -> float | None:
+    """The share of the measured bandwidth a decode uses, in percent: tok/s x bytes a token / bytes/s.
+
+    >>> bandwidth_pct(120.0, 92e6, 30e9), bandwidth_pct(None, 92e6, 30e9), bandwidth_pct(120.0, 92e6, 0.0)
+    (36.8, None, None)
+    """
+    return round(100 * tps * token_bytes / bandwidth, 1) if tps and bandwidth else None
+
+
+def token_bytes(engine, seq_len: int, storage=None) -> float:
+    """The bytes one decode token reads at `seq_len` (the roofline's estimate), with `storage` or the backend's."""
+    from ..roofline import ModelShape, decode_cost, storage_of
+    backend = engine.backend
+    return decode_cost(ModelShape.of(backend.config), storage or storage_of(backend), [seq_len]).bytes
+
+
+def gguf_storage():
+    """llama.cpp's weights as the GGUF's blocks (what onnx-gguf4 keeps), its KV cache in f16."""
+    from ..roofline import Q4_1, Q8_0, Storage
+    return Storage("GGUF blocks: Q4_1 layers, Q8_0 head; f16 KV", Q4_1, Q8_0, 2)
 
 
 def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
@@ -39,6 +69,11 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
     for name, engine in engines.items():   # warm-up: first-call allocations, outside the rounds
         prompt_ids[name] = engine.prompt_ids(PROMPT, settings)[1]
         engine.run_ids(prompt_ids[name], settings.with_(max_new_tokens=4)).wait()
+    from ..roofline import measure_bandwidth, model_threads
+    first = next(iter(engines.values()))
+    middle = {name: len(ids) + NEW_TOKENS // 2 for name, ids in prompt_ids.items()}
+    reads = {name: token_bytes(engine, middle[name]) for name, engine in engines.items()}
+    reads["llama.cpp"] = token_bytes(first, NEW_TOKENS // 2, gguf_storage())   # llama-bench decodes from empty
     raw, valid_rounds = [], 0
     for _ in range(rounds):
         window = LoadWindow.start()
@@ -54,6 +89,7 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
             m = engine.run_ids(prompt_ids[name], settings).wait().metrics()
             prefill = measure_prefill(engine, PREFILL_TOKENS, repeats=1).prefill_s
             measured[name] = (m, prefill)
+        bandwidth = measure_bandwidth(model_threads(), BANDWIDTH_BUDGET_S)[0]
         load = window.stop()
         check = validity([load])
         valid_rounds += bool(check["valid"])
@@ -61,14 +97,21 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
             entry[name] = {"decode_tps": round(m.decode_tps, 2), "ttft_s": round(m.ttft, 4), "prefill_s": prefill,
                            "decode_x": gated(round(m.decode_tps / llama.decode_tps, 3), check),
                            **own_decode_only_ratio(m.decode_tps, llama.own_decode_only_tps, check),
-                           "prefill_x": gated(round(llama.prefill_s / prefill, 3), check)}
+                           "prefill_x": gated(round(llama.prefill_s / prefill, 3), check),
+                           "bandwidth_pct": gated(bandwidth_pct(m.decode_tps, reads[name], bandwidth), check)}
+        entry["llama.cpp"]["bandwidth_pct"] = gated(bandwidth_pct(llama.decode_tps, reads["llama.cpp"], bandwidth),
+                                                    check)
+        entry["machine"] = {"bandwidth_gb_s": round(bandwidth / 1e9, 1)}
         raw.append(entry)
         say(InterleavedRoundRow(round=len(raw), figures=entry, load=load, validity=check))
     medians = {name: {key: median([r[name][key] for r in raw]) for key in raw[0][name] if key not in TEXT_KEYS}
                for name in raw[0]}
+    for name, read in reads.items():
+        medians[name]["token_mb"] = round(read / 1e6, 3)   # the roofline's bytes a decode token reads (estimate)
     return InterleavedRow(summary=f"medians over {rounds} interleaved rounds (ratios taken within each round, "
                                   f"over the {valid_rounds} valid ones)", valid_rounds=valid_rounds, medians=medians,
-                          cpu_flags=cpu_flags(), llama_configuration=raw[0]["llama.cpp"]["configuration"])
+                          cpu_flags=cpu_flags(), llama_configuration=raw[0]["llama.cpp"]["configuration"],
+                          targets=targets_text(TARGETS), targets_met=targets_met(medians[names[0]], TARGETS))
 
 
 def main(argv: list[str]) -> None:

@@ -360,7 +360,7 @@ class InterleavedRow(Row):
     """The medians over interleaved.py's rounds, under each name (as InterleavedRoundRow); with an `error`
     (llama-bench failed), the error alone."""
 
-    OPTIONAL = ("summary", "error", "valid_rounds", "cpu_flags", "llama_configuration")
+    OPTIONAL = ("summary", "error", "valid_rounds", "cpu_flags", "llama_configuration", "targets", "targets_met")
     FLAT = ("medians",)
     ON_ERROR = ()
 
@@ -369,6 +369,8 @@ class InterleavedRow(Row):
     cpu_flags: dict[str, bool] | None = None   # the CPU kind the rounds ran on (quiet.cpu_flags)
     llama_configuration: str | None = None     # llama.cpp's variant and repacking here, and why (LlamaChoice)
     medians: dict[str, dict] = field(default_factory=dict)
+    targets: dict[str, str] | None = None          # the first backend's: decode_x and bandwidth_pct (interleaved.py)
+    targets_met: dict[str, bool | None] | None = None
     error: str | None = None
 
 
