@@ -28,11 +28,11 @@ import threading
 from dataclasses import dataclass, replace
 
 from ..serve.batching import describe_pool, record_iteration
-from ..serve.engine_loop import PAGE, client_origin
+from ..serve.engine_loop import client_origin
 from ..serve.prefix_cache import BLOCK_SIZE
 from ..serve.records import RequestRecord, WorkloadResult
 from ..serve.schedulers import Clock
-from ..serve.shares import UNNAMED
+from ..serve.shares import ClientNames
 from ..serve.workload import Request, Workload
 from ..trace import COMPLETED, StopReason
 
@@ -70,7 +70,7 @@ class ClientTraffic:
         self.result = WorkloadResult("clients", LABEL, source, Workload(()), [], started=self.clock.start,
                                      admitted_means="the engine loop gave the request a KV slot")
         self.in_loop: dict[int, RequestRecord] = {}   # id(seq) -> its record, while the loop holds it
-        self.pages: dict[str, str] = {}               # a page session's client name -> "page N"
+        self._names = ClientNames()                   # a loop's client name -> the one every view shows
         self._next_id = 0
         self._lock = threading.Lock()
 
@@ -103,17 +103,13 @@ class ClientTraffic:
             self.refusals = [x for x in self.refusals if x.time >= self.clock.now() - self.keep_s]
 
     def client_label(self, client: str) -> str:
-        """The name a record shows for the loop's client name: a page session's as "page N" (N counts the sessions
-        in the order they first came; the session's own id stays out of every view), any other as it is (the
-        guard's "client N", "the presenter"), "unnamed" for none.
+        """The name a record shows for the loop's client name (serve.shares.ClientNames: "page N", "client 2").
 
         >>> traffic = ClientTraffic()
         >>> [traffic.client_label(c) for c in ("page 7f3a", "client 2", "page 9b1c", "page 7f3a", "")]
         ['page 1', 'client 2', 'page 2', 'page 1', 'unnamed']
         """
-        if client_origin(client) != PAGE:
-            return client or UNNAMED
-        return self.pages.setdefault(client, f"{PAGE} {len(self.pages) + 1}")
+        return self._names(client)
 
     def described(self, **facts) -> None:
         """The service's limits (an ApiLimits: `limits`), and once its model loads: `context` (positions a

@@ -73,19 +73,24 @@ def _row(record) -> str:
 
 
 def _row_label(record) -> str:
-    """A request's row as the chart shows it: its id and class, who sent it where a room's record says (a page's
-    Generate run or an API client), how many prompt tokens were cached, and a remote server's own figures
-    (`server_note`: serve/remote_record.py).
+    """A request's row as the chart shows it: its id and class, who sent it where a room's record says (the client
+    by the name the share table gives it, "page 2" or "client 3"; else only where from), how many prompt tokens
+    were cached, and a remote server's own figures (`server_note`: serve/remote_record.py).
 
     >>> from types import SimpleNamespace as S
     >>> _row_label(S(request=S(id=3, cls="short"), cached_tokens=576)), _row_label(S(request=S(id=4, cls="long")))
     ('#3 short · 576 cached', '#4 long')
     >>> _row_label(S(request=S(id=5, cls="short"), cached_tokens=0, origin="page", server_note="server: 9 tok/s"))
     '#5 short · page · server: 9 tok/s'
+    >>> _row_label(S(request=S(id=6, cls="short"), origin="page", client="page 2"))
+    '#6 short · page 2'
+    >>> _row_label(S(request=S(id=7, cls="long"), origin="API", client="client 3", cached_tokens=64))
+    '#7 long · client 3 · 64 cached'
     """
     cached, origin = getattr(record, "cached_tokens", 0), getattr(record, "origin", "")
-    note = getattr(record, "server_note", "")
-    return (_row(record) + (f" · {origin}" if origin else "") + (f" · {cached:,} cached" if cached else "")
+    note, client = getattr(record, "server_note", ""), getattr(record, "client", "")
+    who = client or origin
+    return (_row(record) + (f" · {who}" if who else "") + (f" · {cached:,} cached" if cached else "")
             + (f" · {note}" if note else ""))
 
 

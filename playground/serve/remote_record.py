@@ -39,6 +39,7 @@ from ..trace import COMPLETED, StopReason
 from .engine_loop import client_origin
 from .records import RequestRecord, WorkloadResult
 from .schedulers import Clock
+from .shares import ClientNames
 from .workload import Request, Workload
 
 LABEL = "the page's requests to remote servers (each server batches them itself; times from this client)"
@@ -199,6 +200,7 @@ class RemoteRecord:
         self._runs: dict[int, object] = {}   # id(record) -> its Run, while it runs (its t0 is set as it is sent)
         self._next_id = 0
         self._lock = threading.Lock()
+        self._names = ClientNames()   # a page session's client name -> "page N", as the other views name it
 
     def add(self, run, client: str = "", pressed: float | None = None, server: str = ""):
         """Keep `run` (a remote source's Run, just made) as one of the page's requests; `pressed`: perf_counter()
@@ -211,7 +213,8 @@ class RemoteRecord:
                               sent if pressed is None else min(self.clock.since(pressed), sent), trace.ignore_eos)
             self._next_id += 1
             record = RemoteRequest(request, prompt_tokens=len(trace.prompt_ids), admitted=sent, trace=trace,
-                                   origin=client_origin(client) if client else "", client=client,
+                                   origin=client_origin(client) if client else "",
+                                   client=self._names(client) if client else "",
                                    server_name=server or trace.backend)
             self.result.records.append(record)
             self._runs[id(record)] = run

@@ -21,9 +21,29 @@ from dataclasses import dataclass
 
 from ..run_view import format_seconds
 from ..trace import COMPLETED, StopReason
+from .engine_loop import PAGE, client_origin
 from .summary import percentile
 
 UNNAMED = "unnamed"   # the row of requests that carry no client name
+
+
+class ClientNames:
+    """The name every view shows for a loop's client name: a page session's as "page N" (N counts the sessions in
+    the order they first came; the session's own id stays out of every view), any other as it is (the guard's
+    "client N", "the presenter"), "unnamed" for none.
+
+    >>> names = ClientNames()
+    >>> [names(c) for c in ("page 7f3a", "client 2", "page 9b1c", "page 7f3a", "")]
+    ['page 1', 'client 2', 'page 2', 'page 1', 'unnamed']
+    """
+
+    def __init__(self):
+        self._pages: dict[str, str] = {}   # a page session's client name -> "page N"
+
+    def __call__(self, client: str) -> str:
+        if client_origin(client) != PAGE:
+            return client or UNNAMED
+        return self._pages.setdefault(client, f"{PAGE} {len(self._pages) + 1}")
 
 
 @dataclass(frozen=True)

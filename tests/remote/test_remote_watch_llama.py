@@ -3,13 +3,13 @@ page's Generate runs go there, and the Watch view draws them from the client sid
 beside each (app.py's remote_servers and watch_remote, the page's generate handler, remote_watch.watch_view)."""
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
 
 from playground.machine import MachineGate
 from playground.remote.endpoints import endpoint_name
-from playground.serve.engine_loop import page_client
 from playground.serve.remote_record import GAP_QUEUE, server_rows
 from playground.session import Session
 from playground.trace import COMPLETED
@@ -47,7 +47,8 @@ def test_the_watch_view_draws_the_pages_runs_on_llama_server_beside_its_timings(
 
     frame = watch_view(None, remote, t0, WATCH_OUT)
     recs = sorted(remote.since(t0).records, key=lambda r: [s.trace for s in sessions].index(r.trace))
-    assert [r.client for r in recs] == [page_client(f"{id(s):x}") for s in sessions]
+    # each session one client, named as every view names it: by number, its own id left out
+    assert sorted(r.client for r in recs) == [f"page {k + 1}" for k in range(3)]
     for r, session in zip(recs, sessions):
         assert r.trace is session.trace and r.origin == "page" and r.server_name == name
         assert r.stop_reason in COMPLETED and r.output_tokens == len(session.trace.steps) > 0
@@ -62,7 +63,7 @@ def test_the_watch_view_draws_the_pages_runs_on_llama_server_beside_its_timings(
     assert "3 requests from this page to remote servers: 3 done · 0 running" in status
     assert f"{name} (llama.cpp) (remote) reports per request" in status and GAP_QUEUE in status
     labels = list(frame["clients_gantt"].layout.yaxis.ticktext)
-    assert len(labels) == 3 and all("· page · server: prompt" in x for x in labels), labels
+    assert len(labels) == 3 and all(re.search(r"· page \d · server: prompt", x) for x in labels), labels
     rows = server_rows(recs)
     assert [row[7] for row in rows] == [GAP_QUEUE] * 3 and all(isinstance(row[5], int) for row in rows)
     assert all(f"<td>{row[5]}</td>" in frame["clients_server"] for row in rows)
