@@ -26,7 +26,7 @@ NAMED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("views", ("run_view", "charts")),                                                     # Steps in words and figures
     ("serve", ("serve",)),                                                                 # many requests at once
     ("experiments", ("experiments",)),
-    ("top", ("lesson", "session", "api")),
+    ("top", ("lesson", "api")),
     ("ui", ("ui",)),                                                                       # the only gradio importer
     ("bench", ("bench",)),                                                                 # make bench: JSON lines
 )

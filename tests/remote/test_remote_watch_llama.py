@@ -11,7 +11,7 @@ from playground.machine import MachineGate
 from playground.remote.endpoints import endpoint_name
 from playground.serve.engine_loop import page_client
 from playground.serve.remote_record import GAP_QUEUE, server_rows
-from playground.session import Session
+from playground.ui.session import Session
 from playground.trace import COMPLETED
 from playground.ui.generate_tab import make_handlers
 from playground.ui.remote_watch import watch_view

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from playground.config import GenerationSettings
 from playground.live import StepStream, read_stream
-from playground.session import UPDATE_INTERVAL, WATCHED_INTERVAL, Session
+from playground.ui.session import UPDATE_INTERVAL, WATCHED_INTERVAL, Session
 from playground.trace import Step
 from playground.ui.live_channel import MAX_READERS, app_kwargs
 from tests.helpers import free_port, generate_by_name, generate_values, wait_for
