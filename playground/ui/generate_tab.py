@@ -32,7 +32,6 @@ import gradio as gr
 
 from ..charts.run import plot_top_k
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
-from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics, files
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
 from ..serve.engine_loop import page_client
@@ -46,6 +45,7 @@ from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, 
 from .session import UPDATE_INTERVAL, Session
 from .zerogpu import cost_line, zero_gpu
 
+OUTPUTS = ("stream", "status", "text", "metrics", "files")   # /generate and /stop return these, in this order
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live/metrics.js fills it while the run streams
 # On Generate, a page whose metrics end below the window scrolls its status to the top: the status, chips and
 # metrics then show together (a long prompt's box and the controls put them below the fold at 1400x1000)
