@@ -36,7 +36,7 @@ import statistics
 import threading
 
 from ..chromium import chromium_path
-from ..live import read_stream
+from ..step_stream import read_stream
 from .app_process import AppProcess
 from .recorder import RECORDER
 from .rows import UiFlatRow, UiRow, parser, say

@@ -1,8 +1,8 @@
 """The Generate tab: type a prompt, pick a backend, watch tokens stream as chips while charts show the run.
 
-While a run streams, the only output that changes is `stream`: the run's StepStream (live.py), whose
+While a run streams, the only output that changes is `stream`: the run's StepStream (step_stream.py), whose
 updates Gradio sends as appends of the new steps (O(new steps) per update, at most one per 50 ms).
-The browser draws chips, the answer, live metrics and the four charts from it (live/*.js, given to
+The browser draws chips, the answer, live metrics and the four charts from it (live/*.js with live/view.py, given to
 Blocks(head=…), fed by a JavaScript-only .change): the server builds no HTML and no figure per token.
 The other outputs hold constant values during the run (a skipped output costs Gradio more than a
 repeated one) and get their final values at the end: status, answer text, metrics, exports; the end
@@ -40,8 +40,8 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPU
                      OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
                      long_document, reread_text, source, warn)
 from .forms import form_inputs, read_form
+from .live.view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 from .machine_gate import MachineGate
-from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 from .session import UPDATE_INTERVAL, Session
 from .zerogpu import cost_line, zero_gpu
 

@@ -3,7 +3,7 @@
 The UI keeps a `Session` in gr.State, so each browser tab has its own and two tabs never mix runs.
 The run goes on in its own thread (jobs.BackgroundRun); the page's handler takes the Steps made so
 far in batches, at most one batch per `UPDATE_INTERVAL`, and packs only those into the run's
-StepStream (playground/live.py): the server's work per update does not grow with the run. Stop
+StepStream (playground/step_stream.py): the server's work per update does not grow with the run. Stop
 cancels the run within one step; the trace ends with StopReason.CANCELLED and keeps every token made so far.
 Its exports go to an ExportFolder (export_folder.py).
 
@@ -17,13 +17,13 @@ from typing import Iterator
 from ..charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
 from ..jobs import ABANDONED_AFTER, BackgroundRun
 from ..serve.perfetto import trace_json
-from ..live import StepStream
+from ..step_stream import StepStream
 from ..trace import Step
 from .export_folder import ExportFolder
 
 # Updates a page gets while a run streams: at most one per 50 ms, and none while no step is new. Each
 # carries only the steps made since the last. A page that reads the stream itself as each step is made
-# (the live channel, ui/live_channel.py) needs them only as a backup: one a second. A run that shares the
+# (the live channel, ui/live/channel.py) needs them only as a backup: one a second. A run that shares the
 # engine loop with others may ask for them less often (`Session.start`'s `interval`).
 UPDATE_INTERVAL = 0.05
 WATCHED_INTERVAL = 1.0

@@ -7,7 +7,7 @@ import json
 import pytest
 from gradio_client import Client
 
-from playground.live import read_stream
+from playground.step_stream import read_stream
 from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints, endpoint_name

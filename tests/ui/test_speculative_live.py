@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from playground.config import GenerationSettings
-from playground.live import StepStream, read_stream
+from playground.step_stream import StepStream, read_stream
 from playground.run_view import chip_html, speculation_html
 from playground.ui.session import Session
 from playground.speculative import Speculation, SpeculativeEngine, plain_baseline, speculation_report

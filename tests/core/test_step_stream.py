@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from playground.config import GenerationSettings
-from playground.live import FIELDS, StepStream, read_stream, step_record
+from playground.step_stream import FIELDS, StepStream, read_stream, step_record
 from playground.jobs import BackgroundRun
 from playground.ui.session import Session
 from playground.trace import Candidate, Step
