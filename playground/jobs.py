@@ -10,7 +10,7 @@ Closing the following handler (Stop cancels the Gradio event, the tab goes away)
 that stops asking without closing it (its handler dropped) is noticed by `report`: after ABANDONED_AFTER
 seconds without a redraw the work is cancelled. An exception in `work` becomes `error`, a line for the page. The worker runs in a copy of the starting thread's
 context variables (Gradio's request, which ZeroGPU reads to know whose quota a GPU call counts against).
-session.BackgroundRun is one too: a Run's Steps made in the worker, taken in batches by the Generate handler.
+BackgroundRun is one too: a Run's Steps made in the worker, taken in batches by the Generate handler.
 
 A coroutine that waits for another thread's news (the endpoint's stream of a request, the page's live channel)
 follows `woken`:
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import queue
 import threading
 import time
 from typing import AsyncIterator, Callable, Iterator
@@ -105,6 +106,69 @@ class BackgroundJob:
         if self.thread is not None:
             self.thread.join(timeout=wait)
         return not self.running()
+
+
+class BackgroundRun(BackgroundJob):
+    """A Run iterated in its own thread (a BackgroundJob); the consumer takes the Steps made so far, in batches.
+
+    A slow consumer (a page redrawing charts) then never stalls the step loop, so the time between two
+    tokens measures the model, not the UI. `stop()` ends it within one step, like `Run.cancel()`.
+    With `lease` (seconds), a consumer that stops asking for that long without ending the iteration
+    (a handler abandoned by a closed page, never closed) is taken as gone: the run cancels itself.
+    With `interval` (seconds, or a function giving them), batches come at most that often: the steps made
+    meanwhile are coalesced. `on_step(step)` is called in the run's thread as each Step is made.
+
+        for batch in BackgroundRun(engine.run(prompt, settings)):   # [Step, ...], at least one each
+            draw(batch)
+    """
+
+    def __init__(self, run, lease: float | None = None, interval=0.0, on_step=None):
+        super().__init__()
+        self.run, self._steps, self.lease, self.on_step = run, queue.SimpleQueue(), lease, on_step
+        self.interval = interval if callable(interval) else (lambda: interval)
+        self._waiting = False   # is the consumer asking now?
+        self._ended = threading.Event()
+        self.start(BackgroundRun._work, done=self._end, name="run-steps")
+
+    def _end(self) -> None:
+        self._steps.put(None)   # None: the end
+        self._ended.set()
+
+    def _work(self) -> None:   # a failure is in the trace too (stop_reason "error")
+        for step in self.run:
+            if self.on_step is not None:
+                self.on_step(step)
+            self._steps.put(step)
+            if not self._waiting and self.abandoned():
+                self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
+
+    def __iter__(self) -> Iterator[list]:
+        last = -float("inf")
+        while True:
+            self._waiting = True
+            batch = [self._steps.get()]
+            self._waiting, self.asked = False, time.monotonic()
+            interval = self.interval()
+            if batch[0] is not None and self.asked - last < interval:
+                self._coalesce(interval - (self.asked - last))
+            last = time.monotonic()
+            while not self._steps.empty():
+                batch.append(self._steps.get())
+            ended = batch[-1] is None
+            batch = [s for s in batch if s is not None]
+            if batch:
+                yield batch
+            if ended:
+                return
+
+    def _coalesce(self, seconds: float) -> None:
+        """Wait `seconds` for more Steps to take with the one in hand, or less: the run's end ends the wait."""
+        self._ended.wait(seconds)
+
+    def stop(self, wait: float = 0.0) -> bool:
+        """Cancel the run (it ends within one step) and wait up to `wait` seconds for it; True when it ended."""
+        self.run.cancel()
+        return super().stop(wait)
 
 
 async def woken(source, timeout: float, gap: float = 0.0) -> AsyncIterator[bool]:

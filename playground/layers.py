@@ -22,11 +22,11 @@ NAMED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("records", ("models", "trace", "sampling", "measure", "next_token")),
     ("seam", ("source", "backends")),
     ("engine", ("engine", "roofline")),
-    ("sources", ("playground", "registry", "speculative", "remote", "compare", "live")),   # sources of Steps
+    ("sources", ("playground", "registry", "speculative", "remote", "compare", "step_stream")),   # sources of Steps
     ("views", ("run_view", "charts")),                                                     # Steps in words and figures
     ("serve", ("serve",)),                                                                 # many requests at once
     ("experiments", ("experiments",)),
-    ("top", ("lesson", "session", "api")),
+    ("top", ("lesson", "api")),
     ("ui", ("ui",)),                                                                       # the only gradio importer
     ("bench", ("bench",)),                                                                 # make bench: JSON lines
 )

@@ -10,7 +10,7 @@ Read: README.md, CONTRIBUTING.md and docs/**/*.md. In their code (inline spans a
   - a flag after `python -m MODULE` or `python FILE`, or in `make run|bench|soak ARGS="…"`: the program
     names it (a flag it reads from argv by hand), or an `add_argument(…)` or `Param(…)` call defines it in
     the program or in a module of this repository it imports (read, never run: a program is not started);
-  - a span that is one path (`playground/live.py`, `tests/remote/test_remote_*.py`, `presenter.js`): some file or
+  - a span that is one path (`playground/step_stream.py`, `tests/remote/test_remote_*.py`, `presenter.js`): some file or
     folder of the repository is that path, ends with it, or matches it;
   - `PLAYGROUND_*` settings: the code reads them.
 And every link to a local file (`[text](docs/x.md#anchor)`) points at a file, and at a heading of it.
@@ -303,7 +303,7 @@ def split_words(value: str) -> list[str]:
 
 
 def is_path(span: str) -> bool:
-    """True for a span that names one path: `playground/live.py`, `tests/test_*.py`, `presenter.js`."""
+    """True for a span that names one path: `playground/step_stream.py`, `tests/test_*.py`, `presenter.js`."""
     if not re.fullmatch(r"[\w*?][\w.*?/-]*", span) or span.startswith(".venv") or "..." in span:
         return False
     return "/" in span or span.endswith(PATH_SUFFIXES)

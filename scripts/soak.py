@@ -26,7 +26,6 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from playground import Engine, GenerationSettings, create_backend  # noqa: E402
-from playground.live import GENERATE_OUTPUTS  # noqa: E402
 from playground.ports import free_port  # noqa: E402
 
 PROMPTS = ["What is the capital of France?", "Name three colours.", "Why is the sky blue?",
@@ -53,6 +52,8 @@ def app_runs(args):
 
     from gradio_client import Client
 
+    from playground.ui.generate_tab import OUTPUTS   # /generate's outputs, in order
+
     port = free_port()
     cmd = [sys.executable, str(ROOT / "app.py"), "--port", str(port), "--backend", args.backend]
     server = subprocess.Popen(cmd + (["--model", args.model] if args.model else []), cwd=ROOT,
@@ -70,7 +71,7 @@ def app_runs(args):
         for i in range(args.runs):
             args_ = (PROMPTS[i % len(PROMPTS)], 0.7 if i % 2 else 0.0, 0, 1.0, str(i), args.tokens, True, 0.15,
                      0.6, args.backend)
-            out = dict(zip(GENERATE_OUTPUTS, client.predict(*args_, api_name="/generate")))
+            out = dict(zip(OUTPUTS, client.predict(*args_, api_name="/generate")))
             if "finished" not in out["status"]:
                 raise RuntimeError(f"run {i} did not finish: {out['status']}")
             yield i

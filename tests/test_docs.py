@@ -38,7 +38,7 @@ python -m playground.serve --requests 16 --sweep batch \\
 python scripts/soak.py --ui --backend onnx   # app.py in a subprocess
 python -m pytest -q
 ```
-See `playground/live.py`, `tests/remote/test_remote_*.py`, `presenter.js` and [the backends](backends.md#the-fidelity-gate).
+See `playground/step_stream.py`, `tests/remote/test_remote_*.py`, `presenter.js` and [the backends](backends.md#the-fidelity-gate).
 """, repo) == []
 
 
@@ -90,7 +90,8 @@ MODULE_SPAN = re.compile(r"`(\w+\.py)`")
 
 
 def playground_modules() -> list[str]:
-    """Every module of playground/, as a path inside it: "engine.py", "serve/cli.py", "__init__.py"."""
+    """Every module of playground/, as a path inside it: "engine.py", "serve/cli.py", "ui/live/view.py",
+    "__init__.py"; a package inside a package ("ui/live/") has its own entry in the map, under its top package's layer."""
     package = ROOT / "playground"
     return sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py"))
 
@@ -122,7 +123,7 @@ def map_problems(text: str, modules: list[str], named=NAMED) -> list[str]:
         f"{MAP.name}'s layer headings are {headings}; playground/layers.py's order gives {wanted}"]
     for module in modules:
         package, _, name = module.rpartition("/")
-        unit = package or ("playground" if name == "__init__.py" else name.removesuffix(".py"))
+        unit = package.split("/")[0] or ("playground" if name == "__init__.py" else name.removesuffix(".py"))
         key = f"{package}/" if package else name
         if unit not in where:
             problems.append(f"playground/{module}: its unit {unit} has no layer; give it one in playground/layers.py, "

@@ -142,7 +142,7 @@ def page_person(base_url: str, backend: str, prompt: str, tokens: int):
     def press() -> Answer:
         import httpx
 
-        from ..live import read_stream
+        from ..step_stream import read_stream
         answer = Answer(time.perf_counter())
         # every input of the event, as the page sends them: the session's State (Gradio keeps its value), the
         # prompt, temperature 0, top k, top p, seed, new tokens, chat, the prices, the backend, speculation off

@@ -36,7 +36,7 @@ import statistics
 import threading
 
 from ..chromium import chromium_path
-from ..live import GENERATE_OUTPUTS, read_stream
+from ..step_stream import read_stream
 from .app_process import AppProcess
 from .recorder import RECORDER
 from .rows import UiFlatRow, UiRow, parser, say
@@ -54,6 +54,7 @@ def _decode_tps(steps: list[dict]) -> float | None:   # metrics.py's definition,
 def app_run(app: AppProcess, client, backend: str, tokens: int) -> dict:
     """One /generate through the app: its trace, the bytes and events it sent back, the server's CPU (for
     the whole request, and from its first decode step to its last, sampled every 50 ms)."""
+    from ..ui.generate_tab import OUTPUTS   # the page's output order (gradio loads with it: only the UI rows need it)
     samples, done = [app.sample()], threading.Event()
 
     def sample():
@@ -66,7 +67,7 @@ def app_run(app: AppProcess, client, backend: str, tokens: int) -> dict:
     done.set()
     sampler.join()
     samples.append(app.sample())
-    out = dict(zip(GENERATE_OUTPUTS, result))
+    out = dict(zip(OUTPUTS, result))
     with open(next(f for f in out["files"] if str(f).endswith(".json")), encoding="utf-8") as fh:
         trace = json.load(fh)
     (t0, cpu0, bytes0, events0), (t1, cpu1, bytes1, events1) = samples[0], samples[-1]

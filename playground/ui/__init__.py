@@ -8,10 +8,11 @@ This package and app.py are the only modules that import gradio. Nothing loads a
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces), machine_gate.py
 (the app-wide CPU gate: local runs share the CPU slots, a Serve workload holds them alone), generate_tab.py
-(+ live_view.py, live/*.js: drawn in the browser), tokens_tab.py, compare_tab.py, experiments_tab.py,
-lesson_tab.py, serve_tab.py (+ serve_layout, serve_views, serve_job), zerogpu.py (on ZeroGPU: the torch
-backend's runs as spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from Gradio's dict
-inputs); the long runs are playground/jobs.py's BackgroundJob;
+(+ session.py: a browser session's run; live/: the run drawn in the browser, the live channel),
+tokens_tab.py, compare_tab.py, experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views,
+serve_job), export_folder.py (a session's downloads), zerogpu.py (on ZeroGPU: the torch backend's runs as
+spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs); the long runs
+are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
 /cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.
@@ -26,7 +27,7 @@ import gradio as gr
 
 from ..compare import ANSWERS_CSS
 from ..registry import SourceRegistry, as_registry
-from ..session import Session
+from .session import Session
 from ..source import Capabilities, Origin
 from ..tokens import TOKEN_CSS
 from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, error_html, source
@@ -34,8 +35,7 @@ from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
 from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
-from .live_channel import app_kwargs
-from .live_view import LIVE_CSS, live_head
+from .live import LIVE_CSS, app_kwargs, live_head
 from .presenter import PRESENT_CSS, presenter_head, presenter_switch
 from .machine_gate import MachineGate, gate_cpu_events
 from .serve_tab import serve_tab

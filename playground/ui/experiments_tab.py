@@ -29,7 +29,7 @@ import gradio as gr
 
 from ..experiments import EXPERIMENTS
 from ..run_view import format_seconds
-from ..session import ExportFolder
+from .export_folder import ExportFolder
 from .common import (CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_dropdown, described_dropdown,
                      loading_line, source, warn)
 from ..jobs import BackgroundJob

@@ -1,13 +1,13 @@
 """The Generate tab: type a prompt, pick a backend, watch tokens stream as chips while charts show the run.
 
-While a run streams, the only output that changes is `stream`: the run's StepStream (live.py), whose
+While a run streams, the only output that changes is `stream`: the run's StepStream (step_stream.py), whose
 updates Gradio sends as appends of the new steps (O(new steps) per update, at most one per 50 ms).
-The browser draws chips, the answer, live metrics and the four charts from it (live/*.js, given to
+The browser draws chips, the answer, live metrics and the four charts from it (live/*.js with live/view.py, given to
 Blocks(head=…), fed by a JavaScript-only .change): the server builds no HTML and no figure per token.
 The other outputs hold constant values during the run (a skipped output costs Gradio more than a
 repeated one) and get their final values at the end: status, answer text, metrics, exports; the end
 line of the stream carries the four full figures of charts/run.py, which the page then shows.
-Each browser session keeps its own `Session` (session.py) in gr.State, so two tabs never mix runs;
+Each browser session keeps its own `Session` (ui/session.py) in gr.State, so two tabs never mix runs;
 Stop cancels the Gradio event and the run, keeping the partial trace. The first use of a backend loads
 it in a worker thread while the status line says what it is doing. A local run takes one of the
 machine's CPU slots (the app's MachineGate, saying so while it waits); a run on a remote server takes none.
@@ -32,20 +32,20 @@ import gradio as gr
 
 from ..charts.run import plot_top_k
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
-from ..live import GENERATE_OUTPUTS as OUTPUTS   # stream, status, text, metrics, files
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
 from ..serve.engine_loop import page_client
-from ..session import UPDATE_INTERVAL, Session
 from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
                      OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
                      long_document, reread_text, source, warn)
 from .forms import form_inputs, read_form
+from .live.view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 from .machine_gate import MachineGate
+from .session import UPDATE_INTERVAL, Session
 from .zerogpu import cost_line, zero_gpu
-from .live_view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 
+OUTPUTS = ("stream", "status", "text", "metrics", "files")   # /generate and /stop return these, in this order
 LIVE_METRICS = metrics_html(None, element_id=LIVE_METRICS_ID)   # live/metrics.js fills it while the run streams
 # On Generate, a page whose metrics end below the window scrolls its status to the top: the status, chips and
 # metrics then show together (a long prompt's box and the controls put them below the fold at 1400x1000)

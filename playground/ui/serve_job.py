@@ -9,7 +9,7 @@ Left out: layout and handlers (serve_tab.py), the gate itself (machine_gate.py).
 from __future__ import annotations
 
 from ..jobs import BackgroundJob
-from ..session import ExportFolder
+from .export_folder import ExportFolder
 from .machine_gate import MachineGate
 
 DEFAULT_SLO = (2.0, 0.5)   # TTFT ≤ 2 s, TPOT ≤ 0.5 s: the Serve tab's goodput until the user moves them

@@ -47,7 +47,7 @@ def test_a_local_backend_is_measured_and_a_server_of_the_bundled_model_estimated
 def test_a_server_run_on_the_generate_roofline_is_labelled_estimated(tiny_engine, fake_server):
     from playground.remote.local_copy import bundled_copy
     from playground.remote.source import RemoteSource
-    from playground.session import Session
+    from playground.ui.session import Session
     from playground.ui.generate_tab import roofline_handler
     from playground.ui.machine_gate import MachineGate
 

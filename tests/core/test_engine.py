@@ -178,7 +178,7 @@ def test_detokenizer_pieces_never_split_a_character(tiny_backend, text):
 def test_background_run_keeps_step_timing_free_of_a_slow_consumer(tiny_backend):
     """The UI draws charts between updates; with the run in its own thread, the step loop never waits for that
     drawing (so no step's latency holds it): here the page is still drawing its first batch when the run ends."""
-    from playground.session import BackgroundRun
+    from playground.jobs import BackgroundRun
 
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))   # ~5 ms a step
     background = BackgroundRun(engine.run("slow page", GenerationSettings(max_new_tokens=20)))
@@ -192,7 +192,7 @@ def test_background_run_keeps_step_timing_free_of_a_slow_consumer(tiny_backend):
 
 
 def test_background_run_cancel_stops_within_one_step(tiny_engine):
-    from playground.session import BackgroundRun
+    from playground.jobs import BackgroundRun
 
     background = BackgroundRun(tiny_engine.run("stop me", GenerationSettings(max_new_tokens=2000, chat=False)))
     first = next(iter(background))
@@ -212,7 +212,7 @@ def test_whole_number_temperature_and_top_p_are_accepted(tiny_engine):
 
 def test_background_run_stops_when_its_consumer_is_gone(tiny_backend):
     """Regression: a handler dropped by Gradio without being closed left its run generating to the end."""
-    from playground.session import BackgroundRun
+    from playground.jobs import BackgroundRun
 
     engine = Engine(SlowBackend(tiny_backend, pause=0.005))
     background = BackgroundRun(engine.run("gone", GenerationSettings(max_new_tokens=2000)), lease=0.2)

@@ -53,7 +53,7 @@ def test_a_session_reuses_one_export_folder_and_close_removes_it(tiny_engine):
     from pathlib import Path
 
     from playground.config import GenerationSettings
-    from playground.session import Session
+    from playground.ui.session import Session
 
     session = Session()
     folders = set()
@@ -77,7 +77,7 @@ def test_exports_from_two_threads_at_once_do_not_collide(tiny_engine):
     from concurrent.futures import ThreadPoolExecutor
 
     from playground.config import GenerationSettings
-    from playground.session import Session
+    from playground.ui.session import Session
 
     session = Session()
     session.start(tiny_engine.run("race", GenerationSettings(max_new_tokens=3)))

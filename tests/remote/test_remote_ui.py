@@ -7,7 +7,8 @@ import json
 import pytest
 from gradio_client import Client
 
-from playground.live import GENERATE_OUTPUTS, read_stream
+from playground.step_stream import read_stream
+from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints, endpoint_name
 from playground.remote.llama_server import free_port

@@ -20,7 +20,7 @@ from playground.remote.endpoints import add_endpoints
 from playground.serve.engine_loop import page_client
 from playground.serve.remote_record import (GAP_DELIVERY, GAP_QUEUE, MISSING, NOT_YET, RemoteRecord, remote_line,
                                             server_rows)
-from playground.session import Session
+from playground.ui.session import Session
 from playground.source import Origin, Run
 from playground.next_token import new_step
 from playground.trace import StopReason, Trace

@@ -11,7 +11,7 @@ import pytest
 from playground.machine import MachineGate
 from playground.remote.endpoints import endpoint_name
 from playground.serve.remote_record import GAP_QUEUE, server_rows
-from playground.session import Session
+from playground.ui.session import Session
 from playground.trace import COMPLETED
 from playground.ui.generate_tab import make_handlers
 from playground.ui.remote_watch import watch_view

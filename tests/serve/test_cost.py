@@ -11,7 +11,7 @@ from playground.serve import cost
 from playground.config import GenerationSettings
 from playground.serve.cost import Rate, cost_markdown, measured_rates, token_costs, usd_per_million
 from playground.serve.sweeps import BatchPoint, Sweep
-from playground.session import Session
+from playground.ui.session import Session
 from playground.speculative import Speculation, SpeculativeEngine
 
 

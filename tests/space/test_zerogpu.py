@@ -147,7 +147,7 @@ def test_a_whole_handler_in_spaces_gpu_would_send_its_session_to_the_worker(doub
     holds locks, so a handler-sized GPU call fails before it starts, and its changes to the session would stay in
     the worker anyway."""
     import spaces
-    from playground.session import Session
+    from playground.ui.session import Session
     from playground.ui.generate_tab import make_handlers
     from playground.ui.machine_gate import MachineGate
     from tests.helpers import generate_by_name, generate_values

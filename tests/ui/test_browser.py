@@ -15,7 +15,7 @@ import pytest
 
 from playground.bench.recorder import RECORDER
 from playground.engine import Engine
-from playground.live import FIELDS, read_stream, shown
+from playground.step_stream import FIELDS, read_stream, shown
 from playground.trace import Candidate, Step
 from playground.ui import build_demo
 from tests.browser import generate, launch, set_max_new_tokens

@@ -61,7 +61,7 @@ def test_settings_beyond_their_bounds_never_take_the_app_down(app_url, changes, 
 def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny_engine):
     """A browser can send a lone surrogate as a JSON escape; no HTTP client here can, so the handler is
     called as Gradio would call it."""
-    from playground.session import Session
+    from playground.ui.session import Session
     from playground.ui.generate_tab import make_handlers
     from playground.ui.machine_gate import MachineGate
 

@@ -1,4 +1,4 @@
-"""The live channel (ui/live_channel.py): a page reads its run's steps as they are made, not 100 ms later.
+"""The live channel (ui/live/channel.py): a page reads its run's steps as they are made, not 100 ms later.
 
 The route is served (uvicorn, in a thread: a test client would buffer the stream) by a FastAPI app built
 from the same `app_kwargs()` the app launches with; steps are added from another thread, as the run's
@@ -15,10 +15,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from playground.config import GenerationSettings
-from playground.live import StepStream, read_stream
-from playground.session import UPDATE_INTERVAL, WATCHED_INTERVAL, Session
+from playground.step_stream import StepStream, read_stream
+from playground.ui.session import UPDATE_INTERVAL, WATCHED_INTERVAL, Session
 from playground.trace import Step
-from playground.ui.live_channel import MAX_READERS, app_kwargs
+from playground.ui.live.channel import MAX_READERS, app_kwargs
 from tests.helpers import free_port, generate_by_name, generate_values, wait_for
 
 

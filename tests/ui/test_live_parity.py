@@ -18,11 +18,11 @@ from types import SimpleNamespace
 import pytest
 
 from playground.charts.run import _label, log_ms_ticks, plot_top_k
-from playground.live import FIELDS, shown, step_record
+from playground.step_stream import FIELDS, shown, step_record
 from playground.metrics import compute_metrics
 from playground.run_view import _ms, chip_title, format_bytes, metrics_html
 from playground.trace import Candidate, Phase, Step
-from playground.ui.live_view import LIVE_DIR
+from playground.ui.live.view import LIVE_DIR
 from tests.helpers import require_browser
 
 pytestmark = [pytest.mark.browser]

@@ -15,7 +15,7 @@ from playground.api import ApiConfig, ApiService, ClientTraffic
 from playground.config import GenerationSettings
 from playground.machine import MachineGate
 from playground.registry import SourceRegistry
-from playground.session import Session
+from playground.ui.session import Session
 from playground.trace import StopReason
 from playground.ui.generate_tab import make_handlers
 

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from playground.config import GenerationSettings
-from playground.live import StepStream, read_stream
+from playground.step_stream import StepStream, read_stream
 from playground.run_view import chip_html, speculation_html
-from playground.session import Session
+from playground.ui.session import Session
 from playground.speculative import Speculation, SpeculativeEngine, plain_baseline, speculation_report
 from playground.ui.common import SourceUnavailable
 from playground.ui.generate_tab import speculative

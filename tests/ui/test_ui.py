@@ -8,9 +8,9 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from playground.live import read_stream
+from playground.step_stream import read_stream
 from playground.ui import build_demo
-from playground.ui.live_view import RUNNING_STATUS
+from playground.ui.live.view import RUNNING_STATUS
 from tests.helpers import (FRANCE, SWERVE_AT, compare_args, experiment_args, generate_args, generated, named, tiny_registry,
                            trace_from, wait_for)
 
@@ -289,7 +289,7 @@ def test_the_running_status_carries_no_count_for_gradio_to_send_back():
     """The page counted "8 tokens so far", then Gradio sent the status again with its fixed "0" inside: the count
     went back to 0. The page alone writes the count (live/stream.js), with the plural units.tokens writes."""
     import re
-    from playground.ui.live_view import LIVE_DIR
+    from playground.ui.live.view import LIVE_DIR
     assert not re.search(r"\d", RUNNING_STATUS) and 'id="pg-count"' in RUNNING_STATUS
     script = (LIVE_DIR / "stream.js").read_text(encoding="utf-8")
     assert '" tokens so far"' not in script and "tokenCount(n)} so far" in script

@@ -43,7 +43,7 @@ def long_signatures(source_text: str, name: str) -> list[str]:
 
 
 def test_no_function_in_ui_takes_more_than_six_positional_parameters():
-    found = [hit for path in sorted(UI.glob("*.py")) for hit in long_signatures(path.read_text(), path.name)]
+    found = [hit for path in sorted(UI.rglob("*.py")) for hit in long_signatures(path.read_text(), path.name)]
     assert found == []
 
 

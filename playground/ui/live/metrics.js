@@ -1,6 +1,6 @@
 /* metrics.js: the Generate page's metrics panel and answer text while a run streams.
 
-The panel (#pg-live-metrics, ui/live_view.py) holds the cards run_view.metrics_html sends at the end of a
+The panel (#pg-live-metrics, ui/live/view.py) holds the cards run_view.metrics_html sends at the end of a
 run, computed here from the steps so far (format.js metricCards) with the prices the page's inputs hold;
 the answer box gets the run's text, rewritten whole, so at the charts' pace (redraw.js) rather than per step.
 Left out: the figures' text (format.js) and when to draw (redraw.js). */

@@ -1,10 +1,10 @@
 /* stream.js: the Generate page's reader of the run's step stream; it draws the chips and the token count.
 
-The server sends the run as lines of JSON (playground/live.py): a head, one array per step (numbered),
+The server sends the run as lines of JSON (playground/step_stream.py): a head, one array per step (numbered),
 an end line with the final figures. They come two ways. Gradio delivers the stream's text to apply()
 through a JavaScript-only .change; it only grows during a run, so each call reads the lines after the
 last one read: O(new steps). When the head arrives, the page also opens the live channel (an
-EventSource on ui/live_channel.py), which sends each step as the run makes it: Gradio's path adds about
+EventSource on live/channel.py), which sends each step as the run makes it: Gradio's path adds about
 100 ms (its handler coalesces, its SSE loop polls, its frontend fires .change in an animation frame)
 and, while the channel reads, comes once a second as a backup. A step is drawn once, from whichever
 path brings it first, in sequence order; a page whose channel is refused still gets every step.
@@ -163,7 +163,7 @@ Left out: anything the server can tell better (the final figures come from chart
   }
 
   // Until the first token the status says the prompt is being read (one forward pass over all of it: a long
-  // prompt takes seconds) and for how long; then it counts the tokens (live_view.py's two statuses). Checked
+  // prompt takes seconds) and for how long; then it counts the tokens (live/view.py's two statuses). Checked
   // twice a second too, so a status the server sends again (Gradio redraws it) reads right within 0.5 s.
   function prefilling(r) {
     const began = performance.now(), tokens = counted(r.head.prompt_tokens || 0);
@@ -191,11 +191,11 @@ Left out: anything the server can tell better (the final figures come from chart
     phase.replaceChildren("generating… ", n);
   }
 
-  // the count as the page has it: the server's status (live_view.RUNNING_STATUS) carries none, so a status
+  // the count as the page has it: the server's status (live/view.py's RUNNING_STATUS) carries none, so a status
   // Gradio sends again never takes it back to an older figure
   const soFar = (n) => `${tokenCount(n)} so far`;
 
-  // --- the live channel (ui/live_channel.py): the run's steps as they are made, beside Gradio's updates
+  // --- the live channel (live/channel.py): the run's steps as they are made, beside Gradio's updates
 
   function openChannel(r) {
     if (typeof EventSource === "undefined" || !/^[0-9a-f]{16,64}$/.test(String(r.head.run))) return;

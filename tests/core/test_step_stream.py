@@ -8,8 +8,9 @@ from dataclasses import replace
 import pytest
 
 from playground.config import GenerationSettings
-from playground.live import FIELDS, StepStream, read_stream, step_record
-from playground.session import BackgroundRun, Session
+from playground.step_stream import FIELDS, StepStream, read_stream, step_record
+from playground.jobs import BackgroundRun
+from playground.ui.session import Session
 from playground.trace import Candidate, Step
 
 HOSTILE = ["<script>alert(1)</script>", "\"'><img src=x onerror=alert(1)>", "\u202eevil\u202c", "👨‍👩‍👧", "a\nb\t", ""]
@@ -103,7 +104,7 @@ def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
     meanwhile. The consumer's clock is a fake one (its sleeps only move it), so this holds on any machine."""
     from types import SimpleNamespace
 
-    import playground.session as session
+    import playground.jobs as jobs
 
     clock = SimpleNamespace(now=0.0, sleeps=[])
 
@@ -111,7 +112,7 @@ def test_updates_are_coalesced_to_one_per_interval(monkeypatch):
         clock.sleeps.append(round(seconds, 9))
         clock.now += seconds
 
-    monkeypatch.setattr(session, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setattr(jobs, "time", SimpleNamespace(monotonic=lambda: clock.now))
     monkeypatch.setattr(BackgroundRun, "_coalesce", lambda self, seconds: pass_time(seconds))
     run = HeldRun(40)
     batches = iter(BackgroundRun(run, interval=0.05))

@@ -1,13 +1,13 @@
 """The live channel: a page reads its run's step stream as each step is made, beside Gradio's updates.
 
     GET /playground/live/<run id>        text/event-stream, one event per wake-up: its data lines are
-                                         stream lines (live.py): steps, then the end line; then it closes
+                                         stream lines (step_stream.py): steps, then the end line; then it closes
 
 Gradio's own path to the page adds about 100 ms to every update (the handler's coalescing, the SSE
 loop polling its queue every 50 ms, the frontend firing .change in an animation frame), so a chip
 could not be on screen within 100 ms of its step. This route is an ordinary FastAPI route of the same
 app (`demo.launch(app_kwargs=app_kwargs())`): the run's thread appends each step to the StepStream and
-wakes the route's coroutine, which writes the new lines at once. The page (ui/live/stream.js) opens it when a
+wakes the route's coroutine, which writes the new lines at once. The page (live/stream.js) opens it when a
 run's head arrives through Gradio and keeps reading Gradio's updates too (one every WATCHED_INTERVAL
 while the channel is open): a step comes by whichever path is first, by sequence number, so a page
 whose channel is blocked (a proxy) or cut still gets every step. Each event's `id` is the next step's
@@ -27,8 +27,8 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 from fastapi.routing import APIRoute
 
-from ..jobs import woken
-from ..live import StepStream
+from ...jobs import woken
+from ...step_stream import StepStream
 
 PATH = "/playground/live/{run_id}"
 KEEPALIVE_S = 15.0   # a comment line this often while no step comes, so proxies keep the connection

@@ -1,8 +1,8 @@
-"""What the Generate page draws with in the browser: Plotly.js, ui/live/*.js and the elements they own.
+"""What the Generate page draws with in the browser: Plotly.js, the scripts beside this file and the elements they own.
 
-    gr.Blocks(head=live_head())     # <script src=…plotly.min.js> (from the plotly package) + ui/live/*.js inline
+    gr.Blocks(head=live_head())     # <script src=…plotly.min.js> (from the plotly package) + live/*.js inline
 
-The live view is ui/live/, one file per concern, each adding its part to `window.pgLive` and loaded in
+The live view is ui/live/*.js, one file per concern, each adding its part to `window.pgLive` and loaded in
 LIVE_PARTS' order (a part uses the ones before it): format.js (figures as text, as the Python formatters
 write them), charts.js, metrics.js, redraw.js (when to draw), stream.js (reads the step stream).
 
@@ -11,7 +11,7 @@ version that builds the server's figures), served by Gradio as a static file: no
 Gradio loads its own copy lazily, only for gr.Plot, and never exposes it; the live view waits for ours.
 The containers below are gr.HTML values the server never updates: the live view alone writes inside them.
 
-Left out: the drawing itself (ui/live/) and the stream's format (playground/live.py).
+Left out: the drawing itself (ui/live/*.js) and the stream's format (playground/step_stream.py).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import plotly
 
 import gradio as gr
 
-LIVE_DIR = Path(__file__).with_name("live")
+LIVE_DIR = Path(__file__).parent   # the scripts live/*.js, beside this file
 LIVE_PARTS = ("format.js", "charts.js", "metrics.js", "redraw.js", "stream.js")   # in load order
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 LIVE_METRICS_ID = "pg-live-metrics"   # the metrics panel live/metrics.js redraws while a run streams

@@ -46,7 +46,6 @@ from .tokens import visible
 FIELDS = ("seq", "token_id", "text", "shown", "special", "phase", "time", "latency", "wall_ns", "prob",
           "sample_prob", "seq_len", "kv_bytes", "tokens", "top", "draft", "forward_pass")
 TOP_FIELDS = ("token_id", "shown", "prob", "sample_prob")   # each top-k candidate
-GENERATE_OUTPUTS = ("stream", "status", "text", "metrics", "files")   # the app's /generate and /stop, in order
 
 
 def _round(x, digits: int):
