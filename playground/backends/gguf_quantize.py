@@ -86,8 +86,8 @@ def float_folder(source: ModelSource, cache_dir: Path | None = None) -> Path:
         from huggingface_hub import snapshot_download
         return Path(snapshot_download(source.location, allow_patterns=HUB_FILES))
     if source.kind == "tiny":
-        from .onnx_source import tiny_source_dir
-        return tiny_source_dir(Path(cache_dir or default_cache_dir()) / "onnx" / "tiny-source")
+        from .export_input import tiny_input_dir
+        return tiny_input_dir(Path(cache_dir or default_cache_dir()) / "onnx" / "tiny-source")
     raise ValueError(f"model {source.name!r} is a {source.kind}, not float weights")
 
 

@@ -125,9 +125,9 @@ class OnnxBackend(Backend):
     def load(cls, spec: str | None = None, quant: str | None = None, progress=None, cache_dir: Path | None = None,
              **kwargs) -> "OnnxBackend":
         """Export (once) and open the model for `spec`; a cached graph ONNX Runtime cannot load is rebuilt."""
-        from .onnx_source import export_source
+        from .export_input import export_input
 
-        source, model_name = export_source(spec, cache_dir)
+        source, model_name = export_input(spec, cache_dir)
         folder = exported_dir(source, quant=quant, cache_dir=cache_dir, progress=progress)
         log.info("ONNX model cached in %s (delete that folder to clear it)", folder)
         try:

