@@ -288,11 +288,31 @@ def test_metrics_carry_opentelemetrys_genai_names_beside_vllms(served):
     assert tokens(chat, "input") + tokens(completion, "input") == added("vllm:prompt_tokens_total", vllm) > 0
 
 
-def test_the_projects_remote_source_reads_our_metrics_while_a_request_runs(served):
+def test_the_projects_remote_source_reads_our_metrics_while_a_request_runs(served, monkeypatch):
+    import dataclasses
+    import threading
+
     from playground.config import GenerationSettings
     from playground.remote.source import RemoteSource
     source = RemoteSource(served.url + "/v1", api_key=KEY, figure_interval=0.05)
     assert source.kind.name == "playground"
+    # the server's decode waits (at most 30 s) until the client has read its /metrics once: however fast or
+    # busy the machine, a sample is taken while the request runs
+    read_once = threading.Event()
+    real_figures = source.kind.figures
+
+    def figures(client):
+        out = real_figures(client)
+        read_once.set()
+        return out
+    source.kind = dataclasses.replace(source.kind, figures=figures)
+    batcher = served.service.engine_loop.batcher
+    real_decode = batcher._decode
+
+    def decode(it):
+        read_once.wait(30)
+        return real_decode(it)
+    monkeypatch.setattr(batcher, "_decode", decode)
     trace = source.run_ids(list(range(5, 40)), GenerationSettings(max_new_tokens=60, temperature=0),
                            ignore_eos=True).wait()
     samples = trace.server["samples"]
