@@ -25,5 +25,5 @@ Example:
 """
 from .chips import TOKEN_CSS, render_chips_html, visible
 from .compare import Comparison, compare, count_words, summary_line, units_text
-from .spans import TokenizerUnavailable, TokenizerView, TokenSpan, clean_text, spans_from_pieces
+from .spans import TokenizerUnavailable, TokenizerView, TokenSpan, UnencodableText, clean_text, spans_from_pieces
 from .views import get_view, hf_view, tiktoken_view

@@ -30,6 +30,11 @@ class TokenizerUnavailable(ValueError):
 
 # --- spans
 
+class UnencodableText(ValueError):
+    """The tokenizer makes no token of a non-empty text: its vocabulary lacks every character's bytes (SmolLM2's
+    has no token for some control bytes, e.g. U+0006, and drops them)."""
+
+
 class TokenSpan(NamedTuple):   # immutable, and cheaper to build than a frozen dataclass (70k per text)
     index: int          # position in the token sequence
     token_id: int
@@ -85,6 +90,10 @@ class TokenizerView:
         text, _ = clean_text(text)
         encoded = text.encode("utf-8")
         pieces = self.pieces(text, special_tokens)
+        if text and not pieces:
+            chars = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for c in text[:200]))
+            raise UnencodableText(f"{self.name} makes no token of this text: its vocabulary has none for {chars}, so "
+                                  "it drops them")
         if b"".join(p[1] for p in pieces) != encoded:
             raise RuntimeError(f"{self.name}: span bytes do not join to the text (a bug, not bad input)")
         return spans_from_pieces(pieces, encoded)

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from playground.charts import plot_token_comparison
 from playground.charts.tokens import byte_length_shares
-from playground.tokens import (TokenizerUnavailable, TokenSpan, compare, get_view, hf_view, render_chips_html,
+from playground.tokens import (TokenizerUnavailable, TokenSpan, UnencodableText, compare, get_view, hf_view, render_chips_html,
                                spans_from_pieces, summary_line, tiktoken_view, visible)
 from playground.tokens.views import _bytes_from_offsets
 
@@ -71,8 +71,20 @@ def check_spans(spans, text):
 @settings(max_examples=100, deadline=None)
 @given(text=texts)
 def test_span_bytes_join_to_text_and_offsets_match(view_and_encode, text):
-    view, _ = view_and_encode
+    view, encode = view_and_encode
+    if text and not encode(text):   # the vocabulary has no token for any of it: said so, never a bug
+        with pytest.raises(UnencodableText, match="makes no token of this text"):
+            view.encode_spans(text)
+        return
     check_spans(view.encode_spans(text), text)
+
+
+@pytest.mark.integration
+def test_a_text_the_model_has_no_token_for_gets_a_clear_message(smollm2_tokenizer):
+    view = hf_view(smollm2_tokenizer, "smollm2")
+    with pytest.raises(UnencodableText, match=r"smollm2 makes no token of this text: .* U\+0006, U\+0004"):
+        compare("\x06\x04\x06", [view])
+    assert [s.data for s in view.encode_spans("a\x06b")][0] == b"a"   # within a text, the rest is tokenized
 
 
 @pytest.mark.parametrize("text", FIXED)
