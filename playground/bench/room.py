@@ -11,8 +11,9 @@ so each person is one client to the limits). Each person is a thread of this pro
 and press at the same moment. Four paths, one after another:
 
     page        N people press Generate: the page's /generate through Gradio's own HTTP API (POST
-                /gradio_api/call/generate, then its event stream; each call a session of its own), with httpx,
-                greedy, N new tokens at most (the page has no ignore_eos: a run may end at EOS, and its tokens
+                /gradio_api/call/generate, then its event stream; each person a Gradio session of their own,
+                opened by the warm-up press as a browser opens it when the page loads), with httpx, greedy, N new
+                tokens at most (the page has no ignore_eos: a run may end at EOS, and its tokens
                 are counted as streamed)
     endpoint    the same N through the app's OpenAI-compatible /v1/chat/completions, streamed, one key each,
                 EOS ignored
@@ -136,9 +137,11 @@ def sse_events(lines):
             event = None
 
 
-def page_person(base_url: str, backend: str, prompt: str, tokens: int):
+def page_person(base_url: str, backend: str, prompt: str, tokens: int, session: str | None = None):
     """A person pressing Generate on the page: the page's /generate through Gradio's own HTTP API (POST
-    /gradio_api/call/generate, then its event stream), with httpx as the endpoint's people use it."""
+    /gradio_api/call/generate, then its event stream), with httpx as the endpoint's people use it. `session`: the
+    person's Gradio session (its session_hash), kept from one press to the next as a browser tab keeps it; None: a
+    session of its own for this press."""
     def press() -> Answer:
         import httpx
 
@@ -150,7 +153,7 @@ def page_person(base_url: str, backend: str, prompt: str, tokens: int):
         result, failed = None, None
         try:
             with httpx.Client(timeout=TIMEOUT_S) as http:
-                r = http.post(f"{base_url}gradio_api/call/generate", json={"data": data})
+                r = http.post(f"{base_url}gradio_api/call/generate", json={"data": data, "session_hash": session})
                 r.raise_for_status()
                 event_id = r.json()["event_id"]
                 with http.stream("GET", f"{base_url}gradio_api/call/generate/{event_id}") as stream:
@@ -303,18 +306,20 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
             time.sleep(0.5)
         model_id = httpx.get(base + "/models", headers={"Authorization": f"Bearer {keys[0]}"},
                              timeout=30).json()["data"][0]["id"]
-        # warm-up: every person's first run (the page's first Generate), then every key's first request,
-        # each a room at once (the batched graph's first passes of many rows)
-        press_together([page_person(app.url, backend, "Warm up.", 2) for _ in range(people)])
+        # warm-up: every person's first run (the page's first Generate, which opens their session as loading the
+        # page does in a browser), then every key's first request, each a room at once (the batched graph's first
+        # passes of many rows)
+        sessions = [f"room-person-{i + 1}" for i in range(people)]
+        press_together([page_person(app.url, backend, "Warm up.", 2, sessions[i]) for i in range(people)])
         press_together([openai_person(base, key, "Warm up.", 2) for key in keys])
         servers = (app.server,)
         half = people // 2
         paths = {}
-        paths["page"] = run_path([page_person(app.url, backend, question("page", i), tokens)
+        paths["page"] = run_path([page_person(app.url, backend, question("page", i), tokens, sessions[i])
                                      for i in range(people)], servers)
         paths["endpoint"] = run_path([openai_person(base, keys[i], question("endpoint", i), tokens)
                                          for i in range(people)], servers)
-        paths["mixed"] = run_path([page_person(app.url, backend, question("mixed", i), tokens)
+        paths["mixed"] = run_path([page_person(app.url, backend, question("mixed", i), tokens, sessions[i])
                                       for i in range(half)]
                                      + [openai_person(base, keys[i], question("mixed", i), tokens)
                                         for i in range(half, people)], servers)
