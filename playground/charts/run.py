@@ -41,15 +41,15 @@ WHITE = go.Figure(layout={"template": "plotly_white"}).layout.template   # valid
 
 
 def _figure(title: str | dict, xaxis: str, yaxis: str, height: int = 320) -> go.Figure:
-    fig = go.Figure()
-    # the template goes in as plotly puts its default one in: without validating it again (already done for
-    # WHITE), which is most of a figure's cost; a room's Generate runs each end with four of them
+    # the layout goes in whole, validated once by the constructor (update_layout's relayout path costs 4x
+    # that), and the template as plotly puts its default one in: without validating it again (already done
+    # for WHITE); a room's Generate runs each end with four of these at once
+    fig = go.Figure(layout=dict(title=title, xaxis=dict(title=xaxis), yaxis=dict(title=yaxis), height=height,
+                                font=FONT, margin=dict(l=60, r=20, t=80, b=50),   # the legend below the title
+                                legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom")))
     fig.layout._validate = False
     fig.layout.template = WHITE
     fig.layout._validate = True
-    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=height, font=FONT,
-                      margin=dict(l=60, r=20, t=80, b=50),   # the legend below the title
-                      legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"))
     return fig
 
 
