@@ -209,11 +209,16 @@ Q4_1, Q8_0 = 20 / 32, 34 / 32        # gguf_blocks.Q4_1_BYTES, Q8_0_BYTES per bl
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
+def gguf_storage(kv_bytes: float) -> Storage:
+    """The bundled GGUF's own blocks (what onnx-gguf4 keeps and llama.cpp reads), with a KV cache of `kv_bytes`."""
+    return Storage("GGUF blocks: Q4_1 layers (20 B / 32), Q8_0 head (34 B / 32)", Q4_1, Q8_0, kv_bytes)
+
+
 def storage_of(backend) -> Storage:
     """The weights as `backend` stores them, and its KV cache's element size."""
     kv = backend.kv_shape.bytes_per_element
     if backend.name.startswith("onnx-gguf4"):
-        return Storage("GGUF blocks: Q4_1 layers (20 B / 32), Q8_0 head (34 B / 32)", Q4_1, Q8_0, kv)
+        return gguf_storage(kv)
     if backend.name == "onnx-int8":
         return Storage("int8 weights (1 B, scales left out)", 1, 1, kv)
     if backend.name == "onnx-int4":

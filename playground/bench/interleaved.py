@@ -51,12 +51,6 @@ def token_bytes(engine, seq_len: int, storage=None) -> float:
     return decode_cost(ModelShape.of(backend.config), storage or storage_of(backend), [seq_len]).bytes
 
 
-def gguf_storage():
-    """llama.cpp's weights as the GGUF's blocks (what onnx-gguf4 keeps), its KV cache in f16."""
-    from ..roofline import Q4_1, Q8_0, Storage
-    return Storage("GGUF blocks: Q4_1 layers, Q8_0 head; f16 KV", Q4_1, Q8_0, 2)
-
-
 def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
     """Print each round's row; return the medians' (or the error of a llama-bench that failed)."""
     from ..backends import create_backend
@@ -69,11 +63,11 @@ def interleaved_rows(names: list[str], rounds: int = 5) -> InterleavedRow:
     for name, engine in engines.items():   # warm-up: first-call allocations, outside the rounds
         prompt_ids[name] = engine.prompt_ids(PROMPT, settings)[1]
         engine.run_ids(prompt_ids[name], settings.with_(max_new_tokens=4)).wait()
-    from ..roofline import measure_bandwidth, model_threads
+    from ..roofline import gguf_storage, measure_bandwidth, model_threads
     first = next(iter(engines.values()))
     middle = {name: len(ids) + NEW_TOKENS // 2 for name, ids in prompt_ids.items()}
     reads = {name: token_bytes(engine, middle[name]) for name, engine in engines.items()}
-    reads["llama.cpp"] = token_bytes(first, NEW_TOKENS // 2, gguf_storage())   # llama-bench decodes from empty
+    reads["llama.cpp"] = token_bytes(first, NEW_TOKENS // 2, gguf_storage(2))   # f16 KV; llama-bench decodes from empty
     raw, valid_rounds = [], 0
     for _ in range(rounds):
         window = LoadWindow.start()
