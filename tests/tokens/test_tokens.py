@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from playground.charts import plot_token_comparison
 from playground.charts.tokens import byte_length_shares
-from playground.tokens import (TokenizerUnavailable, TokenSpan, UnencodableText, compare, get_view, hf_view, render_chips_html,
-                               spans_from_pieces, summary_line, tiktoken_view, visible)
+from playground.tokens import (TokenizerUnavailable, TokenSpan, UnencodableText, compare, get_view, hf_view,
+                               render_chips_html, spans_from_pieces, summary_line, tiktoken_view, visible)
 from playground.tokens.views import _bytes_from_offsets
 
 TRICKY = ["👨‍👩‍👧‍👦", "🇫🇷", "e\u0301", "שלום", "مرحبا", "中文字符", "\x00\x1b\x7f", "\r\n", "\t\t  \n\n",
