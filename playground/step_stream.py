@@ -1,8 +1,8 @@
 """A run's steps as a compact, numbered, append-only stream: what the Generate page draws from.
 
 One JSON document per line: a head, then one array per Step (fields named by `FIELDS`, the first
-being its sequence number), then an end line with the full Plotly figures of charts/run.py (their
-shared template sent once).
+being its sequence number), then an end line with the full Plotly figures of charts/run.py (as specs: the
+dicts plotly writes, their shared template sent once).
 
     {"run": "3f2a…", "prompt_tokens": 9, "backend": "onnx", "greedy": true, "speculation": null, "kv": [30, 3, 64, 4],
      "fields": [...]}
@@ -145,16 +145,15 @@ class StepStream:
         with self._lock:
             return self.text[self._line_ends[max(0, min(seq, self.packed))]:], self.packed, self.ended
 
-    def finish(self, figures: dict | None = None) -> str:
-        """Append every step left, then the end line (once): stop reason, step count, figures' JSON."""
+    def finish(self, figures: dict | None = None, template: dict | None = None) -> str:
+        """Append every step left, then the end line (once): stop reason, step count, the figures (specs: the dicts
+        plotly writes, by name, without a template) and the template they share (sent once)."""
         self.add(self.trace.steps)
         with self._lock:
             ended_now = not self.ended
             if ended_now:
-                figures = {name: json.loads(fig.to_json()) for name, fig in (figures or {}).items()}
-                templates = [f["layout"].pop("template", None) for f in figures.values()]   # the same, sent once
                 end = {"end": self.trace.stop_reason, "steps": self.packed, "error": self.trace.error,
-                       "figures": figures, "template": templates[0] if templates else None}
+                       "figures": figures or {}, "template": template if figures else None}
                 self.text += json.dumps(end, ensure_ascii=False, separators=(",", ":")) + "\n"
                 self.ended = True
             text = self.text

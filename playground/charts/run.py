@@ -14,6 +14,7 @@ Left out: several requests in one figure (the compare charts do that).
 from __future__ import annotations
 
 import html
+import json
 import math
 import textwrap
 
@@ -132,6 +133,46 @@ def _label(text: str) -> str:
     return html.escape(visible(text.encode()) or "∅", quote=False)
 
 
+# --- the four charts of a run, as plain figure specs (plotly's own JSON, the template left out)
+#
+# Each chart is built as the dict plotly would write for it (`{"data": [...], "layout": {...}}`), then made a
+# go.Figure by `as_figure`. A Generate run's page gets the specs themselves (`run_specs`, in the step stream's end
+# line): a room's runs end together, and plotly's object model took about 15 ms a run to build and write the four
+# figures (tests/charts/test_charts_run.py holds each spec equal to its figure's JSON).
+
+def _layout(title: str | dict, xaxis: str, yaxis: str, height: int = 320) -> dict:
+    """`_figure`'s layout as plotly writes it (titles as {"text": ...}), without the template."""
+    return {"title": title if isinstance(title, dict) else {"text": title}, "xaxis": {"title": {"text": xaxis}},
+            "yaxis": {"title": {"text": yaxis}}, "height": height, "font": dict(FONT),
+            "margin": {"l": 60, "r": 20, "t": 80, "b": 50},   # the legend below the title
+            "legend": {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}}
+
+
+def _empty_spec(layout: dict, text: str = "Generate to see this chart") -> dict:
+    layout.setdefault("annotations", []).append({"text": text, "showarrow": False, "font": {"size": 18},
+                                                 "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5})
+    return {"data": [], "layout": layout}
+
+
+def as_figure(spec: dict) -> go.Figure:
+    """A spec (the dict plotly writes) as a go.Figure with the white template, as `_figure` makes one."""
+    fig = go.Figure(data=spec["data"], layout=spec["layout"])
+    fig.layout._validate = False
+    fig.layout.template = WHITE
+    fig.layout._validate = True
+    return fig
+
+
+def run_specs(trace) -> dict[str, dict]:
+    """The four charts of a run as specs, by the names the Generate page's containers take."""
+    return {"timeline": timeline_spec(trace), "latency": step_latency_spec(trace), "kv": kv_cache_spec(trace),
+            "topk": top_k_spec(trace)}
+
+
+# the white template as plotly writes it: a page gets it once beside a run's specs
+TEMPLATE_JSON = json.loads(go.Figure(layout={"template": WHITE}).to_json())["layout"]["template"]
+
+
 # --- time
 
 def plot_timeline(trace) -> go.Figure:
@@ -146,20 +187,28 @@ def plot_timeline(trace) -> go.Figure:
     >>> [(t.name, len(t.x)) for t in fig.data]
     [('prefill (TTFT: the first thought)', 1), ('thinking', 1), ('decode (the answer)', 2), ('first answer token', 1)]
     """
+    return as_figure(timeline_spec(trace))
+
+
+def timeline_spec(trace) -> dict:
+    """plot_timeline's figure as a spec."""
     queued = getattr(trace, "queued", None) if trace else None
     wait = queued or 0.0
-    fig = _figure("Timeline of the request", "time since request start (ms)" if queued is None else
-                  "time since the request arrived (ms)", "")
+    layout = _layout("Timeline of the request", "time since request start (ms)" if queued is None else
+                     "time since the request arrived (ms)", "")
     steps = trace.steps if trace else []
     if not steps:
-        return _empty(fig)
+        return _empty_spec(layout)
     thought = any(getattr(s, "thinking", False) for s in steps)
+    data = []
     if queued is not None:
-        fig.add_bar(name="waiting for a turn", orientation="h", y=["request"], base=[0.0], x=[wait * 1e3],
-                    marker_color=WAITING, hovertemplate="waiting for a turn: %{x:.1f} ms<extra></extra>")
-    fig.add_bar(name="prefill (TTFT: the first thought)" if thought else "prefill (TTFT)" if queued is None
-                else "prefill, after the wait", orientation="h", y=["request"], base=[wait * 1e3], x=[steps[0].time * 1e3],
-                marker_color=PREFILL, hovertemplate="prefill + first token: %{x:.1f} ms<extra></extra>")
+        data.append({"type": "bar", "name": "waiting for a turn", "orientation": "h", "y": ["request"], "base": [0.0],
+                     "x": [wait * 1e3], "marker": {"color": WAITING},
+                     "hovertemplate": "waiting for a turn: %{x:.1f} ms<extra></extra>"})
+    data.append({"type": "bar", "name": "prefill (TTFT: the first thought)" if thought else "prefill (TTFT)"
+                 if queued is None else "prefill, after the wait", "orientation": "h", "y": ["request"],
+                 "base": [wait * 1e3], "x": [steps[0].time * 1e3], "marker": {"color": PREFILL},
+                 "hovertemplate": "prefill + first token: %{x:.1f} ms<extra></extra>"})
     decode = [s for s in steps[1:] if not getattr(s, "thinking", False)]
     parts = [("thinking", THINKING, [s for s in steps[1:] if getattr(s, "thinking", False)]),
              ("decode (the answer)" if thought else "decode", DECODE,
@@ -168,35 +217,43 @@ def plot_timeline(trace) -> go.Figure:
     for name, colour, group in parts:
         if not group and (thought or name != "decode"):
             continue
-        fig.add_bar(name=name, orientation="h", y=["request"] * len(group),
-                    base=[(wait + s.time - s.latency) * 1e3 for s in group], x=[s.latency * 1e3 for s in group],
-                    marker=dict(color=colour, line=dict(color="white", width=1 if len(steps) < 200 else 0)),
-                    customdata=[[s.index, _label(s.text), getattr(s, "rows", None) or 1] for s in group],
-                    hovertemplate=f"{name}: step %{{customdata[0]}} %{{customdata[1]}}: %{{x:.1f}} ms, a pass of "
-                                  "%{customdata[2]} request(s)<extra></extra>")
+        data.append({"type": "bar", "name": name, "orientation": "h", "y": ["request"] * len(group),
+                     "base": [(wait + s.time - s.latency) * 1e3 for s in group], "x": [s.latency * 1e3 for s in group],
+                     "marker": {"color": colour, "line": {"color": "white", "width": 1 if len(steps) < 200 else 0}},
+                     "customdata": [[s.index, _label(s.text), getattr(s, "rows", None) or 1] for s in group],
+                     "hovertemplate": f"{name}: step %{{customdata[0]}} %{{customdata[1]}}: %{{x:.1f}} ms, a pass "
+                                      "of %{customdata[2]} request(s)<extra></extra>"})
     answer = next((s.time for s in steps if not s.thinking), None) if thought else None
     if answer is not None:   # a tick across the bar where the answer begins
-        fig.add_scatter(name="first answer token", x=[(wait + answer) * 1e3], y=["request"], mode="markers",
-                        marker=dict(symbol="line-ns-open", size=40, line=dict(color=ANSWER, width=4)),
-                        hovertemplate="first answer token: %{x:.1f} ms<extra></extra>")
-    fig.update_layout(barmode="overlay", height=220, yaxis=dict(showticklabels=False))
-    return fig
+        data.append({"type": "scatter", "name": "first answer token", "x": [(wait + answer) * 1e3], "y": ["request"],
+                     "mode": "markers",
+                     "marker": {"symbol": "line-ns-open", "size": 40, "line": {"color": ANSWER, "width": 4}},
+                     "hovertemplate": "first answer token: %{x:.1f} ms<extra></extra>"})
+    layout.update(barmode="overlay", height=220)
+    layout["yaxis"]["showticklabels"] = False
+    return {"data": data, "layout": layout}
 
 
 def plot_step_latency(trace) -> go.Figure:
     """Latency of every step: the first is TTFT (prefill), the rest inter-token latencies (decode)."""
-    fig = _figure("Latency per step", "output token (step)", "latency (ms)")
+    return as_figure(step_latency_spec(trace))
+
+
+def step_latency_spec(trace) -> dict:
+    """plot_step_latency's figure as a spec."""
+    layout = _layout("Latency per step", "output token (step)", "latency (ms)")
     steps = trace.steps if trace else []
     if not steps:
-        return _empty(fig)
-    fig.add_bar(name="prefill (TTFT)", x=[0], y=[steps[0].latency * 1e3], marker_color=PREFILL,
-                hovertemplate="TTFT %{y:.1f} ms<extra></extra>")
-    fig.add_bar(name="decode (ITL)", x=[s.index for s in steps[1:]], y=[s.latency * 1e3 for s in steps[1:]],
-                marker_color=DECODE, customdata=[_label(s.text) for s in steps[1:]],
-                hovertemplate="step %{x} %{customdata}: %{y:.1f} ms<extra></extra>")
+        return _empty_spec(layout)
+    data = [{"type": "bar", "name": "prefill (TTFT)", "x": [0], "y": [steps[0].latency * 1e3],
+             "marker": {"color": PREFILL}, "hovertemplate": "TTFT %{y:.1f} ms<extra></extra>"},
+            {"type": "bar", "name": "decode (ITL)", "x": [s.index for s in steps[1:]],
+             "y": [s.latency * 1e3 for s in steps[1:]], "marker": {"color": DECODE},
+             "customdata": [_label(s.text) for s in steps[1:]],
+             "hovertemplate": "step %{x} %{customdata}: %{y:.1f} ms<extra></extra>"}]
     if len(steps) > 2:   # TTFT dwarfs decode steps: a log axis keeps both readable
-        fig.update_yaxes(type="log", **log_ms_ticks([s.latency * 1e3 for s in steps]))
-    return fig
+        layout["yaxis"].update(type="log", **log_ms_ticks([s.latency * 1e3 for s in steps]))
+    return {"data": data, "layout": layout}
 
 
 def log_ms_ticks(values_ms) -> dict:
@@ -227,26 +284,32 @@ def log_ms_ticks(values_ms) -> dict:
 
 def plot_kv_cache(trace) -> go.Figure:
     """KV-cache bytes measured after each step, with the formula drawn beside it as an estimate."""
-    fig = _figure("KV-cache size per step", "output token (step)", "KV cache (MiB)")
+    return as_figure(kv_cache_spec(trace))
+
+
+def kv_cache_spec(trace) -> dict:
+    """plot_kv_cache's figure as a spec."""
+    layout = _layout("KV-cache size per step", "output token (step)", "KV cache (MiB)")
     steps = trace.steps if trace else []
     if not steps:
-        return _empty(fig)
-    measured = [s for s in steps if s.kv_bytes is not None]
+        return _empty_spec(layout)
+    measured, data = [s for s in steps if s.kv_bytes is not None], []
     if measured:
-        fig.add_scatter(name="measured", x=[s.index for s in measured], y=[s.kv_bytes / 2**20 for s in measured],
-                        mode="lines+markers", line=dict(color=DECODE, width=3),
-                        customdata=[s.seq_len for s in measured],
-                        hovertemplate="step %{x}: %{y:.3f} MiB (%{customdata} tokens)<extra></extra>")
+        data.append({"type": "scatter", "name": "measured", "x": [s.index for s in measured],
+                     "y": [s.kv_bytes / 2**20 for s in measured], "mode": "lines+markers",
+                     "line": {"color": DECODE, "width": 3}, "customdata": [s.seq_len for s in measured],
+                     "hovertemplate": "step %{x}: %{y:.3f} MiB (%{customdata} tokens)<extra></extra>"})
     else:
-        _empty(fig, MISSING.format(trace.backend, "measured KV-cache bytes"))
+        _empty_spec(layout, MISSING.format(trace.backend, "measured KV-cache bytes"))
     shape, known = trace.kv_shape, [s for s in steps if s.seq_len is not None]
     if shape and known:
-        fig.add_scatter(name=f"formula (estimate): 2×{shape.layers}×{shape.kv_heads}×{shape.head_dim}"
+        data.append({"type": "scatter",
+                     "name": f"formula (estimate): 2×{shape.layers}×{shape.kv_heads}×{shape.head_dim}"
                              f"×seq_len×{shape.bytes_per_element}",
-                        x=[s.index for s in known], y=[shape.formula_bytes(s.seq_len) / 2**20 for s in known],
-                        mode="lines", line=dict(color=FORMULA, dash="dash", width=2),
-                        hovertemplate="formula: %{y:.3f} MiB<extra></extra>")
-    return fig
+                     "x": [s.index for s in known], "y": [shape.formula_bytes(s.seq_len) / 2**20 for s in known],
+                     "mode": "lines", "line": {"color": FORMULA, "dash": "dash", "width": 2},
+                     "hovertemplate": "formula: %{y:.3f} MiB<extra></extra>"})
+    return {"data": data, "layout": layout}
 
 
 # --- probabilities
@@ -254,16 +317,21 @@ def plot_kv_cache(trace) -> go.Figure:
 def plot_top_k(trace, step: int | None = None, limit: int | None = None) -> go.Figure:
     """The most likely next tokens at one step (default: the last), the chosen one highlighted; `limit`: the
     first that many candidates only (the chosen one kept), so each bar has room for its label at any size."""
+    return as_figure(top_k_spec(trace, step, limit))
+
+
+def top_k_spec(trace, step: int | None = None, limit: int | None = None) -> dict:
+    """plot_top_k's figure as a spec."""
     steps = trace.steps if trace else []
     if not steps:
-        return _empty(_figure("Top-k next-token probabilities", "probability", ""))
+        return _empty_spec(_layout("Top-k next-token probabilities", "probability", ""))
     index = len(steps) - 1 if step is None else max(0, min(int(step), len(steps) - 1))
     chosen = steps[index]
     if not chosen.top:
-        return _empty(_figure(f"Top-k at step {index}", "probability", ""),
-                      MISSING.format(trace.backend, "top-k probabilities"))
+        return _empty_spec(_layout(f"Top-k at step {index}", "probability", ""),
+                           MISSING.format(trace.backend, "top-k probabilities"))
     p = "" if chosen.prob is None else f" (model p={chosen.prob:.3f})"
-    fig = _figure(f"Top-k at step {index}: chose “{_label(chosen.text)}”{p}", "probability", "")
+    layout = _layout(f"Top-k at step {index}: chose “{_label(chosen.text)}”{p}", "probability", "")
     is_chosen = [(c.token_id == chosen.token_id) if chosen.token_id is not None else c.text == chosen.text
                  for c in chosen.top]
     kept = [c for i, c in enumerate(chosen.top) if limit is None or i < limit or is_chosen[i]]
@@ -271,21 +339,22 @@ def plot_top_k(trace, step: int | None = None, limit: int | None = None) -> go.F
     labels = [f"{_label(c.text)}  (id {'?' if c.token_id is None else c.token_id})" for c in top]
     picked = [(c.token_id == chosen.token_id) if chosen.token_id is not None else c.text == chosen.text for c in top]
     # each value outside its bar's end: never over a bar or its neighbour
-    fig.add_bar(name="model p (softmax at T=1)", orientation="h", x=[c.prob for c in top], y=labels,
-                marker_color=[PREFILL if p else DECODE for p in picked],
-                text=[f"{c.prob:.3f}" for c in top], textposition="outside", cliponaxis=False,
-                hovertemplate="%{y}: model p=%{x:.4f}<extra></extra>")
-    if any(c.sample_prob is not None for c in top) and not trace.settings.greedy:
-        fig.add_bar(name="sampled with (after temperature, top-k, top-p)", orientation="h", y=labels,
-                    x=[c.sample_prob or 0.0 for c in top], marker_color=FORMULA, opacity=0.6,
-                    hovertemplate="%{y}: sampling p=%{x:.4f}<extra></extra>")
+    data = [{"type": "bar", "name": "model p (softmax at T=1)", "orientation": "h", "x": [c.prob for c in top],
+             "y": labels, "marker": {"color": [PREFILL if p else DECODE for p in picked]},
+             "text": [f"{c.prob:.3f}" for c in top], "textposition": "outside", "cliponaxis": False,
+             "hovertemplate": "%{y}: model p=%{x:.4f}<extra></extra>"}]
+    sampled = any(c.sample_prob is not None for c in top) and not trace.settings.greedy
+    if sampled:
+        data.append({"type": "bar", "name": "sampled with (after temperature, top-k, top-p)", "orientation": "h",
+                     "y": labels, "x": [c.sample_prob or 0.0 for c in top], "marker": {"color": FORMULA},
+                     "opacity": 0.6, "hovertemplate": "%{y}: sampling p=%{x:.4f}<extra></extra>"})
     # the picked bar's colour in the legend: a trace with no bar of its own (x None on a label it shares)
-    fig.add_bar(name="picked token", orientation="h", x=[None], y=labels[:1], marker_color=PREFILL,
-                hoverinfo="skip")
-    sampled = len(fig.data) == 3   # the sampling bars are drawn too
+    data.append({"type": "bar", "name": "picked token", "orientation": "h", "x": [None], "y": labels[:1],
+                 "marker": {"color": PREFILL}, "hoverinfo": "skip"})
     most = max([c.prob or 0.0 for c in top] + [c.sample_prob or 0.0 for c in top if sampled])
-    fig.update_layout(xaxis=dict(range=[0, min(1.0, most * 1.3) or 1.0]), barmode="group",
-                      showlegend=True, uniformtext=dict(minsize=14, mode="show"),   # labels never shrunk to fit
-                      yaxis=dict(tickmode="array", tickvals=labels, ticktext=labels),   # every bar labelled
-                      margin=dict(r=70))   # room for the longest bar's value beyond its end
-    return fig
+    layout["xaxis"]["range"] = [0, min(1.0, most * 1.3) or 1.0]
+    layout["yaxis"].update(tickmode="array", tickvals=labels, ticktext=labels)   # every bar labelled
+    layout["margin"]["r"] = 70   # room for the longest bar's value beyond its end
+    layout.update(barmode="group", showlegend=True,
+                  uniformtext={"minsize": 14, "mode": "show"})   # labels never shrunk to fit
+    return {"data": data, "layout": layout}

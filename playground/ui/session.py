@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterator
 
-from ..charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
+from ..charts.run import TEMPLATE_JSON, run_specs
 from ..jobs import ABANDONED_AFTER, BackgroundRun
 from ..serve.perfetto import trace_json
 from ..step_stream import StepStream
@@ -58,13 +58,11 @@ class Session:
 
     def finish_stream(self, stream: StepStream | None = None) -> str:
         """A run's stream (the latest by default) with every step and its end line, carrying the four figures
-        (built once per run)."""
+        (built once per run, as specs: charts/run.py run_specs)."""
         stream = stream or self.stream
         if stream.ended:
             return stream.text
-        trace = stream.trace
-        return stream.finish({"timeline": plot_timeline(trace), "latency": plot_step_latency(trace),
-                              "kv": plot_kv_cache(trace), "topk": plot_top_k(trace)})
+        return stream.finish(run_specs(stream.trace), TEMPLATE_JSON)
 
     def stop(self, grace: float = 2.0) -> None:
         """Cancel the run and wait (up to `grace` seconds) for its current step to end."""

@@ -1,9 +1,12 @@
 """Run charts drawn from a real Trace of the tiny model: the traces each figure holds, and their values."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from playground.charts.run import plot_kv_cache, plot_step_latency, plot_timeline, plot_top_k
+from playground.charts.run import (TEMPLATE_JSON, kv_cache_spec, plot_kv_cache, plot_step_latency, plot_timeline,
+                                   plot_top_k, run_specs, step_latency_spec, timeline_spec, top_k_spec)
 from playground.config import GenerationSettings
 
 N = 9
@@ -118,3 +121,43 @@ def test_a_live_gantt_draws_a_request_whose_end_is_being_recorded():
     segments = _segments(result, 2.0)
     assert segments["prefill pass"] == [("#0 short", 0.5, 2.0, "prefill (TTFT from admission): 1.500 s")]
     assert segments[Phase.DECODE] == []
+
+
+def _figure_json(fig) -> dict:
+    out = json.loads(fig.to_json())
+    out["layout"].pop("template")
+    return out
+
+
+def _variants(trace):
+    """Traces that take every branch of the four charts: plain, waited with shared passes, thinking, sampled,
+    without measured KV bytes or top-k, empty."""
+    from dataclasses import replace
+    waited = replace(trace, steps=[replace(s, rows=3 if s.index in (2, 3) else 1) for s in trace.steps], queued=0.25)
+    thinking = replace(trace, steps=[replace(s, thinking=s.index < 3) for s in trace.steps])
+    sampled = replace(trace, settings=replace(trace.settings, temperature=0.8, top_k=5),
+                      steps=[replace(s, top=[replace(c, sample_prob=c.prob / 2) for c in s.top]) for s in trace.steps])
+    bare = replace(trace, kv_shape=None, steps=[replace(s, kv_bytes=None, top=None) for s in trace.steps])
+    return [trace, waited, thinking, sampled, bare, replace(trace, steps=[]), None]
+
+
+@pytest.mark.parametrize("chart", ["timeline", "latency", "kv", "topk"])
+def test_each_spec_is_its_figures_json_without_the_template(trace, chart):
+    """The page draws a run's specs (run_specs); everything else draws the figures: they must be the same."""
+    specs = {"timeline": (timeline_spec, plot_timeline), "latency": (step_latency_spec, plot_step_latency),
+             "kv": (kv_cache_spec, plot_kv_cache), "topk": (top_k_spec, plot_top_k)}
+    spec, plot = specs[chart]
+    for t in _variants(trace):
+        assert json.loads(json.dumps(spec(t))) == _figure_json(plot(t))
+    if chart == "topk":
+        for step, limit in ((0, None), (3, 2), (None, 1)):
+            assert json.loads(json.dumps(top_k_spec(trace, step, limit))) == _figure_json(plot_top_k(trace, step, limit))
+
+
+def test_the_run_specs_and_template_rebuild_the_figures(trace):
+    """The end line's specs plus the one template they share are the four figures whole."""
+    import plotly.graph_objects as go
+    for name, spec in run_specs(trace).items():
+        whole = go.Figure(data=spec["data"], layout={**spec["layout"], "template": TEMPLATE_JSON})
+        assert whole.layout.template.layout.paper_bgcolor == "white", name
+        assert len(whole.data) == len(spec["data"]) > 0
