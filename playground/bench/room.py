@@ -4,6 +4,7 @@
     python -m playground.bench room --people 30           # a bigger room
     python -m playground.bench room --limits in_flight=64 # the endpoint's limits raised (PLAYGROUND_API_LIMITS)
     python -m playground.bench room --model tiny --people 3 --tokens 4   # the tiny test model (what the suite runs)
+    python -m playground.bench room --rounds 1            # one round of each path (default 3, interleaved)
 
 The app (app.py, `--openai-api`, on the batching backend: onnx-gguf4 on the bundled model) runs in a subprocess on
 127.0.0.1 with the app's default limits (unless --limits) and one API key per person (PLAYGROUND_API_KEYS: N keys,
@@ -21,8 +22,11 @@ and press at the same moment. Four paths, one after another:
     llama-server  the same N through llama.cpp's `llama-server --parallel N` on the bundled GGUF, with the same
                 threads (`-t`), N slots of SLOT_CONTEXT positions, EOS ignored; the app is stopped first
 
-Every person asks its own question (QUESTIONS, tagged with the path and the person, so no path finds another's
-prompt in a prefix cache; the chat template's head is the room's to share). Per path: served (a first token
+The paths run in rounds (ROUNDS, `--rounds`): page, endpoint, mixed, then again, on one app process; then
+llama-server as many times. A path's timings are the medians of its rounds (merge_rounds; each round's are kept):
+one room's last done varies by a tenth from one run to the next on a quiet 2-core machine, more than the
+targets' margins. Every person asks its own question (QUESTIONS, tagged with the path, the round and the person,
+so no path or round finds another's prompt in a prefix cache; the chat template's head is the room's to share). Per path: served (a first token
 came, n of N; the others' HTTP statuses or errors counted), TTFT p50 / p95 over the served (nearest rank),
 from the press to the first token as the client sees it (the wait for a slot included: for the page, the first
 streamed update whose `stream` holds a Step; for an endpoint, the first chunk with content), the last done (from
@@ -43,7 +47,9 @@ Each path records its load (quiet.LoadWindow, the app's or llama-server's CPU co
 two ratios to llama-server are printed only from a quiet machine (quiet.validity over both windows, as every
 ratio to llama.cpp), the others whatever the load, with it beside them.
 
-Every path is read as the bytes arrive (httpx). Not gradio_client: its own work per request is the client's,
+Every path is read as the bytes arrive (httpx), each person with a client of its own opened before the press (as a
+browser tab or an SDK client is); a page person parses Gradio's updates only until its first Step, then only the
+last (Gradio's /call sends each update whole). Not gradio_client: its own work per request is the client's,
 not the page's, and 24 of them in one process on 2 cores start their runs up to a second late (a handler that
 only yields: 24 gradio_client submits reached it 0.2-1.0 s after the press, 24 httpx calls 0.08-0.09 s).
 Left out: a browser (the page's own JavaScript; the ui row measures its cost), people on other machines
@@ -64,6 +70,7 @@ from .rows import RoomRow, parser, say_timed
 from .stats import median, ratio, targets_met, targets_text
 
 PEOPLE = 24
+ROUNDS = 3   # rounds of every path, interleaved: one room's figures vary by a tenth from one run to the next
 NEW_TOKENS = 48
 SLOT_CONTEXT = 512      # llama-server's positions a slot: the chat prompt and its answer, with room to spare
 PRICES = (0.15, 0.6)    # /generate's price inputs (figures for the page's estimate only)
@@ -142,7 +149,7 @@ def page_person(base_url: str, backend: str, prompt: str, tokens: int, session: 
     /gradio_api/call/generate, then its event stream), with httpx as the endpoint's people use it. `session`: the
     person's Gradio session (its session_hash), kept from one press to the next as a browser tab keeps it; None: a
     session of its own for this press."""
-    def press() -> Answer:
+    def press(http) -> Answer:
         import httpx
 
         from ..step_stream import read_stream
@@ -152,23 +159,23 @@ def page_person(base_url: str, backend: str, prompt: str, tokens: int, session: 
         data = [None, prompt, 0.0, 0, 1.0, "", tokens, True, *PRICES, backend, False, 4, 3]
         result, failed = None, None
         try:
-            with httpx.Client(timeout=TIMEOUT_S) as http:
-                r = http.post(f"{base_url}gradio_api/call/generate", json={"data": data, "session_hash": session})
-                r.raise_for_status()
-                event_id = r.json()["event_id"]
-                with http.stream("GET", f"{base_url}gradio_api/call/generate/{event_id}") as stream:
-                    for event, payload in sse_events(stream.iter_lines()):
-                        if event == "error":
-                            failed = f"error: {payload[:120]}"
-                            break
-                        if event not in ("generating", "complete"):
-                            continue
+            r = http.post(f"{base_url}gradio_api/call/generate", json={"data": data, "session_hash": session})
+            r.raise_for_status()
+            event_id = r.json()["event_id"]
+            with http.stream("GET", f"{base_url}gradio_api/call/generate/{event_id}") as stream:
+                for event, payload in sse_events(stream.iter_lines()):
+                    if event == "error":
+                        failed = f"error: {payload[:120]}"
+                        break
+                    if event == "complete":
+                        result = json.loads(payload)
+                        break
+                    # an update after the first Step is read only when it is the last (Gradio's /call sends each
+                    # whole: parsing every one would count the client's work as the page's)
+                    if event == "generating" and answer.ttft is None:
                         out = json.loads(payload)
-                        if answer.ttft is None and out and isinstance(out[0], str) and read_stream(out[0])[1]:
+                        if out and isinstance(out[0], str) and read_stream(out[0])[1]:
                             answer.ttft = time.perf_counter() - answer.pressed   # the first Step on the page
-                        if event == "complete":
-                            result = out
-                            break
         except (httpx.HTTPError, ValueError, KeyError) as exc:   # a refused or failed run is counted, not raised
             failed = type(exc).__name__
         answer.done = time.perf_counter() - answer.pressed
@@ -189,7 +196,7 @@ def page_person(base_url: str, backend: str, prompt: str, tokens: int, session: 
 
 def openai_person(base_url: str, key: str | None, prompt: str, tokens: int):
     """A person asking an OpenAI-compatible server (/v1/chat/completions, streamed, EOS ignored)."""
-    def press() -> Answer:
+    def press(http) -> Answer:
         import httpx
         answer = Answer(time.perf_counter())
         body = {"model": "room", "messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
@@ -197,8 +204,7 @@ def openai_person(base_url: str, key: str | None, prompt: str, tokens: int):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         chunks, usage = 0, None
         try:
-            with httpx.Client(timeout=TIMEOUT_S) as http, \
-                    http.stream("POST", f"{base_url}/chat/completions", json=body, headers=headers) as r:
+            with http.stream("POST", f"{base_url}/chat/completions", json=body, headers=headers) as r:
                 answer.status = str(r.status_code)
                 if r.status_code == 200:
                     for line in r.iter_lines():
@@ -220,12 +226,16 @@ def openai_person(base_url: str, key: str | None, prompt: str, tokens: int):
 
 
 def press_together(people: list) -> tuple[list[Answer], float]:
-    """Every person in a thread of its own, released by one barrier; (their answers in order, the first press)."""
+    """Every person in a thread of its own with an HTTP client of its own, opened before one barrier releases them
+    all (as a browser tab or an SDK client is open before its person presses); (their answers in order, the first
+    press)."""
+    import httpx
     barrier, answers = threading.Barrier(len(people)), [None] * len(people)
 
     def one(i, press):
-        barrier.wait()
-        answers[i] = press()
+        with httpx.Client(timeout=TIMEOUT_S) as http:
+            barrier.wait()
+            answers[i] = press(http)
     threads = [threading.Thread(target=one, args=(i, p), daemon=True) for i, p in enumerate(people)]
     for t in threads:
         t.start()
@@ -285,9 +295,10 @@ def run_path(people: list, servers: tuple = ()) -> dict:
     return path_figures(answers, first, load)
 
 
-def app_paths(model: str | None, backend: str, people: int, tokens: int, limits: str | None) -> tuple[dict, dict]:
+def app_paths(model: str | None, backend: str, people: int, tokens: int, limits: str | None,
+              rounds: int = 1) -> tuple[dict, dict]:
     """(the page, endpoint and mixed paths' figures, what the app ran with: the model it names, keys, limits) on one
-    app process."""
+    app process; `rounds` rounds of the three, interleaved (merge_rounds)."""
     import httpx
 
     from .app_process import AppProcess
@@ -314,17 +325,66 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
         press_together([openai_person(base, key, "Warm up.", 2) for key in keys])
         servers = (app.server,)
         half = people // 2
-        paths = {}
-        paths["page"] = run_path([page_person(app.url, backend, question("page", i), tokens, sessions[i])
-                                     for i in range(people)], servers)
-        paths["endpoint"] = run_path([openai_person(base, keys[i], question("endpoint", i), tokens)
-                                         for i in range(people)], servers)
-        paths["mixed"] = run_path([page_person(app.url, backend, question("mixed", i), tokens, sessions[i])
-                                      for i in range(half)]
-                                     + [openai_person(base, keys[i], question("mixed", i), tokens)
-                                        for i in range(half, people)], servers)
+        done: dict[str, list] = {"page": [], "endpoint": [], "mixed": []}
+        for r in range(rounds):   # the paths interleaved: a round of each, then the next round
+            tag = "" if r == 0 else f", round {r + 1}"   # a new question each round: no prompt found cached
+            done["page"].append(run_path([page_person(app.url, backend, question("page" + tag, i), tokens,
+                                                      sessions[i]) for i in range(people)], servers))
+            done["endpoint"].append(run_path([openai_person(base, keys[i], question("endpoint" + tag, i), tokens)
+                                              for i in range(people)], servers))
+            done["mixed"].append(run_path([page_person(app.url, backend, question("mixed" + tag, i), tokens,
+                                                       sessions[i]) for i in range(half)]
+                                          + [openai_person(base, keys[i], question("mixed" + tag, i), tokens)
+                                             for i in range(half, people)], servers))
+    paths = {name: merge_rounds(figures) for name, figures in done.items()}
     paths["mixed"]["page_people"], paths["mixed"]["endpoint_people"] = half, people - half
     return paths, {"model": model_id, "api_keys": people, "limits": app_limits(limits)}
+
+
+MEDIAN_FIGURES = ("ttft_p50_s", "ttft_p95_s", "last_done_s", "output_tps", "server_queued_p50_s",
+                  "server_queued_p95_s")
+
+
+def merge_rounds(rounds: list[dict]) -> dict:
+    """A path's figures over its rounds: the median of each timing (MEDIAN_FIGURES), the fewest served, the
+    statuses of all, the fewest tokens, the most rows, the busiest round's load (its validity over every round's);
+    `rounds` keeps each round's timings.
+
+    >>> one = {"served": 4, "people": 4, "statuses": {"200": 4}, "ttft_p95_s": 2.0, "last_done_s": 5.0,
+    ...        "output_tokens": 8, "load": {"others_cores": 0.1, "cores": 2}, "validity": {"valid": True}}
+    >>> m = merge_rounds([one, {**one, "last_done_s": 7.0, "served": 3, "statuses": {"200": 3, "429": 1}},
+    ...                   {**one, "last_done_s": 6.0}])
+    >>> m["last_done_s"], m["served"], m["statuses"], m["output_tokens"], [r["last_done_s"] for r in m["rounds"]]
+    (6.0, 3, {'200': 11, '429': 1}, 8, [5.0, 7.0, 6.0])
+    """
+    if len(rounds) == 1:
+        return rounds[0]
+    out = dict(rounds[0])
+    for name in MEDIAN_FIGURES:
+        if name in out:
+            out[name] = median((r.get(name) for r in rounds), 3 if name.endswith("_s") else 1)
+    out["served"] = min(r["served"] for r in rounds)
+    statuses: dict[str, int] = {}
+    for r in rounds:
+        for status, n in r["statuses"].items():
+            statuses[status] = statuses.get(status, 0) + n
+    out["statuses"] = dict(sorted(statuses.items()))
+    out["output_tokens"] = min(r["output_tokens"] for r in rounds)   # the fewest a round's people made
+    if "max_rows" in out:
+        out["max_rows"] = max(r["max_rows"] for r in rounds)
+    out["load"] = busiest([r["load"] for r in rounds])
+    out["validity"] = validity([r["load"] for r in rounds])
+    out["rounds"] = [{k: r.get(k) for k in ("served", *MEDIAN_FIGURES, "output_tokens") if k in r} for r in rounds]
+    return out
+
+
+def busiest(loads: list[dict]) -> dict:
+    """The load window whose others took the most CPU (one not measured counts as the busiest).
+
+    >>> busiest([{"others_cores": 0.1}, {"others_cores": 0.4}, {"others_cores": 0.2}])
+    {'others_cores': 0.4}
+    """
+    return max(loads, key=lambda load: math.inf if load.get("others_cores") is None else load["others_cores"])
 
 
 def app_limits(limits: str | None) -> dict:
@@ -340,16 +400,19 @@ def app_limits(limits: str | None) -> dict:
     return {**asdict(config.limits), "slots": config.slots, "capacity": config.capacity}
 
 
-def llama_path(people: int, tokens: int, threads: int) -> dict:
-    """The room through `llama-server --parallel N` on the bundled GGUF; {"error": ...} when it cannot run."""
+def llama_path(people: int, tokens: int, threads: int, rounds: int = 1) -> dict:
+    """The room through `llama-server --parallel N` on the bundled GGUF, `rounds` times (merge_rounds);
+    {"error": ...} when it cannot run."""
     from ..remote.llama_server import LlamaServer
     from ..remote.llamacpp import LlamaCppMissing, llama_choice
     try:
         with LlamaServer(threads=threads, parallel=people, ctx=people * SLOT_CONTEXT) as server:
             press_together([openai_person(server.url, None, "Warm up.", 4) for _ in range(min(4, people))])
             import psutil
-            figures = run_path([openai_person(server.url, None, question("llama-server", i), tokens)
-                                   for i in range(people)], (psutil.Process(server.process.pid),))
+            process = psutil.Process(server.process.pid)
+            figures = merge_rounds([run_path([openai_person(server.url, None, question(
+                "llama-server" + ("" if r == 0 else f", round {r + 1}"), i), tokens) for i in range(people)],
+                (process,)) for r in range(rounds)])
     except (LlamaCppMissing, FileNotFoundError, RuntimeError, OSError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return {"parallel": people, "threads": threads, "slot_context": SLOT_CONTEXT,
@@ -386,7 +449,7 @@ def room_ratios(paths: dict, llama: dict) -> tuple[dict, dict | None]:
 
 
 def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_TOKENS, limits: str | None = None,
-             backend: str | None = None) -> RoomRow:
+             backend: str | None = None, rounds: int = ROUNDS) -> RoomRow:
     from ..api import batching_backend
     from ..backends import available_backends, default_backend_name
     from ..backends.onnx_backend import physical_cores
@@ -395,11 +458,13 @@ def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_T
         raise ValueError(f"a room needs at least 2 people (half and half), got {people}")
     name = backend or batching_backend(list(available_backends()), default_backend_name("cpu", model))
     threads = physical_cores()   # ONNX Runtime's intra-op threads in the app; llama-server's -t
-    paths, app = app_paths(model, name, people, tokens, limits)
-    llama = llama_path(people, tokens, threads) if model is None else \
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    paths, app = app_paths(model, name, people, tokens, limits, rounds)
+    llama = llama_path(people, tokens, threads, rounds) if model is None else \
         {"skipped": "llama-server runs the bundled GGUF only"}
     ratios, check = room_ratios(paths, llama)
-    return RoomRow(backend=name, people=people, new_tokens=tokens, threads=threads, **app,
+    return RoomRow(backend=name, people=people, new_tokens=tokens, threads=threads, rounds=rounds, **app,
                    page=paths["page"], endpoint=paths["endpoint"], mixed=paths["mixed"], llama_server=llama,
                    ratios=ratios, llama_validity=check, cpu_flags=cpu_flags(), targets=targets_text(TARGETS),
                    targets_met=targets_met(ratios, TARGETS))
@@ -411,5 +476,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--tokens", type=int, default=NEW_TOKENS, help=f"new tokens each (default {NEW_TOKENS})")
     p.add_argument("--limits", default=None, help="the endpoint's PLAYGROUND_API_LIMITS (default: the app's own)")
     p.add_argument("--backend", default=None, help="a backend our batching runs (default: the app's)")
+    p.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds of every path, interleaved; each figure "
+                                                               f"their median (default {ROUNDS})")
     args = p.parse_args(argv)
-    say_timed(lambda: room_row(args.model, args.people, args.tokens, args.limits, args.backend))
+    say_timed(lambda: room_row(args.model, args.people, args.tokens, args.limits, args.backend, args.rounds))

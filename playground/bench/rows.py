@@ -481,6 +481,7 @@ class RoomRow(Row):
     people: int
     new_tokens: int                       # each person's budget (EOS ignored but on the page)
     threads: int                          # the app's ONNX Runtime threads, llama-server's -t
+    rounds: int                           # rounds of every path, interleaved; a path's timings are their medians
     api_keys: int                         # one a person
     limits: dict                          # the endpoint's limits and KV slots as the app reads them
     page: dict

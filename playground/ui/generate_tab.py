@@ -42,7 +42,7 @@ from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPU
 from .forms import form_inputs, read_form
 from .live.view import CHIPS_HTML, LIVE_METRICS_ID, RUNNING_STATUS, chart_html, prefill_status, step_picker_html
 from .machine_gate import MachineGate
-from .session import UPDATE_INTERVAL, Session
+from .session import UPDATE_INTERVAL, WATCHED_INTERVAL, Session
 from .zerogpu import cost_line, zero_gpu
 
 OUTPUTS = ("stream", "status", "text", "metrics", "files")   # /generate and /stop return these, in this order
@@ -231,18 +231,21 @@ def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
 
 
 WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead
-ROOM_INTERVAL_MAX = 0.5   # the longest a run in a busy engine loop goes between two updates of its page
+# the longest a run in a busy engine loop goes between two updates of its page: as long as a page whose live channel
+# reads the steps waits for one
+ROOM_INTERVAL_MAX = WATCHED_INTERVAL
 
 
 def room_interval(loop):
     """The least time between two updates of a run in the engine loop, as a function of the requests in the loop:
     50 ms alone (as a run on its own), n x 50 ms beside n - 1 others, at most ROOM_INTERVAL_MAX. A room's pages
-    then get about 20 updates a second between them, however many they are, so redrawing them does not take
-    the cores the engine's passes need; the first Step of a run is never held back (BackgroundRun).
+    then get about 20 updates a second between them, however many they are, so Gradio's work per update does not
+    take the cores the engine's passes need; the first Step of a run is never held back (BackgroundRun). A page in
+    a browser reads each Step as it is made through its live channel (ui/live/channel.py) whatever this interval.
 
     >>> from types import SimpleNamespace as NS
     >>> [round(room_interval(NS(in_flight=lambda: n))(), 3) for n in (0, 1, 4, 24)]
-    [0.05, 0.05, 0.2, 0.5]
+    [0.05, 0.05, 0.2, 1.0]
     """
     return lambda: min(ROOM_INTERVAL_MAX, UPDATE_INTERVAL * max(1, loop.in_flight()))
 

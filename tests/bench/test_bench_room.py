@@ -64,15 +64,18 @@ def test_the_ratios_are_the_figures_own_and_those_to_llama_server_need_a_quiet_m
 @pytest.mark.subprocess
 def test_the_room_row_serves_every_person_on_the_apps_paths_and_counts_their_tokens():
     """The tiny model: the app started with --openai-api and a key a person; llama-server skipped (bundled only)."""
-    row = room.room_row("tiny", people=2, tokens=3).to_json()
+    row = room.room_row("tiny", people=2, tokens=3, rounds=2).to_json()
     assert row["bench"] == "room" and row["api_keys"] == 2 and row["limits"]["in_flight"] >= 2
+    assert row["rounds"] == 2
     for name in ("page", "endpoint", "mixed"):
         p = row[name]
         assert (p["served"], p["people"]) == (2, 2), p
+        assert len(p["rounds"]) == 2 and p["statuses"] == {"200": 4}, p   # both rounds' people, each answered
+        assert p["last_done_s"] == pytest.approx(sum(r["last_done_s"] for r in p["rounds"]) / 2, abs=1e-3)
         assert 0 < p["ttft_p50_s"] <= p["ttft_p95_s"] <= p["last_done_s"]
-        # both figures are rounded (last_done_s to 1 ms, output_tps to 0.1): their quotient agrees within that
-        slack = 0.05 + p["output_tokens"] * 0.0005 / p["last_done_s"] ** 2 + 1e-9
-        assert abs(p["output_tps"] - p["output_tokens"] / p["last_done_s"]) <= slack, p
+        for r in p["rounds"]:   # both figures are rounded (last_done_s to 1 ms, output_tps to 0.1): their quotient
+            slack = 0.05 + r["output_tokens"] * 0.0005 / r["last_done_s"] ** 2 + 1e-9   # agrees within that
+            assert abs(r["output_tps"] - r["output_tokens"] / r["last_done_s"]) <= slack, p
     assert row["endpoint"]["output_tokens"] == 2 * 3   # EOS ignored: every token counted
     assert 0 < row["page"]["output_tokens"] <= 2 * 3   # the page may end at EOS
     assert row["page"]["max_rows"] >= 1 and row["page"]["server_queued_p95_s"] >= 0
