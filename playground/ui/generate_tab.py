@@ -197,10 +197,9 @@ class GenerateHandlers:
         """The run's live updates: its head, its wait for a turn in the engine loop, then its Steps in batches."""
         yield self.live(own, [])   # the head: the page clears the last run's view at once
         waited = False
-        while loop is not None and not run.started:
-            yield {self.c.status: waiting_line(loop, run)}
+        for line in waiting_lines(loop, run):
+            yield {self.c.status: line}
             waited = True
-            run.wait_turn(WAIT_POLL_S)
         if waited:
             yield self.live(own, [])   # its turn came: the status says it reads the prompt
         for batch in batches:   # the Steps made since the last update (the run has its own thread)
@@ -230,7 +229,8 @@ def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
     return h.generate, h.stop, h.top_k, h.metrics
 
 
-WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue redraws how many are ahead
+WAIT_POLL_S = 0.25   # how often a run waiting in the engine loop's queue looks at how many are ahead
+WAIT_REPEAT_POLLS = 8   # polls without a change after which the page is sent its waiting line again
 # the longest a run in a busy engine loop goes between two updates of its page: as long as a page whose live channel
 # reads the steps waits for one
 ROOM_INTERVAL_MAX = WATCHED_INTERVAL
@@ -248,6 +248,31 @@ def room_interval(loop):
     [0.05, 0.05, 0.2, 1.0]
     """
     return lambda: min(ROOM_INTERVAL_MAX, UPDATE_INTERVAL * max(1, loop.in_flight()))
+
+
+def waiting_lines(loop, run, repeat: int = WAIT_REPEAT_POLLS):
+    """The status lines of a run waiting for its turn in the engine loop (`loop` None: no wait): the line when it
+    changes, and the same line again after `repeat` polls without a change (a yield is where Gradio finds a page
+    gone), so a room of waiting pages costs Gradio an update per change, not one each WAIT_POLL_S.
+
+    >>> from types import SimpleNamespace as NS
+    >>> class Run:   # its turn after 20 polls; 3 ahead for the first 5, then none
+    ...     polls = 0
+    ...     started = property(lambda self: self.polls >= 20)
+    ...     def ahead(self): return 3 if self.polls < 5 else 0
+    ...     def wait_turn(self, timeout): self.polls += 1
+    >>> lines = list(waiting_lines(NS(slots=8, paused=False, in_flight=lambda: 9), Run(), repeat=8))
+    >>> [line.split(":")[1].split(" in ")[0] for line in lines]
+    [' 3 requests ahead of you', ' 0 requests ahead of you', ' 0 requests ahead of you']
+    """
+    shown, polls = None, 0
+    while loop is not None and not run.started:
+        line = waiting_line(loop, run)
+        if line != shown or polls >= repeat:
+            yield line
+            shown, polls = line, 0
+        run.wait_turn(WAIT_POLL_S)
+        polls += 1
 
 
 def waiting_line(loop, run) -> str:
