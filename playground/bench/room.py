@@ -31,8 +31,10 @@ came, n of N; the others' HTTP statuses or errors counted), TTFT p50 / p95 over 
 from the press to the first token as the client sees it (the wait for a slot included: for the page, the first
 streamed update whose `stream` holds a Step; for an endpoint, the first chunk with content), the last done (from
 the first press to the last answer's end), the output tokens and output tokens per second of that wall. For
-the page, the server's own `queued` (its wait for a KV slot, from each run's trace.json) and the most requests a
-Step of its runs shared (`rows`). The ratios the issue's "Done when" names:
+the page, the server's own `queued` (its wait for a KV slot, from each run's trace.json), the most requests a
+Step of its runs shared (`rows`), and its TTFT in parts (ttft_parts: submit, queued, first token, delivery; the
+medians, and the parts of the person at the p95 rank): where a page's first token spends what an endpoint's does
+not. The ratios the issue's "Done when" names:
 
     page_vs_endpoint_ttft_p95, page_vs_endpoint_last_done      page / endpoint          (target <= 1.15)
     mixed_vs_endpoint_ttft_p95, mixed_vs_endpoint_last_done    mixed / endpoint         (target <= 1.15)
@@ -121,6 +123,8 @@ class Answer:
     queued: float | None = None    # the page: the server's wait for a KV slot (trace.json)
     rows: int | None = None        # the page: the most requests one of its Steps carried
     trace_url: str | None = None   # the page: its run's trace.json on the app
+    pressed_wall: float = 0.0      # time.time() at the press (the server's Steps carry the same clock)
+    parts: dict | None = None      # the page: its TTFT in parts (ttft_parts)
 
     @property
     def served(self) -> bool:
@@ -153,7 +157,7 @@ def page_person(base_url: str, backend: str, prompt: str, tokens: int, session: 
         import httpx
 
         from ..step_stream import read_stream
-        answer = Answer(time.perf_counter())
+        answer = Answer(time.perf_counter(), pressed_wall=time.time())
         # every input of the event, as the page sends them: the session's State (Gradio keeps its value), the
         # prompt, temperature 0, top k, top p, seed, new tokens, chat, the prices, the backend, speculation off
         data = [None, prompt, 0.0, 0, 1.0, "", tokens, True, *PRICES, backend, False, 4, 3]
@@ -264,6 +268,11 @@ def path_figures(answers: list[Answer], first_press: float, load: dict) -> dict:
     if queued:
         out["server_queued_p50_s"], out["server_queued_p95_s"] = median(queued, 3), round(nearest_rank(queued, 95), 3)
         out["max_rows"] = max(a.rows for a in served if a.rows is not None)
+    parts = [a.parts for a in served if a.parts]
+    if parts:   # the page's TTFT in parts: each part's median, and the parts of the person at the TTFT p95 rank
+        out["ttft_parts_p50_s"] = {k: median((p[k] for p in parts), 3) for k in parts[0]}
+        p95 = nearest_rank([a.ttft for a in served if a.parts], 95)
+        out["ttft_p95_parts_s"] = next(a.parts for a in served if a.parts and a.ttft == p95)
     out["load"], out["validity"] = load, validity([load])
     return out
 
@@ -281,6 +290,29 @@ def read_page_traces(answers: list[Answer]) -> None:
             continue
         a.queued = trace.get("queued")
         a.rows = max((s.get("rows") or 1 for s in trace.get("steps") or []), default=None)
+        a.parts = ttft_parts(a, trace)
+
+
+def ttft_parts(answer: Answer, trace: dict) -> dict | None:
+    """A page run's TTFT as the client saw it, in parts (seconds, one clock: time.time on this machine): `submit`,
+    from the press until the engine loop had the request (Gradio's HTTP calls, its queue and event, the handler's
+    template and tokenizing); `queued`, its wait there for a KV slot; `first_token`, from taking a slot to its first
+    token (the batched prefill it shares); `delivery`, from that token to the client (the handler's update, Gradio's
+    event, the wire). None without a first token.
+
+    >>> a = Answer(0.0, ttft=1.5, pressed_wall=100.0)
+    >>> ttft_parts(a, {"queued": 0.2, "steps": [{"time": 0.9, "wall_ns": 101_400_000_000}]})
+    {'submit': 0.3, 'queued': 0.2, 'first_token': 0.9, 'delivery': 0.1}
+    """
+    steps = trace.get("steps") or []
+    if answer.ttft is None or not steps or not steps[0].get("wall_ns"):
+        return None
+    first_wall = steps[0]["wall_ns"] / 1e9
+    queued = trace.get("queued") or 0.0
+    submitted = first_wall - steps[0]["time"] - queued
+    return {"submit": round(submitted - answer.pressed_wall, 3), "queued": round(queued, 3),
+            "first_token": round(steps[0]["time"], 3),
+            "delivery": round(answer.pressed_wall + answer.ttft - first_wall, 3)}
 
 
 # --- the paths
@@ -372,6 +404,9 @@ def merge_rounds(rounds: list[dict]) -> dict:
     out["output_tokens"] = min(r["output_tokens"] for r in rounds)   # the fewest a round's people made
     if "max_rows" in out:
         out["max_rows"] = max(r["max_rows"] for r in rounds)
+    for name in ("ttft_parts_p50_s", "ttft_p95_parts_s"):   # each part's median over the rounds
+        if name in out:
+            out[name] = {k: median((r[name][k] for r in rounds if name in r), 3) for k in out[name]}
     out["load"] = busiest([r["load"] for r in rounds])
     out["validity"] = validity([r["load"] for r in rounds])
     out["rounds"] = [{k: r.get(k) for k in ("served", *MEDIAN_FIGURES, "output_tokens") if k in r} for r in rounds]

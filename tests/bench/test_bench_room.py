@@ -79,6 +79,9 @@ def test_the_room_row_serves_every_person_on_the_apps_paths_and_counts_their_tok
     assert row["endpoint"]["output_tokens"] == 2 * 3   # EOS ignored: every token counted
     assert 0 < row["page"]["output_tokens"] <= 2 * 3   # the page may end at EOS
     assert row["page"]["max_rows"] >= 1 and row["page"]["server_queued_p95_s"] >= 0
+    parts = row["page"]["ttft_p95_parts_s"]   # the p95 person's first token in parts, on one clock: they add up
+    assert set(parts) == {"submit", "queued", "first_token", "delivery"} and min(parts.values()) >= -0.002, parts
+    assert sum(parts.values()) == pytest.approx(row["page"]["ttft_p95_s"], abs=0.005), parts
     assert (row["mixed"]["page_people"], row["mixed"]["endpoint_people"]) == (1, 1)
     assert "skipped" in row["llama_server"] and row["ratios"]["endpoint_vs_llama_tps"] is None
     assert row["ratios"]["page_vs_endpoint_ttft_p95"] == round(row["page"]["ttft_p95_s"]
