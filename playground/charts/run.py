@@ -42,16 +42,8 @@ WHITE = go.Figure(layout={"template": "plotly_white"}).layout.template   # valid
 
 
 def _figure(title: str | dict, xaxis: str, yaxis: str, height: int = 320) -> go.Figure:
-    # the layout goes in whole, validated once by the constructor (update_layout's relayout path costs 4x
-    # that), and the template as plotly puts its default one in: without validating it again (already done
-    # for WHITE); a room's Generate runs each end with four of these at once
-    fig = go.Figure(layout=dict(title=title, xaxis=dict(title=xaxis), yaxis=dict(title=yaxis), height=height,
-                                font=FONT, margin=dict(l=60, r=20, t=80, b=50),   # the legend below the title
-                                legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom")))
-    fig.layout._validate = False
-    fig.layout.template = WHITE
-    fig.layout._validate = True
-    return fig
+    """An empty figure with the project's layout (`_layout`) and the white template."""
+    return as_figure({"data": [], "layout": _layout(title, xaxis, yaxis, height)})
 
 
 def _empty(fig: go.Figure, text: str = "Generate to see this chart") -> go.Figure:
@@ -155,12 +147,20 @@ def _empty_spec(layout: dict, text: str = "Generate to see this chart") -> dict:
 
 
 def as_figure(spec: dict) -> go.Figure:
-    """A spec (the dict plotly writes) as a go.Figure with the white template, as `_figure` makes one."""
+    """A spec (the dict plotly writes) as a go.Figure with the white template. The layout goes in whole, validated
+    once by the constructor (update_layout's relayout path costs 4x that), and the template as plotly puts its
+    default one in: without validating it again (already done for WHITE)."""
     fig = go.Figure(data=spec["data"], layout=spec["layout"])
     fig.layout._validate = False
     fig.layout.template = WHITE
     fig.layout._validate = True
     return fig
+
+
+def whole_json(spec: dict) -> dict:
+    """A spec with the white template in its layout: its figure's JSON (`json.loads(as_figure(spec).to_json())`),
+    without building the figure."""
+    return {"data": spec["data"], "layout": {**spec["layout"], "template": TEMPLATE_JSON}}
 
 
 def run_specs(trace) -> dict[str, dict]:

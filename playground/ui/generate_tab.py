@@ -23,14 +23,13 @@ Left out: authentication and per-user quotas; the queue's limits and the CPU gat
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import gradio as gr
 
-from ..charts.run import plot_top_k
+from ..charts.run import top_k_spec, whole_json
 from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
@@ -214,7 +213,7 @@ class GenerateHandlers:
         return self.final(session, (price_in, price_out))
 
     def top_k(self, step, session: Session):
-        return json.loads(plot_top_k(session.trace, step).to_json())
+        return whole_json(top_k_spec(session.trace, step))
 
     def metrics(self, price_in, price_out, session: Session):
         trace = session.trace

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from playground.charts.run import (TEMPLATE_JSON, kv_cache_spec, plot_kv_cache, plot_step_latency, plot_timeline,
-                                   plot_top_k, run_specs, step_latency_spec, timeline_spec, top_k_spec)
+                                   plot_top_k, run_specs, step_latency_spec, timeline_spec, top_k_spec, whole_json)
 from playground.config import GenerationSettings
 
 N = 9
@@ -161,3 +161,9 @@ def test_the_run_specs_and_template_rebuild_the_figures(trace):
         whole = go.Figure(data=spec["data"], layout={**spec["layout"], "template": TEMPLATE_JSON})
         assert whole.layout.template.layout.paper_bgcolor == "white", name
         assert len(whole.data) == len(spec["data"]) > 0
+
+
+def test_a_spec_made_whole_is_its_figures_json_template_included(trace):
+    """/top_k answers with whole_json(top_k_spec(...)): the JSON of plot_top_k's figure, built without it."""
+    for step in (0, 4, None):
+        assert json.loads(json.dumps(whole_json(top_k_spec(trace, step)))) == json.loads(plot_top_k(trace, step).to_json())
