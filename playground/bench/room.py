@@ -89,14 +89,17 @@ TARGETS = {"page_vs_endpoint_ttft_p95": ("<=", 1.15), "page_vs_endpoint_last_don
 LLAMA_RATIOS = ("endpoint_vs_llama_ttft_p95", "endpoint_vs_llama_tps")
 
 
-def question(path: str, person: int) -> str:
-    """Person `person`'s question on `path`: a story long enough to run to the budget, tagged so no path's prompt
-    is another's.
+def question(path: str, person: int, round_: int = 0) -> str:
+    """Person `person`'s question on `path` in round `round_` (from 0): a story long enough to run to the budget,
+    tagged so no path's or round's prompt is another's.
 
     >>> question("endpoint", 0)
     'Room endpoint, person 01: write a long story about the sea.'
+    >>> question("page", 1, round_=1)
+    'Room page, round 2, person 02: write a long story about a lighthouse.'
     """
-    return f"Room {path}, person {person + 1:02d}: write a long story about {TOPICS[person % len(TOPICS)]}."
+    where = path if round_ == 0 else f"{path}, round {round_ + 1}"
+    return f"Room {where}, person {person + 1:02d}: write a long story about {TOPICS[person % len(TOPICS)]}."
 
 
 def nearest_rank(values: list[float], pct: float) -> float | None:
@@ -359,14 +362,13 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
         half = people // 2
         done: dict[str, list] = {"page": [], "endpoint": [], "mixed": []}
         for r in range(rounds):   # the paths interleaved: a round of each, then the next round
-            tag = "" if r == 0 else f", round {r + 1}"   # a new question each round: no prompt found cached
-            done["page"].append(run_path([page_person(app.url, backend, question("page" + tag, i), tokens,
+            done["page"].append(run_path([page_person(app.url, backend, question("page", i, r), tokens,
                                                       sessions[i]) for i in range(people)], servers))
-            done["endpoint"].append(run_path([openai_person(base, keys[i], question("endpoint" + tag, i), tokens)
+            done["endpoint"].append(run_path([openai_person(base, keys[i], question("endpoint", i, r), tokens)
                                               for i in range(people)], servers))
-            done["mixed"].append(run_path([page_person(app.url, backend, question("mixed" + tag, i), tokens,
+            done["mixed"].append(run_path([page_person(app.url, backend, question("mixed", i, r), tokens,
                                                        sessions[i]) for i in range(half)]
-                                          + [openai_person(base, keys[i], question("mixed" + tag, i), tokens)
+                                          + [openai_person(base, keys[i], question("mixed", i, r), tokens)
                                              for i in range(half, people)], servers))
     paths = {name: merge_rounds(figures) for name, figures in done.items()}
     paths["mixed"]["page_people"], paths["mixed"]["endpoint_people"] = half, people - half
@@ -445,9 +447,8 @@ def llama_path(people: int, tokens: int, threads: int, rounds: int = 1) -> dict:
             press_together([openai_person(server.url, None, "Warm up.", 4) for _ in range(min(4, people))])
             import psutil
             process = psutil.Process(server.process.pid)
-            figures = merge_rounds([run_path([openai_person(server.url, None, question(
-                "llama-server" + ("" if r == 0 else f", round {r + 1}"), i), tokens) for i in range(people)],
-                (process,)) for r in range(rounds)])
+            figures = merge_rounds([run_path([openai_person(server.url, None, question("llama-server", i, r), tokens)
+                                              for i in range(people)], (process,)) for r in range(rounds)])
     except (LlamaCppMissing, FileNotFoundError, RuntimeError, OSError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return {"parallel": people, "threads": threads, "slot_context": SLOT_CONTEXT,
