@@ -12,7 +12,7 @@ PLAYGROUND_ENDPOINTS (comma-separated); a key, if they need one, from the enviro
 The page's Generate runs on them (and on --llama-server's) are recorded (watch_remote) for the Serve tab's Watch
 view, which draws them from the client side beside each server's own figures.
 --llama-server (or PLAYGROUND_LLAMA_SERVER=1) adds llama.cpp's own server on the bundled GGUF, started on
-first use with --llama-parallel slots (default 4) and stopped when the app exits (remote/llama_server.py).
+first use with --llama-parallel slots (default 4) and stopped when the app exits (llamacpp/server.py).
 --openai-api (or PLAYGROUND_OPENAI_API=1) serves an OpenAI-compatible endpoint on the page's own port
 (/v1/chat/completions, /v1/completions, /v1/models, /tokenize: playground/api/) over the ONNX engine, all
 clients' requests batched together; it is off unless asked for. Bearer keys, if any, come from
@@ -59,11 +59,11 @@ import threading  # noqa: E402
 
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
 from playground.config import AppConfig, cache_location  # noqa: E402
+from playground.llamacpp import APP_SOURCE, add_llama_server  # noqa: E402
 from playground.machine import MachineGate  # noqa: E402
 from playground.ports import only_this_machine, room_urls, serve_host  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_name, endpoint_urls  # noqa: E402
-from playground.remote.llama_server import APP_SOURCE, add_llama_server  # noqa: E402
 from playground.remote.source import RemoteSource  # noqa: E402
 from playground.serve.remote_record import RemoteRecord  # noqa: E402
 from playground.ui import GENERATE_CONCURRENCY, build_demo, launch_kwargs as page_launch_kwargs  # noqa: E402

@@ -22,7 +22,8 @@ NAMED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("records", ("models", "trace", "sampling", "measure", "next_token")),
     ("seam", ("source", "backends")),
     ("engine", ("engine", "roofline")),
-    ("sources", ("playground", "registry", "speculative", "remote", "compare", "step_stream")),   # sources of Steps
+    ("sources", ("playground", "registry", "speculative", "remote", "llamacpp", "compare",   # sources of Steps
+                 "step_stream")),
     ("views", ("run_view", "charts")),                                                     # Steps in words and figures
     ("serve", ("serve",)),                                                                 # many requests at once
     ("experiments", ("experiments",)),

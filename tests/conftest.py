@@ -102,7 +102,7 @@ def fake_server():
 def llama_server():
     """llama.cpp's llama-server on the bundled GGUF: 127.0.0.1, a free port, 2 threads, 2 parallel slots,
     --metrics --slots -c 4096. Missing binary: a failure naming `make llama` under CI, else a skip."""
-    from playground.remote.llama_server import LlamaServer
+    from playground.llamacpp import LlamaServer
     from tests.helpers import require_llama
     require_llama()
     server = LlamaServer(threads=2, parallel=2, ctx=4096).start()

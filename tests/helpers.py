@@ -181,7 +181,7 @@ def require_browser():
 
 def require_llama() -> None:
     """Fail under CI (`make test` runs `make llama` first), skip elsewhere, when llama-server is missing."""
-    from playground.remote.llamacpp import LlamaCppMissing, llama_binary
+    from playground.llamacpp import LlamaCppMissing, llama_binary
     try:
         llama_binary("llama-server")
     except LlamaCppMissing as exc:

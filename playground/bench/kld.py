@@ -283,7 +283,7 @@ def peer_gate(ours: dict, llama: dict) -> dict[str, bool | None]:
 def run_llama(work: Path, gguf: Path | None = None, threads: int | None = None, timeout: float = 1800) -> tuple[KldRow, Path | None]:
     """llama.cpp's row (Q4_1 scored against its own F32, see the module doc) and its base file; or an error row
     and None."""
-    from ..remote.llamacpp import LlamaCppMissing, llama_env
+    from ..llamacpp import LlamaCppMissing, llama_env
     from .peer import llama_tool, physical_cores
     from .quiet import loaded_cpu_variant
 

@@ -42,6 +42,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..llamacpp import parse_batched_bench
 from .prefill import PREFILL_TOKENS
 from .quiet import LoadWindow, gated, llama_cpu_variant, loaded_cpu_variant, validity
 from .rows import KernelFloorRow, LlamaBenchRow, MatmulPeakRow, SummaryRow, say
@@ -59,7 +60,7 @@ def llama_tool(name: str, gguf=None) -> tuple[Path, Path]:
     """(llama.cpp's program `name`, the GGUF to run it on: the bundled one by default); LlamaCppMissing or
     FileNotFoundError saying which is absent."""
     from ..models import bundled_gguf_path
-    from ..remote.llamacpp import llama_binary
+    from ..llamacpp import llama_binary
 
     binary, gguf = llama_binary(name), gguf or bundled_gguf_path()
     if gguf is None:
@@ -69,10 +70,10 @@ def llama_tool(name: str, gguf=None) -> tuple[Path, Path]:
 
 def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, timeout: float = 600) -> LlamaBenchRow:
     """llama.cpp's figures on the GGUF file (the bundled one by default), or a row saying why there are none. It
-    runs in the configuration chosen for this machine (remote.llamacpp.llama_choice, said in `configuration`);
+    runs in the configuration chosen for this machine (llamacpp.llama_choice, said in `configuration`);
     where llama.cpp's own choice runs decode alone but dies on batches, that decode-only figure is measured too
     (`own_decode_only_tps`): the speed a fixed llama.cpp would give one stream here."""
-    from ..remote.llamacpp import LlamaCppMissing, llama_bench_args, llama_choice, llama_env
+    from ..llamacpp import LlamaCppMissing, llama_bench_args, llama_bench_command, llama_choice, llama_env
 
     threads = threads or physical_cores()
     try:
@@ -80,8 +81,8 @@ def llama_bench_row(gguf=None, threads: int | None = None, repeats: int = 3, tim
     except (LlamaCppMissing, FileNotFoundError) as exc:
         return LlamaBenchRow(threads=threads, error=str(exc))
     choice = llama_choice()
-    cmd = [str(binary), "-m", str(gguf), "-t", str(threads), "-p", f"{PROMPT_TOKENS},{PREFILL_TOKENS}",
-           "-n", str(NEW_TOKENS), "-r", str(repeats), "-o", "json", *llama_bench_args()]
+    cmd = llama_bench_command(binary, gguf, threads, f"{PROMPT_TOKENS},{PREFILL_TOKENS}", NEW_TOKENS, repeats,
+                              *llama_bench_args())
     window = LoadWindow.start()
     try:
         out = subprocess.run(cmd, env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
@@ -108,7 +109,7 @@ def own_decode_only_tps(choice, gguf, threads: int, repeats: int, timeout: float
     """llama.cpp's own choice of variant, with its repacking, from the package's own folder, decoding NEW_TOKENS
     tokens alone (no prompt batch): measured only where the choice set it aside though its decode ran (None
     elsewhere: nothing to add)."""
-    from ..remote.llamacpp import bin_dir, run_probe
+    from ..llamacpp import bin_dir, run_probe
 
     if choice.is_own or not choice.own_decode_only_runs:
         return None
@@ -128,7 +129,7 @@ def llama_batched_bench_row(sizes=BATCHED_SIZES, prompt_tokens: int = BATCHED_PR
     For each B it reads its prompts (B x P tokens), then decodes N tokens of B sequences in lockstep, one batch
     of B rows a step; its S_TG column, B x N over that decode time, is the total decode tok/s
     (`total_tps`), so each sequence's TPOT is B / S_TG. C holds every sequence's positions in one cache."""
-    from ..remote.llamacpp import LlamaCppMissing, llama_env
+    from ..llamacpp import LlamaCppMissing, batched_bench_command, llama_env
 
     threads = threads or physical_cores()
     context = max(sizes) * (prompt_tokens + new_tokens) + 256   # + a margin: the tool's own warm-up batch
@@ -140,8 +141,7 @@ def llama_batched_bench_row(sizes=BATCHED_SIZES, prompt_tokens: int = BATCHED_PR
         return {**row, "error": str(exc)}
 
     def run(new: int, npl) -> subprocess.CompletedProcess:
-        return subprocess.run([str(binary), "-m", str(gguf), "-c", str(context), "-npp", str(prompt_tokens),
-                               "-ntg", str(new), "-npl", ",".join(map(str, npl)), "-t", str(threads)],
+        return subprocess.run(batched_bench_command(binary, gguf, context, prompt_tokens, new, npl, threads),
                               env=llama_env(), capture_output=True, text=True, timeout=timeout, check=False)
     try:
         run(4, [1])   # warm-up
@@ -161,28 +161,6 @@ def llama_batched_bench_row(sizes=BATCHED_SIZES, prompt_tokens: int = BATCHED_PR
             "points": [{"concurrency": int(t["B"]), "total_tps": t["S_TG t/s"],
                        "tpot_ms": round(1e3 * t["B"] / t["S_TG t/s"], 2) if t["S_TG t/s"] else None,
                        "prompt_tps": t["S_PP t/s"]} for t in table]}
-
-
-def parse_batched_bench(text: str) -> list[dict]:
-    """The rows of llama-batched-bench's markdown table, {column header: number}, in its order (the log around
-    it is skipped).
-
-    >>> parse_batched_bench("log line\\n|  PP |  TG |  B | S_TG t/s |\\n|-----|-----|----|----------|\\n"
-    ...                     "|  32 |  64 |  8 |   512.50 |\\n\\nmore log")
-    [{'PP': 32, 'TG': 64, 'B': 8, 'S_TG t/s': 512.5}]
-    """
-    rows, header = [], None
-    for line in text.splitlines():
-        if not line.lstrip().startswith("|"):
-            if rows:   # the table has ended
-                break
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
-            header = cells
-        elif not set("".join(cells)) <= set("-: "):   # not the |---|---| line
-            rows.append({h: (int(c) if c.isdigit() else float(c)) for h, c in zip(header, cells)})
-    return rows
 
 
 def mean_llama_row(before: dict, after: dict) -> dict:

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..remote.llamacpp import ISA, VARIANTS, loaded_cpu_variant  # noqa: F401 (re-exported: the stamp's words)
+from ..llamacpp import ISA, VARIANTS, loaded_cpu_variant  # noqa: F401 (re-exported: the stamp's words)
 
 FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni")   # /proc/cpuinfo's names for what picks llama.cpp's kernels
 QUIET_SHARE = 0.25   # others' CPU, as a share of the cores, above which a ratio is not valid
@@ -63,10 +63,10 @@ def llama_cpu_variant(asked: tuple[tuple[str, str], ...] = ASKED) -> str:
     """The CPU variant llama.cpp's programs load on this machine: the first installed program's log (ASKED),
     parsed by loaded_cpu_variant; "built-in" for a build without run-time dispatch (no libggml-cpu-*.so beside
     the programs); "missing: ..." when none is installed or the log names none. The programs are those of the
-    configuration llama.cpp runs with here (remote.llamacpp.llama_choice), so this names the variant that runs."""
+    configuration llama.cpp runs with here (llamacpp.llama_choice), so this names the variant that runs."""
     import subprocess
 
-    from ..remote.llamacpp import LlamaCppMissing, llama_binary, llama_env
+    from ..llamacpp import LlamaCppMissing, llama_binary, llama_env
     for program, argument in asked:
         try:
             binary = llama_binary(program)

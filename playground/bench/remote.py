@@ -50,7 +50,7 @@ def remote_row(url: str | None = None, repeats: int = 3) -> RemoteRow | ErrorRow
     try:
         if url:
             return measure(RemoteSource(url, figure_interval=0), repeats)
-        from ..remote.llama_server import LlamaServer
+        from ..llamacpp import LlamaServer
         with LlamaServer(threads=2, parallel=1) as server:
             return measure(RemoteSource(server.url, figure_interval=0), repeats)
     except Exception as exc:  # noqa: BLE001 - a bench row that cannot run says why

@@ -440,8 +440,8 @@ def app_limits(limits: str | None) -> dict:
 def llama_path(people: int, tokens: int, threads: int, rounds: int = 1) -> dict:
     """The room through `llama-server --parallel N` on the bundled GGUF, `rounds` times (merge_rounds);
     {"error": ...} when it cannot run."""
-    from ..remote.llama_server import LlamaServer
-    from ..remote.llamacpp import LlamaCppMissing, llama_choice
+    from ..llamacpp import LlamaServer
+    from ..llamacpp import LlamaCppMissing, llama_choice
     try:
         with LlamaServer(threads=threads, parallel=people, ctx=people * SLOT_CONTEXT) as server:
             press_together([openai_person(server.url, None, "Warm up.", 4) for _ in range(min(4, people))])

@@ -169,9 +169,9 @@ def server_rows(workload, at_once, parallel: int = SERVER_PARALLEL) -> dict:
     Ratios within the server only: its greedy answers are not the local backends' (llama.cpp quantizes
     activations to 8 bits; on the short question it departs at the first token and runs to the budget),
     so its output tokens differ from theirs (`output_tokens`)."""
-    from ..remote.llamacpp import LlamaCppMissing
+    from ..llamacpp import LlamaCppMissing
     from ..remote import RemoteSource
-    from ..remote.llama_server import LlamaServer
+    from ..llamacpp import LlamaServer
     try:
         with LlamaServer(threads=2, parallel=parallel, ctx=parallel * 2048) as server:
             source = RemoteSource(server.url, figure_interval=0)

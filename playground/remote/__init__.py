@@ -8,7 +8,7 @@ errors.py (one exception per failure), servers.py (what each kind of server offe
 Steps), streamed_run.py (one request streamed into a Run's Steps),
 server_metrics.py (the server's own figures), report.py (them in words),
 local_copy.py (the bundled model's tokenizer when the server serves it), source.py (the StepSource),
-endpoints.py (app wiring), llama_server.py (start a local llama-server: tests, bench, app.py --llama-server).
+endpoints.py (app wiring). Starting a local llama-server is llamacpp/server.py's.
 
 Left out: servers that are not OpenAI-compatible; anything a page visitor types (endpoints are set by
 whoever runs the app).

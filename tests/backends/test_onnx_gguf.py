@@ -161,7 +161,7 @@ def test_a_model_that_is_neither_a_gguf_nor_a_llama_is_refused(tmp_path):
 # --- bench yardsticks
 
 def test_llama_bench_row_names_make_llama_when_missing(monkeypatch):
-    from playground.remote import llamacpp
+    from playground import llamacpp
 
     def missing(name):
         raise llamacpp.LlamaCppMissing(f"{name} is not installed: {llamacpp.INSTALL_HINT}")

@@ -19,6 +19,7 @@ from playground.backends.onnx_graph import make_model
 from playground.backends.onnx_nbits import nbits_nodes
 from playground.bench.batch import AT, TARGETS, at, batch_row, gain_ceiling, step_bound
 from playground.bench.stats import ratio
+from playground.llamacpp import parse_batched_bench
 
 SIZES, NEW = (1, 2, 8), 6
 
@@ -42,7 +43,7 @@ is_tg_separate = 0, n_gpu_layers = -1, n_threads = 2, n_threads_batch = 2
 @pytest.fixture(scope="module")
 def row():
     """The row on the tiny model's 4-bit graph (MatMulNBits: a bound to compute), llama.cpp asked for but missing."""
-    from playground.remote import llamacpp
+    from playground import llamacpp
 
     def missing(name):
         raise llamacpp.LlamaCppMissing(f"{name} is not installed: {llamacpp.INSTALL_HINT}")
@@ -122,17 +123,17 @@ def test_int8x2_nodes_multiply_twice_the_rows_of_one_pass_nodes():
 
 
 def test_the_batched_bench_table_is_read_from_its_output():
-    table = peer.parse_batched_bench(BATCHED_BENCH_OUTPUT)
+    table = parse_batched_bench(BATCHED_BENCH_OUTPUT)
     assert [t["B"] for t in table] == [1, 2, 4, 8, 16]
     assert [t["S_TG t/s"] for t in table] == [11.22, 72.54, 8.75, 130.64, 170.17]
     assert table[3] == {"PP": 32, "TG": 64, "B": 8, "N_KV": 768, "T_PP s": 1.298, "S_PP t/s": 197.17, "T_TG s": 3.919,
                         "S_TG t/s": 130.64, "T s": 5.217, "S t/s": 147.2}
-    assert peer.parse_batched_bench("no table here\n") == []
+    assert parse_batched_bench("no table here\n") == []
 
 
 def test_llama_batched_bench_row_runs_the_sweep_and_reads_totals_per_size(tmp_path, monkeypatch):
     """A stand-in binary that records its arguments and prints the captured table: the row's command and points."""
-    from playground.remote import llamacpp
+    from playground import llamacpp
     (tmp_path / "out.txt").write_text(BATCHED_BENCH_OUTPUT)
     fake = tmp_path / "llama-batched-bench"
     fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/args.txt\ncat {tmp_path}/out.txt\n")

@@ -62,7 +62,7 @@ def test_the_summary_prints_no_ratio_from_a_busy_machine_and_says_why():
 def fake_programs(tmp_path, monkeypatch, log: str, variants=(), only_with: str = ""):
     """llama.cpp's folder with one program that prints `log` to stderr (only when given the argument `only_with`,
     if one is named), and the named libggml-cpu variants."""
-    from playground.remote import llamacpp
+    from playground import llamacpp
 
     folder = tmp_path / "bin"
     folder.mkdir()
@@ -78,7 +78,7 @@ def fake_programs(tmp_path, monkeypatch, log: str, variants=(), only_with: str =
             raise llamacpp.LlamaCppMissing(f"{name} is not installed")
         return program
     monkeypatch.setattr(llamacpp, "llama_binary", binary)
-    monkeypatch.setattr(llamacpp, "bin_dir", lambda: folder)
+    monkeypatch.setattr(llamacpp.programs, "bin_dir", lambda: folder)
 
 
 @pytest.mark.subprocess

@@ -91,7 +91,7 @@ def test_the_room_row_serves_every_person_on_the_apps_paths_and_counts_their_tok
 
 @pytest.mark.server
 def test_llama_server_serves_the_room_with_eos_ignored():
-    from playground.remote.llamacpp import llama_available
+    from playground.llamacpp import llama_available
     if not llama_available():
         pytest.skip("llama-server is not installed (make llama)")
     p = room.llama_path(people=2, tokens=3, threads=2)

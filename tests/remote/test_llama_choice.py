@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from playground.remote import llamacpp
+from playground import llamacpp
 
 FAKE_BENCH = r"""#!/bin/sh
 here=$(dirname "$0")
@@ -48,9 +48,9 @@ def fake_llama(tmp_path, monkeypatch):
     gguf = tmp_path / "model.gguf"
     gguf.write_text("gguf")
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(llamacpp, "bin_dir", lambda: folder)
+    monkeypatch.setattr(llamacpp.programs, "bin_dir", lambda: folder)
     monkeypatch.setattr("playground.models.bundled_gguf_path", lambda: gguf)
-    monkeypatch.setattr(llamacpp, "_choice", None)
+    monkeypatch.setattr(llamacpp.choice, "_choice", None)
     for name in ("FAKE_AMX_WORKS", "FAKE_BROKEN", "FAKE_NOREPACK"):
         monkeypatch.delenv(name, raising=False)
     return folder
@@ -93,7 +93,7 @@ def test_llama_cpps_own_choice_is_kept_where_it_runs_and_probed_once_per_cpu_and
     assert choice.is_own and choice.variant == "sapphirerapids" and runs(fake_llama) == 1
     assert choice.describe() == "sapphirerapids with repacking: llama.cpp's own choice"
     assert llamacpp.llama_bench_args() == [] and "LLAMA_ARG_REPACK" not in llamacpp.llama_env()
-    monkeypatch.setattr(llamacpp, "_choice", None)   # a new process: the cached file answers, nothing runs
+    monkeypatch.setattr(llamacpp.choice, "_choice", None)   # a new process: the cached file answers, nothing runs
     assert llamacpp.llama_choice() == choice and runs(fake_llama) == 1
     cached = list((fake_llama.parents[1] / "cache" / "llama-cpp").glob("choice-*.json"))
     assert len(cached) == 1 and json.loads(cached[0].read_text())["variant"] == "sapphirerapids"

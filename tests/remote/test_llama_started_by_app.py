@@ -1,15 +1,14 @@
 """`--llama-server` / PLAYGROUND_LLAMA_SERVER=1: llama.cpp's server as a source the app starts on first use
-(remote/llama_server.py add_llama_server), named in the registry at once, stopped on close."""
+(llamacpp/server.py add_llama_server), named in the registry at once, stopped on close."""
 from __future__ import annotations
 
 import httpx
 import pytest
 
 from playground.config import GenerationSettings
-from playground.remote.llamacpp import INSTALL_HINT, LlamaCppMissing
+from playground.llamacpp import APP_SOURCE, INSTALL_HINT, LlamaCppMissing, add_llama_server
+from playground.llamacpp import server as llama_server
 from playground.registry import BackendUnavailable, SourceRegistry
-from playground.remote import llama_server
-from playground.remote.llama_server import APP_SOURCE, add_llama_server
 from tests.helpers import FRANCE, require_llama
 
 
@@ -62,7 +61,7 @@ def test_the_started_server_answers_through_the_registry_and_stops_on_close():
         source = registry.get(APP_SOURCE)
         assert source.info.origin == "remote" and source.info.context_window == 2048   # 2048 tokens a slot
         # its description (the Serve tab's runs, the charts' subtitles) names the CPU variant that runs here
-        from playground.remote.llamacpp import llama_choice
+        from playground.llamacpp import llama_choice
         assert f"llama.cpp here: {llama_choice().summary()}" in source.info.describe()
         trace = source.run(FRANCE, GenerationSettings(max_new_tokens=8)).wait()
         assert 1 <= trace.metrics().output_tokens <= 8 and trace.text

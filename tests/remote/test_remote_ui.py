@@ -10,8 +10,8 @@ from gradio_client import Client
 from playground.step_stream import read_stream
 from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
 from playground.registry import SourceRegistry
+from playground.ports import free_port
 from playground.remote.endpoints import add_endpoints, endpoint_name
-from playground.remote.llama_server import free_port
 from playground.ui import build_demo
 from playground.ui.compare_tab import OUTPUTS as COMPARE
 from tests.helpers import compare_args, generate_args

