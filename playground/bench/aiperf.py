@@ -37,8 +37,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ports import free_port
-from .rows import ROOT, AiperfRow, parser, say_timed
+from .rows import ROOT, Row, parser, say_timed
 from .stats import median
+
+
+@dataclass(frozen=True, kw_only=True)
+class AiperfRow(Row):
+    """AIPerf against the app's endpoint beside the Steps' own figures (aiperf.aiperf_row); with an `error`,
+    no figures."""
+
+    OPTIONAL = ("aiperf_version", "error", "by_concurrency", "targets", "targets_met", "overhead_means")
+
+    backend: str                          # "aiperf -> endpoint (<backend>, continuous batching)"
+    model: str
+    requests: int                         # per concurrency
+    prompt_tokens_cl100k: int             # prompt tokens a request, cl100k_base's count
+    output_tokens: int                    # per request, EOS ignored
+    aiperf_version: str | None = None
+    error: str | None = None
+    by_concurrency: dict[str, dict] | None = None   # "1", "4" -> medians of client, server, client - server (ms, %)
+    targets: dict[str, str] | None = None
+    targets_met: dict[str, bool] | None = None
+    overhead_means: str | None = None
+    load_average_1m: float                # the machine's, when the row was done
+
 
 REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS, CONCURRENCIES = 8, 40, 64, (1, 4)
 TTFT_TARGET_MS, TTFT_TARGET_PCT, ITL_TARGET_PCT = 10.0, 5.0, 5.0

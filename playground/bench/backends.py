@@ -21,14 +21,44 @@ from __future__ import annotations
 
 import resource
 import time
+from dataclasses import dataclass
 
 from ..backends import BACKENDS, create_backend
 from ..compare import token_agreement
 from ..config import GenerationSettings
 from ..engine import Engine
 from .process import row_in_subprocess
-from .rows import BackendRow, say
+from .rows import Row, say
 from .stats import median, ratio
+
+
+@dataclass(frozen=True)
+class BackendRow(Row):
+    """The engine's step loop against the runtime's plain generate() on one backend (backends.bench_backend)."""
+
+    OPTIONAL = ("agreement_with_fp32", "first_divergence_from_fp32")   # the ONNX variants only
+
+    backend: str
+    device: str
+    dtype: str
+    model: str
+    prompt_tokens: int
+    new_tokens: int
+    generate_new_tokens: int
+    repeats: int
+    engine_ttft_s: float | None
+    engine_decode_tps: float | None
+    generate_ttft_s: float | None
+    generate_decode_tps: float | None
+    engine_matches_generate: float
+    load_s: float
+    peak_rss_mb: float
+    rss_mb: float
+    decode_ratio_engine_vs_generate: float | None
+    ttft_ratio_engine_vs_generate: float | None
+    agreement_with_fp32: float | None = None      # the share of greedy tokens identical to fp32's
+    first_divergence_from_fp32: int | None = None
+
 
 PROMPT = "Explain in two sentences why the KV cache makes decoding cheaper than prefill."
 MAX_NEW_TOKENS = 64

@@ -34,10 +34,35 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .rows import BatchRow, parser, say_timed
+from .rows import Row, parser, say_timed
 from .stats import ratio, rounded, targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchRow(Row):
+    """Our continuous batching's batch-size sweep, llama.cpp's, and the bound the kernels set (batch.batch_row)."""
+
+    bench: str = field(default="batch", init=False)
+    backend: str
+    sizes: list[int]                      # the concurrencies swept
+    new_tokens: int                       # per request
+    ignore_eos: bool
+    ours: dict                            # our sweep: scheduler, slots, prefill_chunk, prompt, points
+    llama: dict                           # llama-batched-bench's sweep (peer.llama_batched_bench_row), or why not
+    step: dict                            # the decode step and the kernels alone at 1 and 8 rows, and the bound
+    total_x_8_vs_1: float | None          # total decode tok/s at 8 / at 1
+    tpot_x_8_vs_1: float | None           # median TPOT at 8 / at 1
+    total_x_8_vs_llama: float | None      # our total decode tok/s at 8 / llama.cpp's at 8 (None: not quiet)
+    total_x_16_vs_llama: float | None     # the same at 16
+    llama_total_x_8_vs_1: float | None
+    total_x_8_vs_1_max: float | None      # the bound (step["bound"] says how): not a measurement
+    validity: dict | None                 # quiet.validity of the ratios to llama.cpp; None without llama.cpp's sweep
+    targets: dict[str, str]               # ratio -> its target, e.g. ">= 3"
+    targets_met: dict[str, bool | None]   # None: a figure is missing
+
 
 AT, SIZES, NEW_TOKENS, CONTEXT = 8, (1, 2, 4, 8, 16), 64, 64
 TARGETS = {"total_x_8_vs_1": (">=", 3.0), "tpot_x_8_vs_1": ("<=", 2.5), "total_x_8_vs_llama": (">=", 1.0),

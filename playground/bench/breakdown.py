@@ -26,9 +26,21 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .rows import BreakdownRow, parser, say
+from .rows import Row, parser, say
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakdownRow(Row):
+    """Where a decode step's time goes (breakdown.step_breakdown): one stream, then 1, 8, 16 rows, each phase's
+    step_ms, ort_run_ms, kernels_ms, other_nodes_ms, ort_between_nodes_ms, python_ms and by_op_ms."""
+
+    bench: str = field(default="breakdown", init=False)
+    backend: str
+    phases: dict                          # "one_stream", "rows_1", "rows_8", "rows_16" -> figures (or "error")
+
 
 WARM_UP, STEPS, ROWS, CONTEXT, NEW_TOKENS = 5, 20, (1, 8, 16), 64, 64
 KERNEL_OP = "MatMulNBits"

@@ -28,9 +28,34 @@ import logging
 import os
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 
 from . import aiperf
-from .rows import ClientsRow, parser, say_timed
+from .rows import Row, parser, say_timed
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientsRow(Row):
+    """The endpoint under misbehaving clients while one behaves (clients.clients_row)."""
+
+    bench: str = field(default="clients", init=False)
+    backend: str                          # "endpoint (<backend>, continuous batching)"
+    model: str
+    clients: int                          # at once: disconnecting, not reading, slow, bursting, one well-behaved
+    load_s: float                         # how long the load ran
+    requests: int                         # every request sent during the load (refused ones too)
+    statuses: dict[str, int]              # HTTP status -> how many ("200", "429")
+    well_behaved_requests: int            # the well-behaved client's requests served during the load
+    well_behaved_failures: int            # its requests that got no first token (should be 0)
+    well_behaved_failure_statuses: dict[str, int]   # each failure's HTTP status -> how many (empty when none)
+    well_behaved_ttft_p95_ms: float | None        # its p95 TTFT during the load (client side, ms)
+    well_behaved_ttft_p95_alone_ms: float | None  # the same requests alone, before the load
+    slots_back: bool                      # after the load: no KV slot held, nothing waiting or in flight
+    rss_before_mb: float                  # the process's RSS before the load (after a warm-up load), MB
+    rss_after_mb: float                   # after it, every client gone
+    rss_within_margin: bool               # after <= before + max(10%, 32 MB)
+    load_average_1m: float
+
 
 LOAD_S = 8.0                     # the load's duration at most
 DISCONNECTERS, STALLERS, SLOW_READERS, BURSTERS = 4, 2, 2, 2

@@ -25,12 +25,37 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .process import row_in_subprocess
-from .rows import FidelityRow, say
+from .rows import Row, say
+
+
+@dataclass(frozen=True)
+class FidelityRow(Row):
+    """Teacher-forced agreement with onnx fp32 on the bench text (fidelity.fidelity_row); the reference's own
+    row (fidelity.write_reference) has no first-copy figures.
+
+    >>> FidelityRow("onnx", 24, 1.0, 0.0, 3.2, seconds=0.5).to_json()
+    {'backend': 'onnx', 'fidelity_tokens': 24, 'top1_agreement_with_fp32': 1.0, 'mean_kl_from_fp32_nats': 0.0, \
+'perplexity': 3.2, 'seconds': 0.5}
+    """
+
+    OPTIONAL = ("first_copy_tokens", "first_copy_top1_agreement", "first_copy_mean_kl_nats")
+
+    backend: str
+    fidelity_tokens: int
+    top1_agreement_with_fp32: float
+    mean_kl_from_fp32_nats: float
+    perplexity: float
+    first_copy_tokens: int | None = None
+    first_copy_top1_agreement: float | None = None
+    first_copy_mean_kl_nats: float | None = None
+    seconds: float = 0.0
+
 
 FIDELITY_TOKENS = 2000
 REFERENCE = "onnx"

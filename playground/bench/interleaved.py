@@ -22,12 +22,50 @@ Left out: memory figures (all backends share this process; `make bench` isolates
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .backends import PROMPT
 from .peer import NEW_TOKENS, llama_bench_row, own_decode_only_ratio
 from .prefill import PREFILL_TOKENS, measure_prefill
 from .quiet import LoadWindow, cpu_flags, gated, validity
-from .rows import InterleavedRoundRow, InterleavedRow, say
+from .rows import Row, say
 from .stats import median, targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class InterleavedRoundRow(Row):
+    """One round of interleaved.py: llama.cpp's figures and each backend's, under their names.
+
+    >>> InterleavedRoundRow(round=1, figures={"llama.cpp": {"decode_tps": 50.0}}).to_json()
+    {'round': 1, 'llama.cpp': {'decode_tps': 50.0}}
+    """
+
+    OPTIONAL = ("load", "validity")
+    FLAT = ("figures",)
+
+    round: int
+    figures: dict[str, dict]   # "llama.cpp" -> decode_tps, prompt_s, prefill_s; a backend -> its own and the ratios
+    load: dict | None = None       # the round's load (quiet.LoadWindow.stop)
+    validity: dict | None = None   # quiet.validity: the round's ratios are None when not valid
+
+
+@dataclass(frozen=True, kw_only=True)
+class InterleavedRow(Row):
+    """The medians over interleaved.py's rounds, under each name (as InterleavedRoundRow); with an `error`
+    (llama-bench failed), the error alone."""
+
+    OPTIONAL = ("summary", "error", "valid_rounds", "cpu_flags", "llama_configuration", "targets", "targets_met")
+    FLAT = ("medians",)
+    ON_ERROR = ()
+
+    summary: str | None = None            # what the medians are over
+    valid_rounds: int | None = None       # rounds on a quiet machine: the ratios' medians are over these
+    cpu_flags: dict[str, bool] | None = None   # the CPU kind the rounds ran on (quiet.cpu_flags)
+    llama_configuration: str | None = None     # llama.cpp's variant and repacking here, and why (LlamaChoice)
+    medians: dict[str, dict] = field(default_factory=dict)
+    targets: dict[str, str] | None = None          # the first backend's: decode_x and bandwidth_pct (interleaved.py)
+    targets_met: dict[str, bool | None] | None = None
+    error: str | None = None
 
 
 TEXT_KEYS = ("cpu_variant", "configuration")   # words, not figures: no median

@@ -35,12 +35,52 @@ import re
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .process import row_in_subprocess
-from .rows import ROOT, KldRow, say
+from .rows import ROOT, Row, say
+
+
+@dataclass(frozen=True, kw_only=True)
+class KldRow(Row):
+    """One backend scored as `llama-perplexity --kl-divergence` scores llama.cpp, on its ids and chunks (kld.py):
+    llama.cpp's own row (Q4_1 against its F32), the cross-check (onnx fp32 against llama.cpp's F32) and ours
+    (against onnx fp32), with llama.cpp's formulas; ours carry the gate against llama.cpp's row (kld.peer_gate).
+
+    >>> KldRow(backend="llama.cpp", error="llama-perplexity is not installed").to_json()
+    {'kld': 'llama-perplexity --kl-divergence', 'backend': 'llama.cpp', 'error': 'llama-perplexity is not installed'}
+    """
+
+    OPTIONAL = ("arithmetic", "cpu_variant", "targets", "targets_met", "error")
+    ON_ERROR = ("kld", "backend")
+
+    kld: str = field(default="llama-perplexity --kl-divergence", init=False)
+    backend: str
+    arithmetic: str | None = None         # what the backend's matmuls do to the activations
+    reference: str | None = None          # what it is scored against
+    chunks: int | None = None
+    n_ctx: int | None = None              # a chunk's tokens; its second half is scored
+    texts: list[str] | None = None
+    positions: int | None = None          # chunks x (n_ctx - 1 - n_ctx / 2)
+    same_top_p_pct: float | None = None   # % of positions whose argmax equals the reference's
+    same_top_p_pm_pct: float | None = None   # its ± (llama.cpp's: sqrt(p (1 - p) / (n - 1)))
+    mean_kld: float | None = None         # nats
+    mean_kld_pm: float | None = None
+    kld_p99: float | None = None
+    kld_median: float | None = None
+    ppl: float | None = None
+    ppl_base: float | None = None
+    ppl_ratio: float | None = None        # PPL(Q) / PPL(base)
+    ppl_ratio_pm: float | None = None
+    cpu_variant: str | None = None        # llama.cpp's row: the libggml-cpu variant that loaded
+    targets: dict[str, str] | None = None
+    targets_met: dict[str, bool | None] | None = None   # kld.peer_gate: at least as faithful as llama.cpp
+    seconds: float | None = None
+    error: str | None = None
+
 
 N_CTX = 256
 REFERENCE = "onnx"

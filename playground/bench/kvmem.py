@@ -23,7 +23,7 @@ Left out: llama.cpp's or vLLM's prefix caching on the same workload (their own s
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from ..config import GenerationSettings
 from ..serve import SCHEDULERS
@@ -31,9 +31,74 @@ from ..serve.presets import PRESETS, identical_requests
 from ..serve.batching import BatchConfig
 from ..serve.summary import percentile, served, throughput
 from ..serve.sweeps import CHUNK_SIZES, chunk_sentence, chunk_trend, run_chunk_sweep
-from .rows import ChunkSweepRow, PreemptionRow, PrefixCacheRow, parser, say_timed
+from .rows import Row, parser, say_timed
 from .serve import load
 from .stats import ratio, targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixCacheRow(Row):
+    """The shared-system-prompt workload on our batching without and with the prefix cache (kvmem.prefix_cache_row).
+    `without` and `with_cache`: ttft_p50_s, ttft_p95_s, output_tps; `with_cache` also ttft_parts_p50 (where its
+    TTFT went: kvmem.ttft_parts)."""
+
+    bench: str = field(default="prefix-cache", init=False)
+    backend: str
+    requests: int
+    rate_rps: float | None                # Poisson arrivals, requests/s
+    prompt_tokens_min: int                # the shortest prompt (the shared instruction and a question)
+    cache_positions: int                  # the prefix cache's budget
+    without: dict
+    with_cache: dict
+    hit_rate: float | None                # prompt tokens copied from cached blocks / prompt tokens looked up
+    cached_tokens: int
+    prompt_tokens: int
+    output_identical: bool                # every request's greedy tokens, with and without
+    ttft_p50_ratio: float | None          # with / without
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+    finding: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreemptionRow(Row):
+    """The memory-pressure workload without a KV budget and under one (kvmem.preemption_row)."""
+
+    bench: str = field(default="preemption", init=False)
+    backend: str
+    requests: int
+    kv_budget: int                        # positions the running requests may hold in all
+    demand_positions: int                 # prompt + output positions of every request
+    preemptions: int
+    preempted_requests: int
+    recomputed_positions: int             # prefilled again after a preemption
+    copied_back_positions: int            # copied back from the prefix cache instead
+    completed: int
+    output_identical: bool
+    requests_identical: int               # requests whose tokens equal the unpressured run's
+    unpressured_output_tps: float | None
+    pressured_output_tps: float | None
+    throughput_ratio: float | None        # pressured / unpressured (printed, not a target)
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+    finding: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkSweepRow(Row):
+    """A long document among chatters at each prefill chunk (kvmem.chunk_sweep_row). Each point: prefill_chunk,
+    document_ttft_s, chatters_itl_p95_s, chatters_itl_p95_with_chunk_s (tokens whose interval held a prefill
+    pass), chatters_itl_p50_s, document_passes (its prefill passes)."""
+
+    bench: str = field(default="chunk-sweep", init=False)
+    backend: str
+    requests: int
+    sizes: list[int]
+    points: list[dict]
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]   # first size against the last; None: a figure is missing
+    finding: str = ""                      # every size's two figures and the trend, in one sentence
+
 
 BASE = BatchConfig(slots=16, prefill_chunk=128)
 CHUNKS = CHUNK_SIZES

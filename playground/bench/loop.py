@@ -26,11 +26,43 @@ Left out: the page itself (its cost is the ui row's), and more than one request 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..compare import token_agreement
 from .backends import PROMPT
 from .quiet import LoadWindow, cpu_flags
-from .rows import LoopRow, parser, say_timed
+from .rows import Row, parser, say_timed
 from .stats import median, ratio, targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopRow(Row):
+    """A lone Generate run through the shared engine loop against the single-stream engine, rounds alternating
+    (loop.loop_row): medians over the rounds; each round's figures and load in `per_round`."""
+
+    bench: str = field(default="loop", init=False)
+    backend: str
+    model: str
+    threads: int | None                   # ONNX Runtime's intra-op threads
+    prompt_tokens: int                    # the backend row's chat prompt
+    new_tokens: int                       # per run, both sides
+    ignore_eos: bool
+    rounds: int
+    slots: int                            # the loop's KV slots (the app's ApiConfig)
+    prefix_cache: int                     # its prefix cache's positions (0: off)
+    loop_decode_tps: float | None
+    engine_decode_tps: float | None       # Engine.run's: make bench's engine_decode_tps
+    loop_ttft_s: float | None             # from the loop Trace's t0 (its KV slot taken)
+    engine_ttft_s: float | None
+    loop_queued_s: float | None           # its wait for a KV slot before t0
+    decode_ratio_loop_vs_engine: float | None   # the median of the rounds' ratios
+    greedy_agreement: float               # share of positions with the same output id, the lowest over the rounds
+    first_divergence: int | None          # the first position that differs, in the first round that differs
+    per_round: list[dict]                 # order, both sides' figures, ratio, agreement, load (quiet.LoadWindow)
+    cpu_flags: dict[str, bool] | None
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+
 
 NEW_TOKENS = 96
 ROUNDS = 5

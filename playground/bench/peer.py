@@ -40,13 +40,100 @@ import re
 import statistics
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..llamacpp import parse_batched_bench
 from .prefill import PREFILL_TOKENS
 from .quiet import LoadWindow, gated, llama_cpu_variant, loaded_cpu_variant, validity
-from .rows import KernelFloorRow, LlamaBenchRow, MatmulPeakRow, SummaryRow, say
+from .rows import Row, say
 from .stats import ratio
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaBenchRow(Row):
+    """llama.cpp's `llama-bench` on the GGUF (peer.llama_bench_row): each figure the mean of `repeats` runs; with
+    an `error`, only the backend, tool and threads beside it.
+
+    >>> LlamaBenchRow(threads=2, error="llama-bench is not installed").to_json()
+    {'backend': 'llama.cpp', 'tool': 'llama-bench', 'threads': 2, 'error': 'llama-bench is not installed'}
+    """
+
+    OPTIONAL = ("error", "cpu_variant", "load", "configuration", "own_decode_only_tps")
+    ON_ERROR = ("backend", "tool", "threads")
+
+    backend: str = field(default="llama.cpp", init=False)
+    tool: str = field(default="llama-bench", init=False)
+    threads: int
+    cpu_variant: str | None = None       # the libggml-cpu-<variant> it loaded (quiet.loaded_cpu_variant)
+    configuration: str | None = None     # the variant and repacking llama.cpp runs with here, and why (LlamaChoice)
+    own_decode_only_tps: float | None = None   # llama.cpp's own choice decoding alone, where its batches die here
+    load: dict | None = None             # load averages before/after, others' CPU (quiet.LoadWindow.stop)
+    model: str | None = None             # llama.cpp's name for the model type
+    repeats: int | None = None
+    prompt_tokens: int | None = None     # the chat prompt's length
+    prompt_s: float | None = None        # seconds to read it
+    new_tokens: int | None = None
+    decode_tps: float | None = None      # generated tokens/s from an empty context
+    prefill_tokens: int | None = None
+    prefill_s: float | None = None       # seconds to read prefill_tokens
+    prefill_tps: float | None = None     # prompt tokens/s of that prefill
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatmulPeakRow(Row):
+    """ONNX Runtime's fp32 MatMul on [m,k] x [k,n] (peer.matmul_peak_row): the machine's measured peak."""
+
+    yardstick: str = field(default="fp32 matmul peak (onnxruntime MatMul)", init=False)
+    shape: list[int]                     # [m, k, n]
+    threads: int                         # intra-op threads
+    matmul_peak_gflops: float            # GFLOP/s of the best run
+    matmul_median_gflops: float          # GFLOP/s of the median run
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelFloorRow(Row):
+    """onnx-gguf4's decode-graph MatMulNBits alone, ms per decode token (peer.kernel_floor_row): a floor, not a
+    backend; with an `error`, only the yardstick beside it."""
+
+    OPTIONAL = ("error",)
+    ON_ERROR = ("yardstick",)
+
+    yardstick: str = field(default="onnx-gguf4's MatMulNBits alone, one decode token (a floor, not a backend)",
+                           init=False)
+    one_pass_int8_ms: float | None = None   # at 1 activation row a token: llama.cpp's arithmetic
+    hi_lo_int8x2_ms: float | None = None    # at 2 rows a token: int8x2's hi + lo
+    nodes: int | None = None                # MatMulNBits nodes timed
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryRow(Row):
+    """Every backend's decode and 1024-token prefill as multiples of llama.cpp's (peer.ratios_row), and the
+    ceilings the floors put on them; one entry a backend, under its name.
+
+    >>> SummaryRow(llama_decode_tps=50.0, llama_prefill_s=2.0, ceilings={}, validity={"valid": True},
+    ...            backends={"onnx": {"decode_x": 0.5}}).to_json()   # doctest: +NORMALIZE_WHITESPACE
+    {'summary': 'ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)',
+     'llama_decode_tps': 50.0, 'llama_prefill_s': 2.0, 'ceilings': {}, 'validity': {'valid': True}, 'loads': [],
+     'onnx': {'decode_x': 0.5}}
+    """
+
+    FLAT = ("backends",)
+    OPTIONAL = ("llama_configuration", "llama_own_decode_only_tps")
+
+    summary: str = field(default="ratios to llama.cpp measured in this invocation (>1 = faster than llama.cpp)",
+                         init=False)
+    llama_decode_tps: float | None       # llama.cpp's, the mean of its runs before and after ours
+    llama_prefill_s: float | None
+    llama_configuration: str | None = None   # the variant and repacking it ran with here, and why (LlamaChoice)
+    llama_own_decode_only_tps: float | None = None   # llama.cpp's own choice decoding alone, where its batches die
+    ceilings: dict                       # the bounds the floors set (peer.ceilings); keys vary with the floors
+    validity: dict                       # quiet.validity: valid, rule[, reason]; ratios are None when not valid
+    loads: list[dict] = field(default_factory=list)   # the windows measured in (quiet.LoadWindow.stop)
+    backends: dict[str, dict]            # name -> decode_x, prefill_x, ttft_ms[, prefill_gflops, prefill_pct_of_peak]
+
 
 PROMPT_TOKENS, NEW_TOKENS = 46, 64
 

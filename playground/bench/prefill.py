@@ -9,10 +9,26 @@ an exact length), after one warm-up run; any step source with `exact_ids` can be
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from ..config import GenerationSettings
 from ..measure import exact_length_ids, require
-from .rows import PrefillRow, say
+from .rows import Row, say
+
+
+@dataclass(frozen=True)
+class PrefillRow(Row):
+    """Median TTFT of a one-token Run from exactly `prefill_tokens` prompt ids (measure_prefill).
+
+    >>> PrefillRow("onnx", 1024, 0.8, 1280.0).to_json()
+    {'backend': 'onnx', 'prefill_tokens': 1024, 'prefill_s': 0.8, 'prefill_tps': 1280.0}
+    """
+
+    backend: str
+    prefill_tokens: int
+    prefill_s: float
+    prefill_tps: float
+
 
 PREFILL_TOKENS = 1024
 

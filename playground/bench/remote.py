@@ -16,10 +16,35 @@ Left out: standard clients (vLLM's `bench serve`, guidellm): not installed here;
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..config import GenerationSettings
 from .backends import MAX_NEW_TOKENS, PROMPT
-from .rows import ErrorRow, RemoteRow, say
+from .rows import ErrorRow, Row, say
 from .stats import median
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteRow(Row):
+    """The client's figures of a request against the server's own (remote.measure); the server's only where
+    it reports per-request timings (llama-server does, vLLM does not)."""
+
+    OPTIONAL = ("server_prompt_ms", "server_cached_prompt_tokens", "server_decode_tps",
+                "server_reported_predicted_per_second", "client_overhead", "client_overhead_target")
+
+    backend: str
+    model: str
+    prompt_tokens: int
+    new_tokens: int
+    repeats: int
+    client_ttft_s: float | None           # medians over the repeats
+    client_decode_tps: float | None
+    server_prompt_ms: float | None = None
+    server_cached_prompt_tokens: int | None = None
+    server_decode_tps: float | None = None            # (N - 1) tokens over the first-to-last span, as the client's
+    server_reported_predicted_per_second: float | None = None
+    client_overhead: float | None = None              # 1 - client / server decode tok/s
+    client_overhead_target: float | None = None
 
 
 def measure(source, repeats: int = 3, max_new_tokens: int = MAX_NEW_TOKENS) -> RemoteRow:

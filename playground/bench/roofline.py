@@ -20,10 +20,43 @@ Left out: batched decode (the `roofline` experiment and the batch row measure it
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 
 from ..trace import Phase
-from .rows import RooflineRow, parser, say_timed
+from .rows import Row, parser, say_timed
 from .stats import targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class RooflineRow(Row):
+    """Measured prefill and decode against the machine's roofline (roofline.roofline_row)."""
+
+    bench: str = field(default="roofline", init=False)
+    backend: str
+    model: str
+    storage: str                          # the weights' storage (e.g. fp32, 4-bit)
+    threads: int
+    peak_gflops: float                    # the measured MatMul peak, GFLOP/s
+    bandwidth_gb_s: float                 # the measured ReduceSum bandwidth, GB/s
+    ridge_flop_per_byte: float
+    peak_method: str
+    bandwidth_method: str
+    prefill_tokens: int
+    prefill_gflop: float                  # the prefill's work, GFLOP
+    prefill_measured_ms: float            # the best TTFT of the runs
+    prefill_predicted_ms: float
+    prefill_bound: str                    # "compute" or "memory"
+    prefill_ratio: float                  # measured / predicted
+    prefill_off_by: float                 # max(ratio, 1 / ratio)
+    prefill_achieved_gflops: float
+    decode_steps: int
+    decode_bound: str | None
+    decode_measured_ms: float | None      # medians over the decode steps
+    decode_predicted_ms: float | None
+    decode_ratio: float | None
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+
 
 PROMPT_TOKENS, DECODE_STEPS, REPEATS = 1024, 16, 2
 TARGETS = {"prefill_off_by": ("<=", 2.0)}

@@ -65,11 +65,39 @@ import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from .quiet import LoadWindow, cpu_flags, gated, validity
-from .rows import RoomRow, parser, say_timed
+from .rows import Row, parser, say_timed
 from .stats import median, ratio, targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoomRow(Row):
+    """N people at the same moment through the page, the endpoint, half and half, and llama-server (room.room_row).
+    Each path's dict: served, people, statuses, ttft_p50_s, ttft_p95_s, last_done_s, output_tokens, output_tps,
+    prompt_tokens_p50, load, validity; the page's (and the mixed room's) also server_queued_p50_s,
+    server_queued_p95_s, max_rows."""
+
+    bench: str = field(default="room", init=False)
+    backend: str                          # the app's batching backend
+    model: str
+    people: int
+    new_tokens: int                       # each person's budget (EOS ignored but on the page)
+    threads: int                          # the app's ONNX Runtime threads, llama-server's -t
+    rounds: int                           # rounds of every path, interleaved; a path's timings are their medians
+    api_keys: int                         # one a person
+    limits: dict                          # the endpoint's limits and KV slots as the app reads them
+    page: dict
+    endpoint: dict
+    mixed: dict                           # with page_people and endpoint_people
+    llama_server: dict                    # its path's figures with parallel, slot_context, configuration; or why not
+    ratios: dict[str, float | None]       # the issue's "Done when" ratios (room.TARGETS)
+    llama_validity: dict | None           # quiet.validity of the two ratios to llama-server (null when not valid)
+    cpu_flags: dict[str, bool] | None
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+
 
 PEOPLE = 24
 ROUNDS = 3   # rounds of every path, interleaved: one room's figures vary by a tenth from one run to the next

@@ -35,13 +35,44 @@ Left out: transformers' manager on torch (`batching-torch`: a GPU's scheduler); 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, field
 
 from ..serve import SCHEDULERS, Workload, default_classes
 from ..serve.batching import BatchConfig
 from ..serve.summary import percentile, served, throughput
 from .batch import CONTEXT, decode_step_ms, prefill_tps
-from .rows import ServeRow, parser, say_timed
+from .rows import Row, parser, say_timed
 from .stats import ratio, rounded, targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeRow(Row):
+    """The pinned workload one at a time and with our continuous batching (serve.serve_row). A `figures`
+    dict (serve.figures): output_tps, output_tokens, requests_per_s, short_ttft_p50_s, short_ttft_p95_s,
+    completed, wall_s."""
+
+    OPTIONAL = ("saturated",)
+
+    bench: str = field(default="serve", init=False)
+    backend: str
+    requests: int
+    mix: dict[str, float]                 # class -> share of the requests
+    max_new_tokens: int
+    seed: int                             # of the Poisson arrivals
+    batch_config: dict                    # slots, prefill_chunk (tokens)
+    single_stream: dict                   # short_s, long_s, capacity_rps, tok_s: each class alone
+    rate_rps: float                       # the arrival rate, requests/s
+    rate_meaning: str = field(default="0.8 x one at a time's capacity on this backend (requests/s)", init=False)
+    one_at_a_time: dict                   # figures
+    batching: dict                        # figures
+    throughput_ratio: float | None        # output tok/s, batching / one at a time
+    short_p95_ttft_ratio: float | None    # the short class's p95 TTFT, batching / one at a time
+    throughput_ratio_ceiling: float | None   # a bound from the arrivals, not a measurement
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+    saturated: dict | None = None         # every request at once: both schedulers' figures, the ratio, the bounds
+    llama_server: dict                    # llama-server on the same workload, or why not (`error`, `skipped`)
+
 
 MIX = {"short": 0.8, "long": 0.2}
 BATCH = BatchConfig(slots=8, prefill_chunk=128)

@@ -23,9 +23,34 @@ Left out: sampling; other k and n-gram sizes (the experiment's CLI takes them).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 
-from .rows import SpeculativeRow, parser, say_timed
+
+from .rows import Row, parser, say_timed
 from .stats import rounded, targets_met, targets_text
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeculativeRow(Row):
+    """Prompt-lookup speculative decoding against plain decoding (speculative.speculative_row); each preset's
+    speedup also at the top level, as `<preset>_speedup`."""
+
+    FLAT = ("speedups",)
+
+    bench: str = field(default="speculative", init=False)
+    backend: str
+    k: int                                # tokens proposed a pass at most
+    ngram: int                            # the lookup's n-gram
+    new_tokens: int
+    repeats: int
+    presets: dict[str, dict]              # preset -> its figures and bounds (tokens per pass, tok/s, speedup, ...)
+    speedups: dict[str, float | None]     # "<preset>_speedup" -> speculative / plain decode tok/s
+    verify_pass: dict                     # rows, decode_ms, verify_ms, row_cost (a row's cost / a decode step)
+    beyond_bound: list[str]               # presets whose speedup exceeds 1.1 x the free-verify bound (noise)
+    verify_vs_decode_top1_differ: dict    # positions compared, how many differ
+    targets: dict[str, str]
+    targets_met: dict[str, bool | None]
+
 
 TARGETS = {"summary_speedup": (">=", 1.5), "question_speedup": (">=", 0.95)}
 K, NGRAM, NEW_TOKENS, REPEATS, AGREEMENT_TOKENS = 4, 3, 96, 2, 200

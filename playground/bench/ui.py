@@ -34,13 +34,60 @@ import json
 import os
 import statistics
 import threading
+from dataclasses import dataclass, field
 
 from ..chromium import chromium_path
 from ..step_stream import read_stream
 from .app_process import AppProcess
 from .recorder import RECORDER
-from .rows import UiFlatRow, UiRow, parser, say
+from .rows import Row, parser, say
 from .stats import median, rounded
+
+
+@dataclass(frozen=True, kw_only=True)
+class UiRow(Row):
+    """The app against a headless run on the same backend (ui.ui_row): medians over the runs; with --browser,
+    one run watched by Chromium, under a key that says where Chromium ran."""
+
+    OPTIONAL = ("with_chromium_on_its_own_cpu", "with_chromium_on_the_same_machine")
+
+    row: str = field(default="ui", init=False)
+    backend: str
+    model: str
+    prompt: str
+    new_tokens: int                       # the fewest of any run
+    same_tokens: bool                     # every run generated as many
+    repeats: int
+    headless_decode_tps: float | None
+    ui_decode_tps: float | None
+    wire_bytes: float | None              # the SSE stream of a run, bytes
+    sse_events: float | None
+    all_bytes_with_downloads: float | None
+    server_cpu_s_per_token: float | None  # the app's process, CPU seconds
+    model_cpu_s_per_token: float | None   # the headless run's steps
+    server_cpu_outside_model_s_per_token: float
+    decode_cpu_s_per_s_server_vs_headless: list[float | None]   # CPU seconds a second of decode: [server, headless]
+    client_cpu_s_per_run: float | None    # this process, CPU seconds
+    decode_ratio_ui_vs_headless: float
+    with_chromium_on_its_own_cpu: dict | None = None        # --pin: chip delays (ms), chart redraws, decode tok/s
+    with_chromium_on_the_same_machine: dict | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class UiFlatRow(Row):
+    """The app over a PacedEngine: its work per update in the first and the last quarter of a long run
+    (ui.flat_row)."""
+
+    row: str = field(default="ui-flat", init=False)
+    steps: int
+    steps_per_s: float
+    sse_events: int
+    wire_bytes: int
+    server_cpu_ms_per_update_first_quarter: float | None
+    server_cpu_ms_per_update_last_quarter: float | None
+    bytes_per_update_first_quarter: float | None
+    bytes_per_update_last_quarter: float | None
+
 
 PROMPT = "Explain the KV cache in one paragraph."
 MAX_NEW_TOKENS = 128

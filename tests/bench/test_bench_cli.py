@@ -8,8 +8,11 @@ import pytest
 from playground.backends import BACKENDS
 from playground.bench import __main__ as cli
 from playground.bench import rows
+from playground.bench.backends import BackendRow
 from playground.bench.process import CHILD
-from playground.bench.rows import BackendRow, ErrorRow, ServeRow, Stamp, UiRow, say, say_timed
+from playground.bench.rows import ErrorRow, Stamp, say, say_timed
+from playground.bench.serve import ServeRow
+from playground.bench.ui import UiRow
 
 BENCH = Path(rows.__file__).parent
 
@@ -53,7 +56,7 @@ def test_a_typed_row_prints_the_keys_it_always_had_and_leaves_out_what_it_lacks(
 
 
 def test_say_refuses_a_row_that_has_no_type(capsys):
-    """A new row printed as a dict fails loudly, so every row the bench prints has its type in rows.py."""
+    """A new row printed as a dict fails loudly, so every row the bench prints is a Row (rows.py)."""
     with pytest.raises(TypeError, match="rows.py"):
         say({"row": "batch", "backend": "onnx"})
     with pytest.raises(TypeError, match="rows.py"):

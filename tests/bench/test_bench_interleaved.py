@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from playground.bench import interleaved
-from playground.bench.rows import LlamaBenchRow
+from playground.bench.peer import LlamaBenchRow
 
 CONFIGURATION = "sapphirerapids: its repacked weights run decode alone but die on batches here; zen4 with repacking"
 
