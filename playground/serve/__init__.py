@@ -23,8 +23,9 @@ Modules, by concept:
   rate sweeps), report.py (a standalone HTML report),
   perfetto.py (a run as Chrome Trace Events, for ui.perfetto.dev), mooncake.py (Mooncake traces: replayed as a
   workload, and every workload written as one);
-- setup.py (a Serve form, the tab's or the CLI's flags, into schedulers and a workload: built once), cli.py and
-  __main__.py (`python -m playground.serve`).
+- setup.py (a Serve form, the tab's or the CLI's flags, read into picks and a workload form), run.py (a workload,
+  a preset and a sweep built and run: the tab and the CLI both run through it), cli.py and __main__.py
+  (`python -m playground.serve`).
 
 Left out: gradio (playground/ui/serve_tab.py) and charts (playground/charts/serve.py).
 """

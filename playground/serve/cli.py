@@ -18,8 +18,9 @@ line), DIR/serve.html (standalone report); sweeps write DIR/sweep-<kind>.json an
 our batching twice, A and B (DIR/batching-a, DIR/batching-b), and prints its finding in one sentence. Progress goes to stderr about once
 a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
 
-The flags are read into the Serve tab's WorkloadForm and Picks: setup.py builds the schedulers and the workload
-for both, so equal inputs give equal runs (tests/serve/test_serve_setup.py).
+The flags are read into the Serve tab's WorkloadForm and Picks; run.py builds and runs the workload, the preset
+or the sweep for both, so equal inputs give equal runs (tests/serve/test_serve_setup.py); this file keeps the
+files, the JSON lines and the progress on stderr.
 
 Left out: starting a server (the concurrent scheduler takes --url of a running one).
 """
@@ -36,11 +37,11 @@ from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document
 from .registry import SCHEDULERS, Needs
 from .batching import BatchConfig
 from .presets import PRESETS
-from .setup import (Pick, WorkloadForm, at_chunk, build_workload, interference_workload, make_scheduler, parse_chunks,
-                    parse_rates, parse_sizes, pool_config, preset_setup, prompt_counter)
-from .sweeps import CHUNK_SIZES
+from .run import measure_preset, plan_sweep, run_sweep, run_workload, workload_setup
+from .setup import Pick, WorkloadForm, interference_workload, pool_config
+from .sweeps import BATCH_SIZES, CHUNK_SIZES, RATES
 from .mooncake import BLOCK_TOKENS, is_trace, read_rows, results_jsonl, to_workload
-from .workload import ARRIVALS, MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Workload, check_tokens, parse_mix
+from .workload import ARRIVALS, MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Workload, parse_mix
 
 
 def parse_args(argv):
@@ -81,9 +82,9 @@ def parse_args(argv):
     p.add_argument("--manager-scheduler", choices=("fifo", "prefill_first"), default="fifo")
     p.add_argument("--max-total-tokens", type=int, default=MAX_WORKLOAD_TOKENS)
     p.add_argument("--sweep", choices=("batch", "rate", "chunk"), default=None)
-    p.add_argument("--sizes", default="1,2,4,8,16", help="batch sweep: concurrent requests")
+    p.add_argument("--sizes", default=",".join(map(str, BATCH_SIZES)), help="batch sweep: concurrent requests")
     p.add_argument("--new-tokens", type=int, default=64, help="batch sweep: tokens each request decodes")
-    p.add_argument("--rates", default="0.25,0.5,1,2", help="rate sweep: requests/s")
+    p.add_argument("--rates", default=",".join(map(str, RATES)), help="rate sweep: requests/s")
     p.add_argument("--chunks", default=",".join(map(str, CHUNK_SIZES)),
                    help="chunk sweep: prefill chunks (our batching on the preset \"a long document among chatters\")")
     p.add_argument("--ttft-slo", type=float, default=None, help="seconds")
@@ -144,20 +145,12 @@ def source_getter(args, sources: dict):
 
 
 def setup(args, sources: dict) -> tuple[list, Workload]:
-    """The schedulers and the workload the flags ask for (serve/setup.py builds them, as for the Serve tab): a
-    preset's A and B, a replayed workload, or one drawn from the form; SystemExit in words."""
-    get = source_getter(args, sources)
+    """The schedulers and the workload the flags ask for (run.py builds them, as for the Serve tab): a preset's A and
+    B, a replayed workload, or one drawn from the form; SystemExit in words."""
     try:
-        schedulers = [make_scheduler(p, get) for p in picks(args)]
-        first, form = schedulers[0].source, workload_form(args)
-        if args.preset:
-            return preset_setup(PRESETS[args.preset], first, form, schedulers[0].config, args.max_total_tokens)
-        if not args.workload:
-            return schedulers, build_workload(first, form, args.max_total_tokens)
-        workload = replayed(args, first)
-        if first.capabilities.local_tokenizer:
-            check_tokens(workload, prompt_counter(first), args.max_total_tokens)
-        return schedulers, workload
+        replay = (lambda source: replayed(args, source)) if args.workload else None
+        return workload_setup(picks(args), source_getter(args, sources), workload_form(args), PRESETS.get(args.preset),
+                              limit=args.max_total_tokens, replay=replay)
     except ValueError as exc:
         raise SystemExit(str(exc)) from exc
 
@@ -177,7 +170,8 @@ def replayed(args, source) -> Workload:
 
 
 def in_background(work, cancel: threading.Event):
-    """Run `work()` in a thread; Ctrl-C sets `cancel` and waits for it to stop. Returns (value, interrupted).
+    """Run `work()` in a thread; Ctrl-C sets `cancel` and waits for it to stop. Returns (value, interrupted); an
+    exception in `work` is raised here.
 
     It waits on an Event, not on Thread.join: a join interrupted by KeyboardInterrupt can report the thread
     as ended while it still runs (CPython 3.11)."""
@@ -186,6 +180,8 @@ def in_background(work, cancel: threading.Event):
     def body():
         try:
             box["value"] = work()
+        except BaseException as exc:   # noqa: BLE001 - raised again in the calling thread
+            box["error"] = exc
         finally:
             done.set()
     threading.Thread(target=body, daemon=True, name="serve-cli").start()
@@ -196,6 +192,8 @@ def in_background(work, cancel: threading.Event):
             print("cancelling every request…", file=sys.stderr, flush=True)
             cancel.set()
             interrupted = True
+    if "error" in box:
+        raise box["error"]
     return box.get("value"), interrupted
 
 
@@ -226,34 +224,41 @@ def main(argv=None) -> int:
     else:
         from .report import html_report
         (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
-        results = run_and_write(args, [(s.name, s) for s in schedulers], workload, cancel)
+        results, _ = run_and_write(args, [s.name for s in schedulers], schedulers, workload, cancel)
         write_exports(args.out, results)
         (args.out / "serve.html").write_text(html_report(results), encoding="utf-8")
         print(f"-> {args.out}/serve.html", file=sys.stderr)
     return 130 if cancel.is_set() else 0
 
 
-def run_sweeps(args, schedulers, workload, cancel) -> None:
-    """--sweep on each scheduler (the rate sweep replays `workload` at each rate), DIR/sweep-<kind>-<name>.json
-    each and DIR/serve.html."""
-    from .report import html_report
-    from .sweeps import chunk_sentence, run_batch_sweep, run_chunk_sweep, run_rate_sweep
-    sweeps = []
+def sweep_plans(args, schedulers, workload) -> list:
+    """--sweep planned on each scheduler (run.py): the rate sweep replays `workload` at each rate, the chunk sweep
+    reads the preset "a long document among chatters" (--requests, --rate, --seed); SystemExit in words."""
+    plans = []
     for s in schedulers:
         if args.sweep == "chunk" and s.name != "batching":
             raise SystemExit("--sweep chunk runs our batching: --scheduler batching (an ONNX --backend)")
-        work = {"batch": lambda s=s: run_batch_sweep(s, parse_sizes(args.sizes), args.new_tokens,
-                                                     progress=say(s.name), cancel=cancel),
-                "rate": lambda s=s: run_rate_sweep(s, workload, parse_rates(args.rates), args.ttft_slo,
-                                                   args.tpot_slo, say(s.name), cancel),
-                "chunk": lambda s=s: run_chunk_sweep(
-                    lambda c: at_chunk(s, c),
-                    interference_workload(s.source, args.requests, args.rate, args.seed, args.max_total_tokens),
-                    parse_chunks(args.chunks), say(s.name), cancel)}[args.sweep]
-        sweep, stopped = in_background(work, cancel)
+        try:
+            base = (interference_workload(s.source, args.requests, args.rate, args.seed, args.max_total_tokens)
+                    if args.sweep == "chunk" else workload)
+            plans.append(plan_sweep(args.sweep, s, sizes=args.sizes, new_tokens=args.new_tokens, rates=args.rates,
+                                    slo=(args.ttft_slo, args.tpot_slo), chunks=args.chunks, workload=base))
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from exc
+    return plans
+
+
+def run_sweeps(args, schedulers, workload, cancel) -> None:
+    """--sweep on each scheduler, DIR/sweep-<kind>-<name>.json each and DIR/serve.html."""
+    from .report import html_report
+    from .sweeps import chunk_sentence
+    sweeps = []
+    for plan in sweep_plans(args, schedulers, workload):
+        name = plan.scheduler.name
+        sweep, stopped = in_background(lambda plan=plan: run_sweep(plan, say(name), cancel), cancel)
         sweeps.append(sweep)
-        (args.out / f"sweep-{args.sweep}-{s.name}.json").write_text(json.dumps(sweep.to_dict(), indent=1))
-        print(json.dumps({"sweep": args.sweep, "scheduler": s.name, "points": sweep.to_dict()["points"]}))
+        (args.out / f"sweep-{args.sweep}-{name}.json").write_text(json.dumps(sweep.to_dict(), indent=1))
+        print(json.dumps({"sweep": args.sweep, "scheduler": name, "points": sweep.to_dict()["points"]}))
         if args.sweep == "chunk":
             print(chunk_sentence(sweep.points))
         if stopped:
@@ -261,12 +266,12 @@ def run_sweeps(args, schedulers, workload, cancel) -> None:
     (args.out / "serve.html").write_text(html_report([], sweeps, f"{args.sweep} sweep"), encoding="utf-8")
 
 
-def run_and_write(args, named, workload, cancel) -> list:
-    """Run `workload` on each (name, scheduler), writing DIR/<name>/requests/*.json and DIR/<name>.json."""
-    results = []
-    for name, s in named:
-        result, stopped = in_background(lambda s=s: s.run(workload, say(name), cancel), cancel)
-        results.append(result)
+def run_and_write(args, names: list[str], schedulers, workload, cancel, preset=None) -> tuple[list, dict]:
+    """Run `workload` on each scheduler in turn (run.py) in a thread Ctrl-C cancels, writing DIR/<name>/requests/*.json
+    and DIR/<name>.json after each, then what `preset` measures. Returns the results of the runs that ran and what
+    the preset measured."""
+    def write(i, result):
+        name = names[i]
         folder = args.out / name / "requests"
         folder.mkdir(parents=True, exist_ok=True)
         for record in result.records:
@@ -274,9 +279,12 @@ def run_and_write(args, named, workload, cancel) -> list:
         (args.out / f"{name}.json").write_text(json.dumps(result.to_dict(with_traces=False), indent=1,
                                                           ensure_ascii=False))
         print(json.dumps({"scheduler": name, **result.to_dict(with_traces=False)["summary"]}, ensure_ascii=False))
-        if stopped:
-            break
-    return results
+
+    def work():
+        results = run_workload(schedulers, workload, lambda i: say(names[i]), cancel, ran=write)
+        return results, measure_preset(preset, schedulers[0].source, results, say(names[-1]), cancel)
+    (results, measured), _ = in_background(work, cancel)
+    return [r for r in results if r.started is not None], measured
 
 
 def write_exports(out: Path, results) -> None:
@@ -293,10 +301,9 @@ def run_preset(args, schedulers, workload, cancel) -> None:
     from .report import html_report
     preset = PRESETS[args.preset]
     (args.out / "workload.json").write_text(json.dumps(workload.to_dict(), indent=1, ensure_ascii=False))
-    named = [(f"batching-{side}", s) for side, s in zip("ab", schedulers)]
-    results = run_and_write(args, named, workload, cancel)
+    names = [f"batching-{side}" for side, _ in zip("ab", schedulers)]
+    results, measured = run_and_write(args, names, schedulers, workload, cancel, preset)
     write_exports(args.out, results)
     if len(results) == 2 and not cancel.is_set():
-        measured = preset.measure(schedulers[0].source, *results, cancel) if preset.measure else {}
         print(json.dumps({"preset": preset.name, "finding": preset.finding(*results, **measured)}, ensure_ascii=False))
     (args.out / "serve.html").write_text(html_report(results, expect=preset.expect), encoding="utf-8")

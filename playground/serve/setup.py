@@ -1,5 +1,5 @@
-"""The Serve setup, built once: a form (the Serve tab's, or the CLI's flags read into one) into schedulers and a
-workload. The two front ends only translate their inputs; everything they build comes from here.
+"""The Serve setup's pieces, written once: a form (the Serve tab's, or the CLI's flags read into one) into schedulers
+and a workload. The two front ends only translate their inputs; run.py puts these pieces together for both.
 
     form = WorkloadForm(n=16, arrival="poisson", rate=2.0, seed=0, short_prompt=SHORT_QUESTION, short_tokens=48,
                         short_share=0.8, long_prompt=SUMMARIZE_INSTRUCTION + long_document(), long_tokens=48,
@@ -15,7 +15,8 @@ workload. The two front ends only translate their inputs; everything they build 
 fields) into Picks; cli.py reads its flags into the same WorkloadForm and Picks (tests/serve/test_serve_setup.py
 holds the two equal).
 
-Left out: running them (schedulers.py), replaying a workload file (cli.py).
+Left out: putting the pieces together and running them (run.py: what the tab and the CLI call), replaying a
+workload file (cli.py).
 """
 from __future__ import annotations
 

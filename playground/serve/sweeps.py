@@ -53,6 +53,7 @@ from .summary import goodput, percentile, served, throughput
 from .workload import RequestClass, Workload
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
+RATES = (0.25, 0.5, 1, 2)   # requests/s
 CHUNK_SIZES = (32, 64, 128, 256, 512)
 LONG_CLASS = "document"   # the interference workload's long prompt (serve/presets.py)
 

@@ -11,9 +11,10 @@ per hour measured by the batch-size sweep and the Generate tab's runs.
 API names: /serve, /serve_stop, /serve_sweep, /token_cost.
 
 Each event leads to a named function: Run to ServeHandlers.serve (start_workload takes the typed ServeForm: its
-schedulers and workload from serve_setup, which serve/setup.py builds as the CLI's), Stop to ServeHandlers.stop,
-Run sweep to ServeHandlers.sweep (start_sweep, sweep_plan, run_sweep), the SLO boxes to rejudge; the workers
-that run in the job's thread are run_workload and run_sweep.
+schedulers and workload from serve_setup), Stop to ServeHandlers.stop, Run sweep to ServeHandlers.sweep
+(start_sweep, sweep_plan), the SLO boxes to rejudge; the workers that run in the job's thread are workload_work
+and sweep_work. serve/run.py builds and runs the workload, the preset and the sweep, as for the CLI; this file
+reads the form, holds the machine and draws.
 
 Left out: more than two classes in the editor (the CLI replays any workload.json).
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,9 +32,8 @@ from ..serve import Workload
 from ..serve.batching import BatchConfig
 from ..serve.perfetto import watch_json
 from ..serve.presets import CACHE_POSITIONS, PRESETS
-from ..serve.setup import (Pick, at_chunk, build_workload, interference_workload, make_scheduler, parse_chunks,
-                           parse_rates, parse_sizes, pool_config, preset_setup, sweep_mix)
-from ..serve.sweeps import run_batch_sweep, run_chunk_sweep, run_rate_sweep
+from ..serve.run import SweepPlan, measure_preset, run_sweep, run_workload, sweep_setup, workload_setup
+from ..serve.setup import Pick, pool_config
 from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, GENERATE_CONCURRENCY, SourceUnavailable, loading_line,
@@ -43,7 +43,7 @@ from .machine_gate import MachineGate
 from .serve_job import ServeJob
 from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, layout
 from .remote_watch import watch_view
-from .serve_views import OUTPUTS, clients_view, not_run, goodput_markdown, sweep_roofline, sweep_view, view
+from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
 
 
 def registry_source(registry):
@@ -70,23 +70,9 @@ def serve_picks(form: ServeForm) -> list[Pick]:
 
 
 def serve_setup(registry, form: ServeForm, picks: list[Pick] | None = None) -> tuple[list, Workload]:
-    """The schedulers and the workload that the form asks for (serve/setup.py builds them); ValueError in words."""
+    """The schedulers and the workload that the form asks for (serve/run.py builds them); ValueError in words."""
     picks = serve_picks(form) if picks is None else picks
-    get = registry_source(registry)
-    preset = PRESETS.get(form.preset)
-    if preset is not None:
-        first = make_scheduler(picks[0], get, registry.names)
-        return preset_setup(preset, first.source, form, first.config)
-    schedulers = [make_scheduler(p, get, registry.names) for p in picks]
-    return schedulers, build_workload(schedulers[0].source, form)
-
-
-def measure_preset(job, preset, source) -> None:
-    """A preset's figures measured after both runs (the machine still held): the finding's keywords."""
-    job.measured = {}
-    if preset is not None and preset.measure and all(r.done and not r.cancelled for r in job.results):
-        job.report(1.0, "replaying the requests whose tokens parted, teacher-forced")
-        job.measured = preset.measure(source, *job.results, job.cancel)
+    return workload_setup(picks, registry_source(registry), form, PRESETS.get(form.preset), registry.names)
 
 
 def apply_preset(name: str):
@@ -112,32 +98,11 @@ def acquire(gate: MachineGate, status):
     return False
 
 
-def run_workload(schedulers, workload: Workload, job: ServeJob) -> None:
-    """The worker: `workload` on each scheduler in turn (one Stop cancels the rest: they did not run), then what
-    the preset (`job.preset`) measures after both runs."""
-    job.results = [s.prepare(workload) for s in schedulers]
-    for s, result in zip(schedulers, job.results):
-        if job.cancel.is_set():   # stopped before this one began: it did not run
-            not_run(result)
-        else:
-            s.run(workload, job.report, job.cancel, result)
-    measure_preset(job, job.preset, schedulers[0].source)
-
-
-@dataclass
-class SweepPlan:
-    """A sweep ready to run: the form, the scheduler, and what its kind reads (sizes; rates and the lesson's mix;
-    prefill chunks and the interference preset's workload)."""
-    form: SweepForm
-    scheduler: Any
-    sizes: list[int] = field(default_factory=list)
-    rates: list[float] = field(default_factory=list)
-    chunks: list[int] = field(default_factory=list)
-    base: Workload | None = None
-
-    @property
-    def slo(self) -> tuple[float | None, float | None]:
-        return (float(self.form.ttft) if self.form.ttft else None, float(self.form.tpot) if self.form.tpot else None)
+def workload_work(schedulers, workload: Workload, job: ServeJob) -> None:
+    """The worker: `workload` on each scheduler in turn (serve/run.py; one Stop cancels the rest: they did not run),
+    drawn live from `job.results`, then what the preset (`job.preset`) measures after both runs."""
+    run_workload(schedulers, workload, lambda _: job.report, job.cancel, job.results)
+    job.measured = measure_preset(job.preset, schedulers[0].source, job.results, job.report, job.cancel)
 
 
 def sweep_pick(form: SweepForm) -> Pick:
@@ -146,33 +111,23 @@ def sweep_pick(form: SweepForm) -> Pick:
 
 
 def sweep_plan(registry, form: SweepForm) -> SweepPlan:
-    """The sweep the form asks for, its scheduler made and its inputs read; ValueError in words."""
-    scheduler = make_scheduler(sweep_pick(form), registry_source(registry), registry.names)
-    if form.kind == "batch":
-        return SweepPlan(form, scheduler, sizes=parse_sizes(form.sizes))
-    if form.kind == "chunk":
-        return SweepPlan(form, scheduler, chunks=parse_chunks(form.chunks),
-                         base=interference_workload(scheduler.source))
-    return SweepPlan(form, scheduler, rates=parse_rates(form.rates),
-                     base=build_workload(scheduler.source, sweep_mix(form.requests)))
+    """The sweep the form asks for (serve/run.py makes its scheduler and reads its inputs); ValueError in words."""
+    slo = (float(form.ttft) if form.ttft else None, float(form.tpot) if form.tpot else None)
+    return sweep_setup(form.kind, sweep_pick(form), registry_source(registry), registry.names, sizes=form.sizes,
+                       new_tokens=form.new_tokens, rates=form.rates, slo=slo, chunks=form.chunks,
+                       requests=form.requests)
 
 
-def run_sweep(plan: SweepPlan, job: ServeJob) -> None:
-    """The worker: the plan's sweep, each point drawn live (job.sweeps); the batch-size sweep then measures the
-    machine's ceilings for its roofline, while the machine is still this job's alone."""
+def sweep_work(plan: SweepPlan, job: ServeJob) -> None:
+    """The worker: the plan's sweep (serve/run.py), each point drawn live (job.sweeps); the batch-size sweep then
+    measures the machine's ceilings for its roofline, while the machine is still this job's alone."""
     job.roofline = None
-    progress = {"progress": job.report, "cancel": job.cancel, "live": job.sweeps}
-    if plan.form.kind == "batch":
-        sweep = run_batch_sweep(plan.scheduler, plan.sizes, int(plan.form.new_tokens), **progress)
-        if not sweep.cancelled:
-            job.report(1.0, "measuring the machine's ceilings for the roofline")
-            ceilings = machine_ceilings(cancel=job.cancel)   # cached after the first
-            if not ceilings.cancelled:
-                job.roofline = sweep_roofline(sweep, plan.scheduler.source, ceilings)
-    elif plan.form.kind == "chunk":
-        run_chunk_sweep(lambda c: at_chunk(plan.scheduler, c), plan.base, plan.chunks, **progress)
-    else:
-        run_rate_sweep(plan.scheduler, plan.base, plan.rates, *plan.slo, **progress)
+    sweep = run_sweep(plan, job.report, job.cancel, live=job.sweeps)
+    if plan.kind == "batch" and not sweep.cancelled:
+        job.report(1.0, "measuring the machine's ceilings for the roofline")
+        ceilings = machine_ceilings(cancel=job.cancel)   # cached after the first
+        if not ceilings.cancelled:
+            job.roofline = sweep_roofline(sweep, plan.scheduler.source, ceilings)
 
 
 def rejudge(ttft, tpot, job: ServeJob):
@@ -219,7 +174,7 @@ class ServeHandlers:
             return
         job.preset = PRESETS.get(form.preset)
         if (yield from self.machine_alone()):
-            job.run(lambda job: run_workload(schedulers, workload, job), self.gate)
+            job.run(lambda job: workload_work(schedulers, workload, job), self.gate)
             yield from job.follow(lambda final, tick: view(job, self.out, charts=tick % 3 == 0, final=final),
                                   every=1.0)
 
@@ -233,7 +188,7 @@ class ServeHandlers:
             yield self.status(warn(str(exc)))
             return
         if (yield from self.machine_alone()):
-            job.run(lambda job: run_sweep(plan, job), self.gate)
+            job.run(lambda job: sweep_work(plan, job), self.gate)
             yield from job.follow(lambda final, tick: sweep_view(job, self.out, final), every=1.0)
 
     def stop(self, job: ServeJob):

@@ -53,13 +53,6 @@ def class_rows(result) -> list[list]:
         for cls, row in class_stats(result).items()]
 
 
-def not_run(result) -> None:
-    """Mark a workload stopped before it began: ended and cancelled, never started, every request cancelled."""
-    for record in result.records:
-        record.stop_reason = StopReason.CANCELLED
-    result.cancelled = result.done = True
-
-
 def did_run(result) -> bool:
     return result.started is not None
 

@@ -129,7 +129,7 @@ def test_the_serve_tab_measures_a_preset_after_both_runs_and_writes_it_once_the_
                                                                                        pressure_runs):
     from types import SimpleNamespace
 
-    from playground.ui.serve_tab import measure_preset
+    from playground.serve.run import measure_preset
     from playground.ui.serve_views import lesson_text
 
     a, b = pressure_runs
@@ -137,9 +137,10 @@ def test_the_serve_tab_measures_a_preset_after_both_runs_and_writes_it_once_the_
     job = SimpleNamespace(results=[a, parted_at_last_token(b)], cancel=threading.Event(), measured={},
                           report=lambda fraction, message: said.append(message), preset=PRESETS["memory pressure"],
                           running=lambda: not ended)
-    measure_preset(job, PRESETS["shared system prompt"], tiny_onnx_engine)   # nothing to measure after it
+    job.measured = measure_preset(PRESETS["shared system prompt"], tiny_onnx_engine, job.results, job.report,
+                                  job.cancel)   # nothing to measure after it
     assert job.measured == {} and said == []
-    measure_preset(job, job.preset, tiny_onnx_engine)
+    job.measured = measure_preset(job.preset, tiny_onnx_engine, job.results, job.report, job.cancel)
     assert said and job.measured["agreement"].positions > 0
     assert "**memory pressure**" not in lesson_text(job)   # the replay's figure is not in yet while the job runs
     ended.append(True)

@@ -15,7 +15,8 @@ from playground.serve.summary import compare
 from playground.serve.workload import Request, Workload
 from playground.serve.records import RequestRecord
 from playground.trace import StopReason
-from playground.ui.serve_views import OUTPUTS, not_run, pool_markdown, status_text, view
+from playground.serve.run import not_run
+from playground.ui.serve_views import OUTPUTS, pool_markdown, status_text, view
 from tests.serve.test_serve_workload import record
 
 
