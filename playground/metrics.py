@@ -28,10 +28,15 @@ AIPerf's TTFO), and `thinking_tokens` counts the thinking (an output token like 
     >>> m.thinking_tokens, m.ttft_answer    # no thinking: the first answer token is the first token
     (0, 0.5)
 
+Percentiles (p50, p95 of many requests) come from `percentile`, one definition for the whole project: linear
+between the two nearest ranks (numpy's default, as vLLM's benchmark computes them); the bench rows whose figures
+are a measured value each (room, clients) ask for the nearest rank.
+
 Left out: queueing time (a Trace starts when the engine starts the request; serve/ adds waiting).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace  # noqa: F401 - used by the doctest
 
@@ -71,3 +76,36 @@ def compute_metrics(trace) -> Metrics:
 def estimate_cost(metrics: Metrics, usd_per_m_input: float, usd_per_m_output: float) -> float:
     """An estimate (label it so): tokens x price per million tokens."""
     return (metrics.prompt_tokens * usd_per_m_input + metrics.output_tokens * usd_per_m_output) / 1e6
+
+
+LINEAR, NEAREST_RANK = "linear", "nearest-rank"
+
+
+def percentile(values, q: float, method: str = LINEAR) -> float | None:
+    """The q-th percentile (q from 0 to 100) of the values that are not None; None when there are none.
+
+    LINEAR (the definition used everywhere unless a row says otherwise; numpy's default, to the last bit): the rank
+    q/100 x (n - 1) of the sorted values, interpolated between the two nearest. NEAREST_RANK: the ceil(q/100 x n)-th
+    smallest, a value that was measured.
+
+    >>> percentile([4.0, 1.0, 3.0, 2.0], 50), percentile([0.0, 10.0], 95), percentile([None, 3.0], 99)
+    (2.5, 9.5, 3.0)
+    >>> percentile([4.0, 1.0, 3.0, 2.0], 50, NEAREST_RANK), percentile(range(1, 21), 95, NEAREST_RANK)
+    (2.0, 19.0)
+    >>> percentile([], 95) is None, percentile([None], 50, NEAREST_RANK) is None
+    (True, True)
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"a percentile is between 0 and 100; got {q}")
+    ordered = sorted(float(v) for v in values if v is not None)
+    if not ordered:
+        return None
+    n = len(ordered)
+    if method == NEAREST_RANK:
+        return ordered[max(0, math.ceil(q * n / 100) - 1)]
+    if method != LINEAR:
+        raise ValueError(f"a percentile's method is {LINEAR!r} or {NEAREST_RANK!r}; got {method!r}")
+    rank = q / 100 * (n - 1)
+    below = math.floor(rank)
+    a, b, t = ordered[below], ordered[min(below + 1, n - 1)], rank - below
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t   # numpy's lerp, which is exact at t = 1

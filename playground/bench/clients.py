@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..metrics import NEAREST_RANK, percentile
 from . import aiperf
 from .rows import Row, parser, say_timed
 
@@ -205,10 +206,8 @@ def p95(values: list[float]) -> float | None:
     >>> p95([0.010] * 19 + [0.5])
     10.0
     """
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(1000 * ordered[max(0, -(-95 * len(ordered) // 100) - 1)], 1)
+    value = percentile(values, 95, NEAREST_RANK)
+    return None if value is None else round(1000 * value, 1)
 
 
 def clients_row(model: str | None = None, seconds: float = LOAD_S) -> ClientsRow:

@@ -17,9 +17,10 @@ positions a chunk. We prefill the chunk's first 129 ids (the logits at 128) and 
 time, the path generation takes. `onnx` fp32 (the same blocks, dequantized) is our base, written in
 llama.cpp's own compressed form (compress: uint16 log-probabilities over the top 16 nats), and every
 figure comes from the same formulas as llama-perplexity's (score, summary): Same top p and its ±
-sqrt(p (1 - p) / (n - 1)), mean KLD and its ±, the 99th percentile and median of the KLD (llama.cpp's
-interpolation), PPL(Q) / PPL(base) and its ±. A cross-check row scores onnx fp32 against llama.cpp's own F32
-base: near zero when the ids, the chunks and the weights line up.
+sqrt(p (1 - p) / (n - 1)), mean KLD and its ±, the 99th percentile (metrics.percentile: linear between ranks,
+llama.cpp's rule, in double precision where llama.cpp rounds the rank in float) and median of the KLD, PPL(Q) /
+PPL(base) and its ±. A cross-check row scores onnx fp32 against llama.cpp's own F32 base: near zero when the ids,
+the chunks and the weights line up.
 
 The gate (peer_gate, each backend row's `targets_met`): a backend is at least as faithful as llama.cpp when its
 Same top p is not below llama.cpp's minus llama.cpp's ±, and its mean KLD is not above llama.cpp's by more
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..metrics import percentile
 from .process import row_in_subprocess
 from .rows import ROOT, Row, say
 
@@ -206,24 +208,6 @@ def mean_and_uncertainty(total: float, total2: float, count: int) -> tuple[float
     return f, math.sqrt(df / (count - 1)) if df > 0 and count > 10 else 0.0
 
 
-def percentile(values: np.ndarray, fraction: float) -> float:
-    """llama-perplexity's percentile of sorted float32 values: linear between the two nearest ranks, the rank
-    fraction x (n - 1) taken in float32.
-
-    >>> percentile(np.arange(101, dtype=np.float32), 0.99), percentile(np.array([1.0, 3.0], np.float32), 0.5)
-    (99.0, 2.0)
-    """
-    values = np.asarray(values, np.float32)
-    if fraction <= 0:
-        return float(values[0])
-    if fraction >= 1:
-        return float(values[-1])
-    p = np.float32(fraction) * np.float32(len(values) - 1)
-    ip = int(p)
-    p = np.float32(p - ip)
-    return float((np.float32(1) - p) * values[ip] + p * values[min(ip + 1, len(values) - 1)])
-
-
 def same_top_p(same: int, count: int) -> tuple[float, float]:
     """Same top p and its ± as llama-perplexity prints them, in %: p and sqrt(p (1 - p) / (count - 1)).
 
@@ -261,7 +245,7 @@ def summary(scored: dict[str, np.ndarray]) -> dict:
     same, same_pm = same_top_p(int(np.sum(scored["same_top"])), count)
     return {"positions": count, "same_top_p_pct": round(same, 3), "same_top_p_pm_pct": round(same_pm, 3),
             "mean_kld": float(f"{mean_kld[0]:.4g}"), "mean_kld_pm": float(f"{mean_kld[1]:.3g}"),
-            "kld_p99": float(f"{percentile(ordered, 0.99):.4g}"), "kld_median": float(f"{float(median):.4g}"),
+            "kld_p99": float(f"{percentile(ordered, 99):.4g}"), "kld_median": float(f"{float(median):.4g}"),
             "ppl": round(math.exp(log_ppl[0]), 4), "ppl_base": round(math.exp(log_ppl_base[0]), 4),
             "ppl_ratio": round(math.exp(ratio_log), 5), "ppl_ratio_pm": float(f"{math.exp(ratio_log) * ratio_unc:.3g}")}
 

@@ -29,7 +29,8 @@ from ..config import GenerationSettings
 from ..serve import SCHEDULERS
 from ..serve.presets import PRESETS, identical_requests
 from ..serve.batching import BatchConfig
-from ..serve.summary import percentile, served, throughput
+from ..metrics import percentile
+from ..serve.summary import served, throughput
 from ..serve.sweeps import CHUNK_SIZES, chunk_sentence, chunk_trend, run_chunk_sweep
 from .rows import Row, parser, say_timed
 from .serve import load

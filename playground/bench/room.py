@@ -67,9 +67,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 
+from ..metrics import NEAREST_RANK, percentile
 from .quiet import LoadWindow, cpu_flags, gated, validity
 from .rows import Row, parser, say_timed
-from .stats import median, ratio, targets_met, targets_text
+from .stats import median, ratio, rounded, targets_met, targets_text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,18 +129,6 @@ def question(path: str, person: int, round_: int = 0) -> str:
     """
     where = path if round_ == 0 else f"{path}, round {round_ + 1}"
     return f"Room {where}, person {person + 1:02d}: write a long story about {TOPICS[person % len(TOPICS)]}."
-
-
-def nearest_rank(values: list[float], pct: float) -> float | None:
-    """The `pct` percentile by nearest rank (the ceil(pct / 100 x n)-th smallest), None for no values.
-
-    >>> nearest_rank([0.1] * 22 + [0.5, 0.9], 95), nearest_rank([3.0, 1.0, 2.0], 50), nearest_rank([], 95)
-    (0.5, 2.0, None)
-    """
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
 
 
 @dataclass
@@ -291,18 +280,19 @@ def path_figures(answers: list[Answer], first_press: float, load: dict) -> dict:
     for a in answers:
         statuses[a.status] = statuses.get(a.status, 0) + 1
     out = {"served": len(served), "people": len(answers), "statuses": dict(sorted(statuses.items())),
-           "ttft_p50_s": median(ttfts, 3), "ttft_p95_s": None if not ttfts else round(nearest_rank(ttfts, 95), 3),
+           "ttft_p50_s": median(ttfts, 3), "ttft_p95_s": rounded(percentile(ttfts, 95, NEAREST_RANK), 3),
            "last_done_s": None if last_done is None else round(last_done, 3), "output_tokens": tokens,
            "output_tps": None if not last_done else round(tokens / last_done, 1),
            "prompt_tokens_p50": median((a.prompt_tokens for a in answers), 0)}
     queued = [a.queued for a in served if a.queued is not None]
     if queued:
-        out["server_queued_p50_s"], out["server_queued_p95_s"] = median(queued, 3), round(nearest_rank(queued, 95), 3)
+        out["server_queued_p50_s"] = median(queued, 3)
+        out["server_queued_p95_s"] = rounded(percentile(queued, 95, NEAREST_RANK), 3)
         out["max_rows"] = max(a.rows for a in served if a.rows is not None)
     parts = [a.parts for a in served if a.parts]
     if parts:   # the page's TTFT in parts: each part's median, and the parts of the person at the TTFT p95 rank
         out["ttft_parts_p50_s"] = {k: median((p[k] for p in parts), 3) for k in parts[0]}
-        p95 = nearest_rank([a.ttft for a in served if a.parts], 95)
+        p95 = percentile([a.ttft for a in served if a.parts], 95, NEAREST_RANK)
         out["ttft_p95_parts_s"] = next(a.parts for a in served if a.parts and a.ttft == p95)
     out["load"], out["validity"] = load, validity([load])
     return out

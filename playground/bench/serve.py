@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 
 from ..serve import SCHEDULERS, Workload, default_classes
 from ..serve.batching import BatchConfig
-from ..serve.summary import percentile, served, throughput
+from ..metrics import percentile
+from ..serve.summary import served, throughput
 from .batch import CONTEXT, decode_step_ms, prefill_tps
 from .rows import Row, parser, say_timed
 from .stats import ratio, rounded, targets_met, targets_text

@@ -37,6 +37,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..chromium import chromium_path
+from ..metrics import percentile
 from ..step_stream import read_stream
 from .app_process import AppProcess
 from .recorder import RECORDER
@@ -256,7 +257,7 @@ def browser_run(app: AppProcess, tokens: int) -> dict:
     first, last = steps[0]["wall_ns"] / 1e6, steps[-1]["wall_ns"] / 1e6
     during = [t for t in draws if first <= t <= last]
     return {"tokens": len(steps), "decode_tps": round(_decode_tps(steps), 2),
-            "chip_in_dom_p50_ms": round(statistics.median(delays)), "chip_in_dom_p95_ms": round(_p95(delays)),
+            "chip_in_dom_p50_ms": round(statistics.median(delays)), "chip_in_dom_p95_ms": round(percentile(delays, 95)),
             "chart_refreshes_per_s": round(len(during) / ((last - first) / 1e3), 2) if last > first else None,
             "chart_cycle_main_thread_ms_p50": round(statistics.median(stats["drawMs"])) if stats["drawMs"] else None,
             "chart_cycle_wall_ms_p50": round(statistics.median(stats["cycleWallMs"])) if stats["cycleWallMs"] else None,
@@ -299,10 +300,6 @@ def _own_cpu() -> float:
     import psutil
     cpu = psutil.Process().cpu_times()
     return cpu.user + cpu.system
-
-
-def _p95(values: list[float]) -> float:
-    return sorted(values)[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
 
 
 def main(argv: list[str]) -> None:

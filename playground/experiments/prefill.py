@@ -22,6 +22,7 @@ import numpy as np
 from ..config import GenerationSettings
 from ..run_view import format_seconds
 from ..measure import Progress, ProgressFn, exact_length_ids, require, warm_up
+from ..metrics import percentile
 from .common import Fit, ResultBase, RunInfo, fit_polynomial
 from ..units import formula
 from ..trace import Phase, StopReason
@@ -118,6 +119,5 @@ def run_prefill_sweep(source, lengths: list[int] | None = None, repeats: int = 3
 
 
 def _point(length: int, times: list[float]) -> PrefillPoint:
-    t = np.asarray(times)
-    q1, med, q3 = (float(v) for v in np.percentile(t, [25, 50, 75]))
-    return PrefillPoint(length, list(times), med, q1, q3, float(t.min()), float(t.max()), length / med)
+    q1, med, q3 = (percentile(times, q) for q in (25, 50, 75))
+    return PrefillPoint(length, list(times), med, q1, q3, float(min(times)), float(max(times)), length / med)

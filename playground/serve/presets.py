@@ -32,11 +32,11 @@ from typing import Callable
 import numpy as np
 
 from ..charts.serve import decode_itl
+from ..metrics import percentile
 from ..prompts import SUMMARIZE_INSTRUCTION, fit_to_window, long_document
 from .agreement import Agreement, agreement_clause, recompute_agreement
 from .batching import BatchConfig
-from .summary import (NO_DIRECTION, Expectation, more_or_fewer, percentile, plural, rows_clause, served,
-                      throughput, verdict)
+from .summary import NO_DIRECTION, Expectation, more_or_fewer, plural, rows_clause, served, throughput, verdict
 from .workload import Request, Workload, arrival_times, check_count
 
 CACHE_POSITIONS = 8192   # the presets' prefix cache: 512 blocks of 16 positions

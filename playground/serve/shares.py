@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from ..metrics import percentile
 from ..run_view import format_seconds
 from ..trace import COMPLETED, StopReason
 from .engine_loop import PAGE, client_origin
-from .summary import percentile
 
 UNNAMED = "unnamed"   # the row of requests that carry no client name
 

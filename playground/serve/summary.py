@@ -4,7 +4,7 @@
     goodput(result, ttft=1.0, tpot=0.2)  # requests/s that met both (vLLM's `bench serve --goodput`)
 
 Throughput = output tokens / the workload's wall time (from its start to its last token). Percentiles
-are numpy's (linear interpolation) over the requests that produced a token. The lesson sentence names
+are metrics.percentile's (linear interpolation, as numpy's) over the requests that produced a token. The lesson sentence names
 the class with the longest prompts "long" and the shortest "short", and measures how long the long
 ones' prefill (for one at a time: their whole service, which holds the engine) overlapped each short
 request's wait for its first token.
@@ -19,16 +19,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-import numpy as np
-
+from ..metrics import percentile
 from ..trace import COMPLETED, Phase
 
 METRICS = ("waiting", "ttft", "tpot", "e2e")
-
-
-def percentile(values, q: float) -> float | None:
-    values = [v for v in values if v is not None]
-    return float(np.percentile(values, q)) if values else None
 
 
 def served(result):

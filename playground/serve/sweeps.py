@@ -47,9 +47,10 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from ..measure import Progress, ProgressFn
+from ..metrics import percentile
 from ..charts.serve import decode_itl
 from ..prompts import SHORT_QUESTION
-from .summary import goodput, percentile, served, throughput
+from .summary import goodput, served, throughput
 from .workload import RequestClass, Workload
 
 BATCH_SIZES = (1, 2, 4, 8, 16)

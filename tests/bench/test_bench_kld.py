@@ -4,8 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from playground.bench.kld import (compress, decompress, parse_llama_kld, peer_gate, percentile, read_base,
-                                  record_width, same_top_p, score, score_in_blocks, scored_next_tokens, summary)
+from playground.bench.kld import (compress, decompress, parse_llama_kld, peer_gate, read_base, record_width,
+                                  same_top_p, score, score_in_blocks, scored_next_tokens, summary)
+from playground.metrics import percentile
 
 
 def made_up_logits(n=300, vocab=64, seed=0, spread=3.0):
@@ -79,8 +80,9 @@ def test_same_top_p_and_its_plus_minus_are_llama_cpps_formula(same, count, p, pm
 def test_percentile_interpolates_between_ranks_as_numpy_linear_does():
     values = np.sort(np.random.default_rng(5).random(1778).astype(np.float32))
     for fraction in (0.01, 0.5, 0.9, 0.99, 0.999):
-        assert percentile(values, fraction) == pytest.approx(float(np.percentile(values, 100 * fraction)), rel=1e-4)
-    assert percentile(values, 0) == values[0] and percentile(values, 1) == values[-1]
+        assert percentile(values, 100 * fraction) == pytest.approx(float(np.percentile(values, 100 * fraction)),
+                                                                    rel=1e-4)
+    assert percentile(values, 0) == values[0] and percentile(values, 100) == values[-1]
 
 
 def test_summary_ppl_ratio_and_its_uncertainty():

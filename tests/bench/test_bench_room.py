@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from playground.bench import room
-from playground.bench.room import Answer, nearest_rank, path_figures, question, room_ratios
+from playground.bench.room import Answer, path_figures, question, room_ratios
+from playground.metrics import NEAREST_RANK, percentile
 
 QUIET = {"others_cores": 0.0, "cores": 2}
 BUSY = {"others_cores": 1.5, "cores": 2}
@@ -38,8 +39,8 @@ def test_the_page_adds_the_servers_wait_and_the_rows_its_steps_shared():
 
 
 def test_nearest_rank_is_the_ceil_rank():
-    assert nearest_rank(list(range(1, 25)), 95) == 23   # 24 values: the 23rd
-    assert nearest_rank([5.0], 95) == 5.0 and nearest_rank([], 50) is None
+    assert percentile(list(range(1, 25)), 95, NEAREST_RANK) == 23   # 24 values: the 23rd
+    assert percentile([5.0], 95, NEAREST_RANK) == 5.0 and percentile([], 50, NEAREST_RANK) is None
 
 
 def _path(ttft_p95, last_done, tps, load=QUIET, served=4):
