@@ -34,10 +34,22 @@ def _timings(kind: str, t: dict) -> str:
     cached = t.get("cache_n")
     prompt = f"prompt {t.get('prompt_n')} tokens {_in_ms(t.get('prompt_ms'))}" + (
         f" ({cached} more reused from its prompt cache)" if cached else "")
-    rate = t.get("predicted_per_second")
+    rate = decode_rate(t)
     decode = f"decode {t.get('predicted_n')} tokens {_in_ms(t.get('predicted_ms'))}" + (
         f" ({rate:.1f} tok/s)" if rate else "")
     return f"{kind} timings: {prompt} · {decode}"
+
+
+def decode_rate(timings: dict) -> float | None:
+    """llama.cpp's `predicted_per_second`, where it is a rate: over two tokens or more. For one token llama-server
+    floors the generation time at 1 µs and sends 1,000,000 tok/s (the endpoint here mirrors it); no view shows it.
+
+    >>> decode_rate({"predicted_n": 12, "predicted_per_second": 46.4}), decode_rate({"predicted_n": 1,
+    ...     "predicted_ms": 0.001, "predicted_per_token_ms": 0.001, "predicted_per_second": 1e6})
+    (46.4, None)
+    """
+    n, rate = timings.get("predicted_n"), timings.get("predicted_per_second")
+    return float(rate) if isinstance(n, int) and n > 1 and isinstance(rate, (int, float)) and rate else None
 
 
 def _metrics(kind: str, m: dict) -> str:
@@ -76,18 +88,43 @@ def delivery_line(trace) -> str | None:
     return f"first token at this client {client:.0f} ms = {said} + {rest[0]} {gap:.0f} ms ({rest[1]})"
 
 
-def _sample(s: dict) -> str:
+def _count(s: dict, key: str) -> str:
+    return "not given" if s.get(key) is None else f"{s[key]:.0f}"
+
+
+def figures_text(s: dict) -> str:
+    """One sample of the server's live figures in words: request counts summed over its engines, the KV pool's
+    share per engine (each engine has a pool of its own), llama.cpp's slots; a figure it did not give is said so.
+
+    >>> figures_text({"running": 3.0, "waiting": 1.0, "engines": 2, "kv_pool_used_share": 0.45,
+    ...               "kv_pool_used_share_by_engine": {"0": 0.3, "1": 0.6}})
+    "3 requests running, 1 waiting (summed over its 2 engines); KV pool in use: engine 0 30.0%, engine 1 60.0% (each engine's share of its own preallocated pool, all requests together, not this one's cache)"
+    >>> figures_text({"running": 0.0, "slots": [{"processing": False, "n_ctx": 2048}] * 2})
+    '0 requests running, not given waiting; 0 of 2 slots busy (2048 tokens of context each)'
+    """
     parts = []
     if "running" in s or "waiting" in s:
-        parts.append(f"{s.get('running', 0):.0f} requests running, {s.get('waiting', 0):.0f} waiting")
-    if "kv_pool_used_share" in s:
+        engines = s.get("engines")
+        parts.append(f"{_count(s, 'running')} requests running, {_count(s, 'waiting')} waiting"
+                     + (f" (summed over its {engines} engines)" if engines else ""))
+    by_engine = s.get("kv_pool_used_share_by_engine") or {}
+    if by_engine:
+        each = ", ".join(f"engine {name} {share:.1%}" for name, share in by_engine.items())
+        parts.append(f"KV pool in use: {each} (each engine's share of its own preallocated pool, all requests "
+                     "together, not this one's cache)")
+    elif "kv_pool_used_share" in s:
         parts.append(f"KV pool in use: {s['kv_pool_used_share']:.1%} of the server's whole preallocated pool "
                      "(all requests together, not this one's cache)")
     slots = s.get("slots") or []
     if slots:
         busy = sum(1 for slot in slots if slot.get("processing"))
         parts.append(f"{busy} of {len(slots)} slots busy ({slots[0].get('n_ctx')} tokens of context each)")
-    return f"at {s.get('time', 0):.2f} s ({s.get('when', '')}): " + "; ".join(parts) if parts else ""
+    return "; ".join(parts)
+
+
+def _sample(s: dict) -> str:
+    said = figures_text(s)
+    return f"at {s.get('time', 0):.2f} s ({s.get('when', '')}): {said}" if said else ""
 
 
 def tpot_by_usage(trace) -> float | None:

@@ -3,7 +3,7 @@
     kind = detect_kind(client, entry)          # from /v1/models' "owned_by", else a probe only that kind answers
     kind.context_window(client, entry)         # llama.cpp /props n_ctx (per slot); vLLM max_model_len
     kind.tokenize_chat(client, model, messages)   # (the text the model reads, its ids) from the server itself
-    kind.figures(client)                       # its live figures now, e.g. {"running": 1, "kv_pool_used_share": …}
+    kind.figures(client, model)                # its live figures now, e.g. {"running": 1, "kv_pool_used_share": …}
 
     >>> [k.name for k in KINDS]
     ['llama.cpp', 'vllm', 'playground', 'ollama', 'openai-compatible']
@@ -28,7 +28,7 @@ from typing import Callable
 from ..config import GenerationSettings
 from .client import ServerClient
 from .errors import RemoteBadRequest, RemoteError, RemoteMalformed, RemoteServerError
-from .server_metrics import read_metrics, summarize_slots
+from .server_metrics import LLAMA_FIGURES, VLLM_FIGURES, read_metrics, summarize_slots
 
 
 def _common(s: GenerationSettings) -> dict:
@@ -57,13 +57,10 @@ def _llama_context(client: ServerClient, entry: dict) -> int | None:
     return int(n_ctx) if n_ctx else (entry.get("meta") or {}).get("n_ctx")
 
 
-LLAMA_METRICS = {"llamacpp:requests_processing": "running", "llamacpp:requests_deferred": "waiting"}
-
-
-def _llama_figures(client: ServerClient) -> dict:
+def _llama_figures(client: ServerClient, model: str) -> dict:
     out = {}
     try:
-        out.update(read_metrics(client.request("GET", "/metrics", timeout=5, as_json=False), LLAMA_METRICS))
+        out.update(read_metrics(client.request("GET", "/metrics", timeout=5, as_json=False), LLAMA_FIGURES, model))
     except RemoteError:
         pass   # started without --metrics
     try:
@@ -91,12 +88,9 @@ def _vllm_chat(client: ServerClient, model: str, messages: list[dict]) -> tuple[
     return client.post_json("/detokenize", {"model": model, "tokens": ids})["prompt"], ids
 
 
-VLLM_METRICS = {"vllm:kv_cache_usage_perc": "kv_pool_used_share", "vllm:gpu_cache_usage_perc": "kv_pool_used_share",
-                "vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting"}
-
-
-def _vllm_figures(client: ServerClient) -> dict:
-    return read_metrics(client.request("GET", "/metrics", timeout=5, as_json=False), VLLM_METRICS)
+def _vllm_figures(client: ServerClient, model: str) -> dict:
+    """Its /metrics read by server_metrics' rule: requests summed over engines, the KV share per engine."""
+    return read_metrics(client.request("GET", "/metrics", timeout=5, as_json=False), VLLM_FIGURES, model)
 
 
 @dataclass(frozen=True)
@@ -110,7 +104,7 @@ class ServerKind:
     tokenize_text: Callable | None = None   # (client, model, text, special) -> ids
     tokenize_chat: Callable | None = None   # (client, model, messages) -> (text, ids)
     context_window: Callable = _none        # (client, /v1/models entry) -> int | None
-    figures: Callable = lambda client: {}   # (client) -> its live figures
+    figures: Callable = lambda client, model: {}   # (client, served model) -> its live figures
     extra_sampling: Callable = lambda s: {}  # its names for what _common leaves out
     extras: dict = field(default_factory=dict)       # fields added to every streamed request
     fresh_prefill: Callable = lambda: {}    # fields that keep a run from reusing a cached prompt prefix

@@ -147,6 +147,10 @@ class RemoteSource:
         """One short request, discarded (the server's own first-call costs stay out of the figures)."""
         self.run("Hello", GenerationSettings(max_new_tokens=2)).wait()
 
+    def figures(self) -> dict:
+        """The server's own live figures now (its kind's: /metrics, /slots), for the served model."""
+        return self.kind.figures(self.client, self.model)
+
     def decode(self, token_id: int) -> str:
         """One token's text in the local copy of the tokenizer ('' without one)."""
         return self.tokenizer.decode([token_id]) if self.tokenizer is not None else ""

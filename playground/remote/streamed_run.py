@@ -27,7 +27,7 @@ def stream_steps(source, run: Run, path: str, body: dict, exact_prompt: bool) ->
     stream = source.client.stream(path, body, source.clock)
     run.t0 = stream.t0
     maker = EventSteps(len(trace.prompt_ids), stream.t0, exact_prompt, source.decode)
-    sampler = (ServerMetricsSampler(lambda: source.kind.figures(source.client), stream.t0, source.clock,
+    sampler = (ServerMetricsSampler(source.figures, stream.t0, source.clock,
                                     source.figure_interval) if source.figure_interval else None)   # 0: the bench's choice
     try:
         for arrived, wall_ns, event in stream.events(stop=lambda: run.cancelled):

@@ -10,7 +10,7 @@ in flight (the rest wait here, and that wait is measured); otherwise `admitted` 
 queueing inside the server is part of the prefill time (the client cannot see it).
 
 KV cache in use over time: the server's own figure, sampled every half second, when the source offers
-`kv_cache_usage() -> (used, total, unit) | None`, or is a RemoteSource whose server reports one (vLLM:
+`kv_cache_usage() -> (used, total, unit[, note]) | None`, or is a RemoteSource whose server reports one (vLLM:
 the KV pool's share in use; llama.cpp: tokens held in its slots, of their context sizes, from /slots);
 else the sum of the running requests' measured `Step.kv_bytes` when the source measures them; else missing.
 
@@ -26,23 +26,29 @@ KV_SAMPLE_INTERVAL = 0.5   # seconds between samples of the server's own KV figu
 
 
 def server_kv_usage(source):
-    """A callable giving the server's own KV figure as (used, total, unit), or None when there is none."""
+    """A callable giving the server's own KV figure as (used, total, unit), or None when there is none. A server of
+    several engines gives the mean of their pools' shares ("fraction, mean of N engines"); a busy slot that does
+    not say what it holds makes the sample missing, never a 0."""
     usage = getattr(source, "kv_cache_usage", None)
     if callable(usage):
         return usage
-    kind, client = getattr(source, "kind", None), getattr(source, "client", None)
-    if client is None or not callable(getattr(kind, "figures", None)):
+    figures = getattr(source, "figures", None)
+    if not callable(figures):
         return None
 
     def read():
-        figures = kind.figures(client)
-        if "kv_pool_used_share" in figures:
-            return figures["kv_pool_used_share"], 1.0, "fraction"
-        slots = figures.get("slots")
-        if not slots:
+        now = figures()
+        if "kv_pool_used_share" in now:
+            engines = len(now.get("kv_pool_used_share_by_engine") or {})
+            return now["kv_pool_used_share"], 1.0, "fraction", (
+                f"the server's own KV-cache figure: the mean of its {engines} engines' shares, each of its own pool"
+                if engines else "the server's own KV-cache figure")
+        busy = [s for s in now.get("slots") or [] if s.get("processing")]
+        if not now.get("slots") or any(s.get("prompt_tokens") is None or s.get("decoded") is None for s in busy):
             return None
-        held = sum((s.get("prompt_tokens") or 0) + (s.get("decoded") or 0) for s in slots if s.get("processing"))
-        return held, sum(s.get("n_ctx") or 0 for s in slots) or None, "tokens"
+        held = sum(s["prompt_tokens"] + s["decoded"] for s in busy)
+        return (held, sum(s.get("n_ctx") or 0 for s in now["slots"]) or None, "tokens",
+                "tokens held in the server's slots (llama.cpp /slots), of their context")
     return read
 
 
@@ -120,8 +126,8 @@ class ConcurrentScheduler(Scheduler):
         except Exception:  # noqa: BLE001 - a failed metrics call is a missing sample, not a failed workload
             figure = None
         if figure is not None:
-            used, total, unit = figure
+            used, total, unit, *note = figure   # a server's figure says what it is; a source's own may not
             result.kv_unit, result.kv_total = unit, total
             result.kv.append((t, used))
-            if unit == "tokens":
-                result.kv_note = "tokens held in the server's slots (llama.cpp /slots), of their context"
+            if note:
+                result.kv_note = note[0]

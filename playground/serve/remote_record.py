@@ -27,6 +27,9 @@ so what is left is delivery (the network and the event stream).
     >>> ServerFigures.of({"usage": {"prompt_tokens": 7, "completion_tokens": 3}}).short()
     'server times missing (it sent token counts only)'
 
+The status line also says what each server's own live figures were at their latest sample (`server_now`: requests
+summed over its engines, each engine's KV share on its own), read by remote/server_metrics.py's rule.
+
 Left out: the server's own live figures over time (its KV pool, its slots: the Serve tab's concurrent workloads
 sample them), and other clients of the same server (a server tells no client about the others).
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
+from ..remote.report import decode_rate, figures_text
 from ..trace import COMPLETED, StopReason
 from .engine_loop import client_origin
 from .records import RequestRecord, WorkloadResult
@@ -70,7 +74,7 @@ class ServerFigures:
     queue_ms: float | None = None        # waiting in its queue (vLLM)
     first_token_ms: float | None = None  # its prompt time: llama.cpp's prompt_ms, vLLM's time_to_first_token_ms
     decode_ms: float | None = None       # first token -> last: llama.cpp's predicted_ms, vLLM's generation_time_ms
-    decode_tps: float | None = None      # llama.cpp's predicted_per_second; vLLM: 1000 / mean_itl_ms
+    decode_tps: float | None = None      # llama.cpp's predicted_per_second (none from one token); vLLM: 1000 / mean_itl_ms
     output_tokens: int | None = None
 
     @classmethod
@@ -96,7 +100,7 @@ class ServerFigures:
                    queue_ms=_number(m.get("queue_time_ms")),
                    first_token_ms=first if first is not None else _number(m.get("time_to_first_token_ms")),
                    decode_ms=_number(t.get("predicted_ms")) if t else _number(m.get("generation_time_ms")),
-                   decode_tps=_number(t.get("predicted_per_second")) if t else (1e3 / itl if itl else None),
+                   decode_tps=decode_rate(t) if t else (1e3 / itl if itl else None),
                    output_tokens=_count(t.get("predicted_n")) if t else _count(u.get("completion_tokens")))
 
     @property
@@ -310,6 +314,31 @@ def server_says(records, server: str) -> str:
     return f"{server} (remote) reports per request: {said}; {rest}"
 
 
+def server_now(records, server: str) -> str:
+    """The latest of `server`'s own live figures sampled during the page's requests there (its /metrics, /slots), in
+    words: requests summed over its engines, each engine's KV share on its own; "" where none was sampled.
+
+    >>> from types import SimpleNamespace as S
+    >>> sample = {"time": 0.5, "when": "during the run", "running": 3.0, "waiting": 0.0, "engines": 2,
+    ...           "kv_pool_used_share": 0.45, "kv_pool_used_share_by_engine": {"0": 0.3, "1": 0.6}}
+    >>> r = S(server_name="vLLM @ gpu:8000", admitted=2.0, trace=S(server={"samples": [sample]}))
+    >>> server_now([r], "vLLM @ gpu:8000")[:88]
+    'vLLM @ gpu:8000 said at 2.5 s: 3 requests running, 0 waiting (summed over its 2 engines)'
+    >>> server_now([r], "llama.cpp @ h:1")
+    ''
+    """
+    latest, at = None, None
+    for r in records:
+        if r.server_name != server or getattr(r, "trace", None) is None:
+            continue
+        for sample in (r.trace.server or {}).get("samples") or []:
+            when = r.admitted + sample.get("time", 0.0)
+            if at is None or when >= at:
+                latest, at = sample, when
+    said = figures_text(latest) if latest else ""
+    return f"{server} said at {at:.1f} s: {said}" if said else ""
+
+
 def remote_line(records, servers=()) -> str:
     """The Watch view's status for the page's remote requests: every state counted (a zero too), output tokens as
     this client counted them, then what each server reports.
@@ -323,7 +352,8 @@ def remote_line(records, servers=()) -> str:
     return (f"{c['requests']} request{'s' * (c['requests'] != 1)} from this page to remote servers: {c['done']} done · "
             f"{c['running']} running · {c['stopped']} stopped · {c['failed']} failed · "
             f"{sum(r.output_tokens for r in records)} output tokens"
-            + "".join(f" · {server_says(records, name)}" for name in names))
+            + "".join(f" · {server_says(records, name)}" for name in names)
+            + "".join(f" · {now}" for now in (server_now(records, name) for name in names) if now))
 
 
 SERVER_HEADERS = ["id", "origin", "server", "sent (s)", "client TTFT from sending (ms)", "server's first token (ms)",

@@ -301,8 +301,8 @@ def test_the_projects_remote_source_reads_our_metrics_while_a_request_runs(serve
     read_once = threading.Event()
     real_figures = source.kind.figures
 
-    def figures(client):
-        out = real_figures(client)
+    def figures(client, model):
+        out = real_figures(client, model)
         read_once.set()
         return out
     source.kind = dataclasses.replace(source.kind, figures=figures)
