@@ -60,6 +60,14 @@ def too_large(size: int | None, limit: int) -> ApiError:
                     "request_too_large")
 
 
+ENGINE_ERROR = "engine_error"   # the code of a request the engine failed (also its OpenTelemetry error.type)
+
+
+def engine_failed(message: str | None) -> ApiError:
+    """The 500 of a request the engine loop failed (its finish reason is "error")."""
+    return ApiError(500, message or "the engine loop failed", "server_error", ENGINE_ERROR)
+
+
 def internal(incident: str) -> ApiError:
     return ApiError(500, f"the server failed on this request (incident {incident}: the server's log has the detail "
                          "under this id)", "server_error", "internal_error")

@@ -12,7 +12,8 @@ and beside them under OpenTelemetry's GenAI semantic conventions.
     vllm:kv_cache_usage_perc       gauge      KV positions in use / all the pool's positions (0-1, as vLLM's)
     vllm:prompt_tokens_total       counter    prompt tokens of admitted requests
     vllm:generation_tokens_total   counter    tokens generated (a cancelled request's too)
-    vllm:request_success_total     counter    requests ended, by finished_reason (stop, length, abort)
+    vllm:request_success_total     counter    requests ended, by finished_reason (vLLM's: stop, length, abort
+                                              when cancelled, error when the engine failed)
     vllm:time_to_first_token_seconds   histogram  from the route's arrival to the first Step
     vllm:inter_token_latency_seconds   histogram  between consecutive Steps (wall clock)
     vllm:e2e_request_latency_seconds   histogram  from the route's arrival to the last Step
@@ -29,9 +30,16 @@ spells them (dots as underscores; the unit "s" as the suffix _seconds; an annota
     gen_ai_client_token_usage                    histogram  gen_ai.client.token.usage: a request's tokens, by
                                                             gen_ai_token_type (input: its prompt; output)
 
-with the convention's buckets and attributes as labels: gen_ai_operation_name (chat or text_completion) and
-gen_ai_response_model (the model served). Token usage is the convention's client metric, recorded here on the
-server: the convention names no server-side token metric.
+with the convention's buckets and attributes as labels: gen_ai_operation_name (chat or text_completion),
+gen_ai_provider_name (required; "playground": none of the convention's well-known values, each a hosted
+provider, applies to this server, and `openai` would claim OpenAI's service and its openai.* attributes, so it
+writes the custom value the convention allows, the name its /v1/models gives in `owned_by`) and
+gen_ai_response_model (the model served); the request duration adds error_type (conditionally required: on a
+request the engine failed, "engine_error", the code of the 500 it answers; empty, which Prometheus reads as
+absent, on every other). Time to first token and time per output token are recorded for successful responses
+only (finish reason stop or length), as the convention defines them; a failed or cancelled request has its
+duration. Token usage is the convention's client metric, recorded here on the server: the convention names no
+server-side token metric.
 
 Every vllm: series carries `model_name`. llama.cpp's server exports the same figures as llamacpp:requests_processing,
 llamacpp:requests_deferred, llamacpp:prompt_tokens_total and llamacpp:tokens_predicted_total; one naming is
@@ -42,8 +50,12 @@ Left out: vLLM's per-engine labels and preemption figures (the endpoint runs wit
 """
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from .errors import ENGINE_ERROR
 
 # vLLM's buckets (seconds), so its dashboards' quantiles read the same
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -58,7 +70,9 @@ OTEL_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
 OTEL_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 OTEL_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 OTEL_TOKEN_BUCKETS = tuple(4 ** i for i in range(14))   # 1, 4, 16 … 67108864
-GENAI = ("gen_ai_operation_name", "gen_ai_response_model")
+GENAI = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_response_model")
+PROVIDER = "playground"    # gen_ai.provider.name: a custom value (no well-known one applies; see above)
+SUCCESSFUL = ("stop", "length")   # the finish reasons of a successful response
 
 
 class _Live:
@@ -107,8 +121,8 @@ class ServerMetrics:
                                    " time per output token after the first", GENAI, buckets=OTEL_TPOT_BUCKETS,
                                    registry=r)
         self.otel_duration = Histogram("gen_ai_server_request_duration_seconds", "gen_ai.server.request.duration: "
-                                       "generative AI server request duration", GENAI, buckets=OTEL_DURATION_BUCKETS,
-                                       registry=r)
+                                       "generative AI server request duration", GENAI + ("error_type",),
+                                       buckets=OTEL_DURATION_BUCKETS, registry=r)
         self.otel_tokens = Histogram("gen_ai_client_token_usage", "gen_ai.client.token.usage: input and output "
                                      "tokens used", GENAI + ("gen_ai_token_type",), buckets=OTEL_TOKEN_BUCKETS,
                                      registry=r)
@@ -118,26 +132,34 @@ class ServerMetrics:
         self.prompt_tokens.labels(self.service.model_id).inc(prompt_tokens)
 
     def ended(self, trace, finish_reason: str | None, operation: str = "chat") -> None:
-        """Count a request that ended (any way): its tokens, its times, how it ended. `operation`: OpenTelemetry's
+        """Count a request that ended (any way): its tokens, its times, how it ended (`finish_reason`, vLLM's
+        words: response_body.finish_reason; None is counted as "abort"). `operation`: OpenTelemetry's
         gen_ai.operation.name ("chat" or "text_completion")."""
         model, steps = self.service.model_id, trace.steps
-        genai = (operation, model)
+        finish_reason = finish_reason or "abort"
+        genai = (operation, PROVIDER, model)
         received = trace.server.get("received_ns")
         self.generation_tokens.labels(model).inc(len(steps))
-        self.success.labels(model, finish_reason or "abort").inc()
+        self.success.labels(model, finish_reason).inc()
         self.otel_tokens.labels(*genai, "input").observe(len(trace.prompt_ids))
         self.otel_tokens.labels(*genai, "output").observe(len(steps))
-        if not steps or received is None:
+        if received is None:
             return
-        ttft, e2e = max(0, steps[0].wall_ns - received) / 1e9, max(0, steps[-1].wall_ns - received) / 1e9
+        end_ns = steps[-1].wall_ns if steps else time.time_ns()
+        e2e = max(0, end_ns - received) / 1e9
+        self.otel_duration.labels(*genai, ENGINE_ERROR if finish_reason == "error" else "").observe(e2e)
+        if not steps:
+            return
+        ttft = max(0, steps[0].wall_ns - received) / 1e9
         self.ttft.labels(model).observe(ttft)
-        self.otel_ttft.labels(*genai).observe(ttft)
         for a, b in zip(steps, steps[1:]):
             self.itl.labels(model).observe(max(0, b.wall_ns - a.wall_ns) / 1e9)
-        if len(steps) > 1:
-            self.otel_tpot.labels(*genai).observe(max(0, steps[-1].wall_ns - steps[0].wall_ns) / 1e9 / (len(steps) - 1))
         self.e2e.labels(model).observe(e2e)
-        self.otel_duration.labels(*genai).observe(e2e)
+        if finish_reason in SUCCESSFUL:
+            self.otel_ttft.labels(*genai).observe(ttft)
+            if len(steps) > 1:
+                self.otel_tpot.labels(*genai).observe(max(0, steps[-1].wall_ns - steps[0].wall_ns) / 1e9
+                                                      / (len(steps) - 1))
 
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

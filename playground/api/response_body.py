@@ -13,12 +13,14 @@ streamed chunk ever carries text that a stop then takes back. Logprobs come from
 log(Step.prob), the model's probability at temperature 1 before any warper (as llama.cpp and vLLM report
 by default), `top_logprobs` from Step.top; each entry also names the token `id` (llama.cpp's extension).
 Completions get the legacy form (tokens, token_logprobs, top_logprobs, text_offset) and the same `content`
-list. finish_reason: "stop" (an end-of-sequence token or a stop string), "length" (max_tokens or the
-context window).
-The server's own figures for the request (timings.py) ride on the whole response and on a stream's last chunk
-(the usage chunk when asked for, else the finish chunk), as llama-server and vLLM put theirs: llama-server's
-`timings` always, vLLM's `metrics` when the request says `"per_request_metrics": true` or the endpoint runs
-with PLAYGROUND_API_PER_REQUEST_METRICS=1 (vLLM's `--enable-per-request-metrics`).
+list. finish_reason (`finish_reason`, vLLM's FinishReason strings, for every route): "stop" (an end-of-sequence
+token or a stop string), "length" (max_tokens or the context window), "abort" (cancelled: the client went away)
+and "error" (the engine failed: the client gets a 500 or an error event, never a finish chunk).
+The server's own figures for the request (timings.py) ride on the whole response and on a stream's end, each
+where its own server puts it: llama-server's `timings` always, on the last chunk (the usage chunk when asked
+for, else the finish chunk); vLLM's `metrics` when the request says `"per_request_metrics": true` or the
+endpoint runs with PLAYGROUND_API_PER_REQUEST_METRICS=1 (vLLM's `--enable-per-request-metrics`), on the final
+usage chunk only, so a stream without `stream_options.include_usage` carries none, as vLLM's does.
 
     >>> held = StopText(("END",)); held.feed("one E"), held.feed("N"), held.feed("D two"), held.stopped
     ('one ', '', '', True)
@@ -37,7 +39,21 @@ from ..trace import StopReason
 
 DONE = "data: [DONE]\n\n"
 NO_PROB = -9999.0   # a probability of 0 (JSON has no -inf; vLLM sends the same)
-FINISH = {StopReason.EOS: "stop", "stop": "stop", StopReason.LENGTH: "length", StopReason.CONTEXT: "length"}
+FINISH = {StopReason.EOS: "stop", "stop": "stop", StopReason.LENGTH: "length", StopReason.CONTEXT: "length",
+          StopReason.CANCELLED: "abort", StopReason.ERROR: "error"}   # vllm/v1/engine FINISH_REASON_STRINGS
+
+
+def finish_reason(trace, stopped: bool = False) -> str | None:
+    """How a request ended, in vLLM's words (every route's, and the metrics' `finished_reason`): a stop string
+    ends it with "stop" even though the request is then cancelled; None while it runs.
+
+    >>> from types import SimpleNamespace as NS
+    >>> [finish_reason(NS(stop_reason=r)) for r in (StopReason.EOS, StopReason.CANCELLED, StopReason.ERROR, None)]
+    ['stop', 'abort', 'error', None]
+    >>> finish_reason(NS(stop_reason=StopReason.CANCELLED), stopped=True)
+    'stop'
+    """
+    return "stop" if stopped else FINISH.get(trace.stop_reason)
 
 
 def sse(chunk: dict) -> str:
@@ -114,9 +130,7 @@ class Answer:
                 "top_logprobs": top}
 
     def finish_reason(self, trace) -> str | None:
-        if self.stopped:
-            return "stop"
-        return FINISH.get(trace.stop_reason)
+        return finish_reason(trace, self.stopped)
 
     def usage(self, trace=None) -> dict:
         """OpenAI's usage; `prompt_tokens_details.cached_tokens`: prompt tokens the prefix cache served (the trace's)."""
@@ -146,13 +160,16 @@ class Answer:
         out = [self._chunk({"content": rest} if self.chat else rest)] if rest else []
         out.append(self._chunk({} if self.chat else "", finish=self.finish_reason(trace)))
         if self.asked.include_usage:
-            out.append({**self._head(), "choices": [], "usage": self.usage(trace)})
-        out[-1].update(self.figures(trace))   # the last chunk, as llama-server and vLLM send theirs
+            usage = {**self._head(), "choices": [], "usage": self.usage(trace)}
+            if self.asked.per_request_metrics:   # vLLM: on the final usage chunk, and only there
+                usage["metrics"] = vllm_metrics(trace, self.tokens)
+            out.append(usage)
+        out[-1]["timings"] = llama_timings(trace, self.tokens)   # llama-server: on the last chunk
         return out
 
     def figures(self, trace) -> dict:
-        """The server's own figures for the Steps answered (timings.py): llama-server's `timings` always, vLLM's
-        `metrics` when asked for."""
+        """The server's own figures for the Steps answered (timings.py), for a whole response: llama-server's
+        `timings` always, vLLM's `metrics` when asked for."""
         out = {"timings": llama_timings(trace, self.tokens)}
         if self.asked.per_request_metrics:
             out["metrics"] = vllm_metrics(trace, self.tokens)

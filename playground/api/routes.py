@@ -46,7 +46,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
-from .errors import ApiError, bad_request, internal, too_large
+from .errors import ApiError, bad_request, engine_failed, internal, too_large
 from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
 from .service import ApiService, Received, ServedRequest
@@ -69,7 +69,7 @@ def error_response(error: ApiError) -> JSONResponse:
 
 
 def loop_failed(served: ServedRequest) -> ApiError:
-    return ApiError(500, served.ticket.trace.error or "the engine loop failed", "server_error", "engine_error")
+    return engine_failed(served.ticket.trace.error)
 
 
 def incident(exc: BaseException, request: Request) -> ApiError:

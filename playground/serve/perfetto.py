@@ -181,7 +181,8 @@ def watch_json(result) -> str:
 
 
 def trace_events(trace, pid: int = 1) -> list[dict]:
-    """One request's Trace (a Generate run): tokenize, prefill, each decode step; KV bytes and positions."""
+    """One request's Trace (a Generate run): tokenize, prefill, each decode step; KV bytes and positions, each a
+    counter track of its own (their units differ)."""
     events = process_name(pid, f"{trace.backend} · {trace.model}") + thread_name(pid, 1, "request", 1)
     spans, steps = [], trace.steps
     spans.append(span("tokenize", 0.0, trace.tokenize_time, pid, 1, "tokenize"))
@@ -192,10 +193,11 @@ def trace_events(trace, pid: int = 1) -> list[dict]:
         spans.append(span(step_name(step), prev.time, step.time, pid, 1, "decode", token=step.index,
                           tokens=step.tokens))
     events += one_track(spans)
-    for step in steps:
-        series = {k: v for k, v in (("kv_bytes", step.kv_bytes), ("positions", step.seq_len)) if v is not None}
-        if series:
-            events.append(counter("KV cache", step.time, pid, **series))
+    for step in steps:   # one counter track each: chrome://tracing stacks a counter's series in one chart
+        if step.kv_bytes is not None:
+            events.append(counter("KV cache (bytes)", step.time, pid, kv_bytes=step.kv_bytes))
+        if step.seq_len is not None:
+            events.append(counter("KV cache (positions)", step.time, pid, positions=step.seq_len))
     return events
 
 

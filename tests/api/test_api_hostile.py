@@ -271,17 +271,19 @@ def test_metrics_carry_opentelemetrys_genai_names_beside_vllms(served):
                  "gen_ai_server_request_duration_seconds", "gen_ai_client_token_usage"):
         assert families[name].type == "histogram", name
     model, vllm = ("gen_ai_response_model", "tiny-random-llama"), ("model_name", "tiny-random-llama")
-    chat, completion = (("gen_ai_operation_name", "chat"), model), (("gen_ai_operation_name", "text_completion"), model)
+    provider, no_error = ("gen_ai_provider_name", "playground"), ("error_type", "")
+    chat = (("gen_ai_operation_name", "chat"), provider, model)
+    completion = (("gen_ai_operation_name", "text_completion"), provider, model)
     for labels in (chat, completion):
-        for name in ("gen_ai_server_time_to_first_token_seconds", "gen_ai_server_time_per_output_token_seconds",
-                     "gen_ai_server_request_duration_seconds"):
+        for name in ("gen_ai_server_time_to_first_token_seconds", "gen_ai_server_time_per_output_token_seconds"):
             assert added(f"{name}_count", *labels) == 1, name
+        assert added("gen_ai_server_request_duration_seconds_count", *labels, no_error) == 1
     # the same requests under both names: the same TTFTs and durations
     assert added("gen_ai_server_time_to_first_token_seconds_sum", *chat) + added(
         "gen_ai_server_time_to_first_token_seconds_sum", *completion) == pytest.approx(
         added("vllm:time_to_first_token_seconds_sum", vllm))
-    assert added("gen_ai_server_request_duration_seconds_sum", *chat) + added(
-        "gen_ai_server_request_duration_seconds_sum", *completion) == pytest.approx(
+    assert added("gen_ai_server_request_duration_seconds_sum", *chat, no_error) + added(
+        "gen_ai_server_request_duration_seconds_sum", *completion, no_error) == pytest.approx(
         added("vllm:e2e_request_latency_seconds_sum", vllm))
     tokens = lambda labels, kind: added("gen_ai_client_token_usage_sum", *labels, ("gen_ai_token_type", kind))  # noqa: E731
     assert tokens(chat, "output") == 5 and tokens(completion, "output") == 3

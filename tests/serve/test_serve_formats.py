@@ -97,7 +97,7 @@ def test_a_generate_run_in_perfetto_is_tokenize_prefill_and_each_decode_step(tin
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     assert [e["name"] for e in spans] == ["tokenize", "prefill"] + ["decode"] * (len(trace.steps) - 1)
     assert spans[-1]["ts"] + spans[-1]["dur"] == pytest.approx(trace.steps[-1].time * 1e6, abs=1e-3)
-    kv = [e["args"] for e in doc["traceEvents"] if e["ph"] == "C"]
+    kv = [e["args"] for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "KV cache (positions)"]
     assert [a["positions"] for a in kv] == [s.seq_len for s in trace.steps]
 
 
