@@ -32,7 +32,8 @@ from typing import Callable, NamedTuple
 from ..next_token import new_step
 from ..trace import Candidate, Step, StopReason
 
-STOP_REASONS = {"stop": StopReason.EOS, "length": StopReason.LENGTH}   # finish_reason -> the engine's stop reasons
+STOP_REASONS = {"stop": StopReason.EOS, "length": StopReason.LENGTH,   # finish_reason -> the engine's stop reasons
+                "abort": StopReason.CANCELLED, "error": StopReason.ERROR}   # vLLM's: cancelled apart from failed
 
 
 class TokenEntry(NamedTuple):

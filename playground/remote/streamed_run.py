@@ -58,3 +58,5 @@ def stream_steps(source, run: Run, path: str, body: dict, exact_prompt: bool) ->
                                                 "without a finish reason")
     else:
         trace.stop_reason = maker.stop_reason() or "unknown (the server gave no finish_reason)"
+        if trace.stop_reason == StopReason.ERROR and not trace.error:
+            trace.error = f'{source.info.name} ended the request with finish_reason "error" (it failed there)'

@@ -16,6 +16,7 @@ from playground.api.timings import llama_timings, server_times, vllm_metrics
 from playground.config import GenerationSettings
 from playground.remote.report import delivery_line, server_lines
 from playground.remote.source import RemoteSource
+from tests import recorded
 from tests.api.test_openai_api import KEY, QUESTION, Served
 
 TIMINGS = ["cache_n", "prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n",
@@ -55,7 +56,8 @@ def test_a_figure_the_trace_cannot_give_is_null_never_zero():
     t, m = llama_timings(one), vllm_metrics(one)
     assert list(t) == TIMINGS and set(m) == METRICS
     assert t["prompt_ms"] == 250.0 and t["prompt_per_second"] == 40.0 and t["predicted_n"] == 1
-    assert t["predicted_ms"] == 0.0 and t["predicted_per_second"] is None and t["predicted_per_token_ms"] is None
+    # one token: llama-server's 1 µs floor (tests/remote/test_server_formats.py holds it against its source)
+    assert t["predicted_ms"] == 0.001 and t["predicted_per_second"] == 1e6 and t["predicted_per_token_ms"] == 0.001
     assert m["queue_time_ms"] is None and m["mean_itl_ms"] is None and m["tokens_per_second"] == 4.0
     none = NS(steps=[], prompt_ids=[1] * 10, cached_tokens=0, server={"received_ns": 1})
     assert {k: v for k, v in vllm_metrics(none).items() if v is not None} == {}
@@ -65,10 +67,11 @@ def test_a_figure_the_trace_cannot_give_is_null_never_zero():
 def test_the_figures_count_only_the_steps_answered_and_split_the_prompt_into_computed_and_cached():
     received = 5_000_000_000
     steps = [step(0.5, received + 600_000_000), step(0.6, received + 700_000_000), step(0.9, received + 1_000_000_000)]
-    trace = NS(steps=steps, prompt_ids=[1] * 64, cached_tokens=48, server={"received_ns": received})
+    trace = NS(steps=steps, prompt_ids=[1] * 64, cached_tokens=48, queued=0.06, server={"received_ns": received})
     times = server_times(trace, steps=2)
     assert times.output_tokens == 2 and times.computed_tokens == 16 and times.cached_tokens == 48
-    assert times.queued == pytest.approx(0.1) and times.server_ttft == pytest.approx(0.6)
+    assert times.queued == pytest.approx(0.06) and times.prepared == pytest.approx(0.04)
+    assert times.server_ttft == pytest.approx(0.6)
     t = llama_timings(trace, steps=2)
     assert (t["cache_n"], t["prompt_n"], t["predicted_n"]) == (48, 16, 2)
     assert t["predicted_ms"] == pytest.approx(100.0) and t["predicted_per_second"] == pytest.approx(20.0)
@@ -94,12 +97,20 @@ def test_a_whole_response_carries_llama_cpps_timings_and_vllms_metrics_only_when
 
 @pytest.mark.parametrize("include_usage", [True, False])
 def test_a_stream_carries_the_figures_on_its_last_chunk_only(served, include_usage):
+    """llama-server's `timings` on the last chunk; vLLM's `metrics` on the final usage chunk, shaped as vLLM's
+    (tests/recorded.py), and none without `stream_options.include_usage`, as vLLM sends none."""
     chunks = events(served, "/v1/chat/completions", messages=QUESTION, max_tokens=5, temperature=0,
                     per_request_metrics=True, stream_options={"include_usage": include_usage})
     last = chunks[-1]
     assert [i for i, c in enumerate(chunks) if "timings" in c or "metrics" in c] == [len(chunks) - 1]
-    assert ("usage" in last and last["choices"] == []) if include_usage else last["choices"][0]["finish_reason"]
-    assert last["timings"]["predicted_n"] == 5 and set(last["metrics"]) == METRICS
+    assert last["timings"]["predicted_n"] == 5
+    if include_usage:
+        vllms = recorded.VLLM_USAGE_CHUNK_WITH_METRICS
+        assert last["choices"] == vllms["choices"] == [] and set(vllms["usage"]) <= set(last["usage"])
+        assert set(last["metrics"]) == set(vllms["metrics"]) == METRICS
+    else:
+        assert last["choices"][0]["finish_reason"] == "length" and "usage" not in last
+        assert not any("metrics" in c for c in chunks)
 
 
 def test_a_stop_string_counts_the_tokens_answered_not_those_made_after_it(served, tiny_onnx_engine):

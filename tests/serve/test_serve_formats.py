@@ -16,6 +16,7 @@ from playground.serve.mooncake import is_trace, read_rows, results_jsonl, to_wor
 from playground.serve.perfetto import ENGINE_TID, trace_json, watch_json, workload_json
 from playground.serve.prefix_cache import BLOCK_SIZE
 from playground.serve.workload import Request
+from tests import recorded
 
 QUESTIONS = ["Where are the poems?", "Where is a book about Rome?", "Where are recipes?", "Where is physics?"]
 PHASES = {"X", "C", "M", "i"}
@@ -99,6 +100,19 @@ def test_a_generate_run_in_perfetto_is_tokenize_prefill_and_each_decode_step(tin
     assert spans[-1]["ts"] + spans[-1]["dur"] == pytest.approx(trace.steps[-1].time * 1e6, abs=1e-3)
     kv = [e["args"] for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "KV cache (positions)"]
     assert [a["positions"] for a in kv] == [s.seq_len for s in trace.steps]
+
+
+def test_kv_bytes_and_positions_are_two_counter_tracks_not_one_stacked_chart(tiny_engine):
+    """The Trace Event Format draws a counter's series stacked in one chart (tests/recorded.py): bytes and positions
+    have different units, so each is a counter of its own, one series each, as the format's own example is."""
+    trace = tiny_engine.generate("The capital of France", GenerationSettings(max_new_tokens=4, top_candidates=1))
+    counters = [e for e in check_trace_events(trace_json(trace))["traceEvents"] if e["ph"] == "C"]
+    assert {len(e["args"]) for e in counters} == {len(recorded.TRACE_EVENT_COUNTER["args"])} == {1}
+    by_name = {e["name"]: [] for e in counters}
+    for e in counters:
+        by_name[e["name"]].append(e["args"])
+    assert by_name == {"KV cache (bytes)": [{"kv_bytes": s.kv_bytes} for s in trace.steps],
+                       "KV cache (positions)": [{"positions": s.seq_len} for s in trace.steps]}
 
 
 def test_the_watch_record_of_the_endpoints_clients_in_perfetto_counts_from_the_watchs_start(tiny_onnx_engine):
