@@ -60,12 +60,12 @@ import threading  # noqa: E402
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
 from playground.config import AppConfig, cache_location  # noqa: E402
 from playground.llamacpp import APP_SOURCE, add_llama_server  # noqa: E402
-from playground.machine import MachineGate  # noqa: E402
 from playground.ports import only_this_machine, room_urls, serve_host  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_name, endpoint_urls  # noqa: E402
 from playground.remote.source import RemoteSource  # noqa: E402
 from playground.serve.remote_record import RemoteRecord  # noqa: E402
+from playground.serve.room import Room  # noqa: E402
 from playground.ui import GENERATE_CONCURRENCY, build_demo, launch_kwargs as page_launch_kwargs  # noqa: E402
 from playground.ui.zerogpu import start_up, zero_gpu  # noqa: E402
 
@@ -105,29 +105,21 @@ def watch_remote(servers: list[str], traffic: ClientTraffic | None = None) -> Re
     return RemoteRecord(servers, clock=traffic.clock if traffic is not None else None)
 
 
-def make_room(registry: SourceRegistry, traffic: ClientTraffic | None = None, config: ApiConfig | None = None,
-              gate: MachineGate | None = None) -> ApiService | None:
-    """The engine loop every local request of the batching backend joins: the page's Generate runs and, with
-    `traffic`, the endpoint's clients (recorded there); it loads on first use and holds one of `gate`'s CPU slots
-    while it has work. None when the registry has no backend our batching runs (ValueError with `traffic`)."""
-    try:
-        name = batching_backend(registry.names, registry.default)
-    except ValueError:
-        if traffic is not None:   # the endpoint was asked for: say why it cannot run
-            raise
-        return None
-    room = ApiService(lambda: registry.get(name), config or ApiConfig.from_env(), observer=traffic, backend=name,
-                      machine=gate)
-    registry.on_close(room.close)
-    return room
+def make_room(registry: SourceRegistry, traffic: ClientTraffic | None = None, config: ApiConfig | None = None) -> Room:
+    """The room: the engine loop every local request of the batching backend joins (the page's Generate runs and,
+    with `traffic`, the endpoint's clients, recorded there; it loads on first use), the machine gate it holds one
+    CPU slot of while it has work, and the record of client traffic. Without a backend our batching runs, a room
+    without a loop (ValueError with `traffic`: the endpoint was asked for, and cannot run)."""
+    if traffic is not None:
+        batching_backend(registry.names, registry.default)   # the endpoint was asked for: say why it cannot run
+    return Room.for_registry(registry, (config or ApiConfig.from_env()).loop_size, traffic=traffic)
 
 
-def make_demo(registry: SourceRegistry, traffic: ClientTraffic | None = None, room: ApiService | None = None,
-              gate: MachineGate | None = None, remote: RemoteRecord | None = None):
-    """The page over a registry (make_registry); with `traffic`, the Serve tab watches the endpoint's clients; with
-    `room` (make_room), Generate's runs on its backend join its engine loop; with `remote` (watch_remote), the
+def make_demo(registry: SourceRegistry, room: Room | None = None, remote: RemoteRecord | None = None):
+    """The page over a registry (make_registry) and its `room` (make_room: Generate's runs on its backend join its
+    engine loop, the Serve tab watches its client traffic when it records one); with `remote` (watch_remote), the
     Watch view draws Generate's runs on the remote servers."""
-    demo = build_demo(registry, traffic, gate, room, remote)
+    demo = build_demo(registry, room, remote)
     demo.queue(default_concurrency_limit=GENERATE_CONCURRENCY, max_size=64)
     return demo
 
@@ -154,12 +146,12 @@ def serve_the_endpoint(registry: SourceRegistry, port: int, host: str = "127.0.0
 
 
 def openai_routes(registry: SourceRegistry, traffic: ClientTraffic, config: ApiConfig | None = None,
-                  room: ApiService | None = None) -> list:
+                  room: Room | None = None) -> list:
     """The OpenAI-compatible endpoint's routes over `room` (make_room: the page's runs join the same loop; a new
-    one without), whose engine starts loading now; `traffic` records its clients' requests (the Serve tab draws it)."""
-    service = room or make_room(registry, traffic, config)
-    service.start_loading()
-    return api_routes(service)
+    one without, recording its clients' requests in `traffic`), whose engine starts loading now."""
+    room = room or make_room(registry, traffic, config)
+    room.start_loading()
+    return api_routes(ApiService(room, config or ApiConfig.from_env()))
 
 
 def openai_api_wanted(flag: bool = False) -> bool:
@@ -167,7 +159,7 @@ def openai_api_wanted(flag: bool = False) -> bool:
 
 
 def launch_kwargs(registry: SourceRegistry, traffic: ClientTraffic | None = None,
-                  config: ApiConfig | None = None, room: ApiService | None = None) -> dict:
+                  config: ApiConfig | None = None, room: Room | None = None) -> dict:
     """demo.launch's keywords besides host and port: the page's css, theme and head, and its app_kwargs (the live
     channel's route, and the endpoint's over `room` when `traffic` records one)."""
     return page_launch_kwargs(openai_routes(registry, traffic, config, room) if traffic is not None else ())
@@ -222,11 +214,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def make_app(registry: SourceRegistry, traffic: ClientTraffic | None, config: ApiConfig | None,
              servers: list[str] | None = None):
-    """(the page, its room): one machine gate and one engine loop shared by the page and the endpoint; the page's
-    runs on the remote `servers` (remote_servers) recorded for the Watch view."""
-    gate = MachineGate()
-    room = make_room(registry, traffic, config, gate)
-    return make_demo(registry, traffic, room, gate, watch_remote(servers or [], traffic)), room
+    """(the page, its room): one room (make_room: the machine gate, the engine loop and the client traffic) shared by
+    the page and the endpoint; the page's runs on the remote `servers` (remote_servers) recorded for the Watch view."""
+    room = make_room(registry, traffic, config)
+    return make_demo(registry, room, watch_remote(servers or [], traffic)), room
 
 
 registry = make_registry()

@@ -113,9 +113,9 @@ def main() -> None:
     if args.tab == "clients":   # as `app.py --openai-api` sets it up
         port = free_port()
         traffic, config = app.serve_the_endpoint(app.registry, port)
-        demo = app.make_demo(app.registry, traffic)
+        demo, room = app.make_app(app.registry, traffic, config)
         demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                    **app.launch_kwargs(app.registry, traffic, config))
+                    **app.launch_kwargs(app.registry, traffic, config, room))
         url = f"http://127.0.0.1:{port}/"
     else:
         url = launch(demo)

@@ -25,7 +25,7 @@ PLAYGROUND_API_PREFIX_CACHE (default PREFIX_CACHE_POSITIONS; 0: off). PLAYGROUND
 vLLM's per-request `metrics` object in every response (as vLLM's --enable-per-request-metrics does; without it a
 request asks with `"per_request_metrics": true`). The KV slots (requests the engine holds at once) from
 PLAYGROUND_API_SLOTS; unset or 0: sized when the model loads from the memory the machine has then and the context
-a request may use (room_slots: a room of ROOM held at once where memory allows; a request beyond the slots waits
+a request may use (serve/room.py's room_slots: a room of ROOM held at once where memory allows; a request beyond the slots waits
 in the engine's queue, not refused, up to `in_flight` in all). Over a per-request limit (max_tokens, prompt
 tokens) is a bad request (400: asking again cannot help); over a rate limit (requests in flight, for one
 client or in all; tokens per minute, one client's prompt + completion tokens over the last 60 s, reserved
@@ -50,20 +50,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, fields, replace
 
-import psutil
-
-from ..backends.onnx_batch import position_bytes
-from ..serve.batching import pool_slots
+from ..serve.room import MOST_SLOTS, PREFIX_CACHE_POSITIONS, LoopSize
 from .errors import bad_request, too_many, unauthorized
 
 WINDOW_S = 60.0
-# The endpoint's prefix cache (serve/prefix_cache.py): 4096 positions, 256 blocks of 16, half the default pool of
-# 8 slots x 1024 (180 MiB of float32 KV on the bundled model): a long system prompt a few clients share stays.
-PREFIX_CACHE_POSITIONS = 4096
 PRESENTER = "the presenter"   # the client name of the app's own Serve tab (ApiConfig.presenter_key)
-ROOM = 30          # people the defaults serve at once, one request each (a workshop's room)
-MOST_SLOTS = 32    # KV slots the endpoint gives itself at most: a room of ROOM held at once, as rows of one decode step
-KV_SHARE = 0.25    # the share of the memory available at load the KV slots may take at most
 MOST_ASKED_SLOTS = 64   # PLAYGROUND_API_SLOTS at most (BatchConfig's bound)
 
 
@@ -115,6 +106,11 @@ class ApiConfig:
         return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")),
                    **{"prefix_cache": cache, "per_request_metrics": metrics, "slots": slots, **overrides})
 
+    @property
+    def loop_size(self) -> LoopSize:
+        """The engine loop's size these settings ask for (the room sizes its loop once: serve/room.py)."""
+        return LoopSize(self.slots, self.capacity, self.prefix_cache)
+
 
 def parse_slots(text: str | None) -> int:
     """PLAYGROUND_API_SLOTS: KV slots from 1 to MOST_ASKED_SLOTS; unset or 0: 0 (sized from memory); ValueError else.
@@ -128,32 +124,6 @@ def parse_slots(text: str | None) -> int:
         raise ValueError(f"PLAYGROUND_API_SLOTS: {text.strip()!r} is not a number of KV slots from 1 to "
                          f"{MOST_ASKED_SLOTS} (0 or unset: sized from the memory available)")
     return int(text)
-
-
-def room_slots(capacity: int, position_bytes: int, available_bytes: int, share: float = KV_SHARE,
-               most: int = MOST_SLOTS) -> int:
-    """KV slots of `capacity` positions (prompt + answer of one request; `position_bytes` each: every layer's K and V)
-    that fit in `share` of `available_bytes` (the memory the machine has free), at most `most`, at least one.
-
-    >>> room_slots(1024, 46_080, 16 * 2**30)   # the bundled model: 45 MiB a slot; 16 GiB free: a room at once
-    32
-    >>> room_slots(1024, 46_080, 2 * 2**30)    # 2 GiB free: 11 slots (495 MiB); the rest of a room waits its turn
-    11
-    >>> room_slots(4096, 46_080, 2 * 2**30)    # a longer context asked: fewer slots from the same memory
-    2
-    >>> room_slots(8192, 46_080, 2**30)        # never none: one request at a time
-    1
-    """
-    return max(1, min(most, int(available_bytes * share) // (capacity * position_bytes)))
-
-
-def endpoint_slots(asked: int, capacity: int, backend) -> int:
-    """The endpoint's KV slots on `backend` for `capacity` positions each: `asked` (ApiConfig.slots; fewer when
-    they would take more memory than the Serve tab's pools may: serve.batching.pool_slots) or, when 0,
-    room_slots from the memory available now."""
-    if asked:
-        return pool_slots(asked, capacity, backend)
-    return room_slots(capacity, position_bytes(backend), psutil.virtual_memory().available)
 
 
 def parse_positions(text: str | None, default: int) -> int:

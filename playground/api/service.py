@@ -1,8 +1,9 @@
-"""The OpenAI-compatible service without HTTP: the engine loop (loaded in the background), the guard, one
-ServedRequest per request.
+"""The OpenAI-compatible service without HTTP, over the room's engine loop: the guard, one ServedRequest per request.
 
-    service = ApiService(lambda: registry.get("onnx-gguf4"), ApiConfig.from_env())
-    service.start_loading()                        # the model loads in a thread; until then: 503 + Retry-After
+    config = ApiConfig.from_env()
+    room = Room(lambda: registry.get("onnx-gguf4"), "onnx-gguf4", config.loop_size, traffic=ClientTraffic())
+    service = ApiService(room, config)             # serve/room.py: the loop the page's Generate runs join too
+    room.start_loading()                           # the model loads in a thread; until then: 503 + Retry-After
     served = service.open(asked, client, Received(time.time_ns(), "req-1"))   # tokenize, check sizes (400),
                                                    # admit (429), queue in the loop
     async for steps in served.ticket.updates(): served.answer.chunks(steps)   # (routes.py)
@@ -11,13 +12,12 @@ ServedRequest per request.
     service.health()                               # {"status": "ok"} once the model is ready, else 503
     service.metrics.exposition()                   # Prometheus text under vLLM's names (prometheus.py)
 
-Every request of every client goes into one EngineLoop, so they are batched together. A request's Trace
+Every request of every client goes into the room's one EngineLoop, so they are batched together. A request's Trace
 keeps its token ids but not its text (prompt and prompt_text are empty): a view of client traffic on a
 public Space shows no one's prompt. Its `server` dict says when the route received the request
 (`received_ns`, time.time_ns(): the server-side start a standard client's TTFT is compared with) and the
-client's own `X-Request-ID` (`x_request_id`, so a benchmark can match its records to ours; never logged). The pool is sized
-once: KV slots of `capacity` positions (at most the model's window), as many as the memory available allows
-for a room (limits.endpoint_slots), or `slots` when asked. The backend it runs:
+client's own `X-Request-ID` (`x_request_id`, so a benchmark can match its records to ours; never logged). The room sizes
+its loop once (ApiConfig.loop_size: serve/room.py). The backend it runs:
 serve.registry.batching_backend. Prefix caching is on unless `ApiConfig.prefix_cache` is 0: a request whose
 prompt begins as an earlier one's did copies those blocks' KV instead of computing them, and its usage says how
 many prompt tokens it did not compute (`prompt_tokens_details.cached_tokens`, from its Trace, as OpenAI reports it).
@@ -30,13 +30,12 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 from ..config import MAX_PROMPT_CHARS
-from ..serve.batching import BatchConfig
-from .errors import bad_request, context_exceeded, unavailable
-from .limits import Admission, ApiConfig, Guard, endpoint_slots
 from ..serve.engine_loop import EngineLoop, Ticket
+from ..serve.room import Room
+from .errors import bad_request, context_exceeded, unavailable
+from .limits import Admission, ApiConfig, Guard
 from .prometheus import ServerMetrics
 from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
 from .response_body import Answer
@@ -88,83 +87,61 @@ class ServedRequest:
 
 
 class ApiService:
-    def __init__(self, get_engine: Callable[[], object], config: ApiConfig | None = None, observer=None,
-                 backend: str | None = None, machine=None):
-        """`backend`: the name of the engine `get_engine` gives (the page's Generate runs on it join the loop);
-        `machine`: the app's MachineGate (machine.py), whose CPU slot the loop holds while it has work."""
-        self.get_engine, self.config = get_engine, config or ApiConfig()
-        self.backend, self.machine = backend, machine
-        self._ready = threading.Event()     # set once the loop runs or loading failed
+    def __init__(self, room: Room, config: ApiConfig | None = None):
+        """`room`: the engine loop every request joins (the page's Generate runs too), the machine gate it holds,
+        and the record of client traffic it tells (serve/room.py); `config`: keys and limits."""
+        self.room, self.config = room, config or ApiConfig()
         self.guard = Guard(self.config)
-        self.observer = observer            # the live record (record.py), or None
         self.metrics = ServerMetrics(self)  # GET /metrics
-        self.engine_loop: EngineLoop | None = None
-        self.error: str | None = None
-        self.model_id = ""
-        self.longest_token = 1              # characters the vocabulary's longest token covers at most
         self._started = time.time()
-        self._loading: threading.Thread | None = None
+        self._longest_token: int | None = None
         self._lock = threading.Lock()
-        if observer is not None:
-            observer.described(limits=self.config.limits)
+        if room.traffic is not None:
+            room.traffic.described(limits=self.config.limits)
 
     # --- the model
 
-    def start_loading(self) -> None:
-        """Load the engine and start its loop in a background thread (once)."""
+    @property
+    def engine_loop(self) -> EngineLoop | None:
+        """The room's loop, once loaded."""
+        return self.room.engine_loop
+
+    @property
+    def error(self) -> str | None:
+        return self.room.error
+
+    @property
+    def model_id(self) -> str:
+        loop = self.room.engine_loop
+        return "" if loop is None else loop.engine.info.model
+
+    @property
+    def longest_token(self) -> int:
+        """Characters the vocabulary's longest token covers at most (found once, from the loop's tokenizer)."""
         with self._lock:
-            if self._loading is None:
-                self._loading = threading.Thread(target=self._load, name="api-load", daemon=True)
-                self._loading.start()
-
-    def _load(self) -> None:
-        try:
-            engine = self.get_engine()
-            capacity = min(self.config.capacity, int(engine.backend.context_window))
-            slots = endpoint_slots(self.config.slots, capacity, engine.backend)
-            self.model_id = engine.info.model
-            self.longest_token = longest_token(engine.tokenizer)
-            batch = BatchConfig(slots=slots, prefix_cache=self.config.prefix_cache)
-            self.engine_loop = EngineLoop(engine, batch, capacity, self.observer, self.machine)
-            if self.observer is not None:
-                self.observer.described(context=capacity, window=int(engine.backend.context_window), slots=slots,
-                                        prefix_cache=batch.prefix_cache)
-        except Exception as exc:   # noqa: BLE001 - every request is told why, with a 503
-            self.error = f"the model failed to load: {type(exc).__name__}: {exc}"
-        finally:
-            self._ready.set()
-
-    def loop_for(self, backend: str, wait: float = 60.0) -> EngineLoop | None:
-        """The running loop when it batches `backend`'s requests (waiting up to `wait` s for it to load); None when
-        it runs another backend, failed, or is still loading."""
-        if backend != self.backend:
-            return None
-        self.start_loading()
-        self._ready.wait(wait)
-        loop = self.engine_loop
-        return None if self.error or loop is None or loop.error else loop
+            if self._longest_token is None:
+                self._longest_token = longest_token(self.loop().engine.tokenizer)
+            return self._longest_token
 
     def loop(self) -> EngineLoop:
-        """The running loop; ApiError 503 while it loads (Retry-After) or when it failed."""
-        self.start_loading()
-        loop = self.engine_loop
-        if self.error or (loop is not None and loop.error):
-            raise unavailable(self.error or loop.error)
+        """The room's running loop; ApiError 503 while it loads (Retry-After) or when it failed."""
+        self.room.start_loading()
+        loop = self.room.engine_loop
+        if self.room.get_engine is None:
+            raise unavailable("this app has no backend our batching runs")
+        if self.room.error or (loop is not None and loop.error):
+            raise unavailable(self.room.error or loop.error)
         if loop is None:
             raise unavailable("the model is loading; try again in a few seconds", retry_after=LOADING_RETRY_S)
         return loop
-
-    def close(self) -> None:
-        if self.engine_loop is not None:
-            self.engine_loop.close()
 
     # --- requests
 
     def refused(self, error, client: str = "") -> None:
         """Tell the observer of a completion refused before it reached the loop (an ApiError: status, reason), and
         which client sent it ("" when it was refused before the guard named one)."""
-        if self.observer is not None:
-            self.observer.refused(error.status, error.message, client)
+        if self.room.traffic is not None:
+            self.room.traffic.refused(error.status, error.message, client)
 
     def open(self, asked: Asked, client: str, received: Received | None = None) -> ServedRequest:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""

@@ -247,9 +247,12 @@ class Endpoint:
         from fastapi import FastAPI
 
         from ..api import ApiConfig, ApiService, ClientTraffic, api_routes
+        from ..serve.room import Room
+        config = config or ApiConfig()
         self.traffic = ClientTraffic(keep_s=3600)   # as the app records its clients (app.py --openai-api)
-        self.service = ApiService(lambda: engine, config or ApiConfig(), observer=self.traffic)
-        self.service.start_loading()
+        self.room = Room(lambda: engine, engine.info.name, config.loop_size, traffic=self.traffic)
+        self.service = ApiService(self.room, config)
+        self.room.start_loading()
         port = free_port()
         app = FastAPI(routes=api_routes(self.service), debug=True)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
@@ -272,7 +275,7 @@ class Endpoint:
     def close(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
-        self.service.close()
+        self.room.close()
 
 
 def aiperf_row(model: str | None = None, aiperf: str | None = None) -> AiperfRow:

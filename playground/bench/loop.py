@@ -4,8 +4,8 @@
     python -m playground.bench loop --model tiny --rounds 1 --tokens 8   # the tiny test model (what the suite runs)
 
 The page's Generate runs on the batching backend join the engine loop the endpoint's requests join (app.py's
-`make_room`: one ApiService owns it); alone there, nothing should be lost. Here, in one process and on one
-engine: the loop as the app builds it (`ApiService(...).loop_for(backend)`, the app's ApiConfig from the
+`make_room`: the app's one Room owns it); alone there, nothing should be lost. Here, in one process and on one
+engine: the loop as the app builds it (`Room(...).loop_for(backend)`, the app's ApiConfig from the
 environment: its KV slots, its prefix cache) and the single-stream engine (`Engine.run_ids`, whose decode
 tok/s is `make bench`'s `engine_decode_tps`), each given the backend row's chat prompt (templated and
 tokenized once) and the same number of greedy new tokens, EOS ignored, so both decode exactly as many.
@@ -71,18 +71,19 @@ TARGETS = {"decode_ratio_loop_vs_engine": (">=", 0.97)}
 
 def loop_row(model: str | None = None, backend: str | None = None, rounds: int = ROUNDS,
              tokens: int = NEW_TOKENS) -> LoopRow:
-    from ..api import ApiConfig, ApiService, batching_backend
+    from ..api import ApiConfig, batching_backend
     from ..backends import available_backends, create_backend, default_backend_name
     from ..config import GenerationSettings
     from ..engine import Engine
     from ..serve.engine_loop import LoopRun
+    from ..serve.room import Room
 
     name = backend or batching_backend(list(available_backends()), default_backend_name("cpu", model))
     engine = Engine(create_backend(name, model, device="cpu"))
-    service = ApiService(lambda: engine, ApiConfig.from_env(), backend=name)   # as app.make_room builds it
-    loop = service.loop_for(name, wait=600)
+    room = Room(lambda: engine, name, ApiConfig.from_env().loop_size)   # as app.make_room builds it
+    loop = room.loop_for(name, wait=600)
     if loop is None:
-        raise RuntimeError(service.error or f"the engine loop did not start for {name}")
+        raise RuntimeError(room.error or f"the engine loop did not start for {name}")
     settings = GenerationSettings(max_new_tokens=tokens, temperature=0.0)
     text, ids = engine.prompt_ids(PROMPT, settings)
 
@@ -104,7 +105,7 @@ def loop_row(model: str | None = None, backend: str | None = None, rounds: int =
             traces = {key: run(tokens) for key, run in order}
             per_round.append(round_figures(traces["loop"], traces["engine"], window.stop(), [k for k, _ in order]))
     finally:
-        service.close()
+        room.close()
     figures = {"decode_ratio_loop_vs_engine": median((r["decode_ratio"] for r in per_round), 3)}
     return LoopRow(
         backend=name, model=engine.info.model, threads=getattr(engine.backend, "threads", None),

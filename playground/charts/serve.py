@@ -174,7 +174,7 @@ def on_time_axis(fig: go.Figure, x_range: list[float] | None) -> go.Figure:
 def plot_gantt(result, now: float | None = None, x_range: list[float] | None = None, refusals=(),
                cancelled_means: str = "", wide: bool = False) -> go.Figure:
     """`x_range`: the x-axis's [start, end] (shared_range: the same for A and B); None: Plotly's own.
-    `refusals`: requests refused before they ran (each with `time`, `status`, `reason`: api.record.Refusal), a row
+    `refusals`: requests refused before they ran (each with `time`, `status`, `reason`: serve.traffic.Refusal), a row
     each among the others in time order; `cancelled_means`: what a cancel is here ("client gone"); `wide`: the
     figure is as wide as the page (the clients' view), so its legend takes two entries a line, every one shown."""
     n = len(result.records) + len(refusals)   # rows of 28 px: presenter mode's 18 px labels never overlap

@@ -4,7 +4,7 @@
     result = lesson.run(3, progress, cancel)     # a StepResult: title, takeaway, numbers, figures, html
     lesson.results[3]                            # kept, so going back shows it again
     python -m playground.lesson --out DIR        # all seven into one standalone HTML handout
-    lesson = Lesson(source, room=traffic)        # the room's live record (api.ClientTraffic) …
+    lesson = Lesson(source, room=room)           # the app's room (serve/room.py), whose traffic record …
     lesson.from_room = True                      # … step 6 draws its requests: "you are the workload" (room.py)
 
 | step | title                          | what runs (budgets sized for a 2-core machine)            |
@@ -45,7 +45,7 @@ class Lesson:
         self.source = source
         self.results: dict[int, StepResult] = {}
         self.shared: dict[str, Any] = {}   # what later steps reuse (step 2's trace)
-        self.room = room                   # the app's live record of the room's requests (api.ClientTraffic); None
+        self.room = room                   # the app's Room (serve/room.py): its traffic records the room's requests
         self.from_room = False             # step 6 draws the room's requests (room.py) instead of its own workload
 
     def run(self, number: int, progress=None, cancel: threading.Event | None = None) -> StepResult:

@@ -123,6 +123,11 @@ def live_note(f: dict) -> list[str]:
     return [f"{plural(f['unfinished'], 'request')} still running{waiting}: the figures cover what happened so far"]
 
 
+def room_traffic(lesson):
+    """The record of the lesson's room (its Room's `traffic`), None when the app records none."""
+    return None if lesson.room is None else lesson.room.traffic
+
+
 def room_step(traffic) -> StepResult | None:
     """Step 6 drawn from the room's busiest rush; None when the record holds no request (or there is none)."""
     rush = None if traffic is None else room_rush(traffic)

@@ -21,7 +21,7 @@ from ..prompts import SHORT_QUESTION, long_document, long_prompt
 from ..run_view import format_bytes, format_seconds
 from .lesson_step import StepResult
 from .cost_model import calibrate
-from .room import NO_ROOM_YET, NO_TRAFFIC, room_step
+from .room import NO_ROOM_YET, NO_TRAFFIC, room_step, room_traffic
 from .steps_run import answer_run
 from ..serve.batching import BatchConfig
 from ..trace import COMPLETED, StopReason
@@ -223,7 +223,7 @@ def step_mixed(lesson, report) -> StepResult:
     from ..serve.registry import batching_for
 
     if lesson.from_room:   # the presenter asked for the room's own requests: drawn from the record when it has some
-        room = room_step(lesson.room)
+        room = room_step(room_traffic(lesson))
         if room is not None:
             return room
     source = lesson.source
@@ -267,7 +267,7 @@ def step_mixed(lesson, report) -> StepResult:
     else:
         notes.append(f"{source.info.name} offers no batching scheduler here: only one at a time is shown.")
     if lesson.from_room:
-        notes.insert(0, (NO_TRAFFIC if lesson.room is None else NO_ROOM_YET) + " Below: the step's own workload.")
+        notes.insert(0, (NO_TRAFFIC if room_traffic(lesson) is None else NO_ROOM_YET) + " Below: the step's own workload.")
     figures = {"gantt": plot_gantts(panels, f"Every request's timeline on {result.source}")}
     return StepResult(6, "No two requests are the same", takeaway, numbers, figures=figures, notes=notes,
                       html=(f"<p><b>{html.escape(cost)}</b></p>" if cost else "")

@@ -15,7 +15,7 @@ carried. The loop thread sleeps on an event while nothing is waiting or running 
 `submit` and `cancel`. After each iteration it wakes the tickets that got a Step or ended; their readers then
 read the new Steps from the request's own Trace (the one record every view reads), so nothing is copied or
 timed twice. A request's Trace starts (t0) when it takes a KV slot; `trace.queued` is how long it waited
-for one. An `observer` (the live record of client traffic, api/record.py) is told of each request as it is
+for one. An `observer` (the live record of client traffic, serve/traffic.py) is told of each request as it is
 submitted and of each iteration, in the loop thread, before the readers are woken.
 
 With a `machine` (machine.py's MachineGate) the loop holds one of its CPU slots while it has work, for all

@@ -1,7 +1,7 @@
 """A workload run (or one Generate run) as a Chrome Trace Event JSON file: open it at ui.perfetto.dev.
 
     workload_json([result_a, result_b])    # A and B, one process each: a track per request, the engine, counters
-    watch_json(traffic.since(t0))          # the endpoint's clients since a watch started (api/record.py)
+    watch_json(traffic.since(t0))          # the endpoint's clients since a watch started (serve/traffic.py)
     trace_json(trace)                      # one Generate run: tokenize, prefill, each decode step, KV bytes
 
 The Trace Event format (Chrome's "Trace Event Format" document, which Perfetto and chrome://tracing load):
@@ -173,7 +173,7 @@ def workload_json(results, names=("A", "B")) -> str:
 
 
 def watch_json(result) -> str:
-    """The endpoint's live record of its clients (the Serve tab's Watch view: api.record.ClientTraffic.since(t0),
+    """The endpoint's live record of its clients (the Serve tab's Watch view: serve.traffic.ClientTraffic.since(t0),
     times counted from the watch's start) as one process, with the same tracks as a workload's."""
     events = workload_events(result, 1, f"clients of the OpenAI-compatible endpoint · {result.source}")
     return dumps(events, {"source": "LLM Serving Playground · Serve · Watch (the endpoint's clients)",

@@ -52,7 +52,7 @@ MISSING = "missing"
 NOT_YET = "not yet"   # a running request: a server sends its figures with the last event
 GAP_QUEUE = "network + queue on the server"   # client TTFT - a server's prompt time that leaves its queue out
 GAP_DELIVERY = "delivery: the network and the event stream"   # ... - a server's queue + time to first token
-SHORT_MAX_TOKENS = 256   # the same classes as the endpoint's record (api/record.py)
+SHORT_MAX_TOKENS = 256   # the same classes as the endpoint's record (serve/traffic.py)
 
 
 def _number(value) -> float | None:

@@ -1,4 +1,4 @@
-"""Each client's share of the engine: a room's requests (the live record of clients, api/record.py) per client.
+"""Each client's share of the engine: a room's requests (the live record of clients, serve/traffic.py) per client.
 
     rows = client_shares(records, refusals, now=result.now())   # a ClientShare per client, the longest wait first
     longest_wait(rows, records, now, slots=8)   # "Longest wait for a slot: page 2, 2.1 s (request #14), holding …"

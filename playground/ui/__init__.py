@@ -27,6 +27,7 @@ import gradio as gr
 
 from ..compare import ANSWERS_CSS
 from ..registry import SourceRegistry, as_registry
+from ..serve.room import Room
 from .session import Session
 from ..source import Capabilities, Origin
 from ..tokens import TOKEN_CSS
@@ -37,7 +38,7 @@ from .generate_tab import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
 from .live import LIVE_CSS, app_kwargs, live_head
 from .presenter import PRESENT_CSS, presenter_head, presenter_switch
-from .machine_gate import MachineGate, gate_cpu_events
+from .machine_gate import gate_cpu_events
 from .serve_tab import serve_tab
 from .tokens_tab import tokens_tab
 from .zerogpu import WAITING, zero_gpu
@@ -100,17 +101,17 @@ def launch_kwargs(routes=()) -> dict:
     return {**page_kwargs(), "app_kwargs": kwargs}
 
 
-def build_demo(engine, traffic=None, gate: MachineGate | None = None, room=None, remote=None) -> gr.Blocks:
+def build_demo(engine, room: Room | None = None, remote=None) -> gr.Blocks:
     """`engine`: an Engine (the backend dropdowns then offer only its backend), an SourceRegistry, or a
     callable `get_engine(backend_name) -> Engine` (wrapped in a registry over available_backends()).
-    `traffic`: the OpenAI-compatible endpoint's live record of its clients (api.ClientTraffic), drawn on the
-    Serve tab; None when the app serves no endpoint. `gate`: the machine's CPU slots and a workload's turn
-    alone (machine_gate.MachineGate), one per app; a new one when not given. `room`: the engine loop's owner
-    (api.ApiService) whose loop batches Generate's runs on its backend with the endpoint's requests; None: each
-    local Generate run takes a CPU slot of its own. `remote`: the record of Generate's runs on remote servers
-    (serve.remote_record.RemoteRecord: --endpoint), which the Serve tab's Watch view draws; None: not recorded."""
+    `room` (serve.room.Room, one per app): the machine gate (the CPU slots, a workload's turn alone), the engine
+    loop that batches Generate's runs on its backend with the endpoint's requests, and the record of its client
+    traffic that the Serve tab's Watch view and the Lesson's "You are the workload" draw (None: the app serves no
+    endpoint); a room of its own when not given: a gate, no loop (each local Generate run takes a CPU slot of its
+    own), no traffic. `remote`: the record of Generate's runs on remote servers (serve.remote_record.RemoteRecord:
+    --endpoint), which the Serve tab's Watch view draws; None: not recorded."""
     registry = as_registry(engine)
-    gate = gate or MachineGate()
+    room = room or Room()
     with gr.Blocks(title="LLM Serving Playground",   # its css, theme and head come at launch: page_kwargs
                    delete_cache=(1800, 3600)) as demo:   # Gradio's copies of exports: gone after an hour
         session = gr.State(Session(), delete_callback=Session.close)
@@ -127,14 +128,14 @@ def build_demo(engine, traffic=None, gate: MachineGate | None = None, room=None,
             tokens_tab(registry, c.prompt, c.chat, c.backend)
             compare_tab(registry, c.prompt)
             experiments_tab(registry)
-            lesson = lesson_tab(registry, traffic)
-            serving = serve_tab(registry, gate, traffic, session, remote)
-        generate = wire_generate(c, registry, session, gate, room, remote)
+            lesson = lesson_tab(registry, room)
+            serving = serve_tab(registry, room, session, remote)
+        generate = wire_generate(c, registry, session, room, remote)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
         demo.load(open_lesson_tab, None, tabs, api_visibility="private", queue=False)
         demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_visibility="private", js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_visibility="private", concurrency_limit=None)
-        gate_cpu_events(demo, CPU_QUEUE, gate, skip=[*serving, generate])   # CPU slots; a Serve workload alone
+        gate_cpu_events(demo, CPU_QUEUE, room.gate, skip=[*serving, generate])   # CPU slots; a Serve workload alone
     return demo

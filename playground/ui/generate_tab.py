@@ -34,6 +34,7 @@ from ..config import MAX_NEW_TOKENS_LIMIT, coerce_settings
 from ..source import SourceError
 from ..run_view import metrics_html, speculation_html, status_line
 from ..serve.engine_loop import page_client
+from ..serve.room import Room
 from ..source import Origin
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
                      OPEN_QUESTION, SUMMARIZE, SourceUnavailable, backend_dropdown, caption, loading_line,
@@ -84,13 +85,13 @@ def parse_seed(seed) -> int | None:
 class GenerateHandlers:
     """Generate's handlers: generate (a run, streamed), stop, top_k (the top-k chart at a step), metrics. `c` names
     the components: GenerateForm's fields and `session` (the keys of generate's dict input), and the outputs
-    (OUTPUTS, the keys of every update). `room`: the engine loop's owner (api.ApiService: `loop_for(backend)`),
-    whose loop batches the Generate runs of its backend with every other request; None: every local run takes a
-    CPU slot of its own. `remote`: the record of the runs on remote servers (serve.remote_record.RemoteRecord: the
+    (OUTPUTS, the keys of every update). `room`: the app's Room (serve/room.py), whose engine loop batches the
+    Generate runs of its backend with every other request (`loop_for(backend)`); a local run it does not batch
+    takes a CPU slot of its machine gate. `remote`: the record of the runs on remote servers (serve.remote_record.RemoteRecord: the
     Serve tab's Watch view draws it); None: not recorded."""
 
-    def __init__(self, registry, c, gate: MachineGate, room=None, remote=None):
-        self.registry, self.c, self.gate, self.room, self.remote = registry, c, gate, room, remote
+    def __init__(self, registry, c, room: Room, remote=None):
+        self.registry, self.c, self.gate, self.room, self.remote = registry, c, room.gate, room, remote
 
     def live(self, stream, batch) -> dict:   # constant but the stream (Gradio's diff sends only new lines) and the
         c = self.c                             # status, which says "reading the prompt" until the first token
@@ -118,7 +119,7 @@ class GenerateHandlers:
         except (SourceUnavailable, ValueError, TypeError) as exc:
             yield {c.status: warn(str(exc))}
             return
-        loop = None if self.room is None or form.speculate else self.room.loop_for(engine.info.name)
+        loop = None if form.speculate else self.room.loop_for(engine.info.name)
         alone = alone_reason(engine, self.room, form.speculate)
         if loop is not None:
             try:
@@ -222,9 +223,9 @@ class GenerateHandlers:
         return metrics_html(trace, price_in, price_out) + speculation_html(trace, session.earlier)
 
 
-def make_handlers(registry, c, gate: MachineGate, room=None, remote=None):
+def make_handlers(registry, c, room: Room, remote=None):
     """GenerateHandlers' generate, stop, top_k and metrics (the order wire_generate connects them in)."""
-    h = GenerateHandlers(registry, c, gate, room, remote)
+    h = GenerateHandlers(registry, c, room, remote)
     return h.generate, h.stop, h.top_k, h.metrics
 
 
@@ -296,7 +297,7 @@ def waiting_line(loop, run) -> str:
 
 def alone_reason(engine, room, speculate: bool) -> str:
     """Why a local Generate run does not join the engine loop ('' for a remote server, or without a loop)."""
-    if room is None or engine.info.origin == Origin.REMOTE:
+    if room is None or room.backend is None or engine.info.origin == Origin.REMOTE:
         return ""
     if speculate:
         return "speculative decoding runs on its own (the engine loop decodes one token a pass)"
@@ -455,11 +456,12 @@ def generate_tab(registry) -> SimpleNamespace:
     return c
 
 
-def wire_generate(c: SimpleNamespace, registry, session, gate: MachineGate, room=None, remote=None):
-    """Wire the tab's events; returns the generate handler (it joins the engine loop of `room` or takes its CPU slot
-    itself; a remote run is kept in `remote`'s record: see make_handlers)."""
+def wire_generate(c: SimpleNamespace, registry, session, room: Room, remote=None):
+    """Wire the tab's events; returns the generate handler (it joins the engine loop of `room` or takes a CPU slot of
+    its gate itself; a remote run is kept in `remote`'s record: see make_handlers)."""
     c.session = session
-    generate, stop, top_k, metrics = make_handlers(registry, c, gate, room, remote)
+    generate, stop, top_k, metrics = make_handlers(registry, c, room, remote)
+    gate = room.gate
     outputs = [getattr(c, name) for name in OUTPUTS]
     event = c.generate.click(generate, form_inputs(GenerateForm, c, states=[session]), outputs, api_name="generate",
                              concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)

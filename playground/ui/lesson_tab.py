@@ -3,8 +3,8 @@
 Next / Previous (buttons, or the arrow keys when no text box has focus) move between steps; on a fresh
 page Next runs step 1. A step runs the first time it is shown (progress on screen, Stop cancels it) and
 keeps its result when the presenter comes back. `?lesson=N` in the URL opens step N; the page's
-presenter mode (ui/presenter.py) enlarges everything for a projector. With the endpoint's record of the room
-(`traffic`), "You are the workload" shows step 6 drawn from the room's own requests; Run again there
+presenter mode (ui/presenter.py) enlarges everything for a projector. With the room's record of its
+client traffic (the app's Room), "You are the workload" shows step 6 drawn from the room's own requests; Run again there
 measures the step's own workload. Step 2's answer appears in slow
 motion where the answer goes (again with "Replay slowly"), played in the page from the recorded steps:
 it never slows the run. API names: /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /lesson_room.
@@ -91,12 +91,12 @@ class LessonHandlers:
     """The Lesson tab's events, one method each: Next (`next_step`), Previous (`previous_step`), Run again
     (`run_again`), Stop (`stop`), "You are the workload" (`from_room`) and the page's load (`opened`); `backend` and
     `session` are the components keying their dict inputs. `go` and `rerun` take the backend's name and the session
-    as they are. `traffic`: the room's live record (api.ClientTraffic) step 6 may draw; None: no room."""
+    as they are. `room`: the app's Room (serve/room.py), whose traffic record step 6 may draw."""
     registry: Any
     out: SimpleNamespace
     backend: Any = "backend"
     session: Any = "session"
-    traffic: Any = None
+    room: Any = None
 
     def next_step(self, values: dict):
         yield from self.go(1, values[self.backend], values[self.session])
@@ -138,7 +138,7 @@ class LessonHandlers:
             yield view(self.out, session, status=error_html(str(exc)))
             return
         if session.lesson is None or session.name != backend:
-            session.lesson, session.name = Lesson(picked, room=self.traffic), backend
+            session.lesson, session.name = Lesson(picked, room=self.room), backend
         if room:   # step 6 from the room's requests, read afresh from the record
             session.lesson.from_room = True
             session.lesson.results.pop(ROOM_STEP, None)
@@ -180,8 +180,9 @@ class LessonHandlers:
         return {self.out.status: "stopping…"}
 
 
-def lesson_tab(registry, traffic=None) -> SimpleNamespace:
-    """`traffic`: the room's live record (api.ClientTraffic), step 6's "You are the workload"; None: no button."""
+def lesson_tab(registry, room) -> SimpleNamespace:
+    """`room`: the app's Room (serve/room.py); its traffic record is step 6's "You are the workload" (none: no
+    button)."""
     with gr.Tab("Lesson", id="lesson"):
         with gr.Row():
             prev = gr.Button("◀ Previous", elem_id="lesson-prev", size="sm")
@@ -189,7 +190,7 @@ def lesson_tab(registry, traffic=None) -> SimpleNamespace:
             again = gr.Button("Run again", elem_id="lesson-run", size="sm")
             stop = gr.Button("Stop", variant="stop", elem_id="lesson-stop", size="sm")
             use_room = gr.Button("You are the workload", elem_id="lesson-room", size="sm",   # step 6 from the room
-                                 visible=traffic is not None)
+                                 visible=room.traffic is not None)
             backend = backend_dropdown(registry, elem_id="lesson-backend")
         out = SimpleNamespace(title=gr.Markdown(elem_id="lesson-title"),
                               status=gr.Markdown(elem_classes="status", elem_id="lesson-status"),
@@ -207,7 +208,7 @@ def lesson_tab(registry, traffic=None) -> SimpleNamespace:
         out.notes = gr.Markdown(elem_id="lesson-notes")
         session = gr.State(LessonSession(), delete_callback=LessonSession.close)   # (a State between tabs doubles
         # the next tab's button in Gradio 5.50)
-    handlers = LessonHandlers(registry, out, backend, session, traffic)
+    handlers = LessonHandlers(registry, out, backend, session, room)
     outputs = [getattr(out, name) for name in OUTPUTS]
     queue = dict(concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     inputs = {backend, session}   # dict inputs, like every handler of the CPU queue (machine_gate.gate_cpu_events)

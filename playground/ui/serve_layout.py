@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import gradio as gr
 
-from ..api.record import endpoint_text
+from ..serve.traffic import endpoint_text
 from ..ports import only_this_machine
 from ..prompts import LONG_ANSWER_QUESTION, SUMMARIZE_INSTRUCTION
 from ..serve.cost import DEFAULT_USD_PER_HOUR

@@ -39,6 +39,7 @@ from ..roofline import machine_ceilings
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_OUTPUT, GENERATE_CONCURRENCY, SourceUnavailable, loading_line,
                      source, warn)
 from .forms import form_inputs, read_form
+from ..serve.room import Room
 from .machine_gate import MachineGate
 from .serve_job import ServeJob
 from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, layout
@@ -298,11 +299,13 @@ def token_cost(usd_per_hour, job: ServeJob, session=None) -> str:
     return cost_markdown(rows, float(usd_per_hour), DEFAULT_USD_PER_M_OUTPUT)
 
 
-def serve_tab(registry, gate: MachineGate, traffic=None, session=None, remote=None) -> list:
+def serve_tab(registry, room: Room, session=None, remote=None) -> list:
     """Lay out the tab and wire its events; returns the handlers (kept out of the machine gate).
 
-    `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates); `remote`: the
+    `room`: the app's Room (serve/room.py): a workload takes its machine gate alone; the Watch view draws its client
+    traffic (when it records one). `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates); `remote`: the
     page's runs on remote servers (serve.remote_record.RemoteRecord), drawn by the Watch view too."""
+    gate, traffic = room.gate, room.traffic
     out, form, sweep_form, buttons = layout(registry, traffic, remote)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
     handlers = ServeHandlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job), out, gate)

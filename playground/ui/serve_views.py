@@ -18,7 +18,7 @@ import gradio as gr
 from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput,
                             request_rows, shared_range)
 from ..charts.serve_sweeps import plot_sweep
-from ..api.record import CLIENT_GONE, endpoint_text, watch_counts, watch_line
+from ..serve.traffic import CLIENT_GONE, endpoint_text, watch_counts, watch_line
 from ..serve import compare, lesson
 from ..serve.mooncake import results_jsonl
 from ..serve.perfetto import workload_json
@@ -175,7 +175,7 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
 def refused_html(refusals) -> str:
     """The refused requests as a table, the latest first (an HTML table: every row drawn whatever the count).
 
-    >>> from playground.api.record import Refusal
+    >>> from playground.serve.traffic import Refusal
     >>> print(refused_html([Refusal(1.04, 400, "max_tokens <b>")]))
     <table class="pg-refused"><tr><th>t (s)</th><th>HTTP status</th><th>reason</th></tr><tr><td>1.0</td><td>400</td><td>max_tokens &lt;b&gt;</td></tr></table>
     >>> refused_html([])

@@ -16,6 +16,7 @@ import pytest
 from playground.api import ApiConfig, ApiLimits, ApiService, api_routes
 from playground.api.limits import Guard
 from playground.api.routes import MAX_JSON_DEPTH
+from playground.serve.room import Room
 from tests.api.test_openai_api import KEY, QUESTION, Served, settle
 
 AUTH = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
@@ -207,7 +208,7 @@ def test_health_is_503_while_loading_then_200_without_a_key(tiny_onnx_engine):
 
     from tests.helpers import free_port
     release = threading.Event()
-    service = ApiService(lambda: release.wait(30) and tiny_onnx_engine, ApiConfig(keys=(KEY,)))
+    service = ApiService(Room(lambda: release.wait(30) and tiny_onnx_engine, "onnx"), ApiConfig(keys=(KEY,)))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(service), debug=True), host="127.0.0.1",
                                            port=port, log_level="warning"))
@@ -219,14 +220,14 @@ def test_health_is_503_while_loading_then_200_without_a_key(tiny_onnx_engine):
         r = httpx.get(f"http://127.0.0.1:{port}/health")
         assert r.status_code == 503 and r.headers["retry-after"] == "5"
         release.set()
-        service._loading.join(30)
+        service.room._loading.join(30)
         r = httpx.get(f"http://127.0.0.1:{port}/health")
         assert r.status_code == 200 and r.json() == {"status": "ok"}
         assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 401   # the figures need the key
     finally:
         server.should_exit = True
         thread.join(10)
-        service.close()
+        service.room.close()
 
 
 def test_metrics_are_prometheus_text_under_vllms_names(served):

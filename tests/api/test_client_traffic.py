@@ -1,7 +1,7 @@
 """ClientTraffic.since: a watch's time base starts at t0 for every time a record holds, not only some."""
 from __future__ import annotations
 
-from playground.api.record import ClientTraffic
+from playground.serve.traffic import ClientTraffic
 from playground.serve.records import Preemption, RequestRecord
 from playground.serve.workload import Request
 
@@ -31,7 +31,7 @@ def test_since_counts_every_time_of_a_record_from_t0():
 def watched_room():
     """A watch's records and refusals: one answered with 576 of its 600 prompt tokens cached, one whose client hung
     up, one preempted and resumed, one waiting for a slot; two 400s in the same second and a 429."""
-    from playground.api.record import Refusal
+    from playground.serve.traffic import Refusal
     from playground.config import GenerationSettings
     from playground.trace import Step, StopReason, Trace
 
@@ -57,7 +57,7 @@ def watched_room():
 def test_the_watch_gantt_draws_each_kind_of_request_apart_and_each_refusal_on_its_row():
     """A disconnected client and a refused request drew the same red cross; two 400s in the same second drew as
     one; 576 cached tokens were a sliver with no count."""
-    from playground.api.record import CLIENT_GONE
+    from playground.serve.traffic import CLIENT_GONE
     from playground.charts.serve import plot_gantt
     records, refusals = watched_room()
     traffic = ClientTraffic()
@@ -79,7 +79,7 @@ def test_the_watch_gantt_draws_each_kind_of_request_apart_and_each_refusal_on_it
 
 
 def test_the_watch_line_counts_every_state_from_the_records():
-    from playground.api.record import watch_counts, watch_line
+    from playground.serve.traffic import watch_counts, watch_line
     records, refusals = watched_room()
     counts = watch_counts(records, refusals)
     assert counts == {"requests": 7, "admitted": 3, "done": 2, "running": 0, "hung up": 1, "failed": 0,

@@ -15,9 +15,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from playground.api import ApiConfig, ApiLimits, ApiService, ClientTraffic, api_routes
-from playground.api.record import endpoint_text
+from playground.serve.traffic import endpoint_text
 from playground.config import GenerationSettings
 from playground.remote.source import RemoteSource
+from playground.serve.room import Room
 from tests.helpers import free_port, wait_for
 
 KEY = "test-key-7f3a"
@@ -29,8 +30,9 @@ class Served:
 
     def __init__(self, engine, config: ApiConfig):
         self.traffic = ClientTraffic()
-        self.service = ApiService(lambda: engine, config, observer=self.traffic)
-        self.service.start_loading()
+        self.room = Room(lambda: engine, engine.info.name, config.loop_size, traffic=self.traffic)
+        self.service = ApiService(self.room, config)
+        self.room.start_loading()
         self.port = free_port()
         app = FastAPI(routes=api_routes(self.service), debug=True)   # as Gradio builds its app: tracebacks on
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1",
@@ -49,7 +51,7 @@ class Served:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
-        self.service.close()
+        self.room.close()
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +135,7 @@ def test_over_the_limits_is_400_per_request_and_429_with_retry_after_per_client(
 
 def test_503_with_retry_after_while_the_model_loads():
     release = threading.Event()
-    service = ApiService(lambda: release.wait(30) and None)
+    service = ApiService(Room(lambda: release.wait(30) and None, "onnx"))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(FastAPI(routes=api_routes(service)), host="127.0.0.1", port=port,
                                            log_level="warning"))
@@ -145,7 +147,7 @@ def test_503_with_retry_after_while_the_model_loads():
         r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "Hi"})
         assert r.status_code == 503 and r.headers["retry-after"] == "5"
         release.set()   # the "engine" turns out to be None: the load fails, and says so
-        service._loading.join(5)
+        service.room._loading.join(5)
         r = httpx.get(f"http://127.0.0.1:{port}/v1/models")
         assert r.status_code == 503 and "failed to load" in r.json()["error"]["message"]
     finally:
@@ -458,7 +460,7 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
 
     from playground.ui import build_demo
     served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)   # before watching
-    demo = build_demo(served.service.engine_loop.engine, served.traffic)
+    demo = build_demo(served.service.engine_loop.engine, served.room)
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
                                     quiet=True)
     try:

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from playground.api import ApiConfig
-from playground.api.limits import ROOM
-from playground.api.record import endpoint_text
+from playground.serve.room import ROOM
+from playground.serve.traffic import endpoint_text
 from tests.api.test_openai_api import QUESTION, Served
 from tests.helpers import wait_for
 

@@ -12,6 +12,7 @@ import pytest
 
 from playground.api import ApiConfig, ApiService
 from playground.api.request_body import COMPLETION, read_body
+from playground.serve.room import Room
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, Request, Workload
 from playground.serve.batching import BatchConfig, Batcher
@@ -90,9 +91,9 @@ def test_our_batcher_samples_each_request_as_the_engine_does(tiny_onnx_engine, a
 def test_the_endpoint_gives_the_engines_records(tiny_onnx_engine, alone, settings):
     ids = tiny_onnx_engine.prompt_ids(PROMPT, settings)[1]
     body = {"prompt": ids, "max_tokens": N, "temperature": settings.temperature, "seed": settings.seed}
-    service = ApiService(lambda: tiny_onnx_engine, ApiConfig(slots=2, capacity=256))
-    service.start_loading()
-    service._loading.join(60)
+    config = ApiConfig(slots=2, capacity=256)
+    service = ApiService(Room(lambda: tiny_onnx_engine, tiny_onnx_engine.info.name, config.loop_size), config)
+    service.room.loop_for(tiny_onnx_engine.info.name)
     try:
         job = service.open(read_body(body, COMPLETION), "test")
         ended = threading.Event()
@@ -101,7 +102,7 @@ def test_the_endpoint_gives_the_engines_records(tiny_onnx_engine, alone, setting
         job.end()
         same_records(job.ticket.trace, alone[settings], SHARED + ("seq_len",))
     finally:
-        service.close()
+        service.room.close()
 
 
 def test_transformers_manager_gives_the_torch_engines_records(varied_engine):

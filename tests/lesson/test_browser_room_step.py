@@ -14,7 +14,8 @@ def test_you_are_the_workload_draws_step_six_from_the_room_on_one_screen(tiny_en
     requests, its heading, takeaway and Gantt on one screen; Run again measures the step's own workload."""
     from dataclasses import replace
 
-    from playground.api.record import ClientTraffic
+    from playground.serve.room import Room
+    from playground.serve.traffic import ClientTraffic
     from playground.ui import build_demo
     from tests.browser import launch, open_page
     from tests.helpers import require_browser
@@ -26,7 +27,7 @@ def test_you_are_the_workload_draws_step_six_from_the_room_on_one_screen(tiny_en
         traffic.result.records.append(replace(rec, request=replace(rec.request, arrival=0.1 * i), admitted=0.1 * i,
                                               finished=0.1 * i + 1.2, origin="page" if i % 3 else "API"))
     sync_api = require_browser()
-    demo = build_demo(tiny_engine, traffic)
+    demo = build_demo(tiny_engine, Room(traffic=traffic))
     url = launch(demo)
     try:
         with sync_api.sync_playwright() as p:

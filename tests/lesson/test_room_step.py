@@ -12,13 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from playground.api import ApiConfig, ApiService, ClientTraffic
+from playground.api import ClientTraffic
 from playground.config import GenerationSettings
 from playground.lesson import STEPS, Lesson
 from playground.lesson.lesson_step import LessonStep, StepResult
 from playground.lesson.room import NO_ROOM_YET, NO_TRAFFIC, room_step, rush_figures, room_rush
 from playground.machine import MachineGate
 from playground.run_view import format_seconds
+from playground.serve.room import LoopSize, Room
 from playground.ui.lesson_tab import OUTPUTS, LessonHandlers, LessonSession
 from tests.helpers import tiny_registry
 
@@ -35,9 +36,8 @@ def room(tiny_onnx_engine):
     """Five requests at once (three from page sessions, two API clients) on a loop of 4 slots, then, once they are
     done, one more on its own: the record holds a rush of five and a rush of one."""
     gate, traffic = MachineGate(), ClientTraffic()
-    service = ApiService(lambda: tiny_onnx_engine, ApiConfig(slots=4, capacity=256), observer=traffic,
-                         backend=tiny_onnx_engine.info.name, machine=gate)
-    loop = service.loop_for(service.backend)
+    room = Room(lambda: tiny_onnx_engine, tiny_onnx_engine.info.name, LoopSize(slots=4, capacity=256), gate, traffic)
+    loop = room.loop_for(room.backend)
     settings = GenerationSettings(max_new_tokens=6)
     assert gate.acquire_alone(timeout=5)
     try:
@@ -48,7 +48,7 @@ def room(tiny_onnx_engine):
     wait_for_all(tickets)
     wait_for_all([loop.submit([9, 9, 9], settings, client="key-3")])
     yield traffic, tickets
-    service.close()
+    room.close()
 
 
 def test_step_six_draws_the_rooms_busiest_rush_and_says_what_it_measured(room):
@@ -95,7 +95,7 @@ def test_without_room_traffic_step_six_says_so_above_its_own_workload(tiny_onnx_
     assert room_step(None) is None and room_step(ClientTraffic()) is None
     measured = lesson.run(6)
     assert not measured.takeaway.startswith("You are the workload") and measured.notes[0].startswith(NO_TRAFFIC)
-    lesson = Lesson(tiny_onnx_engine, room=ClientTraffic())
+    lesson = Lesson(tiny_onnx_engine, room=Room(traffic=ClientTraffic()))
     lesson.from_room = True
     assert lesson.run(6).notes[0].startswith(NO_ROOM_YET)
     lesson.from_room = False
@@ -110,10 +110,10 @@ def last(frames):
 def test_the_lesson_tabs_room_button_draws_step_six_from_the_room_and_run_again_measures(room, tiny_backend,
                                                                                        tiny_engine, monkeypatch):
     traffic, _ = room
-    monkeypatch.setitem(STEPS, 6, LessonStep(6, STEPS[6].title, lambda lesson, report: room_step(lesson.room)
+    monkeypatch.setitem(STEPS, 6, LessonStep(6, STEPS[6].title, lambda lesson, report: room_step(lesson.room.traffic)
                                              if lesson.from_room else StepResult(6, STEPS[6].title, "measured")))
     out = SimpleNamespace(**{name: name for name in OUTPUTS})
-    handlers = LessonHandlers(tiny_registry(tiny_backend, tiny_engine), out, traffic=traffic)
+    handlers = LessonHandlers(tiny_registry(tiny_backend, tiny_engine), out, room=Room(traffic=traffic))
     session = LessonSession()
     values = {"backend": "torch", "session": session}
     shown = last(handlers.from_room(values))

@@ -129,7 +129,7 @@ def test_step_seven_explains_the_outputs_a_recompute_changed():
     (["page", "API", "API", "page"], [2, 4, 3, 2], [0.0, 0.1, 0.3, 0.9]),   # passes of several, both origins
 ])
 def test_step_six_from_the_room_computes_every_figure_it_names(origins, rows, admitted):
-    from playground.api.record import ClientTraffic
+    from playground.serve.traffic import ClientTraffic
     from playground.lesson.room import room_step
 
     traffic = ClientTraffic()

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from playground.config import GenerationSettings
-from playground.machine import MachineGate
+from playground.serve.room import Room
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints
 from playground.serve.engine_loop import page_client
@@ -130,7 +130,7 @@ def fake_room(fake_server, tiny_engine):
 def test_the_pages_generate_runs_on_a_server_without_timings_show_in_the_watch_view(fake_room):
     registry, name, record = fake_room
     t0 = record.now()
-    generate = make_handlers(registry, generate_by_name(), MachineGate(), None, record)[0]
+    generate = make_handlers(registry, generate_by_name(), Room(), record)[0]
     sessions = [Session(), Session()]
     for session in sessions:
         updates = list(generate(generate_values(session, backend=name, max_new_tokens=4)))
@@ -155,7 +155,7 @@ def test_the_pages_generate_runs_on_a_server_without_timings_show_in_the_watch_v
 
 def test_a_local_run_is_not_in_the_remote_record(fake_room, tiny_engine):
     registry, _, record = fake_room
-    generate = make_handlers(registry, generate_by_name(), MachineGate(), None, record)[0]
+    generate = make_handlers(registry, generate_by_name(), Room(), record)[0]
     list(generate(generate_values(Session(), backend=tiny_engine.info.name, max_new_tokens=2)))
     assert record.snapshot().records == []
 

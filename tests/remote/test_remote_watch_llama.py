@@ -8,7 +8,6 @@ import threading
 
 import pytest
 
-from playground.machine import MachineGate
 from playground.remote.endpoints import endpoint_name
 from playground.serve.remote_record import GAP_QUEUE, server_rows
 from playground.ui.session import Session
@@ -31,7 +30,7 @@ def test_the_watch_view_draws_the_pages_runs_on_llama_server_beside_its_timings(
     servers = app.remote_servers(registry, [llama_server.url])
     remote = app.watch_remote(servers)
     assert servers == [name] and remote is not None
-    generate = make_handlers(registry, generate_by_name(), MachineGate(), app.make_room(registry), remote)[0]
+    generate = make_handlers(registry, generate_by_name(), app.make_room(registry), remote)[0]
     t0 = remote.now()
     sessions, ends = [Session() for _ in PROMPTS], [None] * len(PROMPTS)
 

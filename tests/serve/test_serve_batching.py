@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from playground.api.record import ClientTraffic
+from playground.serve.traffic import ClientTraffic
 from playground.backends.onnx_batch import KVSlots, decode_rows, prefill_chunk
 from playground.charts.serve import plot_kv_map
 from playground.config import GenerationSettings

@@ -119,7 +119,7 @@ def test_the_watch_record_of_the_endpoints_clients_in_perfetto_counts_from_the_w
     """The Serve tab's Watch view downloads the clients' requests since the watch started: the spec's fields, a
     track per request (none from before the watch), the engine's iterations, times from the watch's start."""
     from playground.serve.engine_loop import EngineLoop
-    from playground.api.record import ClientTraffic
+    from playground.serve.traffic import ClientTraffic
     from playground.ui.serve_job import ServeJob
     from playground.ui.serve_tab import export_watch
     traffic = ClientTraffic()

@@ -3,7 +3,7 @@ the sentence naming who waited longest, the Watch view's table, and the live rec
 session as "page N", an API client as the guard names it, a refusal with its client); Stop watching's answer."""
 from __future__ import annotations
 
-from playground.api.record import ClientTraffic, Refusal
+from playground.serve.traffic import ClientTraffic, Refusal
 from playground.config import GenerationSettings
 from playground.serve.records import Preemption, RequestRecord
 from playground.serve.shares import client_shares, longest_wait, slots_held

@@ -149,10 +149,10 @@ def test_a_whole_handler_in_spaces_gpu_would_send_its_session_to_the_worker(doub
     import spaces
     from playground.ui.session import Session
     from playground.ui.generate_tab import make_handlers
-    from playground.ui.machine_gate import MachineGate
+    from playground.serve.room import Room
     from tests.helpers import generate_by_name, generate_values
 
-    generate = make_handlers(SourceRegistry.fixed(tiny_engine), generate_by_name(), MachineGate())[0]
+    generate = make_handlers(SourceRegistry.fixed(tiny_engine), generate_by_name(), Room())[0]
     with pytest.raises((pickle.PicklingError, TypeError), match="pickle"):
         next(spaces.GPU(duration=60)(generate)(generate_values(Session(), max_new_tokens=2)))
 

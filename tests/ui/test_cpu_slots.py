@@ -7,6 +7,7 @@ import pytest
 from gradio_client import Client
 
 from playground.registry import SourceRegistry
+from playground.serve.room import Room
 from playground.ui import build_demo
 from playground.ui.machine_gate import MachineGate
 from tests.helpers import free_port, generate_args, generated, wait_for
@@ -23,14 +24,14 @@ class ServerLike:
         return getattr(self._engine, name)
 
 
-GATE = MachineGate()   # the app's gate, handed to build_demo: the test holds its slots
+GATE = MachineGate()   # the app's gate, handed to build_demo in its room: the test holds its slots
 
 
 @pytest.fixture(scope="module")
 def app_url(tiny_engine):
     registry = SourceRegistry(lambda name, progress: tiny_engine if name == "torch" else ServerLike(tiny_engine),
                               ["torch", "server"], default="torch")
-    demo = build_demo(registry, gate=GATE)
+    demo = build_demo(registry, Room(gate=GATE))
     _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(),
                                     server_name="127.0.0.1", quiet=True)
     yield url
@@ -68,7 +69,7 @@ def test_a_server_run_streams_while_every_cpu_slot_is_taken(app_url):
 def test_each_app_has_its_own_gate(app_url, tiny_engine):
     """Two apps in one process (the test suite's case) do not wait for each other's CPU slots."""
     registry = SourceRegistry(lambda name, progress: tiny_engine, ["torch"], default="torch")
-    other = build_demo(registry)   # no gate handed in: a gate of its own
+    other = build_demo(registry)   # no room handed in: a room, and a gate, of its own
     _, url, _ = other.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
                                      quiet=True)
     for _ in range(GATE.slots):

@@ -63,9 +63,9 @@ def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny
     called as Gradio would call it."""
     from playground.ui.session import Session
     from playground.ui.generate_tab import make_handlers
-    from playground.ui.machine_gate import MachineGate
+    from playground.serve.room import Room
 
-    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), MachineGate())[0]
+    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), Room())[0]
     session = Session()
     outputs = list(generate(generate_values(session, "broken \ud800 utf-8")))
     assert "surrogate" in outputs[-1]["status"] and session.run is None

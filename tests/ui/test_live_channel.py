@@ -146,11 +146,11 @@ def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backe
     from playground.engine import Engine
     from playground.registry import SourceRegistry
     from playground.ui.generate_tab import make_handlers
-    from playground.ui.machine_gate import MachineGate
+    from playground.serve.room import Room
     from tests.fakes import SlowBackend
     engine = Engine(SlowBackend(tiny_backend, pause=0.01))
     registry = SourceRegistry(lambda name, progress: engine, ["slow"], default="slow")
-    generate = make_handlers(registry, generate_by_name(), MachineGate())[0]
+    generate = make_handlers(registry, generate_by_name(), Room())[0]
     session = Session()
     values = generate_values(session, "Hello", max_new_tokens=20, chat=False, backend="slow")   # speculative off
     first, second = generate(values), generate(values)

@@ -10,6 +10,7 @@ import gradio as gr
 import pytest
 
 from playground.api import ClientTraffic
+from playground.serve.room import Room
 from playground.ui import build_demo
 
 CODE = re.compile(r"`[^`]*`")
@@ -30,7 +31,7 @@ def bare_addresses(markdown: str) -> list[str]:
 
 @pytest.mark.slow
 def test_no_markdown_on_the_page_holds_a_bare_address(tiny_engine):
-    demo = build_demo(tiny_engine, ClientTraffic())   # with the endpoint's panel on the Serve tab
+    demo = build_demo(tiny_engine, Room(traffic=ClientTraffic()))   # with the endpoint's panel on the Serve tab
     texts = [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown) and block.value]
     assert any("HOST:PORT" in text for text in texts)   # the endpoint's help, with its placeholder
     assert {text[:60]: bare_addresses(text) for text in texts if bare_addresses(text)} == {}
@@ -42,13 +43,13 @@ def test_the_endpoints_help_names_the_address_the_room_opens(tiny_engine):
     code, where it said HOST:PORT."""
     traffic = ClientTraffic()
     traffic.reach = ["http://192.168.1.20:7860", "http://10.0.0.5:7860"]
-    demo = build_demo(tiny_engine, traffic)
+    demo = build_demo(tiny_engine, Room(traffic=traffic))
     texts = [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown) and block.value]
     help_text = next(text for text in texts if "OpenAI-compatible requests" in text)
     assert 'base_url="http://192.168.1.20:7860/v1"' in help_text and "`http://10.0.0.5:7860`" in help_text
     assert "HOST:PORT" not in help_text and bare_addresses(help_text) == []
     traffic.reach = ["http://127.0.0.1:7860"]   # the default host: the help says the room cannot reach it
-    demo = build_demo(tiny_engine, traffic)
+    demo = build_demo(tiny_engine, Room(traffic=traffic))
     texts = [block.value for block in demo.blocks.values() if isinstance(block, gr.Markdown) and block.value]
     help_text = next(text for text in texts if "OpenAI-compatible requests" in text)
     assert "only this machine can reach it" in help_text and bare_addresses(help_text) == []

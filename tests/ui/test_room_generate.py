@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from playground.api import ApiConfig, ApiService, ClientTraffic
+from playground.api import ClientTraffic
 from playground.config import GenerationSettings
 from playground.machine import MachineGate
 from playground.registry import SourceRegistry
+from playground.serve.room import LoopSize, Room
 from playground.ui.session import Session
 from playground.trace import StopReason
 from playground.ui.generate_tab import make_handlers
@@ -25,8 +26,7 @@ from tests.helpers import generate_by_name, generate_values
 def room(tiny_onnx_engine):
     gate = MachineGate()
     traffic = ClientTraffic()
-    service = ApiService(lambda: tiny_onnx_engine, ApiConfig(slots=4, capacity=256), observer=traffic,
-                         backend=tiny_onnx_engine.info.name, machine=gate)
+    service = Room(lambda: tiny_onnx_engine, tiny_onnx_engine.info.name, LoopSize(slots=4, capacity=256), gate, traffic)
     yield service, gate, traffic
     service.close()
 
@@ -36,7 +36,7 @@ def values(session, **changes) -> dict:
 
 
 def handler(engine, room, gate):
-    return make_handlers(SourceRegistry.fixed(engine), generate_by_name(), gate, room)[0]
+    return make_handlers(SourceRegistry.fixed(engine), generate_by_name(), room)[0]
 
 
 def test_a_lone_generate_run_joins_the_loop_and_says_its_wait(tiny_onnx_engine, room):

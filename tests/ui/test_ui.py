@@ -257,8 +257,9 @@ def test_every_named_endpoint_keeps_the_names_inputs_and_outputs_clients_have_us
     from pathlib import Path
 
     from playground.api import ClientTraffic
+    from playground.serve.room import Room
     from tests.browser import launch
-    demo = build_demo(tiny_engine, ClientTraffic())
+    demo = build_demo(tiny_engine, Room(traffic=ClientTraffic()))
     try:
         info = Client(launch(demo), verbose=False).view_api(return_format="dict", print_info=False)
     finally:

@@ -1,7 +1,7 @@
 """Requests from clients as a live record: a WorkloadResult that never ends, for the Serve tab to draw.
 
     traffic = ClientTraffic(keep_s=600)
-    service = ApiService(get_engine, config, observer=traffic)   # the engine loop tells it what happens
+    room = Room(get_engine, traffic=traffic)   # serve/room.py: its engine loop tells the record what happens
     result = traffic.snapshot()     # a WorkloadResult of the last keep_s seconds: records, batches, KV, slot map
     summarize(result)               # p50/p95 per class (short/long by prompt tokens), as for any workload
     t0 = traffic.now(); view = traffic.since(t0)   # later: what arrived since t0, its times counted from t0
@@ -27,14 +27,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from ..serve.batching import describe_pool, record_iteration
-from ..serve.engine_loop import client_origin
-from ..serve.prefix_cache import BLOCK_SIZE
-from ..serve.records import RequestRecord, WorkloadResult
-from ..serve.schedulers import Clock
-from ..serve.shares import ClientNames
-from ..serve.workload import Request, Workload
 from ..trace import COMPLETED, StopReason
+from .batching import describe_pool, record_iteration
+from .engine_loop import client_origin
+from .prefix_cache import BLOCK_SIZE
+from .records import RequestRecord, WorkloadResult
+from .schedulers import Clock
+from .shares import ClientNames
+from .workload import Request, Workload
 
 SHORT_MAX_TOKENS = 256   # a prompt of more tokens is "long"
 CLIENT_GONE = "client gone"   # what a cancelled request means here: its client hung up (routes.py)
@@ -214,10 +214,11 @@ def endpoint_text(endpoint: dict) -> str:
     """The endpoint's limits and context in one paragraph (ClientTraffic.endpoint: `limits`, then once loaded
     `context`, `window`, `slots`, `prefix_cache`).
 
-    >>> from playground.api.limits import ApiLimits
-    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 32}))
+    >>> from types import SimpleNamespace as S   # an api.ApiLimits' defaults
+    >>> limits = S(in_flight_per_client=4, in_flight=64, prompt_tokens=896, max_tokens=512, tokens_per_minute=20_000)
+    >>> print(endpoint_text({"limits": limits, "context": 1024, "window": 8192, "slots": 32}))
     The endpoint's limits: each client at most 4 requests in flight (64 from all clients), 896 prompt tokens and 512 new tokens a request, 20,000 tokens a minute; context 1,024 tokens a request, prompt and answer together (the model's window is 8,192). The engine holds 32 requests at once (a KV slot each); the others in flight wait in its queue for a free slot. A request over a limit is refused: 400 (too long), 429 (too many; it says when to retry).
-    >>> print(endpoint_text({"limits": ApiLimits(), "context": 1024, "window": 8192, "slots": 8,
+    >>> print(endpoint_text({"limits": limits, "context": 1024, "window": 8192, "slots": 8,
     ...                      "prefix_cache": 4096}).split(". ")[2])
     Prefix caching on: 4,096 positions of KV (256 blocks of 16) kept for prompts that begin alike; a response's usage.prompt_tokens_details.cached_tokens says how many prompt tokens were copied, not computed
     """
