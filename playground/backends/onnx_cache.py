@@ -38,15 +38,17 @@ def versions() -> dict[str, str]:
     return {name: version(name) for name in LIBRARIES}
 
 
-def cache_key(source: Path | str) -> str:
-    """'<name>-<12 hex>' from the source's identity and the library versions."""
+def cache_key(source: Path | str, salt: str = "") -> str:
+    """'<name>-<12 hex>' from the source's identity and the library versions; `salt` names what else makes the
+    graph (another builder and its version), so that its output has a key of its own."""
     if isinstance(source, Path):
         files = sorted(p for p in source.iterdir() if p.is_file())
         ident = [str(source.resolve())] + [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files]
         name = source.name
     else:
         ident, name = [source], source.replace("/", "--")
-    digest = hashlib.sha256(json.dumps([ident, versions(), GRAPH_EDITS]).encode()).hexdigest()[:12]
+    parts = [ident, versions(), GRAPH_EDITS] + ([salt] if salt else [])   # no salt: the keys exports always had
+    digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
     return f"{name}-{digest}"
 
 

@@ -16,7 +16,8 @@
   - fidelity per backend (fidelity.py): teacher-forced top-1 agreement with fp32, mean KL, perplexity;
   - fidelity the standard way (kld.py): llama-perplexity --kl-divergence's row for llama.cpp (Q4_1 against
     its F32), then each ONNX backend scored the same way against onnx fp32 on the same ids and chunks
-    (Same top p ±, mean and 99th-percentile KLD, PPL ratio), with the gate against llama.cpp's row;
+    (Same top p ±, mean and 99th-percentile KLD, PPL ratio), with the gate against llama.cpp's row, and
+    ONNX Runtime GenAI's graph scored against llama.cpp's own F32, as llama.cpp's Q4_1 is;
   - llama-bench again, and a summary: every decode and prefill as a multiple of llama.cpp's (the mean
     of its two runs, which bracket ours), prefill as a share of the matmul peak, and the ceilings the
     floors set on those ratios;
@@ -30,8 +31,10 @@
     once through the page, the endpoint, both, and llama-server --parallel 24),
     and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
-  - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench and
-    onnx-gguf4 / onnx-gguf4-int8 alternating, 3 rounds, the ratios taken within each round);
+  - on the bundled model, the genai row (genai.py): ONNX Runtime GenAI's own builder's int4 graph of the same
+    GGUF (built once, cached), its nodes a token and ops, its greedy answer; "skipped" and why where it cannot run;
+  - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench,
+    onnx-gguf4 / onnx-gguf4-int8 and ONNX Runtime GenAI alternating, 3 rounds, the ratios taken within each round);
   - last, the remote row (remote.py): this client against a llama-server the bench starts on the
     same model.
 
@@ -52,9 +55,10 @@ import shlex
 import subprocess
 import sys
 
-from . import aiperf, backends, batch, breakdown, clients, fidelity, interleaved, kld, kvmem, loop, paced, peer, \
-    prefill, quiet, remote, results, roofline, room, serve, speculative, ui
+from . import aiperf, backends, batch, breakdown, clients, fidelity, genai, interleaved, kld, kvmem, loop, paced, \
+    peer, prefill, quiet, remote, results, roofline, room, serve, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
+from .genai import GENAI
 from .rows import PREFILL, Stamp, say
 
 
@@ -81,6 +85,8 @@ def run_all(argv: list[str]) -> None:
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
         for command in ("batch", "serve", "kvmem", "aiperf", "clients", "loop", "room", "roofline", "speculative"):
             say(row_in_subprocess(command, model=model))
+    if on_bundled:   # ONNX Runtime GenAI, the peer on ONNX Runtime: its graph (built once, cached), what it is
+        say(row_in_subprocess("genai", label=GENAI))
     if not args.names and on_bundled:
         # the default's ratios to llama-bench with the two alternating round after round (the step breakdown is
         # the batch row's); its rows go straight to this output
@@ -117,7 +123,8 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),
     "remote": (remote.main, "this client against a llama-server (started here, or at a URL)"),
-    "interleaved": (interleaved.main, "ratios to llama.cpp, llama-bench and our backends alternating"),
+    "interleaved": (interleaved.main, "ratios to llama.cpp, llama-bench, our backends and ONNX Runtime GenAI alternating"),
+    "genai": (genai.main, "ONNX Runtime GenAI's graph of the bundled model: its nodes, ops, a greedy answer"),
     "results": (results.main, "the dated results page of a stamped JSON-lines file"),
     "paced-app": (paced.main, "the app over a PacedEngine on --port (what the ui-flat row starts)"),
 }

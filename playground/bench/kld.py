@@ -22,6 +22,11 @@ llama.cpp's rule, in double precision where llama.cpp rounds the rank in float) 
 PPL(base) and its ±. A cross-check row scores onnx fp32 against llama.cpp's own F32 base: near zero when the ids,
 the chunks and the weights line up.
 
+The peer on ONNX Runtime, ONNX Runtime GenAI (genai.py: its builder's int4 graph of the same GGUF), is scored as
+llama.cpp's Q4_1 is: against llama.cpp's own F32 base, on the same ids and chunks, its logits read from its
+Generator through the same prefill-then-decode path (a fresh generator a chunk). Where it cannot run here, its
+row says `skipped` and why.
+
 The gate (peer_gate, each backend row's `targets_met`): a backend is at least as faithful as llama.cpp when its
 Same top p is not below llama.cpp's minus llama.cpp's ±, and its mean KLD is not above llama.cpp's by more
 than 10 %. Fidelity does not depend on the machine's load: these rows are valid on a busy machine.
@@ -43,6 +48,7 @@ import numpy as np
 
 from ..metrics import percentile
 from .process import row_in_subprocess
+from .genai import GENAI
 from .rows import ROOT, Row, say
 
 
@@ -56,7 +62,7 @@ class KldRow(Row):
     {'kld': 'llama-perplexity --kl-divergence', 'backend': 'llama.cpp', 'error': 'llama-perplexity is not installed'}
     """
 
-    OPTIONAL = ("arithmetic", "cpu_variant", "targets", "targets_met", "error")
+    OPTIONAL = ("arithmetic", "cpu_variant", "targets", "targets_met", "error", "skipped")
     ON_ERROR = ("kld", "backend")
 
     kld: str = field(default="llama-perplexity --kl-divergence", init=False)
@@ -82,6 +88,7 @@ class KldRow(Row):
     targets_met: dict[str, bool | None] | None = None   # kld.peer_gate: at least as faithful as llama.cpp
     seconds: float | None = None
     error: str | None = None
+    skipped: str | None = None            # a peer that cannot run here (ONNX Runtime GenAI), and why
 
 
 N_CTX = 256
@@ -360,9 +367,21 @@ def gguf_adds_bos(gguf: Path | None = None) -> tuple[bool, int | None]:
     return bool(add), None if bos is None else int(bos)
 
 
+def as_array(logits) -> np.ndarray:
+    """A step's logits as float32 numpy, flat: a backend's torch tensor or a peer's array.
+
+    >>> as_array([[1, 2]]).dtype, as_array(np.zeros((1, 1, 3))).shape
+    (dtype('float32'), (3,))
+    """
+    if hasattr(logits, "cpu"):
+        logits = logits.float().cpu().numpy()
+    return np.asarray(logits, np.float32).reshape(-1)
+
+
 def chunk_logits(backend, tokens: np.ndarray, n_ctx: int, bos: int | None = None):
     """Yield the backend's logits (float32 [vocab]) at every scored position, chunk after chunk: prefill of the
-    chunk's first n_ctx / 2 + 1 ids, then one decode per id (see the module doc). `bos`: put first in each chunk."""
+    chunk's first n_ctx / 2 + 1 ids, then one decode per id (see the module doc). `bos`: put first in each chunk.
+    Anything with a backend's prefill(ids) and decode(id, state) will do (the GenAI peer too)."""
     first = n_ctx // 2
     for chunk in np.asarray(tokens).reshape(-1, n_ctx):
         ids = [int(x) for x in chunk]
@@ -370,7 +389,7 @@ def chunk_logits(backend, tokens: np.ndarray, n_ctx: int, bos: int | None = None
             ids[0] = bos
         logits, state = backend.prefill(ids[:first + 1])
         for j in range(first, n_ctx - 1):
-            yield logits.float().cpu().numpy().reshape(-1)
+            yield as_array(logits)
             if j + 1 < n_ctx - 1:
                 logits, state = backend.decode(ids[j + 1], state)
 
@@ -428,6 +447,30 @@ def backend_row(name: str, base_path: Path, reference: Path, llama: dict | None 
                   seconds=round(time.perf_counter() - t, 1))
 
 
+def peer_row(base_path: Path, llama: dict | None = None) -> KldRow:
+    """ONNX Runtime GenAI's graph scored as llama.cpp's Q4_1 is: against llama.cpp's own F32 base (its records), on
+    its ids and chunks; with llama.cpp's figures, the gate; `skipped` and why where it cannot run here."""
+    from .genai import RECIPE, GenaiSkipped, open_peer, version
+
+    peer = open_peer()
+    if isinstance(peer, GenaiSkipped):
+        return KldRow(backend=GENAI, skipped=str(peer))
+    base = read_base(base_path)
+    t = time.perf_counter()
+    n_vocab, next_tokens = base["n_vocab"], scored_next_tokens(base["tokens"], base["n_ctx"])
+    try:
+        logits = np.stack([row[:n_vocab] for row in chunk_logits(peer, base["tokens"], base["n_ctx"], _bos(base))])
+    except RuntimeError as exc:   # onnxruntime_genai raises RuntimeError on a failed run
+        return KldRow(backend=GENAI, skipped=f"its run failed here ({exc})")
+    figures = summary(score_in_blocks(logits, base["records"], next_tokens))
+    gate = peer_gate(figures, llama) if llama else None
+    return KldRow(backend=GENAI, arithmetic=f"{GENAI} {version()}: its builder's {' '.join(RECIPE)} graph "
+                                            "(weights quantized again from the dequantized GGUF)",
+                  reference="llama.cpp F32 (its base file), as llama.cpp's Q4_1 is scored", chunks=base["n_chunk"],
+                  n_ctx=base["n_ctx"], texts=list(TEXTS), **figures, targets=dict(GATE) if gate else None,
+                  targets_met=gate, seconds=round(time.perf_counter() - t, 1))
+
+
 BACKEND_ARITHMETIC = {"onnx-gguf4": "the default: int8 layers (llama.cpp's arithmetic), int8x2 head",
                       "onnx-gguf4-int8": "int8 activations in every matmul (llama.cpp's arithmetic)",
                       "onnx-gguf4-int8x2": "int8x2 activations throughout (the exact variant)",
@@ -435,7 +478,8 @@ BACKEND_ARITHMETIC = {"onnx-gguf4": "the default: int8 layers (llama.cpp's arith
 
 
 def kld_rows(names: list[str], model: str | None = None) -> list[dict]:
-    """llama.cpp's row, the cross-check, then one row per backend (each in its own process), printed as they come."""
+    """llama.cpp's row, the cross-check, one row per backend, then ONNX Runtime GenAI's (each in its own process),
+    printed as they come."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="playground-kld-") as tmp:
         work = Path(tmp)
@@ -445,12 +489,12 @@ def kld_rows(names: list[str], model: str | None = None) -> list[dict]:
             return rows
         reference = work / "reference.npy"
         rows.append(say(row_in_subprocess("kld", "--base", str(base), "--reference", str(reference), label=REFERENCE)))
-        if "error" in rows[-1]:
-            return rows
         peer = json.dumps({k: rows[0].get(k) for k in ("same_top_p_pct", "same_top_p_pm_pct", "mean_kld")})
-        for name in [n for n in names if n != REFERENCE]:
-            rows.append(say(row_in_subprocess("kld", name, "--base", str(base), "--compare", str(reference),
-                                              "--llama", peer, label=name)))
+        if "error" not in rows[-1]:   # ours are scored against the reference's records
+            for name in [n for n in names if n != REFERENCE]:
+                rows.append(say(row_in_subprocess("kld", name, "--base", str(base), "--compare", str(reference),
+                                                  "--llama", peer, label=name)))
+        rows.append(say(row_in_subprocess("kld", GENAI, "--base", str(base), "--llama", peer, label=GENAI)))
     return rows
 
 
@@ -459,7 +503,8 @@ def main(argv: list[str]) -> None:
     its own process); with --reference or --compare, that one row in this process."""
     import argparse
     p = argparse.ArgumentParser(prog="python -m playground.bench kld", description=__doc__.splitlines()[0])
-    p.add_argument("names", nargs="*", help="backends (default: every ONNX variant of the bundled GGUF)")
+    p.add_argument("names", nargs="*", help=f"backends (default: every ONNX variant of the bundled GGUF); {GENAI} "
+                                            "with --base alone: its row against llama.cpp's F32")
     p.add_argument("--base", type=Path, help="llama-perplexity's --kl-divergence-base file (ids, chunks)")
     p.add_argument("--reference", type=Path, help="write onnx fp32's records there (one row, this process)")
     p.add_argument("--compare", type=Path, help="score the one backend named against the records there")
@@ -467,6 +512,8 @@ def main(argv: list[str]) -> None:
     args = p.parse_args(argv)
     if args.reference:
         say(write_reference(args.base, args.reference))
+    elif args.names == [GENAI] and args.base:
+        say(peer_row(args.base, args.llama))
     elif args.compare:
         say(backend_row(args.names[0], args.base, args.compare, args.llama))
     else:

@@ -11,9 +11,9 @@ process the bench started, whose rows the parent prints again as `Relayed`); res
 page from the stamp and the rows. Typed here: the base `Row`, the stamp, the error row and a child's row
 relayed. Each family's rows are typed beside the code that measures them, one module a family: backends.py,
 prefill.py, fidelity.py, kld.py, peer.py (llama-bench, the matmul peak, the kernel floor, the summary of
-ratios), interleaved.py (the rounds and their medians), batch.py, breakdown.py, serve.py, kvmem.py (prefix
-cache, preemption, the chunk sweep), aiperf.py, clients.py, loop.py, room.py, roofline.py, speculative.py,
-ui.py (ui and ui-flat) and remote.py. Left out: types for the figures nested in a row (a sweep's points, a
+ratios), interleaved.py (the rounds and their medians), genai.py (ONNX Runtime GenAI's graph), batch.py,
+breakdown.py, serve.py, kvmem.py (prefix cache, preemption, the chunk sweep), aiperf.py, clients.py, loop.py,
+room.py, roofline.py, speculative.py, ui.py (ui and ui-flat) and remote.py. Left out: types for the figures nested in a row (a sweep's points, a
 scheduler's figures, the bounds): they stay dicts, their keys named in the row's comments and its module.
 """
 from __future__ import annotations
@@ -38,7 +38,8 @@ class Row:
     """A typed row: its fields as the JSON object the bench prints, in their order. OPTIONAL: fields left out
     when None (keys a row has only sometimes). FLAT: dict fields whose items stand at the top level in the
     field's place (keys named by what was measured: a backend, a preset). ON_ERROR: where set, a row with an
-    `error` prints only these fields and the error (the others were never measured).
+    `error`, or `skipped` (a peer that cannot run here, and why), prints only these fields and that one (the
+    others were never measured).
 
     >>> ErrorRow("onnx", "boom").to_json()
     {'backend': 'onnx', 'error': 'boom'}
@@ -57,8 +58,9 @@ class Row:
                 out.update(value)
             else:
                 out[key] = value
-        if self.ON_ERROR is not None and out.get("error") is not None:
-            return {key: out[key] for key in (*self.ON_ERROR, "error")}
+        for why in ("error", "skipped"):
+            if self.ON_ERROR is not None and out.get(why) is not None:
+                return {key: out[key] for key in (*self.ON_ERROR, why)}
         return out
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from playground.bench import interleaved
+from playground.bench.genai import GenaiSkipped
 from playground.bench.peer import LlamaBenchRow
 
+NO_PEER = GenaiSkipped("not measured here: the tiny model is not the peer's")
 CONFIGURATION = "sapphirerapids: its repacked weights run decode alone but die on batches here; zen4 with repacking"
 
 
@@ -17,7 +19,7 @@ def test_the_row_names_the_cpu_kind_and_each_llama_figure_as_a_ratio(monkeypatch
     monkeypatch.setattr(interleaved, "llama_bench_row", lambda repeats: LlamaBenchRow(
         threads=2, cpu_variant="zen4", configuration=CONFIGURATION, own_decode_only_tps=own_decode_only,
         decode_tps=150.0, prompt_s=0.05, prefill_s=1.0))
-    row = interleaved.interleaved_rows(["torch"], rounds=1).to_json()
+    row = interleaved.interleaved_rows(["torch"], rounds=1, peer=NO_PEER).to_json()
     assert row["llama_configuration"] == CONFIGURATION and set(row["cpu_flags"]) >= {"avx2", "avx512f"}
     ours = row["torch"]
     assert ours["decode_tps"] > 0
@@ -37,7 +39,7 @@ def test_each_decode_is_put_on_the_measured_bandwidth_and_the_default_held_to_it
         threads=2, cpu_variant="zen4", configuration=CONFIGURATION, decode_tps=150.0, prompt_s=0.05, prefill_s=1.0))
     monkeypatch.setattr("playground.roofline.measure_bandwidth", lambda threads, budget_s: (1e8, "fixed"))
     monkeypatch.setattr(interleaved, "validity", lambda loads: {"valid": True})
-    row = interleaved.interleaved_rows(["torch"], rounds=1).to_json()
+    row = interleaved.interleaved_rows(["torch"], rounds=1, peer=NO_PEER).to_json()
     assert row["machine"]["bandwidth_gb_s"] == 0.1
     ours, llama = row["torch"], row["llama.cpp"]
     # tok/s x the roofline's bytes a token reads, over the bandwidth
