@@ -150,7 +150,7 @@ def graph_nodes(path: Path) -> dict:
 def matmul_nbits(path: Path) -> dict:
     """The MatMulNBits of a graph: how many, the bits, block sizes and accuracy levels they use, how many carry zero
     points, and the bytes a weight takes (its bits and its block's scale and zero point, spread over the block)
-    in the layers and in the head (the one with the most outputs)."""
+    in the head (the one with the most outputs) and in the layers (the largest, where they differ)."""
     import onnx
 
     graph = onnx.load(str(path), load_external_data=False).graph
