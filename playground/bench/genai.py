@@ -289,13 +289,15 @@ class GenaiRow(Row):
     """ONNX Runtime GenAI's graph of the bundled model (genai_row): how it was made, what it is (nodes a token, ops,
     MatMulNBits) and its greedy answer to the chat prompt; with `skipped`, the peer, its version and why alone.
 
-    >>> GenaiRow(version=None, skipped="onnxruntime-genai does not import here").to_json()
-    {'peer': 'onnxruntime-genai', 'version': None, 'skipped': 'onnxruntime-genai does not import here'}
+    >>> GenaiRow(version=None, skipped="onnxruntime-genai does not import here").to_json()   # doctest: +NORMALIZE_WHITESPACE
+    {'bench': 'genai', 'peer': 'onnxruntime-genai', 'version': None,
+     'skipped': 'onnxruntime-genai does not import here'}
     """
 
     OPTIONAL = ("skipped",)
-    ON_ERROR = ("peer", "version")
+    ON_ERROR = ("bench", "peer", "version")
 
+    bench: str = field(default="genai", init=False)
     peer: str = field(default=GENAI, init=False)
     version: str | None                   # onnxruntime-genai's; None where it is not installed
     recipe: str | None = None             # how the graph was made

@@ -69,7 +69,7 @@ def test_without_the_package_its_graph_row_and_kld_row_say_skipped_and_why(no_ge
     with pytest.raises(GenaiSkipped, match="does not import here"):
         genai.graph_dir(cache_dir=tmp_path)
     row = genai.genai_row().to_json()
-    assert set(row) == {"peer", "version", "skipped"} and row["peer"] == GENAI
+    assert set(row) == {"bench", "peer", "version", "skipped"} and row["peer"] == GENAI
     assert "does not import here" in row["skipped"]
     scored = kld.peer_row(tmp_path / "no-base-needed.kld").to_json()   # skipped before any base is read
     assert scored == {"kld": "llama-perplexity --kl-divergence", "backend": GENAI, "skipped": row["skipped"]}
