@@ -37,7 +37,7 @@ from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document
 from .registry import SCHEDULERS, Needs
 from .batching import BatchConfig
 from .presets import PRESETS
-from .run import measure_preset, plan_sweep, run_sweep, run_workload, workload_setup
+from .run import SWEEP_KINDS, measure_preset, plan_sweep, run_sweep, run_workload, workload_setup
 from .setup import Pick, WorkloadForm, interference_workload, pool_config
 from .sweeps import BATCH_SIZES, CHUNK_SIZES, RATES
 from .mooncake import BLOCK_TOKENS, is_trace, read_rows, results_jsonl, to_workload
@@ -81,7 +81,7 @@ def parse_args(argv):
                    help="batching-torch: KV blocks (default: the workload at once)")
     p.add_argument("--manager-scheduler", choices=("fifo", "prefill_first"), default="fifo")
     p.add_argument("--max-total-tokens", type=int, default=MAX_WORKLOAD_TOKENS)
-    p.add_argument("--sweep", choices=("batch", "rate", "chunk"), default=None)
+    p.add_argument("--sweep", choices=SWEEP_KINDS, default=None)
     p.add_argument("--sizes", default=",".join(map(str, BATCH_SIZES)), help="batch sweep: concurrent requests")
     p.add_argument("--new-tokens", type=int, default=64, help="batch sweep: tokens each request decodes")
     p.add_argument("--rates", default=",".join(map(str, RATES)), help="rate sweep: requests/s")

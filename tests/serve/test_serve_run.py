@@ -56,6 +56,7 @@ def test_the_tabs_run_and_the_cli_give_the_same_records(sources, tmp_path, a, b,
     form = serve_form(a, b, **changes)
     frames = list(handlers(sources).serve({**vars(form), "job": job}))
     assert frames[-1]["status"].count("done") == 2 and not job.error
+    assert (job.fraction, job.message) == (1.0, "done")   # the runs reported their progress to the tab's job
     out = tmp_path / "cli"
     assert cli.main([*cli_flags(a, b, **changes), "--model", "tiny", "--out", str(out)]) == 0
     names = ["batching-a", "batching-b"] if "preset" in changes else [a, b]
