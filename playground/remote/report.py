@@ -20,7 +20,8 @@ names the rest: delivery (HTTP, the event stream, the network), which no server 
     'first token at this client 412 ms = server prompt_ms 368 ms (its slot on the prompt) + queue and delivery 44 ms (llama.cpp times no queue)'
 
 vLLM's `kv_pool_used_share` is the share of the server's whole preallocated KV block pool in use, across
-every request it holds, not this request's cache: the line says so. Nothing here is a client measurement.
+every request it holds, not this request's cache: the line says so; a server of several engines has a pool per
+engine, and the line gives each engine's share (`figures_text`). Nothing here is a client measurement.
 Left out: charts of the sampled figures (the Serve tab draws the pool over time).
 """
 from __future__ import annotations
