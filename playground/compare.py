@@ -119,9 +119,25 @@ def finished_line(c: "Comparison") -> str:
     as the end-of-sequence a local run records, said apart)."""
     counts = [len(x) for x in answer_tokens(c.a, c.b)]
     special = [sum(s.special for s in t.steps) for t in c.traces]
-    extra = (f" (then {tokens(special[0])} and {tokens(special[1])} special, such as end-of-sequence, not shown)"
-             if any(special) else "")
-    return f"finished: {tokens(counts[0])} and {tokens(counts[1])} in the answers{extra}"
+    extra = (f" (then {both(*special, 'special token')}, such as end-of-sequence, not shown)" if any(special) else "")
+    return f"finished: {both(*counts, 'token', 'answer')}{extra}"
+
+
+def both(a: int, b: int, noun: str, where: str = "") -> str:
+    """A's and B's counts of `noun`, as a person says them: once when they are equal; `where`: what each count is
+    in ("answer").
+
+    >>> both(7, 7, "token", "answer"), both(1, 2, "token", "answer")
+    ('7 tokens in each answer', "1 token in A's answer, 2 in B's")
+    >>> both(1, 1, "special token"), both(0, 2, "special token"), both(3, 0, "special token")
+    ('1 special token each', "none in A's, 2 in B's", "3 special tokens in A's, none in B's")
+    """
+    def count(n: int) -> str:
+        return tokens(n).replace("token", noun)
+    if a == b:
+        return f"{count(a)} in each {where}" if where else f"{count(a)} each"
+    return (f"{'none' if a == 0 else count(a)} in A's{' ' + where if where else ''}, "
+            f"{'none' if b == 0 else f'{b:,}'} in B's")
 
 
 ANSWERS_CSS = (

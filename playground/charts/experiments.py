@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..units import formula
+from ..units import formula, times
 from .run import titled
 
 CACHED, UNCACHED = "#1f77b4", "#d62728"
@@ -65,7 +65,7 @@ def without_cache(ratio: float | None) -> str:
         return "ratio: incomplete run"
     if round(ratio, 1) == 1.0:
         return "as fast without cache"
-    return f"{ratio:.1f}× slower without cache" if ratio > 1 else f"{1 / ratio:.1f}× faster without cache"
+    return f"{times(ratio)} slower without cache" if ratio > 1 else f"{times(1 / ratio)} faster without cache"
 
 
 def plot_cache_comparison(cmp) -> go.Figure:
@@ -136,7 +136,7 @@ def plot_short_vs_long(cmp, keys: tuple[str, ...] | None = None) -> go.Figure:
         if top:
             fig.update_yaxes(range=[0, top * 1.3], row=i // PANEL_COLUMNS + 1, col=i % PANEL_COLUMNS + 1)
     ratios = cmp.summary().get("ratios", {})
-    sub = ", ".join(f"{ratios[k]:.1f}× {w}" for k, w in RATIO_WORDS.items() if k in ratios)
+    sub = ", ".join(f"{times(ratios[k])} {w}" for k, w in RATIO_WORDS.items() if k in ratios)   # as the lesson says it
     fig.update_layout(title=_title(f"Long ÷ short: {sub}" if sub else "Short vs long request", cmp),
                       barmode="group", height=180 + 220 * rows, margin={"t": 110}, showlegend=False)
     return fig

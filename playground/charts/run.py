@@ -78,6 +78,23 @@ def _y_room(fig: go.Figure) -> float:
     return (LABEL_PX * max(map(len, map(str, labels)), default=3) + title + 24) / NOMINAL_WIDTH_PX
 
 
+LINE_PX = 24   # a line of presenter mode's 18 px text
+
+
+def panel_labels(labels: list[str], width: float, first_room: float = 0.0) -> list[str]:
+    """Each panel's label on lines that fit over its panel at presenter mode's 18 px: `width` is a panel's share of
+    the plot's width, `first_room` the share the first panel's tick labels take from it (they widen the margin).
+    Labels that ran past their panel ran into their neighbours' ("Without prefix cacheWith prefix cache").
+
+    >>> panel_labels(["Without prefix cache", "With prefix cache", "KV budget: 112 positions"], 0.27, 0.3)
+    ['Without prefix<br>cache', 'With prefix<br>cache', 'KV budget: 112<br>positions']
+    >>> panel_labels(["One at a time", "With continuous batching"], 0.45)
+    ['One at a time', 'With continuous batching']
+    """
+    fits = max(8, int(width * NOMINAL_WIDTH_PX * (1 - first_room) / LABEL_PX))
+    return [wrap(label, fits) for label in labels]
+
+
 def side_by_side(panels: list[tuple[str, go.Figure]], title: str | dict, height: int = 460) -> go.Figure:
     """Several figures as panels of one figure, side by side under one legend: `panels` is [(label, figure)], each
     label over its panel, each panel keeping its figure's traces, axes and annotations. A lesson step names its
@@ -95,9 +112,10 @@ def side_by_side(panels: list[tuple[str, go.Figure]], title: str | dict, height:
             for k, (_, fig) in enumerate(panels)]
     gaps = [0.0] + [0.08 if same[k] else _y_room(fig) for k, (_, fig) in enumerate(panels) if k]
     width = (1 - sum(gaps)) / max(len(panels), 1)
+    labels = panel_labels([label for label, _ in panels], width, _y_room(panels[0][1]) if panels else 0.0)
     out = _figure(title, "", "", height=height)
     start, listed = 0.0, set()
-    for k, (label, fig) in enumerate(panels):
+    for k, ((_, fig), label) in enumerate(zip(panels, labels)):
         start += gaps[k]
         n = "" if k == 0 else str(k + 1)
         x, y = fig.layout.xaxis.to_plotly_json(), fig.layout.yaxis.to_plotly_json()
@@ -114,8 +132,9 @@ def side_by_side(panels: list[tuple[str, go.Figure]], title: str | dict, height:
             out.add_trace(trace)
         start += width
     subtitle = isinstance(title, dict) and "subtitle" in title
+    lines = max((label.count("<br>") for label in labels), default=0)   # a label's second line: the title higher
     return out.update_layout(barmode=panels[0][1].layout.barmode if panels else None,
-                             margin=dict(l=80, r=20, t=90 if subtitle else 70, b=130),
+                             margin=dict(l=80, r=20, t=(90 if subtitle else 70) + LINE_PX * lines, b=130),
                              legend=dict(orientation="h", y=0, x=0, xanchor="left", yanchor="bottom", yref="container"))
 
 

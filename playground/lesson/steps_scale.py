@@ -25,6 +25,7 @@ from .room import NO_ROOM_YET, NO_TRAFFIC, room_step, room_traffic
 from .steps_run import answer_run
 from ..serve.batching import BatchConfig
 from ..trace import COMPLETED, StopReason
+from ..units import times
 
 CONTRACT_PAGES, TOKENS_PER_PAGE = 100, 500   # an assumption, stated: a dense page of English is ~500 tokens
 CALIBRATION_LENGTHS = (64, 128, 256, 512)    # measured prefills that calibrate the FLOP model (~1 s in all)
@@ -36,15 +37,19 @@ KV_CACHE_TERM = ('<p class="lesson-term"><b>KV cache</b>: the keys and values of
 # --- 4: the KV cache
 
 def step_kv_cache(lesson, report) -> StepResult:
+    """The cache's growth and the run without it, one figure whose panels show every figure the takeaway quotes
+    (each panel's label and the takeaway's sentence are made from the same words); the prefix reuse, which no
+    panel draws, is said under the chart."""
     source, notes, numbers = lesson.source, [], {}
     trace = answer_run(lesson, report)
     figures = {"kv": plot_kv_cache(trace)}   # one figure at the end: the takeaway names both charts
     kv = [s.kv_bytes for s in trace.steps if s.kv_bytes is not None]
-    parts = []
+    parts, labels, found = [], ["Its size per step"], []
     if len(kv) > 1:
         numbers["kv_per_token"] = (kv[-1] - kv[0]) / (len(kv) - 1)
-        parts.append(f"Measured KV cache: {format_bytes(round(numbers['kv_per_token']))} per token, "
-                     f"{format_bytes(kv[-1])} in all.")
+        per_token = f"{format_bytes(round(numbers['kv_per_token']))} per token"
+        parts.append(f"Measured KV cache: {per_token}.")
+        labels[0] += f": {per_token}"
     else:
         notes.append(f"{trace.backend} does not report its KV cache: only the formula can be drawn")
     if source.capabilities.no_cache and not report.cancelled:
@@ -53,24 +58,29 @@ def step_kv_cache(lesson, report) -> StepResult:
         figures["cache"] = plot_cache_comparison(cmp)
         s = cmp.summary()
         numbers.update(cache_ratio=s["ratio"], identical=s["identical"])
+        said = without_cache(s["ratio"]).replace("cache", "it")   # the panel's words, and the takeaway's
+        labels.append(f"Step latency: {said}")
         if s["ratio"]:
-            parts.append(f"Without it, {cmp.new_tokens} tokens took {s['ratio']:.1f}× as long."
+            parts.append(f"{cmp.new_tokens} tokens ran {said.removesuffix(' without it')} without it."
                          f"{'' if s['identical'] else ' Their tokens differed.'}")
     else:
         notes.append(f"{source.info.name} cannot run without its cache: that comparison is missing")
     if hasattr(source, "cache_prefix") and not report.cancelled:
         report(0.7, "a shared system prompt, reused")
         numbers.update(_prefix_reuse(source))
-        parts.append(reuse_sentence(numbers["shared_tokens"], numbers["ttft_cold_s"], numbers["ttft_cached_s"]))
+        found.append(reuse_sentence(numbers["shared_tokens"], numbers["ttft_cold_s"], numbers["ttft_cached_s"]))
     else:
         notes.append(f"{source.info.name}: no prefix cache the playground can drive here")
-    if "cache" in figures:
-        kv, cache = figures["kv"], figures.pop("cache")
+    kv_fig = figures["kv"]
+    if "cache" in figures:   # each panel's y axis in its unit alone: a longer title, turned, ran past a short panel
+        cache = figures.pop("cache")
         title = f"The KV cache on {cache.layout.title.subtitle.text}"
-        labels = ("Its size per step", f"Step latency: {without_cache(s['ratio'])}".replace("cache", "it"))
-        figures["kv"] = side_by_side(list(zip(labels, (kv.update_layout(title=None), cache.update_layout(title=None)))),
-                                     title)
-    return StepResult(4, "The KV cache", " ".join(parts), numbers, figures, KV_CACHE_TERM, notes)
+        panels = (kv_fig.update_layout(title=None, yaxis_title="MiB"), cache.update_layout(title=None, yaxis_title="ms"))
+        figures["kv"] = side_by_side(list(zip(labels, panels)), title)
+    else:
+        kv_fig.update_layout(title_text=labels[0].replace("Its size", "KV-cache size"))
+    body = KV_CACHE_TERM + "".join(f"<p>{html.escape(line)}</p>" for line in found)
+    return StepResult(4, "The KV cache", " ".join(parts), numbers, figures, body, notes)
 
 
 def reuse_sentence(shared_tokens: int, cold: float, warm: float) -> str:
@@ -118,19 +128,19 @@ RATIO_NAMES = {"ttft": "the TTFT ratio", "est_cost_usd": "the cost ratio"}
 
 
 def scale_sentence(ratios: dict) -> str:
-    """Step 5's first sentences from the long ÷ short ratios, one finding each; a ratio the source could not
-    give is left out, never written as 0.
+    """Step 5's first sentences from the long ÷ short ratios, one finding each, each ratio rounded as its chart's
+    title rounds it (units.times); a ratio the source could not give is left out, never written as 0.
 
-    >>> scale_sentence({"input_tokens": 17.9, "ttft": 0.94, "est_cost_usd": 5.7})
-    "The document had 18× the question's tokens. Its TTFT was 0.9× the question's. Its estimated cost was 5.7×."
+    >>> scale_sentence({"input_tokens": 22.8, "ttft": 0.94, "est_cost_usd": 5.7})
+    "The document had 23× the question's tokens. Its TTFT was 0.9× the question's. Its estimated cost was 5.7×."
     >>> scale_sentence({"input_tokens": 17.9, "est_cost_usd": 5.7})
     "The document had 18× the question's tokens. Its estimated cost was 5.7×."
     """
-    sentences = [f"The document had {ratios['input_tokens']:.0f}× the question's tokens."]
+    sentences = [f"The document had {times(ratios['input_tokens'])} the question's tokens."]
     if "ttft" in ratios:
-        sentences.append(f"Its TTFT was {ratios['ttft']:.1f}× the question's.")
+        sentences.append(f"Its TTFT was {times(ratios['ttft'])} the question's.")
     if "est_cost_usd" in ratios:
-        sentences.append(f"Its estimated cost was {ratios['est_cost_usd']:.1f}×.")
+        sentences.append(f"Its estimated cost was {times(ratios['est_cost_usd'])}.")
     return " ".join(sentences)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from playground.lesson import STEPS, Lesson
 from playground.lesson.handout import number_cell, write_handout
-from playground.run_view import format_seconds
+from playground.run_view import format_bytes, format_seconds
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +52,10 @@ def test_takeaways_quote_the_runs_own_numbers(lesson, tiny_engine):
     assert four.numbers["kv_per_token"] == (kv[-1] - kv[0]) / (len(kv) - 1) and four.numbers["identical"]
     assert four.numbers["same_answer"] and four.numbers["shared_tokens"] > 200
     # its growth and the run without it, one figure: the takeaway names both
-    assert list(four.figures) == ["kv"] and [a.text for a in four.figures["kv"].layout.annotations][0] == \
-        "Its size per step" and four.figures["kv"].layout.annotations[1].text.startswith("Step latency: ")
+    labels = [a.text.replace("<br>", " ") for a in four.figures["kv"].layout.annotations]
+    assert list(four.figures) == ["kv"] and labels[0].startswith("Its size per step: ") and \
+        labels[1].startswith("Step latency: ")
+    assert f"{format_bytes(round(four.numbers['kv_per_token']))} per token" in labels[0]   # the takeaway's figure, drawn
     five = lesson.results[5]
     low, mid, high = five.numbers["contract_prefill_s"]
     assert 0 < low <= mid <= high and f"{format_seconds(mid)} of prefill (extrapolated)" in five.takeaway

@@ -1,6 +1,6 @@
 """Every comparative word a lesson step writes agrees with the figures it names, on runs made to come out each way.
 
-Steps 1, 2, 3 and 5 write no comparative word (counts, times and ratios: "took 0.7× as long"); steps 4, 6 and 7
+Steps 1, 2, 3 and 5 write no comparative word (counts, times and ratios: "0.9× the question's"); steps 4, 6 and 7
 do: each is fed runs where the thing compared wins and runs where it loses, so a word fixed in the text fails one
 of the two. Step 4 runs on the tiny model with its two comparisons replaced by recorded ones; steps 6 and 7's
 sentences are fed hand-made workload records.
@@ -53,14 +53,15 @@ def test_step_four_words_follow_its_two_comparisons(tiny_engine, recorded_cache,
         "shared_tokens": 284, "ttft_cold_s": cold, "ttft_cached_s": warm, "same_answer": True})
     four = Lesson(tiny_engine).run(4)
     said = re.search(r"Reusing a 284-token shared prompt (cut TTFT from |saved nothing \()" + DURATION
-                     + r"(?: to| whole,) " + DURATION, four.takeaway)
-    assert said, four.takeaway
+                     + r"(?: to| whole,) " + DURATION, four.html)   # under the chart: no panel draws it
+    assert said, four.html
     whole, cached = seconds(*said.group(2, 3)), seconds(*said.group(4, 5))
     assert (whole, cached) == (shown(cold), shown(warm))
-    assert said.group(1).startswith("cut") == (cached < whole), four.takeaway
-    assert f"took {uncached_scale:.1f}× as long" in four.takeaway
-    label = next(a.text for a in four.figures["kv"].layout.annotations if a.text.startswith("Step latency"))
+    assert said.group(1).startswith("cut") == (cached < whole), four.html
+    label = next(a.text.replace("<br>", " ") for a in four.figures["kv"].layout.annotations
+                 if a.text.startswith("Step latency"))   # a label on two lines where its panel is narrow
     word, ratio = re.search(r"(\d+(?:\.\d+)?)× (slower|faster) without it", label).group(2, 1)
+    assert f"ran {ratio}× {word} without it" in four.takeaway, (four.takeaway, label)   # the panel's own figure
     assert word == ("slower" if uncached_scale > 1 else "faster"), label
     assert float(ratio) == round(uncached_scale if uncached_scale > 1 else 1 / uncached_scale, 1), label
     title = steps_scale.plot_cache_comparison(cmp).layout.title.text
@@ -152,3 +153,27 @@ def test_step_six_from_the_room_computes_every_figure_it_names(origins, rows, ad
     wait = re.search(r"the longest wait for a KV slot was " + DURATION, text)
     assert seconds(*wait.groups()) == shown(max(s - a for s, a in zip(admitted, arrivals))), text
     assert " so far" not in text and len(text.split()) <= 35
+
+
+# --- step 5: each ratio its takeaway writes, rounded as its chart's title rounds it
+
+def test_step_five_writes_each_ratio_as_its_chart_does(tiny_engine, monkeypatch):
+    """The takeaway said "23×" where the chart's title said "22.8×": one figure, two roundings."""
+    from playground.experiments import EXPERIMENTS
+    real = EXPERIMENTS["short-long"].run(tiny_engine, {"max_new_tokens": 2})
+    cmp = replace(real, long=replace(real.long, input_tokens=round(real.short.input_tokens * 22.8)))
+    monkeypatch.setattr(steps_scale, "EXPERIMENTS", {"short-long": SimpleNamespace(run=lambda *a, **k: cmp)})
+    source = SimpleNamespace(info=tiny_engine.info, capabilities=SimpleNamespace(exact_ids=False))   # no calibration
+    five = steps_scale.step_scale(SimpleNamespace(source=source), _Report())
+    title = five.figures["short_long"].layout.title.text
+    said = re.findall(r"(\d+(?:\.\d+)?×)", five.takeaway)
+    assert said and said[0] == f"{cmp.summary()['ratios']['input_tokens']:.0f}×", five.takeaway
+    assert all(ratio in title for ratio in said), (five.takeaway, title)
+
+
+class _Report:
+    """A step's progress reporter that is never cancelled."""
+    cancelled, event = False, None
+
+    def __call__(self, fraction, message):
+        pass

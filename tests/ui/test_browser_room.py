@@ -213,8 +213,10 @@ NAMED_SHOWN = """(labels) => {
   const screen = {top: 0, left: 0, bottom: innerHeight, right: innerWidth};
   const texts = [...gd.querySelectorAll('.annotation-text')];
   const taken = [];   // every named panel's plot area and tick labels: the legend stays clear of them
+  const flat = (text) => (text || '').replace(/<br>/g, ' '), bare = (text) => text.replace(/\s|<br>/g, '');
+  const drawn = [];   // each named panel's label as drawn: clear of the others, of the title and of every axis title
   for (const label of labels) {
-    const k = L.annotations.findIndex((a) => (a.text || '').startsWith(label));
+    const k = L.annotations.findIndex((a) => flat(a.text).startsWith(label));
     if (k < 0) { out.push(`no panel "${label}"`); continue; }
     const x = L.annotations[k].x, xa = Object.keys(L).filter((key) => /^xaxis\d*$/.test(key)).map((key) => L[key])
       .find((axis) => axis.domain[0] <= x && x <= axis.domain[1]);
@@ -224,7 +226,8 @@ NAMED_SHOWN = """(labels) => {
                   bottom: fig.top + ya._offset + ya._length};
     const ticks = [...gd.querySelectorAll(`.${xa._id}tick text`)].map((t) => t.getBoundingClientRect())
       .filter((r) => r.width);
-    const text = texts.find((t) => t.textContent.startsWith(label.replace(/<br>/g, '')));
+    const text = texts.find((t) => bare(t.textContent).startsWith(bare(label)));
+    if (text) drawn.push([label, text.getBoundingClientRect()]);
     for (const [what, r] of [['its label', text && text.getBoundingClientRect()], ['its plot', area],
                              ...ticks.map((r) => ['a tick label', r])]) {
       if (!r) out.push(`"${label}": ${what} not drawn`);
@@ -232,6 +235,12 @@ NAMED_SHOWN = """(labels) => {
     }
     taken.push(area, ...ticks);
   }
+  const others = [...gd.querySelectorAll('.gtitle, .xtitle, .ytitle, [class^="x"][class$="title"], [class^="y"][class$="title"]')]
+    .map((t) => [t.textContent, t.getBoundingClientRect()]).filter(([, r]) => r.width);
+  drawn.forEach(([label, r], i) => {
+    for (const [what, o] of [...drawn.slice(i + 1), ...others])
+      if (meet(r, o)) out.push(`"${label}" runs into "${what.slice(0, 30)}"`);
+  });
   const legend = gd.querySelector('.legend .bg'), box = legend && legend.getBoundingClientRect();
   if (!box || !box.height) out.push('no legend');
   else {
