@@ -23,10 +23,11 @@ import math
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, type: str, code: str | None = None, param: str | None = None,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, words: str = ""):
         super().__init__(message)
         self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
         self.retry_after = retry_after
+        self.words = words   # the refusal in a few words, where its status alone says too little ("wrong key")
 
     @property
     def headers(self) -> dict:
@@ -45,9 +46,18 @@ def context_exceeded(tokens: int, window: int, param: str = "messages") -> ApiEr
                          f"is {window} tokens", "invalid_request_error", "context_length_exceeded", param)
 
 
-def unauthorized() -> ApiError:
-    return ApiError(401, "a valid API key is needed: send it as 'Authorization: Bearer <key>'",
-                    "invalid_request_error", "invalid_api_key")
+NO_KEY, WRONG_KEY = "no key", "wrong key"
+
+
+def unauthorized(sent: bool) -> ApiError:
+    """401 for a request without a key (`sent` False) or with one that is not this server's, each saying which.
+
+    >>> unauthorized(False).words, unauthorized(True).message.startswith("the API key sent is not")
+    ('no key', True)
+    """
+    message = ("the API key sent is not one of this server's: send a valid one as 'Authorization: Bearer <key>'"
+               if sent else "no API key was sent: send it as 'Authorization: Bearer <key>'")
+    return ApiError(401, message, "invalid_request_error", "invalid_api_key", words=WRONG_KEY if sent else NO_KEY)
 
 
 def not_found(message: str, code: str = "not_found", param: str | None = None) -> ApiError:

@@ -189,7 +189,7 @@ class Guard:
         if self._digests:
             matches = [hmac.compare_digest(digest, d) for d in self._digests]
             if scheme.lower() != "bearer" or not any(matches):
-                raise unauthorized()
+                raise unauthorized(sent=bool((authorization or "").strip()))
             identity = f"key {matches.index(True)}"
         else:
             proxied = forwarded_client(forwarded) if self.config.trust_forwarded else None

@@ -141,7 +141,7 @@ class ApiService:
         """Tell the observer of a completion refused before it reached the loop (an ApiError: status, reason), and
         which client sent it ("" when it was refused before the guard named one)."""
         if self.room.traffic is not None:
-            self.room.traffic.refused(error.status, error.message, client)
+            self.room.traffic.refused(error.status, error.message, client, error.words)
 
     def open(self, asked: Asked, client: str, received: Received | None = None) -> ServedRequest:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""

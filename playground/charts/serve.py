@@ -36,7 +36,8 @@ ENDS = {StopReason.EOS: ("circle", "#16a34a"), StopReason.LENGTH: ("square", "#1
         StopReason.ERROR: ("hexagram", "#7f1d1d")}
 # a refused request: a closed square, coloured by its HTTP status (the reason is on hover and in the table)
 REFUSED_SYMBOL, REFUSED_COLORS, REFUSED_OTHER = "square-x", {400: "#7c3aed", 429: "#0369a1", 413: "#a16207"}, "#475569"
-STATUS_WORDS = {400: "too long or bad", 401: "no key", 413: "too large", 429: "too many", 503: "not ready"}
+STATUS_WORDS = {400: "too long or bad", 401: "no key or a wrong one", 413: "too large", 429: "too many",
+                503: "not ready"}   # a refusal's words where its record has none of its own (Refusal.words)
 
 
 def over_time(result, window: float = 1.0) -> dict:
@@ -56,9 +57,24 @@ def over_time(result, window: float = 1.0) -> dict:
 
 
 def _title(text: str, result) -> dict:
-    state = (" (did not run: stopped first)" if result.cancelled and result.started is None
-             else " (cancelled: partial)" if result.cancelled else "" if result.done else " (running…)")
-    return titled(f"{text}{state}", f"{result.scheduler} on {result.source}")
+    return titled(f"{text}{run_state(result)}", f"{result.scheduler} on {result.source}")
+
+
+def run_state(result) -> str:
+    """What a title says of a workload's state: nothing once done; running only while a request of it runs or is
+    still to come (a room's live record with every request finished is not running).
+
+    >>> from types import SimpleNamespace as S
+    >>> live = S(cancelled=False, done=False, workload=S(requests=()), started=0.0)
+    >>> run_state(S(**vars(live), records=[S(finished=None)])), run_state(S(**vars(live), records=[S(finished=2.0)]))
+    (' (running…)', ' (none running now)')
+    """
+    if result.cancelled:
+        return " (did not run: stopped first)" if result.started is None else " (cancelled: partial)"
+    if result.done:
+        return ""
+    to_come = len(result.records) < len(result.workload.requests)
+    return " (running…)" if to_come or any(r.finished is None for r in result.records) else " (none running now)"
 
 
 def _legend_below(fig: go.Figure) -> go.Figure:
@@ -92,6 +108,16 @@ def _row_label(record) -> str:
     who = client or origin
     return (_row(record) + (f" · {who}" if who else "") + (f" · {cached:,} cached" if cached else "")
             + (f" · {note}" if note else ""))
+
+
+def refusal_words(refusal) -> str:
+    """A refusal in a few words: its own (a wrong key and no key are both 401), else its status's.
+
+    >>> from types import SimpleNamespace as S
+    >>> refusal_words(S(status=401, words="wrong key")), refusal_words(S(status=429, words=""))
+    ('wrong key', 'too many')
+    """
+    return getattr(refusal, "words", "") or STATUS_WORDS.get(refusal.status, "refused")
 
 
 def refused_row(k: int, refusal) -> str:
@@ -206,10 +232,10 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
                         customdata=[f"preempted after {p.after_tokens} tokens" for _, p in cuts],
                         hovertemplate="%{y}: %{customdata}<extra></extra>")
     refused = [(refused_row(k, x), x) for k, x in enumerate(refusals)]
-    for status in sorted({x.status for x in refusals}):
-        mine = [(row, x) for row, x in refused if x.status == status]
+    for status, words in sorted({(x.status, refusal_words(x)) for x in refusals}):
+        mine = [(row, x) for row, x in refused if (x.status, refusal_words(x)) == (status, words)]
         color = REFUSED_COLORS.get(status, REFUSED_OTHER)
-        fig.add_scatter(name=f"refused {status} ({STATUS_WORDS.get(status, 'refused')})", mode="markers",
+        fig.add_scatter(name=f"refused {status} ({words})", mode="markers",
                         y=[row for row, _ in mine], x=[x.time for _, x in mine],
                         marker=dict(symbol=REFUSED_SYMBOL, color=color, size=11, line=dict(width=1, color=color)),
                         customdata=[x.reason for _, x in mine], hovertemplate="%{y}: %{customdata}<extra></extra>")

@@ -28,3 +28,15 @@ class LessonStep:
     number: int
     title: str
     run: Callable[..., StepResult]   # run(lesson, report: Progress) -> the step's result
+
+
+def part_of(report, k: int, parts: int, name: str) -> Callable[[float, str], None]:
+    """The progress of the k-th (from 0) of a step's `parts` runs, named: its 0..1 is the step's share k..k+1 of the
+    whole, so one run's "done" is never the step's 100 % while another is still to run.
+
+    >>> seen = []
+    >>> part_of(lambda f, m: seen.append((f, m)), 0, 2, "one at a time")(1.0, "done")
+    >>> seen
+    [(0.5, 'one at a time (1 of 2): done')]
+    """
+    return lambda fraction, message: report((k + fraction) / parts, f"{name} ({k + 1} of {parts}): {message}")

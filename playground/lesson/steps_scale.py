@@ -19,7 +19,7 @@ from ..experiments import EXPERIMENTS
 from ..measure import exact_length_ids
 from ..prompts import SHORT_QUESTION, long_document, long_prompt
 from ..run_view import format_bytes, format_seconds
-from .lesson_step import StepResult
+from .lesson_step import StepResult, part_of
 from .cost_model import calibrate
 from .room import NO_ROOM_YET, NO_TRAFFIC, room_step, room_traffic
 from .steps_run import answer_run
@@ -244,8 +244,8 @@ def step_mixed(lesson, report) -> StepResult:
     cure = batching_for(source)
     schedulers = [OneAtATime(source)] + ([SCHEDULERS[cure].create(source)] if cure else [])
     results = []
-    for k, scheduler in enumerate(schedulers):
-        results.append(scheduler.run(workload, report, report.event))
+    for k, (scheduler, name) in enumerate(zip(schedulers, ("one at a time", "continuous batching"))):
+        results.append(scheduler.run(workload, part_of(report, k, len(schedulers), name), report.event))
         if report.cancelled:
             return StepResult(6, "No two requests are the same", StopReason.CANCELLED)
     silent = next(((res, r) for res in results for r in res.records if not r.steps), None)
@@ -289,6 +289,7 @@ def step_mixed(lesson, report) -> StepResult:
 MEMORY_TITLE = "Reuse the cache, make room"
 MEMORY_REQUESTS = 4          # each KV-memory preset cut down for a 2-core machine
 PRESSURE_NEW_TOKENS = 48     # the memory-pressure chats' answers (EOS ignored: the demand is known)
+RUN_NAMES = ("without prefix cache", "with prefix cache", "all the KV memory", "under a KV budget")
 MEMORY_TERMS = ('<p class="lesson-term"><b>Prefix cache</b>: the KV of a prompt\'s beginning, kept after its request '
                 'ends, so a request that begins the same way copies it instead of reading it again.</p>'
                 '<p class="lesson-term"><b>Preemption</b>: when the KV memory is full, a running request\'s cache is '
@@ -345,10 +346,10 @@ def step_memory(lesson, report) -> StepResult:
                         pressure.arrival, pressure.rate, pressure.seed)
     plan = [(shared, c) for c in cache.configs(shared, count, BatchConfig())] + \
         [(pressure, c) for c in PRESETS["memory pressure"].configs(pressure, count, BatchConfig())]
-    results = []
+    results = []   # the four runs, in order (a status line names the one running)
     for k, (workload, config) in enumerate(plan):
         scheduler = SCHEDULERS["batching"].create(source, batch=config)
-        results.append(scheduler.run(workload, lambda f, m, k=k: report((k + f) / len(plan), m), report.event))
+        results.append(scheduler.run(workload, part_of(report, k, len(plan), RUN_NAMES[k]), report.event))
         if report.cancelled:
             return StepResult(7, MEMORY_TITLE, StopReason.CANCELLED)
     cold, warm, free, pressed = results

@@ -53,11 +53,13 @@ def request_class(prompt_tokens: int) -> str:
 @dataclass(frozen=True)
 class Refusal:
     """A request the endpoint answered with an error before the loop saw it: when, the HTTP status, why, and
-    which client sent it ("" where it was refused before it was named: a missing or wrong key)."""
+    which client sent it ("" where it was refused before it was named: a missing or wrong key), and in a few words
+    where the status alone says too little ("no key", "wrong key": ApiError.words)."""
     time: float
     status: int
     reason: str
     client: str = ""
+    words: str = ""
 
 
 class ClientTraffic:
@@ -97,9 +99,10 @@ class ClientTraffic:
                 self.in_loop.pop(id(seq), None)
             self._forget(self.clock.since(it.end) - self.keep_s)
 
-    def refused(self, status: int, reason: str, client: str = "") -> None:
+    def refused(self, status: int, reason: str, client: str = "", words: str = "") -> None:
         with self._lock:
-            self.refusals.append(Refusal(self.clock.now(), status, reason, self.client_label(client) if client else ""))
+            self.refusals.append(Refusal(self.clock.now(), status, reason, self.client_label(client) if client else "",
+                                         words))
             self.refusals = [x for x in self.refusals if x.time >= self.clock.now() - self.keep_s]
 
     def client_label(self, client: str) -> str:

@@ -2,8 +2,9 @@
 set-up, each client at most 2 requests in flight), the Serve tab's Watch view on, several OpenAI SDK clients
 at once -- streams, a whole answer, one that hangs up mid-stream, one asking too much (400), and bursts
 until one is refused for too many in flight (429). The view shows each admitted request on a time base that
-starts when watching starts, each refused one with its status and reason, the endpoint's limits and context;
-Stop watching leaves it finished, not "(running…)". No page or console error, no other host."""
+starts when watching starts, each refused one with its status and reason, the endpoint's limits and context.
+With every request ended the title says none runs; Stop watching leaves it finished, not "(running…)". No page
+or console error, no other host."""
 from __future__ import annotations
 
 import threading
@@ -96,7 +97,8 @@ def test_an_audiences_requests_are_watched_live_and_refusals_named(monkeypatch):
             refused_rows = [r for r in gantt["rows"] if r.startswith("refused")]   # a row per refused request
             assert any(r.endswith("· 400") for r in refused_rows) and any(r.endswith("· 429") for r in refused_rows), \
                 refused_rows
-            assert "running…" in gantt["title"]
+            # every request ended ("0 running"): the title says none runs, not "(running…)"
+            page.wait_for_function(f"({GANTT})().title.includes('(none running now)')", timeout=10_000)
 
             page.locator("#serve-unwatch").click()
             page.wait_for_function("document.querySelector('#serve-clients-status').innerText"

@@ -80,13 +80,17 @@ def settle(loop, timeout: float = 10.0) -> None:
 
 # --- errors, in OpenAI's shape
 
-def test_a_missing_or_wrong_key_is_401_in_openais_shape(served):
+def test_a_missing_or_wrong_key_is_401_in_openais_shape_saying_which(served):
+    """A wrong key was told, and recorded, as "no key"."""
     with pytest.raises(openai.AuthenticationError) as caught:
         served.sdk("wrong").chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
     assert caught.value.status_code == 401 and caught.value.body["code"] == "invalid_api_key"
+    assert caught.value.body["message"].startswith("the API key sent is not one of this server's")
     r = httpx.post(served.url + "/v1/completions", json={"prompt": "Hi"})
     assert r.status_code == 401 and set(r.json()["error"]) == {"message", "type", "param", "code"}
+    assert r.json()["error"]["message"].startswith("no API key was sent")
     assert KEY not in r.text
+    assert [x.words for x in served.traffic.refusals[-2:]] == ["wrong key", "no key"]   # the Watch view's words
 
 
 def test_bad_input_is_400_naming_the_field(served):
@@ -492,6 +496,8 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
     assert json.loads(kv_map["plot"])["layout"]["xaxis"]["range"] == figure["layout"]["xaxis"]["range"]   # one axis
     assert classes["value"]["data"][0][0] == "short"
     assert "<td>401</td>" in refused   # the refusals table (HTML: every row drawn)
+    assert "refused 401 (wrong key)" in [trace.get("name") for trace in figure["data"]]   # not "(no key)"
+    assert figure["layout"]["title"]["text"].endswith("(none running now)")   # 0 running: not "(running…)"
     assert "<td>1 done</td>" in shares and "<td>unnamed (API)</td><td>1 refused</td>" in shares   # a 401 names no one
 
 

@@ -199,3 +199,16 @@ def test_every_label_a_takeaway_names_is_labelled_in_its_chart(tiny_engine):
     assert list(axis.tickvals) == list(figure.data[0].y)   # one tick per bar
     assert len(shown) <= 5 and all(name in shown for name in names), (names, shown)
     assert figure.data[0].textposition == "outside"   # each value beside its bar, never over a neighbour
+
+
+@pytest.mark.slow
+def test_step_six_progress_names_each_run_and_says_100_percent_only_at_its_end(tiny_engine):
+    """Step 6's progress said "100% · done" when its first run ended, then ran the second for seconds unnamed."""
+    seen = []
+    Lesson(tiny_engine).run(6, lambda fraction, message: seen.append((fraction, message)))
+    *running, last = seen
+    assert last == (1.0, "done") and [f for f, _ in seen] == sorted(f for f, _ in seen)
+    first = [f for f, m in running if m.startswith("one at a time (1 of 2): ")]
+    second = [f for f, m in running if m.startswith("continuous batching (2 of 2): ")]
+    assert first and second and len(first) + len(second) == len(running), running
+    assert max(first) <= 0.5 <= min(second)   # the first run's end is half the step, not all of it

@@ -122,3 +122,13 @@ def test_stop_watching_a_running_watch_changes_nothing_itself_and_gradio_accepts
     answer = unwatch_clients(ClientTraffic(), SimpleNamespace(), watches)(3.0)
     assert stop.is_set() and answer == gr.skip()
     assert unwatch_clients(ClientTraffic(), SimpleNamespace(), watches)(None) == gr.skip()
+
+
+def test_the_watch_title_says_running_only_while_a_request_runs():
+    """The Watch view's title said "(running…)" with 0 requests running."""
+    from playground.charts.serve import plot_gantt
+    traffic = ClientTraffic()
+    traffic.result.records.append(record(0, "client 1", 0.0, 0.1, 0.5, StopReason.EOS, tokens=2))
+    assert plot_gantt(traffic.since(0.0)).layout.title.text.endswith("(none running now)")
+    traffic.result.records.append(record(1, "client 1", 0.6, 0.7, None, None, tokens=1))
+    assert plot_gantt(traffic.since(0.0)).layout.title.text.endswith("(running…)")
