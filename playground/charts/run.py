@@ -213,11 +213,12 @@ def timeline_spec(trace) -> dict:
     """plot_timeline's figure as a spec."""
     queued = getattr(trace, "queued", None) if trace else None
     wait = queued or 0.0
-    layout = _layout("Timeline of the request", "time since request start (ms)" if queued is None else
-                     "time since the request arrived (ms)", "")
+    layout = _layout("Timeline of the request", "time since request start" if queued is None else
+                     "time since the request arrived", "")   # the unit in each tick's label (time_ticks)
     steps = trace.steps if trace else []
     if not steps:
         return _empty_spec(layout)
+    layout["xaxis"].update(tickmode="array", **time_ticks((wait + steps[-1].time) * 1e3))
     thought = any(getattr(s, "thinking", False) for s in steps)
     data = []
     if queued is not None:
@@ -273,6 +274,28 @@ def step_latency_spec(trace) -> dict:
     if len(steps) > 2:   # TTFT dwarfs decode steps: a log axis keeps both readable
         layout["yaxis"].update(type="log", **log_ms_ticks([s.latency * 1e3 for s in steps]))
     return {"data": data, "layout": layout}
+
+
+def time_ticks(span_ms: float) -> dict:
+    """Tick values in ms, and their labels in a person's unit, for a linear time axis from 0 over `span_ms`: a step
+    of 1, 2 or 5 in its decade, at most 6 ticks, the last at or past the span; every label in seconds once the
+    last tick is, else in ms (Plotly's own labels read "5k" for 5,000 ms). As ui/live/format.js timeTicks.
+
+    >>> time_ticks(20_000)["ticktext"]
+    ['0 s', '5 s', '10 s', '15 s', '20 s']
+    >>> time_ticks(230)["ticktext"]
+    ['0 ms', '50 ms', '100 ms', '150 ms', '200 ms', '250 ms']
+    >>> time_ticks(1_400)["ticktext"], time_ticks(0)
+    (['0 s', '0.5 s', '1 s', '1.5 s'], {})
+    """
+    if not span_ms or span_ms <= 0:
+        return {}
+    least = span_ms / 5
+    decade = 10.0 ** math.floor(math.log10(least))
+    step = next(m * decade for m in (1, 2, 5, 10) if m * decade >= least)
+    vals = [i * step for i in range(math.ceil(span_ms / step - 1e-9) + 1)]
+    seconds = vals[-1] >= 1e3
+    return {"tickvals": vals, "ticktext": [f"{v / 1e3:g} s" if seconds else f"{v:g} ms" for v in vals]}
 
 
 def log_ms_ticks(values_ms) -> dict:

@@ -28,6 +28,16 @@ def test_timeline_has_one_prefill_bar_then_a_bar_per_decode_step(trace):
     assert decode.base[0] == pytest.approx(prefill.x[0])
 
 
+def test_a_long_timeline_labels_its_axis_in_seconds(trace):
+    """A 20-s wait read "5k … 20k" on an axis titled in ms: each tick now carries its unit, seconds on a long span."""
+    from dataclasses import replace
+    waited = plot_timeline(replace(trace, queued=20.0)).layout.xaxis
+    assert list(waited.ticktext[:3]) == ["0 s", "5 s", "10 s"] and all(t.endswith(" s") for t in waited.ticktext)
+    assert waited.tickvals[-1] >= 20_000 + trace.steps[-1].time * 1e3 and "(ms)" not in waited.title.text
+    short = plot_timeline(replace(trace, steps=[replace(s, time=s.time / 1e3) for s in trace.steps])).layout.xaxis
+    assert all(t.endswith(" ms") for t in short.ticktext)   # a run under a second: in ms
+
+
 def test_timeline_draws_the_wait_for_a_turn_and_the_passes_others_shared(trace):
     from dataclasses import replace
     steps = [replace(s, rows=3 if s.index in (2, 3) else 1) for s in trace.steps]

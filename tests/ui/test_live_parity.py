@@ -5,7 +5,7 @@ JavaScript; after the run the server's own text (run_view.py, charts/run.py) sta
 each JS formatter runs in Chromium on a blank page, on the same values as its Python counterpart:
 bytes, durations, probabilities (ties included: JavaScript's toFixed rounds 0.0625 up, Python keeps
 the even digit), tokens as the page shows them (whitespace, controls, emoji, CJK, markup, split
-characters), chip titles, log-axis ticks and the metrics cards.
+characters), chip titles, log-axis and time-axis ticks and the metrics cards.
 
 Left out: drawing (tests/ui/test_browser.py drives the page).
 """
@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from playground.charts.run import _label, log_ms_ticks, plot_top_k
+from playground.charts.run import _label, log_ms_ticks, plot_top_k, time_ticks
 from playground.step_stream import FIELDS, shown, step_record
 from playground.metrics import compute_metrics
 from playground.run_view import _ms, chip_title, format_bytes, metrics_html
@@ -126,6 +126,11 @@ def test_log_ms_ticks(js):
     ranges = [[14, 230], [4.02, 22.8], [0.0004, 3], [0.00004, 0.001], [0.5, 999.9], [999.9, 1500], [1, 120_000],
               [0, 5, 50], [7, 7], [0], [], [-1, 3]]
     assert_same("logMsTicks", ranges, js("logMsTicks", [[r] for r in ranges]), [log_ms_ticks(r) for r in ranges])
+
+
+def test_time_ticks(js):
+    spans = [20_000, 230, 1_400, 999.9, 1_000, 3.3, 47.3, 0.004, 123_456.7, 0]
+    assert_same("timeTicks", spans, js("timeTicks", [[s] for s in spans]), [time_ticks(s) for s in spans])
 
 
 CARD = re.compile(r'<div class="label">(.*?)</div><div class="value">(.*?)</div>')

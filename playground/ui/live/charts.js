@@ -11,7 +11,7 @@ Left out: when to draw (redraw.js) and the server's final figures (charts/run.py
 (function () {
   "use strict";
   const L = (window.pgLive = window.pgLive || {});
-  const {esc, label, candidate, prob, logMsTicks} = L.format;
+  const {esc, label, candidate, prob, logMsTicks, timeTicks} = L.format;
   const PREFILL = "#d97706", DECODE = "#2563eb", DECODE_ALT = "#60a5fa", FORMULA = "#6b7280";
   const NAMES = ["timeline", "latency", "kv", "topk"];   // each chart's container is pg-<name>
   const CONFIG = {displaylogo: false, responsive: true};   // hover, zoom, PNG export (the modebar)
@@ -78,9 +78,14 @@ Left out: when to draw (redraw.js) and the server's final figures (charts/run.py
       }
       return {x, y, customdata};
     });
+    // the time axis's ticks in a person's unit (Plotly's own read "5k" for 5,000 ms), laid out again only once the
+    // run passes the last of them
+    const spanMs = r.steps[r.steps.length - 1][F.time] * 1e3, ticks = timeTicks(spanMs);
     if (!from) {
-      const first = r.steps[0], lay = layout("Timeline of the request", "time since request start (ms)", "", 220);
+      const first = r.steps[0], lay = layout("Timeline of the request", "time since request start", "", 220);
       lay.yaxis.showticklabels = false;
+      Object.assign(lay.xaxis, {tickmode: "array", ...ticks});
+      r.timeTicksEnd = ticks.tickvals ? ticks.tickvals[ticks.tickvals.length - 1] : 0;
       lay.showlegend = true;
       const decodeTrace = (part, color, name, show) => ({type: "scatter", mode: "lines", name, showlegend: show,
         legendgroup: "decode", line: {color, width: 44}, ...part,
@@ -92,6 +97,10 @@ Left out: when to draw (redraw.js) and the server's final figures (charts/run.py
     } else if (decode.length) {
       extend("timeline", {x: parts.map((p) => p.x), y: parts.map((p) => p.y), customdata: parts.map((p) => p.customdata)},
              [1, 2]);
+      if (spanMs > (r.timeTicksEnd || 0) && ticks.tickvals) {
+        window.Plotly.relayout($("pg-timeline"), {"xaxis.tickvals": ticks.tickvals, "xaxis.ticktext": ticks.ticktext});
+        r.timeTicksEnd = ticks.tickvals[ticks.tickvals.length - 1];
+      }
     }
     r.drawn.timeline = r.steps.length;
   }

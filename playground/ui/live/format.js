@@ -10,6 +10,7 @@ Each formatter here has a Python counterpart, and tests/ui/test_live_parity.py r
   candidate    charts/run.py plot_top_k   a top-k candidate's label: "token  (id 42)", "(id ?)" without an id
   chipTitle    run_view.chip_title        what a chip's hover says
   logMsTicks   charts/run.py log_ms_ticks 1, 2, 5 a decade, "20 ms", "1 s"
+  timeTicks    charts/run.py time_ticks   a linear time axis: "0 ms … 250 ms", "0 s … 20 s"
   metricCards  run_view.metrics_html      the metrics panel's cards, from the steps so far
 JavaScript's own toFixed rounds a tie away from zero (0.0625 -> "0.063") where Python keeps the even digit
 ("0.062"), and Math.round takes 12.5 to 13 where Python writes 12: `fixed` turns every figure here into
@@ -76,6 +77,16 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
     return trimmed(fixed(v, 5 - exponent));
   }
 
+  function timeTicks(spanMs) {   // a linear time axis from 0 over `spanMs`: values in ms, labels in s once a second
+    if (!(spanMs > 0)) return {};
+    const least = spanMs / 5, decade = 10 ** Math.floor(Math.log10(least));
+    const step = [1, 2, 5, 10].map((m) => m * decade).find((v) => v >= least);
+    const tickvals = [];
+    for (let i = 0; i <= Math.ceil(spanMs / step - 1e-9); i++) tickvals.push(i * step);
+    const seconds = tickvals[tickvals.length - 1] >= 1e3;
+    return {tickvals, ticktext: tickvals.map((v) => (seconds ? `${general(v / 1e3)} s` : `${general(v)} ms`))};
+  }
+
   function logMsTicks(valuesMs) {   // tick values and labels in ms for a log axis over `valuesMs`
     const positive = valuesMs.filter((v) => v > 0);
     if (!positive.length) return {};
@@ -106,5 +117,5 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
     return cards;
   }
 
-  L.format = {fixed, grouped, count, tokens, bytes, ms, seconds, prob, esc, label, candidate, chipTitle, general, logMsTicks, metricCards};
+  L.format = {fixed, grouped, count, tokens, bytes, ms, seconds, prob, esc, label, candidate, chipTitle, general, logMsTicks, timeTicks, metricCards};
 })();
