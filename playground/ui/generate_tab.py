@@ -99,6 +99,13 @@ class GenerateHandlers:
         status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
         return {c.stream: text, c.status: status, c.text: "", c.metrics: LIVE_METRICS, c.files: None}
 
+    def refused(self, message: str) -> dict:
+        """A click refused before its run started (an empty prompt, a source that failed to load): the warning, and
+        the view emptied (an empty stream clears the page's chips and charts: live/stream.js), so that no earlier
+        run's chips and figures stand under it as if they were this click's."""
+        c = self.c
+        return {c.stream: "", c.status: warn(message), c.text: "", c.metrics: metrics_html(None), c.files: None}
+
     def final(self, session: Session, prices, stream=None) -> dict:
         """The last update of a run (`stream`: a handler's own; default: the session's latest)."""
         c, stream = self.c, stream or session.stream
@@ -117,7 +124,7 @@ class GenerateHandlers:
         try:
             engine, settings = self._source(form)
         except (SourceUnavailable, ValueError, TypeError) as exc:
-            yield {c.status: warn(str(exc))}
+            yield self.refused(str(exc))
             return
         loop = None if form.speculate else self.room.loop_for(engine.info.name)
         alone = alone_reason(engine, self.room, form.speculate)
@@ -125,7 +132,7 @@ class GenerateHandlers:
             try:
                 text, ids = engine.prompt_ids(form.prompt, settings)
             except (ValueError, TypeError) as exc:
-                yield {c.status: warn(str(exc))}
+                yield self.refused(str(exc))
                 return
             if len(ids) + settings.max_new_tokens <= loop.capacity:
                 def start():
@@ -175,7 +182,7 @@ class GenerateHandlers:
         try:
             run = start()
         except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server refused or failed
-            yield {c.status: warn(str(exc))}
+            yield self.refused(str(exc))
             return
         if queued is not None:
             run.trace.queued = queued

@@ -44,6 +44,20 @@ def test_generate_shows_chips_metrics_and_every_chart(page, tmp_path):
     page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
 
 
+def test_a_whitespace_prompt_after_a_run_empties_the_chips_and_charts(page):
+    """"prompt is empty" stood over the last run's chips and figures, as if they were this click's."""
+    generate(page)
+    page.locator("#prompt textarea").fill("   \n ")
+    page.locator("#generate").click()
+    page.wait_for_function("document.querySelector('#status').innerText.includes('prompt is empty')", timeout=30_000)
+    page.wait_for_function("document.querySelectorAll('#chips .tok').length === 0 && "
+                           "document.querySelectorAll('#pg-timeline.pg-chart-empty, #pg-latency.pg-chart-empty, "
+                           "#pg-kv.pg-chart-empty, #pg-topk.pg-chart-empty').length === 4", timeout=10_000)
+    assert page.locator("#answer textarea").input_value() == "" and "TTFT" not in page.locator("#metrics").inner_text()
+    generate(page)   # the next run draws as ever
+    assert chip_count(page) > 0
+
+
 def test_stop_ends_a_long_run_and_keeps_its_tokens(page, tiny_backend):
     """Stop mid-run: the run ends "stopped by you", keeps its tokens and its trace, and compute stops.
 

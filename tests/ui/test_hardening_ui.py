@@ -71,3 +71,23 @@ def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny
     assert "surrogate" in outputs[-1]["status"] and session.run is None
     outputs = list(generate(generate_values(session, max_new_tokens=2)))
     assert "finished" in outputs[-1]["status"]
+
+
+@pytest.mark.parametrize("prompt", ["", "  \n\t "])
+def test_a_refused_prompt_after_a_run_leaves_none_of_that_runs_view_under_its_warning(tiny_backend, tiny_engine,
+                                                                                      prompt):
+    """An empty or whitespace prompt left the last run's chips and figures under "prompt is empty"."""
+    from playground.run_view import metrics_html
+    from playground.ui.generate_tab import make_handlers
+    from playground.ui.machine_gate import MachineGate
+    from playground.ui.session import Session
+
+    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), MachineGate())[0]
+    session = Session()
+    ran = list(generate(generate_values(session, max_new_tokens=2)))[-1]
+    assert "finished" in ran["status"] and ran["stream"] and ran["text"] and ran["files"]
+    refused = list(generate(generate_values(session, prompt)))
+    assert len(refused) == 1 and "prompt is empty" in refused[0]["status"]
+    # an empty stream empties the page's chips and charts (live/stream.js); the answer, figures and files go too
+    assert {k: refused[0][k] for k in ("stream", "text", "metrics", "files")} == {
+        "stream": "", "text": "", "metrics": metrics_html(None), "files": None}

@@ -58,12 +58,13 @@ Left out: when to draw (redraw.js) and the server's final figures (charts/run.py
     if (div && div.data) window.Plotly.extendTraces(div, update, traces);
   }
 
-  function clear(name) {   // a new run: the chart's container waits for its first step
+  // a new run: the chart's container waits for its first step; `text`: what it says instead (no run on screen)
+  function clear(name, text = "waiting for the first token…") {
     const div = $(`pg-${name}`);
     if (!div) return;
     if (window.Plotly && div.classList.contains("js-plotly-plot")) window.Plotly.purge(div);
     div.classList.add("pg-chart-empty");
-    div.textContent = "waiting for the first token…";
+    div.textContent = text;
   }
 
   function drawTimeline(r) {   // decode steps as thick segments, alternating two traces so each step shows

@@ -41,6 +41,7 @@ Left out: anything the server can tell better (the final figures come from chart
   }
 
   function applyText(text) {
+    if (text === "" && run) { empty(); return; }   // a click refused before its run: no earlier run stays drawn
     if (typeof text !== "string" || !text) return;
     stats.applied++;
     const nl = text.indexOf("\n");
@@ -128,6 +129,26 @@ Left out: anything the server can tell better (the final figures come from chart
     chip.dataset.seq = String(seq);
     fresh.appendChild(chip);
     if (!rec[F.special]) run.answer += rec[F.text];
+  }
+
+  // --- no run on screen: the view as the page first drew it (ui/live/view.py CHIPS_HTML, chart_html)
+
+  function empty() {
+    if (run.timer > 0) clearTimeout(run.timer);
+    closeChannel(run);
+    clearInterval(run.prefillTimer);
+    run = null;
+    const box = $("pg-chips");
+    if (box) {
+      const note = document.createElement("p");
+      note.className = "tok-note";
+      note.textContent = "Output tokens appear here.";
+      box.replaceChildren(note);
+    }
+    notice("");
+    const answer = L.metrics.answerBox();
+    if (answer) answer.value = "";
+    for (const name of L.charts.NAMES) L.charts.clear(name, "Generate to see this chart");
   }
 
   // --- a new run: clear what the last one drew
