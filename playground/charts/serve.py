@@ -84,7 +84,7 @@ def _legend_below(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def _row(record) -> str:
+def request_row(record) -> str:
     return f"#{record.request.id} {record.request.cls}"
 
 
@@ -106,7 +106,7 @@ def _row_label(record) -> str:
     cached, origin = getattr(record, "cached_tokens", 0), getattr(record, "origin", "")
     note, client = getattr(record, "server_note", ""), getattr(record, "client", "")
     who = client or origin
-    return (_row(record) + (f" · {who}" if who else "") + (f" · {cached:,} cached" if cached else "")
+    return (request_row(record) + (f" · {who}" if who else "") + (f" · {cached:,} cached" if cached else "")
             + (f" · {note}" if note else ""))
 
 
@@ -145,7 +145,7 @@ def _segments(result, now: float | None):
     out = {"waiting": [], Phase.PREFILL: [], "prefill pass": [], Phase.DECODE: [], "cached": [], "preempted": [],
            "recompute": []}
     for r in result.records:
-        row, clip = _row(r), (now if now is not None else r.finished)
+        row, clip = request_row(r), (now if now is not None else r.finished)
         if r.arrival > (clip if clip is not None else r.arrival):
             continue   # not arrived yet
         admitted = r.admitted if r.admitted is not None else (clip if r.stop_reason is None else r.finished)
@@ -220,14 +220,14 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
         ends = [r for r in result.records if r.stop_reason == reason and r.finished is not None]
         if ends:
             why = f" ({cancelled_means})" if reason == StopReason.CANCELLED and cancelled_means else ""
-            fig.add_scatter(name=f"ended: {reason}{why}", mode="markers", y=[_row(r) for r in ends],
+            fig.add_scatter(name=f"ended: {reason}{why}", mode="markers", y=[request_row(r) for r in ends],
                             x=[r.last_token if r.last_token is not None else r.finished for r in ends],
                             marker=dict(symbol=symbol, color=color, size=9),
                             customdata=[r.error or f"{reason}{why}" for r in ends],
                             hovertemplate="%{y}: %{customdata}<extra></extra>")
     cuts = [(r, p) for r in result.records for p in getattr(r, "preemptions", ())]
     if cuts:
-        fig.add_scatter(name="preemption", mode="markers", y=[_row(r) for r, _ in cuts], x=[p.at for _, p in cuts],
+        fig.add_scatter(name="preemption", mode="markers", y=[request_row(r) for r, _ in cuts], x=[p.at for _, p in cuts],
                         marker=dict(symbol="x-thin", color=RECOMPUTE, size=12, line=dict(width=3, color=RECOMPUTE)),
                         customdata=[f"preempted after {p.after_tokens} tokens" for _, p in cuts],
                         hovertemplate="%{y}: %{customdata}<extra></extra>")
@@ -239,7 +239,7 @@ def plot_gantt(result, now: float | None = None, x_range: list[float] | None = N
                         y=[row for row, _ in mine], x=[x.time for _, x in mine],
                         marker=dict(symbol=REFUSED_SYMBOL, color=color, size=11, line=dict(width=1, color=color)),
                         customdata=[x.reason for _, x in mine], hovertemplate="%{y}: %{customdata}<extra></extra>")
-    rows = [(r.arrival, _row(r), _row_label(r)) for r in result.records]
+    rows = [(r.arrival, request_row(r), _row_label(r)) for r in result.records]
     if refused:   # among the others, in time order
         rows = sorted(rows + [(x.time, row, row) for row, x in refused], key=lambda row: row[0])
     # the x axis's ticks and title, then the legend: on a figure as wide as the page two entries a line

@@ -20,14 +20,21 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..charts.serve import plot_gantt, shared_range
+from ..charts.serve import request_row, plot_gantt, shared_range
 from ..run_view import format_seconds
 from ..serve.summary import plural
 from ..serve.workload import Workload
 from .lesson_step import StepResult
 
 ROOM_TITLE = "No two requests are the same"   # step 6's own title: the room is its workload
-LABELLED_ROWS = 8   # more requests than this: the Gantt's rows go unlabelled (the takeaway gives the counts)
+LABELLED_ROWS = 8   # more requests than this: each group of rows is labelled once ("from the page (5)"), not each row
+ROW_PX, TOP_PX, BOTTOM_PX, LEGEND_PX = 22, 90, 60, 270   # a row at presenter mode's 18 px; the margins around the
+# plot (title and subtitle; the time axis's ticks and title); the legend at the right, one entry a line
+SHORT_NAMES = {"waiting (arrived, not admitted)": "waiting for a slot", "prefill phase (between its passes)":
+               "prefill, between passes", "prefill (its forward passes)": "prefill pass",
+               "cached prefix copied in (not computed)": "cached prefix copied",
+               "preempted: KV dropped, waiting again": "preempted", "recompute after a preemption": "recomputed"}
+ORIGINS = (("page", "from the page"), ("API", "through the API"))
 DRAWN_FROM = "the room's requests, as this app's engine loop recorded them"
 NO_TRAFFIC = ("This app records no room traffic: it serves no endpoint (start it with --openai-api, or "
               "PLAYGROUND_OPENAI_API=1, and the page's and the API's requests share one recorded engine loop).")
@@ -128,15 +135,41 @@ def room_traffic(lesson):
     return None if lesson.room is None else lesson.room.traffic
 
 
+def room_gantt(rush):
+    """The rush's Gantt for a projector: the page's requests first, then the API's, a line between them; past
+    LABELLED_ROWS rows each group is labelled once with its count (a label a row would overlap); the legend at the
+    right, one short entry a line, so the rows keep the figure's height (under it, the legend took more height than
+    the rows had); the height gives each row ROW_PX."""
+    gantt = plot_gantt(rush, rush.now(), shared_range([rush]))
+    groups = [[r for r in sorted(rush.records, key=lambda r: r.arrival) if r.origin == origin] for origin, _ in ORIGINS]
+    groups.append([r for r in rush.records if r.origin not in dict(ORIGINS)])
+    rows = [request_row(r) for group in groups for r in group]
+    axis = gantt.layout.yaxis
+    labels = dict(zip(axis.tickvals, axis.ticktext))
+    if len(rows) <= LABELLED_ROWS:
+        ticks = {"tickvals": rows, "ticktext": [labels.get(row, row) for row in rows]}
+    else:
+        named = [(group, words) for group, (_, words) in zip(groups, ORIGINS) if group]
+        ticks = {"tickvals": [request_row(group[len(group) // 2]) for group, _ in named],
+                 "ticktext": [f"{words} ({len(group)})" for group, words in named]}
+    gantt.update_yaxes(categoryarray=rows, **ticks)
+    if groups[0] and len(groups[0]) < len(rows):   # the line between the page's rows and the API's
+        gantt.add_hline(y=len(groups[0]) - 0.5, line=dict(color="#374151", width=2))
+    for trace in gantt.data:
+        trace.name = SHORT_NAMES.get(trace.name, trace.name)
+    return gantt.update_layout(height=TOP_PX + BOTTOM_PX + ROW_PX * max(len(rows), 8),
+                               margin=dict(t=TOP_PX, b=BOTTOM_PX, r=LEGEND_PX),
+                               legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top", yref="paper",
+                                           entrywidth=None))
+
+
 def room_step(traffic) -> StepResult | None:
     """Step 6 drawn from the room's busiest rush; None when the record holds no request (or there is none)."""
     rush = None if traffic is None else room_rush(traffic)
     if rush is None:
         return None
     figures = rush_figures(rush)
-    gantt = plot_gantt(rush, rush.now(), shared_range([rush]))
-    if len(rush.records) > LABELLED_ROWS:   # a row's label each would overlap once the chart fits a projector
-        gantt.update_yaxes(showticklabels=False)
+    gantt = room_gantt(rush)
     return StepResult(6, ROOM_TITLE, room_sentence(figures), figures, {"gantt": gantt}, drawn_from=DRAWN_FROM,
                       notes=[*live_note(figures), "the Serve tab's Watch view draws the same record; \"Run again\" "
                              "measures the step's own workload instead"])

@@ -20,6 +20,7 @@ import gradio as gr
 
 PRESENTER_JS = Path(__file__).with_name("presenter.js")
 BODY_PX = 20
+PRESENT_GAP_PX = 6
 # the theme's sizes are variables set on :root; one that refers to another is resolved there, so each
 # is set again here (a later var(--text-md) would still read the :root value)
 _SIZES = {"text-xxs": 20, "text-xs": 20, "text-sm": 20, "text-md": 20, "text-lg": 22, "text-xl": 26, "text-xxl": 30}
@@ -35,6 +36,9 @@ PRESENT_CSS = (
     "body.present { " + " ".join(f"--{k}: {v}px;" for k, v in _SIZES.items())
     + " " + " ".join(f"--{k}: {_SIZES[v]}px;" for k, v in _DERIVED.items()) + " }\n"
     "body.present #page-header, body.present #model-info, body.present footer { display: none !important; }\n"
+    # blocks closer together (the theme's 16 px between each): a lesson step's heading, takeaway, answer and first
+    # chart fit 768 px with a three-line takeaway (step 2's chart ended at 778 px)
+    f"body.present {{ --layout-gap: {PRESENT_GAP_PX}px; }}\n"
     "body.present #lesson-backend, body.present .form:has(> #lesson-backend) { display: none !important; }\n"   # picked
     # before presenting: the step gets the room
     f"body.present .gradio-container {{ font-size: {BODY_PX}px; padding-top: 0 !important; }}\n"

@@ -40,7 +40,15 @@ def test_you_are_the_workload_draws_step_six_from_the_room_on_one_screen(tiny_en
             page.screenshot(path=str(tmp_path / "lesson-room-presenter-1024x768.png"))
             page.wait_for_function(ON_ONE_SCREEN, timeout=10_000)   # presenter.js fits the chart within a second
             assert "drawn from the room's requests" in page.locator("#lesson-status").inner_text()
-            assert page.locator("#lesson-figure0 .ytick").count() == 0   # twelve rows: unlabelled, never overlapping
+            # twelve rows: each group labelled once, with its count (a label a row would overlap); the legend beside
+            # the rows, no taller than their plot, which gives each row at least 12 px once fitted to the window
+            ticks = page.eval_on_selector_all("#lesson-figure0 .ytick text", "els => els.map((e) => e.textContent)")
+            assert ticks == ["from the page (8)", "through the API (4)"], ticks
+            sizes = page.evaluate("""() => { const gd = document.querySelector('#lesson-figure0 .js-plotly-plot');
+              const plot = gd.querySelector('.nsewdrag');   // the plot area's drag box
+              return {plot: plot.getBoundingClientRect().height,
+                      legend: gd.querySelector('.legend .bg').getBoundingClientRect().height}; }""")
+            assert sizes["legend"] <= sizes["plot"] and sizes["plot"] / 12 >= 12, sizes
             page.locator("#lesson-run").click()
             page.wait_for_function("document.querySelector('#lesson-takeaway').innerText.includes('queued behind')",
                                    timeout=120_000)

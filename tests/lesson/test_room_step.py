@@ -122,3 +122,28 @@ def test_the_lesson_tabs_room_button_draws_step_six_from_the_room_and_run_again_
     assert last(handlers.rerun("torch", session))["takeaway"] == "**measured**"
     again = last(handlers.from_room(values))   # read afresh from the record, not the kept result
     assert again["takeaway"].startswith("**You are the workload")
+
+
+def test_a_room_of_many_draws_pages_apart_from_the_api_with_rows_taller_than_its_legend():
+    """Seventeen requests were seventeen unlabelled rows in about 110 px under a legend taller than the plot, with
+    no page/API distinction: now the page's rows come first, a line under them, each group labelled once with its
+    count, and the legend at the right, never taller than the rows."""
+    from dataclasses import replace
+
+    from playground.lesson.room import ROW_PX
+    from tests.serve.test_sentences import chats
+
+    traffic = ClientTraffic()
+    for i, rec in enumerate(chats(0.1, 4, n=17).records):
+        traffic.result.records.append(replace(rec, request=replace(rec.request, arrival=0.1 * i), admitted=0.1 * i,
+                                              finished=0.1 * i + 1.2, origin="API" if i % 3 == 0 else "page"))
+    layout = room_step(traffic).figures["gantt"].layout
+    origin = {f"#{r.request.id} {r.request.cls}": r.origin for r in traffic.result.records}
+    order = [origin[row] for row in layout.yaxis.categoryarray]
+    assert order == ["page"] * 11 + ["API"] * 6   # the page's rows, then the API's
+    assert list(layout.yaxis.ticktext) == ["from the page (11)", "through the API (6)"]
+    assert [origin[row] for row in layout.yaxis.tickvals] == ["page", "API"]
+    assert [s.y0 for s in layout.shapes] == [10.5]   # the line between the groups
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    assert plot_px >= ROW_PX * 17   # every row its own height, before presenter mode fits the figure
+    assert layout.legend.orientation == "v" and layout.legend.x > 1   # beside the rows, not under them

@@ -342,13 +342,28 @@ def test_presenter_mode_shows_every_chart_step_seven_names_on_our_batching(onnx_
         page.close()
 
 
-def test_step_two_chart_fits_and_labels_what_its_takeaway_names(browser_app, tiny_engine, monkeypatch):
+WORDS = "capital of France is Paris, a city on the Seine known for its museums, cafés and the Eiffel Tower".split()
+
+
+@pytest.mark.parametrize("answer_tokens", [3, 24])
+def test_step_two_chart_fits_and_labels_what_its_takeaway_names(browser_app, tiny_engine, monkeypatch, answer_tokens):
     """A projector at 1024x768 opened on ?present=1&lesson=2: the top-k chart ends inside the window, and each
     token the takeaway quotes (“The” 15% and “L” 14%) labels a bar of it on the screen. Step 2's run is one
-    that hesitates among ten candidates as SmolLM2's does (the tiny model's answer is newlines)."""
+    that hesitates among ten candidates as SmolLM2's does (the tiny model's answer is newlines); with 24 tokens
+    of words, its answer's chips and takeaway as long as SmolLM2's (the chart then ended at 778 px)."""
+    from dataclasses import replace
+
+    from playground.config import GenerationSettings
     from playground.lesson import steps_run
-    from tests.helpers import doubtful_trace
+    from tests.helpers import FRANCE, doubtful_trace
     trace = doubtful_trace(tiny_engine)
+    if answer_tokens > len(trace.steps):   # the same first step, then words
+        longer = tiny_engine.generate(FRANCE, GenerationSettings(max_new_tokens=answer_tokens))
+        rest = [replace(s, text=f" {WORDS[k % len(WORDS)]}", top=None, special=False)
+                for k, s in enumerate(longer.steps[1:])]
+        first = replace(longer.steps[0], **{k: getattr(trace.steps[0], k) for k in ("token_id", "text", "prob", "top")})
+        trace = replace(longer, steps=[first, *rest])
+        assert len(trace.steps) == answer_tokens
     monkeypatch.setattr(steps_run, "answer_run", lambda lesson, report: lesson.shared.setdefault("trace", trace))
     page = open_page(browser_app, 1024, 768, "?present=1&lesson=2")
     try:
