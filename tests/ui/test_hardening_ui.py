@@ -78,11 +78,11 @@ def test_a_refused_prompt_after_a_run_leaves_none_of_that_runs_view_under_its_wa
                                                                                       prompt):
     """An empty or whitespace prompt left the last run's chips and figures under "prompt is empty"."""
     from playground.run_view import metrics_html
+    from playground.serve.room import Room
     from playground.ui.generate_tab import make_handlers
-    from playground.ui.machine_gate import MachineGate
     from playground.ui.session import Session
 
-    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), MachineGate())[0]
+    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), Room())[0]
     session = Session()
     ran = list(generate(generate_values(session, max_new_tokens=2)))[-1]
     assert "finished" in ran["status"] and ran["stream"] and ran["text"] and ran["files"]
