@@ -9,7 +9,7 @@
     loop.cancel(ticket)                           # a client went away: its slot is free after the next iteration
     loop.close()
 
-Every request joins one Batcher (batching.py): the endpoint's clients and the page's Generate runs alike, so
+Every request joins one Batcher (batcher.py): the endpoint's clients and the page's Generate runs alike, so
 requests that arrive together share its forward passes: a Step's `rows` says how many requests its pass
 carried. The loop thread sleeps on an event while nothing is waiting or running (no spinning) and is woken by
 `submit` and `cancel`. After each iteration it wakes the tickets that got a Step or ended; their readers then
@@ -35,7 +35,7 @@ from ..config import GenerationSettings
 from ..jobs import woken
 from ..source import Run
 from ..trace import Step, StopReason
-from .batching import BatchConfig, Batcher, Iteration, Sequence
+from .batcher import BatchConfig, Batcher, Iteration, Sequence
 
 PAGE = "page"   # the first word of the client name of a page session's runs (the others: the endpoint's clients)
 

@@ -6,7 +6,7 @@
 
 | name           | file              | what it is                                       | source it needs                         |
 | one-at-a-time  | one_at_a_time.py  | first come first served, one request at a time   | any StepSource                          |
-| batching       | batching.py       | ours: KV slots, chunked prefill, batched decode  | a local ONNX backend (onnx-gguf4, onnx) |
+| batching       | batching.py       | ours (batcher.py): KV slots, chunked prefill     | a local ONNX backend (onnx-gguf4, onnx) |
 | batching-torch | batching_torch.py | transformers' continuous-batching manager        | the local torch backend (a GPU)         |
 | concurrent     | concurrent.py     | all requests sent at once; the server batches    | a source whose runs are thread-safe     |
 

@@ -10,7 +10,7 @@ Every scheduler releases each request at its arrival time on one perf_counter cl
 admits it, and keeps the Steps its source made (records.py). Cancel (a threading.Event) stops the
 running request(s) within one step; requests not yet started end as StopReason.CANCELLED.
 
-Left out: priorities; preemption is the batching schedulers' own (batching.py under a KV budget; transformers'
+Left out: priorities; preemption is the batching schedulers' own (batcher.py under a KV budget; transformers'
 manager decides for itself).
 """
 from __future__ import annotations

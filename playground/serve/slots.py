@@ -1,4 +1,4 @@
-"""Who holds which KV slot: the continuous-batching scheduler's block manager (batching.py drives it).
+"""Who holds which KV slot: the continuous-batching scheduler's block manager (batcher.py drives it).
 
     table = SlotTable(KVSlots(backend, slots=8, capacity=1024))
     table.add(seq)            # admitted: it takes the next slot, where its prompt is read
@@ -26,12 +26,12 @@ prompt is read trades places with the first prefilling request (a swap), then jo
 
 The KV budget (KVBudget) is the positions the scheduler may hold in all, counted in blocks of 16, as a
 smaller memory would allow (a GPU whose blocks are full): the slots stay as they are, the budget decides
-who may hold them and how far they may grow (batching.py preempts when it is exhausted).
+who may hold them and how far they may grow (batcher.py preempts when it is exhausted).
 
 >>> b = KVBudget(64); b.blocks, b.blocks_for(17), b.take(3), b.free
 (4, 2, None, 1)
 
-Left out: the memory itself (backends/onnx_batch.py), the batcher's settings (BatchConfig, batching.py).
+Left out: the memory itself (backends/onnx_batch.py), the batcher's settings (BatchConfig, batcher.py).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from playground.api.request_body import COMPLETION, read_body
 from playground.serve.room import Room
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, Request, Workload
-from playground.serve.batching import BatchConfig, Batcher
+from playground.serve.batcher import BatchConfig, Batcher
 from playground.speculative import Speculation, SpeculativeEngine
 
 ROOT = Path(__file__).resolve().parents[2] / "playground"

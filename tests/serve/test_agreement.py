@@ -15,7 +15,7 @@ from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS
 from playground.serve.agreement import Agreement, recompute_agreement, replay_request
 from playground.serve.presets import PRESETS, changed_outputs
-from playground.serve.batching import BatchConfig
+from playground.serve.batcher import BatchConfig
 
 PROMPT = "Tell me a story about a cat who learns to sail."
 

@@ -1,4 +1,4 @@
-"""Continuous batching on ONNX Runtime (serve/batching.py, serve/slots.py, backends/onnx_batch.py): each request
+"""Continuous batching on ONNX Runtime (serve/batcher.py, serve/slots.py, backends/onnx_batch.py): each request
 gives the tokens it gives alone, the KV slots are never over-allocated and always freed, cancel ends every request
 within one iteration, and the timelines add up. Unit tests on the tiny model's fp32 graph; the bundled model's
 4-bit graphs under the integration marker."""
@@ -18,7 +18,8 @@ from playground.charts.serve import plot_kv_map
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, RequestClass, Workload
 from playground.machine import MachineGate
-from playground.serve.batching import BatchConfig, Batcher, ContinuousBatching
+from playground.serve.batcher import BatchConfig, Batcher
+from playground.serve.batching import ContinuousBatching
 from playground.serve.engine_loop import EngineLoop, page_client
 from playground.serve.shares import client_shares, longest_wait
 from playground.serve.slots import SlotTable

@@ -10,7 +10,7 @@ import pytest
 
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, Workload
-from playground.serve.batching import BatchConfig
+from playground.serve.batcher import BatchConfig
 from playground.serve.cli import main
 from playground.serve.mooncake import is_trace, read_rows, results_jsonl, to_workload
 from playground.serve.perfetto import ENGINE_TID, trace_json, watch_json, workload_json

@@ -1,4 +1,4 @@
-"""What our continuous batching does with KV memory (serve/prefix_cache.py, serve/batching.py, serve/slots.py):
+"""What our continuous batching does with KV memory (serve/prefix_cache.py, serve/batcher.py, serve/slots.py):
 a request served from cached blocks gives the tokens it gives computed from scratch; a block is named by its
 tokens and every earlier block; the cache keeps to its budget and never drops a block a request holds; under a
 KV budget the most recently admitted request is preempted and recomputed, gives the same tokens, and resumes
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from playground.config import GenerationSettings
 from playground.serve import SCHEDULERS, Workload
-from playground.serve.batching import BatchConfig, Batcher
+from playground.serve.batcher import BatchConfig, Batcher
 from playground.serve.prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 from playground.serve.workload import Request
 from playground.trace import COMPLETED
