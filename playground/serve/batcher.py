@@ -106,7 +106,7 @@ class Sequence:
     client: str = ""               # who sent it (a page session, an API key): slots are shared out between clients
     waited: dict = field(default_factory=dict)   # WaitReason -> seconds it waited in the queue for it, in all
     wait: WaitReason = WaitReason.IN_PROGRESS    # what it waits for now (the latest plan's reason)
-    wait_since: float | None = None              # since when (None: it holds a slot)
+    wait_since: float | None = None              # since when: not yet in `waited` (None: it holds a slot)
 
     @property
     def done(self) -> bool:
@@ -257,9 +257,9 @@ class Batcher:
         with self.lock:
             for admission in plan.admitted:
                 self._admit(admission, it)
-        for wait in plan.waits:
-            if not wait.reason.holds_slot:
-                wait.seq.account_wait(wait.reason, plan.at)
+        for seq, reason in plan.waits:   # a wait's time goes to the reason the plan before gave, when it changes
+            if not reason.holds_slot and (reason is not seq.wait or seq.wait_since is None):
+                seq.account_wait(reason, plan.at)
         if plan.decode:
             yield self._decode(it)
         left = self.config.prefill_chunk   # prompt tokens the iteration may compute

@@ -29,17 +29,19 @@ the plan applies them:
               that continue what it has read
   5. wait  -- everyone else waits, and the plan says why (WaitReason)
 
-The plan looks ahead in one place: the blocks an earlier chunk of the iteration completes count as cached for
-the chunks after it, so requests admitted together share what the first of them reads. When a full prefix
-cache cannot keep such a block (every block held), the later request copies what is there and computes its
-planned tokens from where the copy ends: the plan's token budget holds either way.
+The plan looks ahead in two places. The blocks an earlier chunk of the iteration completes count as cached for
+the chunks after it, so requests admitted together share what the first of them reads; when a full prefix cache
+cannot keep such a block, the later request copies what is there and computes from where the copy ends, within
+the iteration's token budget (then its chunk reads fewer positions than planned). And prompts with as many
+tokens left are read in slot order as the iteration begins (a request that ends in the decode pass moves the
+others only after the plan is made).
 
 Each request's wait before it takes a slot is accounted by reason (`Sequence.waited`, batcher.py): from its
 arrival to the first plan that sees it, it waits for the iteration in progress; from each plan to the next, for
 the reason that plan gave. A request's admission carries its cache lookup, the place to record why it missed.
 
 >>> from types import SimpleNamespace as S
->>> from .slots import KVBudget, SlotTable
+>>> from .slots import SlotTable
 >>> def seq(name, prompt, client="", arrived=0.0):
 ...     return S(id=name, ids=[1] * prompt, prefill_ids=[1] * prompt, hashes=[], read=0, length=0, held=[],
 ...              caching=True, blocks=0, preemptions=0, client=client, arrived=arrived, cancelled=False)
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..trace import TextEnum
 from .prefix_cache import block_hashes
@@ -88,8 +91,7 @@ class PreemptReason(TextEnum):
     KV_BUDGET = "no KV block for the next position"   # an older decoding request needed a block, none was free
 
 
-@dataclass(frozen=True, slots=True)
-class Lookup:
+class Lookup(NamedTuple):
     """What the prefix cache held of a request's prompt at its admission, in positions."""
     tokens: int    # positions its prefill reads (its prompt; after a preemption, every token it had too)
     limit: int     # the most the cache could give: whole blocks, leaving at least one token to compute
@@ -100,15 +102,13 @@ class Lookup:
         return self.tokens - self.found
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(NamedTuple):
     seq: object
     blocks: int = 0                # KV budget blocks it takes (0: no budget)
     lookup: Lookup | None = None   # None: no prefix cache
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(NamedTuple):
     """A prompt read in one prefill pass: `copied` positions of cached blocks first, then `tokens` computed."""
     seq: object
     start: int            # the first position computed (after the copy)
@@ -120,8 +120,7 @@ class Chunk:
         return self.start + self.tokens
 
 
-@dataclass(frozen=True, slots=True)
-class Victim:
+class Victim(NamedTuple):
     """A request preempted: its KV dropped, to be read again from `context` (its prompt and the tokens it made)."""
     seq: object
     reason: PreemptReason
@@ -131,14 +130,12 @@ class Victim:
     hashes: tuple = ()    # the hash chain of context's full blocks (with prefix caching)
 
 
-@dataclass(frozen=True, slots=True)
-class Growth:
+class Growth(NamedTuple):
     seq: object
     blocks: int           # KV budget blocks a decoding request takes for its next position
 
 
-@dataclass(frozen=True, slots=True)
-class Wait:
+class Wait(NamedTuple):
     seq: object
     reason: WaitReason
 
@@ -235,7 +232,7 @@ class _CacheView:
 
 @dataclass
 class _Reading:
-    """A slot holder's prompt as the plan advances it (the state is not touched)."""
+    """A slot holder's prompt as the plan advances it."""
     seq: object
     ids: list
     hashes: list
@@ -244,99 +241,142 @@ class _Reading:
     caching: bool
 
 
-def make_plan(waiting: list, running: list, table: SlotTable, budget, cache, prefill_chunk: int,
-              now: float) -> Plan:
-    """Decide one iteration from the batcher's state (its queue, the requests holding slots in order of admission,
-    the slot table, the KV budget and the prefix cache, None where off); nothing is changed, no model runs."""
-    holding = table.decoding + table.prefilling
-    cancelled = [s for s in waiting if s.cancelled] + [s for s in holding if s.cancelled]
-    queue = [s for s in waiting if not s.cancelled]
-    running = [s for s in running if not s.cancelled]
-    removed = [s for s in holding if s.cancelled]
-    free = table.free() + len(removed)
-    spare = budget.free + sum(s.blocks for s in removed) if budget else 0
-    view = _CacheView(cache) if cache is not None else None
+class _Draft:
+    """The batcher's state as the plan being made changes it: copies of the queue and the slot holders, the free
+    slots and budget blocks, the prefix cache's view; the state itself is never touched."""
 
-    preempted, growth, victims = [], [], {}
-    if budget:
-        decoding = {id(s) for s in table.decoding}
-        for seq in list(running):
-            if seq not in running or id(seq) not in decoding:
+    def __init__(self, waiting, running, table: SlotTable, budget, cache):
+        self.table, self.budget, self.cache = table, budget, cache
+        self.queue, self.running = list(waiting), list(running)
+        self.free, self.spare = table.free(), budget.free if budget else 0
+        self.view = _CacheView(cache) if cache is not None else None
+        self.size = cache.block_size if cache is not None else 0
+        self.removed, self.victims, self.readings = [], {}, []   # let go of their slots; id -> Victim; admitted
+
+    def leave(self, seq) -> None:
+        self.running.remove(seq)
+        self.removed.append(seq)
+        self.free, self.spare = self.free + 1, self.spare + seq.blocks
+
+    def end_cancelled(self) -> tuple:
+        """0. The cancelled end: waiting ones first, then slot holders in slot order."""
+        waiting = [s for s in self.queue if s.cancelled]
+        holding = [s for s in self.table.decoding + self.table.prefilling if s.cancelled]
+        self.queue = [s for s in self.queue if not s.cancelled]
+        for seq in holding:
+            self.leave(seq)
+        return tuple(waiting + holding)
+
+    def grow(self) -> tuple[tuple, tuple]:
+        """1. Each decoding request, oldest first, takes the block its next position needs; short of blocks, the
+        most recently admitted request is preempted until it fits (or it is preempted itself)."""
+        preempted, growth = [], []
+        decoding = {id(s) for s in self.table.decoding}
+        for seq in list(self.running):
+            if seq not in self.running or id(seq) not in decoding:
                 continue
-            need = budget.blocks_for(seq.length + 1) - seq.blocks
-            while need > spare:
-                victim = running.pop()
-                context = tuple(victim.ids) + tuple(s.token_id for s in victim.trace.steps)
-                hashes = tuple(block_hashes(context, cache.block_size)) if cache is not None else ()
-                if view is not None:   # its full blocks are kept in the cache as it leaves
-                    view.keep(context, hashes, 0, victim.length // cache.block_size)
-                preempted.append(Victim(victim, PreemptReason.KV_BUDGET, seq, victim.length, context, hashes))
-                victims[id(victim)] = preempted[-1]
-                removed.append(victim)
-                free, spare = free + 1, spare + victim.blocks
-                queue.insert(0, victim)
-                if victim is seq:
+            need = self.budget.blocks_for(seq.length + 1) - seq.blocks
+            while need > self.spare:
+                preempted.append(self.preempt(self.running[-1], seq))
+                if preempted[-1].seq is seq:
                     break
             else:
-                spare -= need
+                self.spare -= need
                 if need:
                     growth.append(Growth(seq, need))
+        return tuple(preempted), tuple(growth)
 
-    admitted, short, readings = [], None, []
-    held = Counter(s.client for s in running)
-    while queue and free:
-        seq = next_turn(queue, held, victims)
-        victim = victims.get(id(seq))
-        ids = list(victim.context) if victim else seq.prefill_ids
-        hashes = list(victim.hashes) if victim else seq.hashes
-        need = budget.blocks_for(len(ids)) if budget else 0
-        if need > spare:
-            short = seq   # it waits, and so does everyone behind it
-            break
-        spare -= need
-        queue.remove(seq)
-        free -= 1
-        held[seq.client] += 1
-        lookup = None
-        if view is not None:
-            found = view.found(ids, hashes, 0, len(ids) - 1) * cache.block_size
-            lookup = Lookup(len(ids), (len(ids) - 1) // cache.block_size * cache.block_size, found)
-        admitted.append(Admission(seq, need, lookup))
-        readings.append(_Reading(seq, ids, hashes, lookup.found if lookup else 0,
-                                 lookup.found // cache.block_size if lookup else 0, True))
+    def preempt(self, victim, needed_by) -> Victim:
+        context = tuple(victim.ids) + tuple(s.token_id for s in victim.trace.steps)
+        hashes = tuple(block_hashes(context, self.size)) if self.view is not None else ()
+        if self.view is not None:   # its full blocks are kept in the cache as it leaves
+            self.view.keep(context, hashes, 0, victim.length // self.size)
+        self.leave(victim)
+        self.queue.insert(0, victim)
+        self.victims[id(victim)] = Victim(victim, PreemptReason.KV_BUDGET, needed_by, victim.length, context, hashes)
+        return self.victims[id(victim)]
 
-    gone = {id(s) for s in removed}
-    decode = tuple(s for s in table.decoding if id(s) not in gone)
-    readings = [_Reading(s, s.prefill_ids, s.hashes, s.read, len(s.held), s.caching)
-                for s in _prefilling_after(table, removed)] + readings
-    chunks, left = [], prefill_chunk
-    for r in sorted(readings, key=lambda r: len(r.ids) - r.read):
-        if left <= 0:
-            break
-        copied = 0
-        if view is not None and r.caching and r.read == r.held * cache.block_size:
-            copied = view.found(r.ids, r.hashes, r.held, len(r.ids) - 1) * cache.block_size
-            r.read += copied
-            r.held += copied // cache.block_size
-        tokens = min(left, len(r.ids) - r.read)
-        chunks.append(Chunk(r.seq, r.read, tokens, copied))
-        r.read += tokens
-        left -= tokens
-        if view is not None and r.caching:   # its completed blocks join the cache for the chunks after it
-            view.keep(r.ids, r.hashes, r.held, r.read // cache.block_size)
-            r.held = max(r.held, min(r.read // cache.block_size, len(r.hashes)))
+    def admit(self) -> tuple[tuple, object]:
+        """2. While a slot is free, the request whose turn it is takes it if the blocks its prefill writes fit;
+        (the admissions, the request whose blocks did not fit or None)."""
+        if not (self.queue and self.free):
+            return (), None
+        admitted, held = [], Counter(s.client for s in self.running)
+        while self.queue and self.free:
+            seq = next_turn(self.queue, held, self.victims)
+            victim = self.victims.get(id(seq))
+            ids = list(victim.context) if victim else seq.prefill_ids
+            hashes = list(victim.hashes) if victim else seq.hashes
+            need = self.budget.blocks_for(len(ids)) if self.budget else 0
+            if need > self.spare:
+                return tuple(admitted), seq   # it waits, and so does everyone behind it
+            self.spare, self.free = self.spare - need, self.free - 1
+            self.queue.remove(seq)
+            held[seq.client] += 1
+            lookup = None
+            if self.view is not None:
+                limit = (len(ids) - 1) // self.size * self.size
+                lookup = Lookup(len(ids), limit, self.view.found(ids, hashes, 0, limit) * self.size)
+            admitted.append(Admission(seq, need, lookup))
+            found = lookup.found if lookup else 0
+            self.readings.append(_Reading(seq, ids, hashes, found, found // self.size if lookup else 0, True))
+        return tuple(admitted), None
 
-    read = {id(c.seq) for c in chunks}
-    waits = [Wait(s, _queue_reason(s, short, admitted)) for s in queue]
-    waits += [Wait(r.seq, WaitReason.PREFILL_BUDGET) for r in readings if id(r.seq) not in read]
-    return Plan(now, tuple(cancelled), tuple(preempted), tuple(growth), tuple(admitted), decode, tuple(chunks),
-                tuple(waits))
+    def decode(self) -> tuple:
+        """3. Every request whose prompt is read, and still holds its slot."""
+        if not self.removed:
+            return tuple(self.table.decoding)
+        gone = {id(s) for s in self.removed}
+        return tuple(s for s in self.table.decoding if id(s) not in gone)
+
+    def prefill(self, prefill_chunk: int) -> tuple[Chunk, ...]:
+        """4. Prompt chunks within the token budget, the fewest tokens left first (equals in slot order, the
+        admitted after the others); before its chunk a request copies the cached blocks that continue it."""
+        self.readings = [_Reading(s, s.prefill_ids, s.hashes, s.read, len(s.held), s.caching)
+                         for s in _prefilling_after(self.table, self.removed)] + self.readings
+        chunks, left = [], prefill_chunk
+        for r in sorted(self.readings, key=lambda r: len(r.ids) - r.read):
+            if left <= 0:
+                break
+            copied = 0
+            if self.view is not None and r.caching and r.read == r.held * self.size:
+                copied = self.view.found(r.ids, r.hashes, r.held, len(r.ids) - 1) * self.size
+                r.read, r.held = r.read + copied, r.held + copied // self.size
+            tokens = min(left, len(r.ids) - r.read)
+            chunks.append(Chunk(r.seq, r.read, tokens, copied))
+            r.read, left = r.read + tokens, left - tokens
+            if self.view is not None and r.caching:   # its completed blocks join the cache for the chunks after it
+                self.view.keep(r.ids, r.hashes, r.held, r.read // self.size)
+                r.held = max(r.held, min(r.read // self.size, len(r.hashes)))
+        return tuple(chunks)
+
+    def waits(self, admitted: tuple, short, chunks: tuple) -> tuple[Wait, ...]:
+        """5. Why each request left in the queue waits, then each slot holder whose prompt got no chunk. Left in
+        the queue with no request short of budget, a request waits for a slot; for its turn if a later request of
+        another client took one."""
+        if short is not None:
+            queued = [Wait(s, WaitReason.KV_BUDGET if s is short else WaitReason.BEHIND) for s in self.queue]
+        else:
+            latest = {}   # client -> the latest arrival among its requests admitted now
+            for a in admitted:
+                latest[a.seq.client] = max(latest.get(a.seq.client, a.seq.arrived), a.seq.arrived)
+            queued = [Wait(s, WaitReason.TURN if any(c != s.client and t > s.arrived for c, t in latest.items())
+                           else WaitReason.NO_SLOT) for s in self.queue]
+        read = {id(c.seq) for c in chunks}
+        return tuple(queued) + tuple(Wait(r.seq, WaitReason.PREFILL_BUDGET) for r in self.readings
+                                     if id(r.seq) not in read)
 
 
-def _queue_reason(seq, short, admitted: list) -> WaitReason:
-    """Why `seq` is left in the queue: `short` is the request whose turn it was and whose blocks did not fit."""
-    if short is not None:
-        return WaitReason.KV_BUDGET if seq is short else WaitReason.BEHIND
-    if any(a.seq.arrived > seq.arrived and a.seq.client != seq.client for a in admitted):
-        return WaitReason.TURN
-    return WaitReason.NO_SLOT
+def make_plan(waiting: list, running: list, table: SlotTable, budget, cache, prefill_chunk: int,
+              now: float) -> Plan:
+    """Decide one iteration from the batcher's state: its queue, the requests holding slots (in order of
+    admission), the slot table, the KV budget and the prefix cache (None where off). Nothing is changed and no
+    model runs; `now` is the plan's time."""
+    draft = _Draft(waiting, running, table, budget, cache)
+    cancelled = draft.end_cancelled()
+    preempted, growth = draft.grow() if budget else ((), ())
+    admitted, short = draft.admit()
+    decode = draft.decode()
+    chunks = draft.prefill(prefill_chunk)
+    return Plan(now, cancelled, preempted, growth, admitted, decode, chunks, draft.waits(admitted, short, chunks))
+
