@@ -16,7 +16,9 @@ Modules, by concept:
   slots.py (the slot table, the KV budget) and prefix_cache.py (its prefix cache),
   batching_torch.py and batching_torch_adapter.py (transformers' continuous-batching manager), concurrent.py
   (requests in parallel to a server that batches them), engine_loop.py (our batching as a live service: one
-  thread steps it for requests from any thread, the endpoint's and the page's), remote_record.py (the page's runs
+  thread steps it for requests from any thread, the endpoint's and the page's), room.py (the Room: the engine loop,
+  the machine gate and the client traffic every local request shares), traffic.py (the room's requests as a live
+  workload record), remote_record.py (the page's runs
   on a remote server as a live record, the server's own figures beside each);
 - results: records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the lesson
   sentence), shares.py (each client's share of the engine and who waited longest), cost.py (a token's price on
