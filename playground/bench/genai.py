@@ -208,12 +208,12 @@ class GenaiPeer:
 
     def __init__(self, folder: Path, threads: int):
         og = require()
-        config = og.Config(str(folder))
-        config.overlay(json.dumps({"model": {"decoder": {"session_options": {
-            "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
         try:
+            config = og.Config(str(folder))
+            config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+                "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
             self.model = og.Model(config)
-        except RuntimeError as exc:
+        except RuntimeError as exc:   # onnxruntime_genai's error for a config or graph it cannot load
             raise GenaiSkipped(f"its Generator does not load the builder's graph ({exc})") from exc
         self.og, self.folder, self.threads = og, Path(folder), threads
         self.tokenizer = og.Tokenizer(self.model)

@@ -3,6 +3,7 @@ rounds, the rows where it cannot run (skipped, and why), and, on the bundled mod
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -74,6 +75,21 @@ def test_without_the_package_its_graph_row_and_kld_row_say_skipped_and_why(no_ge
     scored = kld.peer_row(tmp_path / "no-base-needed.kld").to_json()   # skipped before any base is read
     assert scored == {"kld": "llama-perplexity --kl-divergence", "backend": GENAI, "skipped": row["skipped"]}
     assert not list(tmp_path.iterdir())   # nothing built, nothing converted
+
+
+def test_a_builder_that_fails_gives_skipped_with_its_last_words_and_leaves_no_graph(monkeypatch, tmp_path):
+    source = tmp_path / "hf"
+    source.mkdir()
+    (source / "config.json").write_text("{}")
+    monkeypatch.setattr("playground.models.gguf_as_hf_dir", lambda path, cache_dir=None: source)
+
+    def failing_builder(cmd, stdout, **kwargs):
+        stdout.write("Traceback (most recent call last):\nNotImplementedError: The model is not supported.\n")
+        return subprocess.CompletedProcess(cmd, 1)
+    monkeypatch.setattr(genai.subprocess, "run", failing_builder)
+    with pytest.raises(GenaiSkipped, match="exited 1: .*NotImplementedError: The model is not supported"):
+        genai.graph_dir(tmp_path / "model.gguf", cache_dir=tmp_path)
+    assert not (tmp_path / "onnx").exists() or not list((tmp_path / "onnx").iterdir())
 
 
 def fake_llama(repeats):
