@@ -161,6 +161,10 @@ class BackgroundRun(BackgroundJob):
             if ended:
                 return
 
+    def wait_ended(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the run's thread to have handed on its last Step; whether it has."""
+        return self._ended.wait(timeout)
+
     def _coalesce(self, seconds: float) -> None:
         """Wait `seconds` for more Steps to take with the one in hand, or less: the run's end ends the wait."""
         self._ended.wait(seconds)

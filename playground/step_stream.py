@@ -148,7 +148,7 @@ class StepStream:
     def finish(self, figures: dict | None = None, template: dict | None = None) -> str:
         """Append every step left, then the end line (once): stop reason, step count, the figures (specs: the dicts
         plotly writes, by name, without a template) and the template they share (sent once)."""
-        self.add(self.trace.steps)
+        self.add(self.trace.steps[self.packed:])
         with self._lock:
             ended_now = not self.ended
             if ended_now:

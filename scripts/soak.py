@@ -52,7 +52,7 @@ def app_runs(args):
 
     from gradio_client import Client
 
-    from playground.ui.generate_tab import OUTPUTS   # /generate's outputs, in order
+    from playground.ui.generate_handlers import OUTPUTS   # /generate's outputs, in order
 
     port = free_port()
     cmd = [sys.executable, str(ROOT / "app.py"), "--port", str(port), "--backend", args.backend]

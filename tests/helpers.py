@@ -42,13 +42,13 @@ def named(result, outputs) -> dict:
 
 def generated(result) -> dict:
     """/generate's and /stop's outputs by name (GENERATE_OUTPUTS: stream, status, text, metrics, files)."""
-    from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
+    from playground.ui.generate_handlers import OUTPUTS as GENERATE_OUTPUTS
     return named(result, GENERATE_OUTPUTS)
 
 
 def generate_form(prompt=FRANCE, **changes):
     """The Generate tab's inputs by name (GenerateForm's fields): DEFAULTS with `changes`."""
-    from playground.ui.generate_tab import GenerateForm
+    from playground.ui.generate_handlers import GenerateForm
     return GenerateForm(**{**DEFAULTS, "prompt": prompt, **changes})
 
 
@@ -59,13 +59,21 @@ def generate_args(prompt=FRANCE, **changes):
 
 
 def generate_by_name():
-    """Generate's components named by strings (GenerateForm's fields, `session`, OUTPUTS), for make_handlers: its
+    """Generate's components named by strings (GenerateForm's fields, `session`, OUTPUTS), for a GenerateTab: its
     handlers then take and give dicts keyed by those names, as Gradio's dict inputs are keyed by component."""
     from dataclasses import fields
     from types import SimpleNamespace
 
-    from playground.ui.generate_tab import OUTPUTS, GenerateForm
+    from playground.ui.generate_handlers import OUTPUTS, GenerateForm
     return SimpleNamespace(**{n: n for n in (*OUTPUTS, *(f.name for f in fields(GenerateForm)), "session")})
+
+
+def tab_by_name(registry, room=None, remote=None):
+    """The Generate tab its handlers act on (generate_handlers.GenerateTab), components named by generate_by_name(), over
+    `registry` and `room` (serve.room.Room; a room of its own, with no loop, when not given)."""
+    from playground.serve.room import Room
+    from playground.ui.generate_handlers import GenerateTab
+    return GenerateTab(generate_by_name(), registry, room or Room(), remote)
 
 
 def generate_values(session, prompt=FRANCE, **changes) -> dict:

@@ -102,7 +102,7 @@ def _decode_tps(steps: list[dict]) -> float | None:   # metrics.py's definition,
 def app_run(app: AppProcess, client, backend: str, tokens: int) -> dict:
     """One /generate through the app: its trace, the bytes and events it sent back, the server's CPU (for
     the whole request, and from its first decode step to its last, sampled every 50 ms)."""
-    from ..ui.generate_tab import OUTPUTS   # the page's output order (gradio loads with it: only the UI rows need it)
+    from ..ui.generate_handlers import OUTPUTS   # the page's output order (gradio loads with it: only the UI rows need it)
     samples, done = [app.sample()], threading.Event()
 
     def sample():

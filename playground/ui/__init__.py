@@ -7,8 +7,9 @@
 This package and app.py are the only modules that import gradio. Nothing loads at build time: the
 page is served at once, and the model info line says what is loading, what is ready, or which backend
 failed and why (the dropdowns still list the others). Modules: common.py (shared pieces), machine_gate.py
-(the app-wide CPU gate: local runs share the CPU slots, a Serve workload holds them alone), generate_tab.py
-(+ session.py: a browser session's run; live/: the run drawn in the browser, the live channel),
+(the app-wide CPU gate: local runs share the CPU slots, a Serve workload holds them alone), generate_layout.py
+(+ generate_handlers.py: its handlers, module-level functions; session.py: a browser session's run; live/: the run
+drawn in the browser, the live channel),
 tokens_tab.py, compare_tab.py, experiments_tab.py, lesson_tab.py, serve_tab.py (+ serve_layout, serve_views,
 serve_job), export_folder.py (a session's downloads), zerogpu.py (on ZeroGPU: the torch backend's runs as
 spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from Gradio's dict inputs); the long runs
@@ -34,7 +35,7 @@ from ..tokens import TOKEN_CSS
 from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, error_html, source
 from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
-from .generate_tab import generate_tab, wire_generate
+from .generate_layout import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
 from .live import LIVE_CSS, app_kwargs, live_head
 from .presenter import PRESENT_CSS, presenter_head, presenter_switch

@@ -12,13 +12,11 @@ Left out: gradio (the tabs wire this in) and anything kept after the tab closes.
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterator
 
 from ..charts.run import TEMPLATE_JSON, run_specs
 from ..jobs import ABANDONED_AFTER, BackgroundRun
 from ..serve.perfetto import trace_json
 from ..step_stream import StepStream
-from ..trace import Step
 from .export_folder import ExportFolder
 
 # Updates a page gets while a run streams: at most one per 50 ms, and none while no step is new. Each
@@ -40,10 +38,11 @@ class Session:
     def trace(self):
         return self.run.trace if self.run else None
 
-    def start(self, run, interval=UPDATE_INTERVAL) -> tuple[StepStream, Iterator[list[Step]]]:
+    def start(self, run, interval=UPDATE_INTERVAL) -> tuple[StepStream, BackgroundRun]:
         """Supersede any earlier run of this session (cancelling it) and start the new one; returns its stream
-        and its batches (a handler keeps those: another handler of this session may start a run meanwhile).
-        `interval`: the least time between two batches, in seconds, or a function giving it as the run goes."""
+        and its BackgroundRun, whose iteration gives its batches (a handler keeps those: another handler of this
+        session may start a run meanwhile). Each Step goes into the stream once, in the run's thread, as it is
+        made. `interval`: the least time between two batches, in seconds, or a function giving it as the run goes."""
         self.stop()
         pace = interval if callable(interval) else (lambda: interval)
         if self.run is not None:
@@ -54,7 +53,7 @@ class Session:
         steps = iter(background)
         # one assignment: a second handler of this session (two jobs at once) never sees a half-started run
         self.run, self.stream, self.background, self.steps = run, stream, background, steps
-        return stream, steps
+        return stream, background
 
     def finish_stream(self, stream: StepStream | None = None) -> str:
         """A run's stream (the latest by default) with every step and its end line, carrying the four figures

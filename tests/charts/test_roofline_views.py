@@ -48,8 +48,8 @@ def test_a_server_run_on_the_generate_roofline_is_labelled_estimated(tiny_engine
     from playground.remote.local_copy import bundled_copy
     from playground.remote.source import RemoteSource
     from playground.ui.session import Session
-    from playground.ui.generate_tab import roofline_handler
-    from playground.ui.machine_gate import MachineGate
+    from playground.ui.generate_handlers import roofline
+    from tests.helpers import tab_by_name
 
     if bundled_copy() is None:
         pytest.skip("the bundled model's config is not here")
@@ -59,7 +59,7 @@ def test_a_server_run_on_the_generate_roofline_is_labelled_estimated(tiny_engine
     run = source.run("Hi", GenerationSettings(max_new_tokens=4))
     session.start(run)
     run.wait()
-    figure, text = roofline_handler(registry, MachineGate())(source.info.name, session)
+    figure, text = roofline(tab_by_name(registry), source.info.name, session)
     assert "(estimated)" in figure.layout.title.text and "estimated from the model's config" in text
     session.close()
 

@@ -8,7 +8,7 @@ import pytest
 from gradio_client import Client
 
 from playground.step_stream import read_stream
-from playground.ui.generate_tab import OUTPUTS as GENERATE_OUTPUTS
+from playground.ui.generate_handlers import OUTPUTS as GENERATE_OUTPUTS
 from playground.registry import SourceRegistry
 from playground.ports import free_port
 from playground.remote.endpoints import add_endpoints, endpoint_name

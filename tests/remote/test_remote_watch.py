@@ -6,6 +6,7 @@ page's own Generate handler. The same against a real llama-server: test_remote_w
 """
 from __future__ import annotations
 
+from functools import partial
 import re
 import threading
 import time
@@ -14,7 +15,6 @@ from types import SimpleNamespace
 import pytest
 
 from playground.config import GenerationSettings
-from playground.serve.room import Room
 from playground.registry import SourceRegistry
 from playground.remote.endpoints import add_endpoints
 from playground.serve.engine_loop import page_client
@@ -24,10 +24,10 @@ from playground.ui.session import Session
 from playground.source import Origin, Run
 from playground.next_token import new_step
 from playground.trace import StopReason, Trace
-from playground.ui.generate_tab import make_handlers
+from playground.ui.generate_handlers import generate as on_generate
 from playground.ui.remote_watch import watch_view
 
-from tests.helpers import generate_args, generate_by_name, generate_values, wait_for
+from tests.helpers import generate_args, generate_values, tab_by_name, wait_for
 
 LLAMA_TIMINGS = {"cache_n": 29, "prompt_n": 8, "prompt_ms": 27.0, "predicted_n": 3, "predicted_ms": 40.0,
                  "predicted_per_second": 75.0}
@@ -130,7 +130,7 @@ def fake_room(fake_server, tiny_engine):
 def test_the_pages_generate_runs_on_a_server_without_timings_show_in_the_watch_view(fake_room):
     registry, name, record = fake_room
     t0 = record.now()
-    generate = make_handlers(registry, generate_by_name(), Room(), record)[0]
+    generate = partial(on_generate, tab_by_name(registry, remote=record))
     sessions = [Session(), Session()]
     for session in sessions:
         updates = list(generate(generate_values(session, backend=name, max_new_tokens=4)))
@@ -155,7 +155,7 @@ def test_the_pages_generate_runs_on_a_server_without_timings_show_in_the_watch_v
 
 def test_a_local_run_is_not_in_the_remote_record(fake_room, tiny_engine):
     registry, _, record = fake_room
-    generate = make_handlers(registry, generate_by_name(), Room(), record)[0]
+    generate = partial(on_generate, tab_by_name(registry, remote=record))
     list(generate(generate_values(Session(), backend=tiny_engine.info.name, max_new_tokens=2)))
     assert record.snapshot().records == []
 

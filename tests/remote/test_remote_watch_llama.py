@@ -3,6 +3,7 @@ page's Generate runs go there, and the Watch view draws them from the client sid
 beside each (app.py's remote_servers and watch_remote, the page's generate handler, remote_watch.watch_view)."""
 from __future__ import annotations
 
+from functools import partial
 import re
 import threading
 
@@ -12,10 +13,10 @@ from playground.remote.endpoints import endpoint_name
 from playground.serve.remote_record import GAP_QUEUE, server_rows
 from playground.ui.session import Session
 from playground.trace import COMPLETED
-from playground.ui.generate_tab import make_handlers
+from playground.ui.generate_handlers import generate as on_generate
 from playground.ui.remote_watch import watch_view
 
-from tests.helpers import generate_by_name, generate_values
+from tests.helpers import generate_values, tab_by_name
 from tests.remote.test_remote_watch import WATCH_OUT
 
 pytestmark = [pytest.mark.server, pytest.mark.integration]
@@ -30,7 +31,7 @@ def test_the_watch_view_draws_the_pages_runs_on_llama_server_beside_its_timings(
     servers = app.remote_servers(registry, [llama_server.url])
     remote = app.watch_remote(servers)
     assert servers == [name] and remote is not None
-    generate = make_handlers(registry, generate_by_name(), app.make_room(registry), remote)[0]
+    generate = partial(on_generate, tab_by_name(registry, app.make_room(registry), remote))
     t0 = remote.now()
     sessions, ends = [Session() for _ in PROMPTS], [None] * len(PROMPTS)
 

@@ -17,7 +17,7 @@ from playground.config import GenerationSettings
 from playground.registry import SourceRegistry
 from playground.ui import build_demo, zerogpu
 from tests.helpers import (EXPERIMENT, compare_args, experiment_args, free_port, generate_args, generated,
-                           trace_from)
+                           tab_by_name, trace_from)
 from tests.zerogpu_double import ZeroGpuDouble
 
 
@@ -148,11 +148,13 @@ def test_a_whole_handler_in_spaces_gpu_would_send_its_session_to_the_worker(doub
     the worker anyway."""
     import spaces
     from playground.ui.session import Session
-    from playground.ui.generate_tab import make_handlers
-    from playground.serve.room import Room
-    from tests.helpers import generate_by_name, generate_values
+    from playground.ui.generate_handlers import generate as on_generate
+    from tests.helpers import generate_values
 
-    generate = make_handlers(SourceRegistry.fixed(tiny_engine), generate_by_name(), Room())[0]
+    tab = tab_by_name(SourceRegistry.fixed(tiny_engine))
+
+    def generate(values):   # the handler as Gradio is given it (spaces.GPU names a function by its __name__)
+        yield from on_generate(tab, values)
     with pytest.raises((pickle.PicklingError, TypeError), match="pickle"):
         next(spaces.GPU(duration=60)(generate)(generate_values(Session(), max_new_tokens=2)))
 

@@ -1,13 +1,14 @@
 """Hostile input through the app's endpoints: a readable message or a clean run, and the app keeps serving."""
 from __future__ import annotations
 
+from functools import partial
 import math
 
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from tests.helpers import generate_args, generate_by_name, generate_values, generated, tiny_registry, trace_from
+from tests.helpers import generate_args, generate_values, generated, tab_by_name, tiny_registry, trace_from
 
 RUNS_CLEANLY = [
     "<script>alert('x')</script><img src=x onerror=alert(1)>", "\x00\x01\x07 NUL and bell \x1b[31m red",
@@ -62,10 +63,9 @@ def test_a_lone_surrogate_reaching_the_handler_gets_a_message(tiny_backend, tiny
     """A browser can send a lone surrogate as a JSON escape; no HTTP client here can, so the handler is
     called as Gradio would call it."""
     from playground.ui.session import Session
-    from playground.ui.generate_tab import make_handlers
-    from playground.serve.room import Room
+    from playground.ui.generate_handlers import generate as on_generate
 
-    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), Room())[0]
+    generate = partial(on_generate, tab_by_name(tiny_registry(tiny_backend, tiny_engine)))
     session = Session()
     outputs = list(generate(generate_values(session, "broken \ud800 utf-8")))
     assert "surrogate" in outputs[-1]["status"] and session.run is None
@@ -78,11 +78,10 @@ def test_a_refused_prompt_after_a_run_leaves_none_of_that_runs_view_under_its_wa
                                                                                       prompt):
     """An empty or whitespace prompt left the last run's chips and figures under "prompt is empty"."""
     from playground.run_view import metrics_html
-    from playground.serve.room import Room
-    from playground.ui.generate_tab import make_handlers
+    from playground.ui.generate_handlers import generate as on_generate
     from playground.ui.session import Session
 
-    generate = make_handlers(tiny_registry(tiny_backend, tiny_engine), generate_by_name(), Room())[0]
+    generate = partial(on_generate, tab_by_name(tiny_registry(tiny_backend, tiny_engine)))
     session = Session()
     ran = list(generate(generate_values(session, max_new_tokens=2)))[-1]
     assert "finished" in ran["status"] and ran["stream"] and ran["text"] and ran["files"]

@@ -6,6 +6,7 @@ thread does.
 """
 from __future__ import annotations
 
+from functools import partial
 import gc
 import threading
 
@@ -19,7 +20,7 @@ from playground.step_stream import StepStream, read_stream
 from playground.ui.session import UPDATE_INTERVAL, WATCHED_INTERVAL, Session
 from playground.trace import Step
 from playground.ui.live.channel import MAX_READERS, app_kwargs
-from tests.helpers import free_port, generate_by_name, generate_values, wait_for
+from tests.helpers import free_port, generate_values, tab_by_name, wait_for
 
 
 def fake_trace(n: int = 0):
@@ -145,12 +146,11 @@ def test_two_generate_handlers_of_one_session_each_read_their_own_run(tiny_backe
     run's stream)."""
     from playground.engine import Engine
     from playground.registry import SourceRegistry
-    from playground.ui.generate_tab import make_handlers
-    from playground.serve.room import Room
+    from playground.ui.generate_handlers import generate as on_generate
     from tests.fakes import SlowBackend
     engine = Engine(SlowBackend(tiny_backend, pause=0.01))
     registry = SourceRegistry(lambda name, progress: engine, ["slow"], default="slow")
-    generate = make_handlers(registry, generate_by_name(), Room())[0]
+    generate = partial(on_generate, tab_by_name(registry))
     session = Session()
     values = generate_values(session, "Hello", max_new_tokens=20, chat=False, backend="slow")   # speculative off
     first, second = generate(values), generate(values)

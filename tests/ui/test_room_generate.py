@@ -6,6 +6,7 @@ submitted, so the loop waits, and they are admitted together when it is released
 """
 from __future__ import annotations
 
+from functools import partial
 import threading
 import time
 
@@ -18,9 +19,9 @@ from playground.registry import SourceRegistry
 from playground.serve.room import LoopSize, Room
 from playground.ui.session import Session
 from playground.trace import StopReason
-from playground.ui.generate_tab import make_handlers
+from playground.ui.generate_handlers import generate as on_generate
 
-from tests.helpers import generate_by_name, generate_values
+from tests.helpers import generate_values, tab_by_name
 
 @pytest.fixture
 def room(tiny_onnx_engine):
@@ -36,7 +37,7 @@ def values(session, **changes) -> dict:
 
 
 def handler(engine, room, gate):
-    return make_handlers(SourceRegistry.fixed(engine), generate_by_name(), room)[0]
+    return partial(on_generate, tab_by_name(SourceRegistry.fixed(engine), room))
 
 
 def test_a_lone_generate_run_joins_the_loop_and_says_its_wait(tiny_onnx_engine, room):

@@ -12,7 +12,7 @@ from playground.run_view import chip_html, speculation_html
 from playground.ui.session import Session
 from playground.speculative import Speculation, SpeculativeEngine, plain_baseline, speculation_report
 from playground.ui.common import SourceUnavailable
-from playground.ui.generate_tab import speculative
+from playground.ui.generate_handlers import speculative
 
 REPEATS = "the cat sat on the mat and the cat sat on the mat and the dog sat on the mat and the cat"
 GREEDY = GenerationSettings(max_new_tokens=40, temperature=0.0)

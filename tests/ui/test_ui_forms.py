@@ -17,7 +17,7 @@ from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.common import SourceUnavailable, source
 from playground.ui.forms import api_args, form_inputs, read_form
-from playground.ui.generate_tab import GenerateForm
+from playground.ui.generate_handlers import GenerateForm
 from playground.jobs import BackgroundJob
 from playground.ui.machine_gate import MachineGate, gate_cpu_events
 from playground.ui.serve_layout import ServeForm, SweepForm

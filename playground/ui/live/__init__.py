@@ -6,9 +6,9 @@
 The scripts, one per concern, loaded in view.LIVE_PARTS' order: format.js (figures as text, as the Python
 formatters write them), charts.js, metrics.js, redraw.js (when to draw), stream.js (reads the step stream).
 They draw from the run's step stream (playground/step_stream.py), which reaches the page two ways: Gradio's
-updates of the Generate tab (generate_tab.py) and the live channel (channel.py).
+updates of the Generate tab (generate_handlers.py) and the live channel (channel.py).
 
-Left out: the stream's format (playground/step_stream.py) and the run itself (session.py, generate_tab.py).
+Left out: the stream's format (playground/step_stream.py) and the run itself (session.py, generate_handlers.py).
 """
 from .channel import app_kwargs
 from .view import LIVE_CSS, live_head
