@@ -145,3 +145,48 @@ class SlowPrefillBackend(SlowBackend):
 
     def decode(self, token, state):
         return self._backend.decode(token, state)
+
+
+class ScriptedAnswers:
+    """What the model writes, scripted: each request the batcher takes in gets the next text's tokens, then the
+    end-of-sequence token (or no end: `cut=True`, for a request that runs to its max_tokens); a request with no
+    script left is sampled as usual. Install with `monkeypatch.setattr(batching, "Sampler", script.sampler)`.
+
+    The forward passes still run (every Step is timed and recorded as usual): only the pick of each token is
+    replaced, so what a test asserts is what the route made of these tokens, never the script itself."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.queue: list[list[int]] = []
+        self.lock = threading.Lock()
+
+    def add(self, *texts: str, cut: bool = False) -> None:
+        for text in texts:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            with self.lock:
+                self.queue.append(ids + ([] if cut else [self.tokenizer.eos_token_id]))
+
+    def sampler(self, settings):
+        from playground.sampling import Sampler
+        with self.lock:
+            script = self.queue.pop(0) if self.queue else None
+        return Sampler(settings) if script is None else _ScriptedSampler(settings, script)
+
+
+class _ScriptedSampler:
+    def __init__(self, settings, script: list[int]):
+        from playground.sampling import Sampler
+        self.inner, self.script = Sampler(settings), list(script)
+        self.seed = self.inner.seed
+
+    def choose(self, ids, logits, k):
+        import numpy as np
+
+        from playground.sampling import Pick
+        pick = self.inner.choose(ids, logits, k)
+        if not self.script:
+            return pick
+        token = self.script.pop(0)
+        row = logits.detach().to("cpu").float().numpy()
+        weights = np.exp(row - row.max())
+        return Pick(token, float(weights[token] / weights.sum()), 1.0, pick.top)

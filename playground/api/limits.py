@@ -67,6 +67,8 @@ class ApiLimits:
     prompt_tokens: int = 896          # prompt tokens one request may send (after the chat template)
     tokens_per_minute: int = 20_000   # one client's prompt + completion tokens over the last 60 s
     body_bytes: int = 4_000_000       # one request's body (read in pieces; 413 past it): a whole prompt fits
+    stored_responses: int = 1024      # /v1/responses kept for previous_response_id (the oldest evicted first)
+    stored_bytes: int = 64_000_000    # their histories' JSON at most, in all
 
 
 def parse_limits(text: str | None) -> dict:

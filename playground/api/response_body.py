@@ -69,15 +69,17 @@ class StopText:
 
     def __init__(self, stops: tuple[str, ...]):
         self.stops, self.held, self.stopped = stops, "", False
+        self.stop: str | None = None   # the stop string that ended the text
 
     def feed(self, piece: str) -> str:
         if self.stopped:
             return ""
         text = self.held + piece
-        found = [i for i in (text.find(s) for s in self.stops) if i >= 0]
+        found = [(i, s) for i, s in ((text.find(s), s) for s in self.stops) if i >= 0]
         if found:
+            at, self.stop = min(found, key=lambda f: f[0])
             self.stopped, self.held = True, ""
-            return text[:min(found)]
+            return text[:at]
         keep = max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
         self.held = text[len(text) - keep:] if keep else ""
         return text[:len(text) - keep]

@@ -47,9 +47,12 @@ from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
 from .errors import ApiError, bad_request, engine_failed, internal, too_large
+from .messages import MessageWriter, anthropic_error, read_messages
 from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
+from .responses import ResponseWriter, read_responses
 from .service import ApiService, Received, ServedRequest
+from .turn import Ending, ident
 from ..trace import StopReason
 
 POLL_S = 0.5         # how often a request with no new Step checks that its client is still there
@@ -81,17 +84,21 @@ def incident(exc: BaseException, request: Request) -> ApiError:
     return internal(ident)
 
 
-def guarded(handle):
-    """The route's endpoint: `handle(request)`, with an ApiError answered as OpenAI's error JSON and any other
-    exception as a 500 naming an incident (so nothing reaches Starlette's error middleware)."""
+def guarded(handle, shape=error_response):
+    """The route's endpoint: `handle(request)`, with an ApiError answered as OpenAI's error JSON (or `shape`'s) and
+    any other exception as a 500 naming an incident (so nothing reaches Starlette's error middleware)."""
     async def endpoint(request: Request):
         try:
             return await handle(request)
         except ApiError as error:
-            return error_response(error)
+            return shape(error)
         except Exception as exc:   # noqa: BLE001 - the client gets an id, the log the detail
-            return error_response(incident(exc, request))
+            return shape(incident(exc, request))
     return endpoint
+
+
+def anthropic_response(error: ApiError) -> JSONResponse:
+    return ErrorJSON(anthropic_error(error), status_code=error.status, headers=error.headers)
 
 
 def too_deep() -> ApiError:
@@ -152,7 +159,10 @@ async def _body(service: ApiService, request: Request):
 
 def _client(service: ApiService, request: Request) -> str:
     h = request.headers
-    return service.guard.client(h.get("authorization"), request.client.host if request.client else None,
+    authorization = h.get("authorization")
+    if authorization is None and h.get("x-api-key") is not None:   # where Anthropic's clients send the key
+        authorization = "Bearer " + h["x-api-key"]
+    return service.guard.client(authorization, request.client.host if request.client else None,
                                 h.get("x-forwarded-for"))
 
 
@@ -221,6 +231,121 @@ def completion_route(service: ApiService, kind: str):
     return guarded(complete)
 
 
+# --- the agent APIs: /v1/responses (responses.py) and /v1/messages (messages.py), one turn each
+
+class ResponsesApi:
+    """How /v1/responses reads a body and writes its turn."""
+    shape = staticmethod(error_response)
+
+    def __init__(self, service: ApiService):
+        self.store = service.responses
+
+    def read(self, body):
+        return read_responses(body, self.store)
+
+    def writer(self, turn, served: ServedRequest, service: ApiService):
+        return ResponseWriter(turn, served.answer, ident("resp_"), service.model_id)
+
+    def whole(self, writer, trace) -> JSONResponse:
+        body = writer.whole(trace)
+        if body["status"] == "failed":
+            raise engine_failed(body["error"]["message"])
+        return JSONResponse(body)
+
+    def ended(self, writer) -> None:
+        if writer.turn.store and writer.ended not in (None, Ending.ERROR):
+            self.store.put(writer.id, writer.history())
+
+
+class MessagesApi:
+    """How /v1/messages reads a body and writes its turn."""
+    shape = staticmethod(anthropic_response)
+
+    def __init__(self, service: ApiService):
+        pass
+
+    def read(self, body):
+        return read_messages(body)
+
+    def writer(self, turn, served: ServedRequest, service: ApiService):
+        return MessageWriter(turn, served.answer, ident("msg_"), service.model_id)
+
+    def whole(self, writer, trace) -> JSONResponse:
+        if trace.stop_reason == StopReason.ERROR:
+            raise engine_failed(trace.error)
+        return JSONResponse(writer.whole(trace))
+
+    def ended(self, writer) -> None:
+        pass
+
+
+async def _turn_events(served: ServedRequest, request: Request, api, writer):
+    """A turn streamed: the writer's events as the Steps come, and exactly one terminal event, even when this
+    coroutine fails after the first byte (then the failure is the terminal event)."""
+    try:
+        async for event in _turn_stream(served, request, writer):
+            yield event
+    except Exception as exc:   # noqa: BLE001 - the status line is gone: the failure is the terminal event
+        if not writer.finished:
+            for event in writer.fail(served.ticket.trace, incident(exc, request).message):
+                yield event
+    finally:
+        served.end()
+        api.ended(writer)
+
+
+async def _turn_stream(served: ServedRequest, request: Request, writer):
+    for event in writer.opening():
+        yield event
+    async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
+        async for steps in updates:
+            for event in writer.feed(steps):
+                yield event
+            if writer.stopped:
+                break
+    trace = served.ticket.trace
+    failure = (trace.error or "the engine loop failed") if trace.stop_reason == StopReason.ERROR else None
+    for event in writer.close(trace, failure):
+        yield event
+
+
+async def _turn_whole(served: ServedRequest, request: Request, api, writer):
+    try:
+        async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
+            async for steps in updates:
+                writer.feed(steps)
+                if writer.stopped:
+                    break
+        return api.whole(writer, served.ticket.trace)
+    finally:
+        served.end()
+        api.ended(writer)
+
+
+def turn_route(service: ApiService, api):
+    """POST /v1/responses or /v1/messages: the same guard as a chat request (keys, body size, limits, the loop's
+    fairness, the Watch view's record), then the API's own shapes."""
+    async def turn(request: Request):
+        received, client = Received(time.time_ns(), request.headers.get("x-request-id")), ""
+        try:
+            client = _client(service, request)
+            read = api.read(await _body(service, request))
+            asked = read.asked
+            if service.config.per_request_metrics:
+                asked = replace(asked, per_request_metrics=True)
+            served = service.open(asked, client, received)
+        except ApiError as error:
+            service.refused(error, client)
+            raise
+        writer = api.writer(read, served, service)
+        served.answer = writer   # ServedRequest.end reads its tokens and ending from the writer
+        if asked.stream:
+            return StreamingResponse(_turn_events(served, request, api, writer), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return await _turn_whole(served, request, api, writer)
+    return guarded(turn, api.shape)
+
+
 def json_route(service: ApiService, answer, with_body: bool, key: bool = True):
     async def handle(request: Request):
         if key:
@@ -243,6 +368,8 @@ def api_routes(service: ApiService) -> list[APIRoute]:
         return APIRoute(path, endpoint, methods=[method], include_in_schema=False)
     return [route("/v1/chat/completions", completion_route(service, CHAT), "POST"),
             route("/v1/completions", completion_route(service, COMPLETION), "POST"),
+            route("/v1/responses", turn_route(service, ResponsesApi(service)), "POST"),
+            route("/v1/messages", turn_route(service, MessagesApi(service)), "POST"),
             route("/v1/models", json_route(service, service.models, False), "GET"),
             route("/tokenize", json_route(service, service.tokenize, True), "POST"),
             route("/apply-template", json_route(service, service.apply_template, True), "POST"),

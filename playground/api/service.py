@@ -39,6 +39,7 @@ from .limits import Admission, ApiConfig, Guard
 from .prometheus import ServerMetrics
 from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
 from .response_body import Answer
+from .responses import ResponseStore
 
 LOADING_RETRY_S = 5   # the Retry-After sent while the model loads
 MAX_REQUEST_ID_CHARS = 128   # a longer X-Request-ID is cut (it only ever labels a record)
@@ -93,6 +94,9 @@ class ApiService:
         self.room, self.config = room, config or ApiConfig()
         self.guard = Guard(self.config)
         self.metrics = ServerMetrics(self)  # GET /metrics
+        limits = self.config.limits
+        self.responses = ResponseStore(limits.stored_responses, limits.stored_bytes)   # /v1/responses' store
+        self.metrics.registry.register(self.responses)
         self._started = time.time()
         self._longest_token: int | None = None
         self._lock = threading.Lock()
