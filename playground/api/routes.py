@@ -7,6 +7,10 @@
                                                  `data: {chunk}` lines and `data: [DONE]`; the server's
                                                  figures (llama-server's `timings`, vLLM's `metrics`)
                                                  on the response or the stream's last chunk
+    POST /v1/responses                           OpenAI's Responses API (responses.py): a response object, or
+                                                 its events; errors in OpenAI's shape
+    POST /v1/messages                            Anthropic's Messages API (messages.py), the key also from
+                                                 x-api-key; errors in Anthropic's shape
     GET  /v1/models                              the one model this engine serves
     POST /tokenize, /apply-template              llama.cpp's shapes (what RemoteSource asks a server)
     GET  /health                                 200 {"status": "ok"} once the model is ready, 503 before
@@ -26,6 +30,7 @@ client's next request.
 A streamed answer is written as the loop makes each Step. When the client goes away -- Starlette cancels
 the stream's coroutine, or a check every POLL_S finds the connection closed -- the request is cancelled,
 so its KV slot is free after the loop's next iteration; a non-streamed request is cancelled the same way.
+An agent route's stream (turn_route) ends with exactly one terminal event of its API, a failure on the way too.
 Nothing about a request is logged: no prompt, no key. When it came and the client's `X-Request-ID` go
 on its Trace's `server` dict (service.Received), for a benchmark to match its records with ours.
 

@@ -92,6 +92,85 @@ def test_text_a_tokenizer_cannot_read_is_400_naming_its_field(served, path, body
     no_traceback(r.text)
 
 
+RESPONSES, MESSAGES = "/v1/responses", "/v1/messages"
+OK_TURNS = {RESPONSES: json.dumps({"input": "Hi", "max_output_tokens": 2}),
+            MESSAGES: json.dumps({"messages": QUESTION, "max_tokens": 2})}
+
+
+def agent_error(path: str, response_body: bytes, status: int) -> dict:
+    """The error in the route's own shape: OpenAI's for /v1/responses, Anthropic's for /v1/messages."""
+    if path == MESSAGES:
+        body = json.loads(response_body)
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
+        return body["error"]
+    return openai_error(response_body, status)
+
+
+@pytest.mark.parametrize("path, body, said", [
+    (RESPONSES, "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    (MESSAGES, "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    (RESPONSES, json.dumps({"input": "\ud800abc"}), "lone surrogate"),
+    (RESPONSES, json.dumps({"input": [{"role": "user", "content": [{"type": "input_text", "text": "a\udc80"}]}]}),
+     "lone surrogate"),
+    (RESPONSES, json.dumps({"input": "Hi", "instructions": "\udfff"}), "lone surrogate"),
+    (RESPONSES, json.dumps({"input": [{"type": "function_call_output", "call_id": "c", "output": "\ud800"}]}),
+     "lone surrogate"),
+    (MESSAGES, json.dumps({"max_tokens": 2, "messages": [{"role": "user", "content": "\ud800"}]}), "lone surrogate"),
+    (MESSAGES, json.dumps({"max_tokens": 2, "system": "\udbff", "messages": QUESTION}), "lone surrogate"),
+    (MESSAGES, json.dumps({"max_tokens": 2, "messages": QUESTION, "tools": [{"name": "f\ud800"}]}),
+     "lone surrogate"),
+    (MESSAGES, json.dumps({"max_tokens": 2, "messages": [{"role": "assistant", "content": [
+        {"type": "tool_use", "name": "f", "input": {"x": "\udc00"}}]}]}), "lone surrogate"),
+])
+def test_a_hostile_body_to_an_agent_route_is_400_in_its_shape_and_the_connection_stays(served, path, body, said):
+    conn = Connection(served)
+    status, answer = conn.send(path, body)
+    port = conn.port()
+    assert status == 400, answer[:300]
+    assert said in agent_error(path, answer, status)["message"]
+    no_traceback(answer.decode())
+    status, answer = conn.send(path, OK_TURNS[path])
+    assert status == 200 and json.loads(answer)["usage"], answer[:300]
+    assert port is not None and conn.port() == port
+
+
+@pytest.mark.parametrize("path", [RESPONSES, MESSAGES])
+def test_a_body_over_the_limit_is_413_on_the_agent_routes_too(served, path):
+    r = httpx.post(served.url + path, content=b'{"input": "' + b"a" * 400_000 + b'"}', headers=AUTH)
+    assert r.status_code == 413
+    assert "300,000 bytes" in agent_error(path, r.content, 413)["message"]
+
+
+@pytest.mark.parametrize("path", [RESPONSES, MESSAGES])
+def test_an_agent_route_that_fails_answers_500_with_an_incident_id(served, monkeypatch, path):
+    def fail(*args, **kwargs):
+        raise RuntimeError("something broke")
+    monkeypatch.setattr(served.service, "open", fail)
+    r = httpx.post(served.url + path, content=OK_TURNS[path], headers=AUTH)
+    assert r.status_code == 500 and "incident" in agent_error(path, r.content, 500)["message"]
+    no_traceback(r.text)
+
+
+@pytest.mark.parametrize("path, terminal", [(RESPONSES, "response.failed"), (MESSAGES, "error")])
+def test_an_agent_stream_that_fails_midway_still_ends_with_one_terminal_event(served, monkeypatch, path, terminal):
+    from playground.api.messages import MessageWriter
+    from playground.api.responses import ResponseWriter
+
+    def fail(self, text):
+        raise KeyError("a bug in the writer")
+    monkeypatch.setattr(ResponseWriter if path == RESPONSES else MessageWriter, "text_delta", fail)
+    body = {**json.loads(OK_TURNS[path]), "stream": True}
+    with httpx.stream("POST", served.url + path, headers=AUTH, json=body) as r:
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    events = [json.loads(line[len("data: "):]) for line in lines]
+    assert r.status_code == 200 and events[-1]["type"] == terminal, events[-2:]
+    assert sum(e["type"] in ("response.completed", "response.failed", "response.incomplete", "message_stop",
+                             "error") for e in events) == 1
+    assert "incident" in json.dumps(events[-1])
+    no_traceback("\n".join(lines))
+    settle(served.service.engine_loop)
+
+
 def test_the_pages_prompts_follow_the_same_rule(tiny_engine):
     from playground.config import GenerationSettings, check_text
     with pytest.raises(ValueError, match="prompt is not valid Unicode"):
@@ -352,7 +431,8 @@ def test_a_forged_header_does_not_escape_the_per_client_limit(tiny_onnx_engine):
 
 FIELDS = ["messages", "prompt", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
           "seed", "stop", "logprobs", "top_logprobs", "stream", "stream_options", "ignore_eos", "n", "content",
-          "add_special", "with_pieces"]
+          "add_special", "with_pieces", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+          "max_output_tokens", "previous_response_id", "store", "system", "stop_sequences", "reasoning", "text"]
 
 
 def _strategies():
@@ -373,7 +453,14 @@ def _strategies():
          "top_logprobs": 2},
         {"prompt": "Once", "max_tokens": 2, "stop": ["\n"], "logprobs": 1, "seed": 3, "temperature": 0.7},
         {"prompt": [5, 6, 7], "max_tokens": 2, "stream": True, "ignore_eos": True},
-        {"content": "Hello world", "with_pieces": True}])
+        {"content": "Hello world", "with_pieces": True},
+        {"input": "Hi", "max_output_tokens": 2, "stream": True, "instructions": "Be brief", "store": False},
+        {"input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+                   {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "c", "output": "ok"}], "max_output_tokens": 2},
+        {"max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}], "system": "Be brief", "stream": True},
+        {"max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+         "stop_sequences": ["\n"]}])
     mutated = st.builds(lambda base, changes: {**base, **changes}, valid,
                         st.dictionaries(st.sampled_from(FIELDS), values, min_size=1, max_size=3))
     in_a_message = st.builds(lambda content, role: {"messages": [{"role": role, "content": content}],
@@ -381,7 +468,7 @@ def _strategies():
                              st.one_of(text, values), st.one_of(st.sampled_from(["user", "system"]), values))
     bodies = st.one_of(values.map(lambda v: json.dumps(v).encode()), mutated.map(lambda v: json.dumps(v).encode()),
                        in_a_message.map(lambda v: json.dumps(v).encode()), st.binary(max_size=64))
-    paths = st.sampled_from([CHAT, "/v1/completions", "/tokenize", "/apply-template"])
+    paths = st.sampled_from([CHAT, "/v1/completions", "/tokenize", "/apply-template", RESPONSES, MESSAGES])
     return paths, bodies
 
 
@@ -411,8 +498,11 @@ def test_generated_bodies_get_a_2xx_or_openais_4xx_never_a_5xx(lenient):
         assert r.status_code < 500, (path, body[:200], text[:300])
         no_traceback(text) if r.status_code >= 400 else None
         if r.status_code >= 400:
-            error = r.json()["error"]
-            assert set(error) == {"message", "type", "param", "code"} and error["message"]
+            assert agent_error(path, r.content, r.status_code)["message"]
+        elif r.headers["content-type"].startswith("text/event-stream") and path in (RESPONSES, MESSAGES):
+            last = text.rstrip().rsplit("\n", 1)[-1]   # one terminal event, the last
+            assert last.startswith("data: ") and json.loads(last[6:])["type"] in (
+                "response.completed", "response.incomplete", "message_stop"), text[-300:]
         elif r.headers["content-type"].startswith("text/event-stream"):
             assert text.rstrip().endswith("data: [DONE]") and "server_error" not in text, text[-300:]
     try:
