@@ -14,9 +14,10 @@ view, which draws them from the client side beside each server's own figures.
 --llama-server (or PLAYGROUND_LLAMA_SERVER=1) adds llama.cpp's own server on the bundled GGUF, started on
 first use with --llama-parallel slots (default 4) and stopped when the app exits (llamacpp/server.py).
 --openai-api (or PLAYGROUND_OPENAI_API=1) serves an OpenAI-compatible endpoint on the page's own port
-(/v1/chat/completions, /v1/completions, /v1/models, /tokenize: playground/api/) over the ONNX engine, all
-clients' requests batched together; it is off unless asked for. Bearer keys, if any, come from
-PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits from PLAYGROUND_API_LIMITS.
+(/v1/chat/completions, /v1/completions, /v1/models, /tokenize, and the agent APIs /v1/responses and
+/v1/messages: playground/api/) over the ONNX engine, all clients' requests batched together; it is off unless
+asked for. Bearer keys, if any, come from PLAYGROUND_API_KEYS (comma-separated; never shown or logged), limits
+from PLAYGROUND_API_LIMITS.
 Host is --host, else Gradio's own GRADIO_SERVER_NAME, else 0.0.0.0 on a Space (SPACE_ID is set), else 127.0.0.1
 (this machine alone); `--host 0.0.0.0` serves a room on the same network, and the start-up log prints the
 addresses it opens (ports.room_urls).

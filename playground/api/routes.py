@@ -373,10 +373,10 @@ def api_routes(service: ApiService) -> list[APIRoute]:
         return APIRoute(path, endpoint, methods=[method], include_in_schema=False)
     return [route("/v1/chat/completions", completion_route(service, CHAT), "POST"),
             route("/v1/completions", completion_route(service, COMPLETION), "POST"),
-            route("/v1/responses", turn_route(service, ResponsesApi(service)), "POST"),
-            route("/v1/messages", turn_route(service, MessagesApi(service)), "POST"),
             route("/v1/models", json_route(service, service.models, False), "GET"),
             route("/tokenize", json_route(service, service.tokenize, True), "POST"),
             route("/apply-template", json_route(service, service.apply_template, True), "POST"),
             route("/health", json_route(service, service.health, False, key=False), "GET"),
-            route("/metrics", metrics_route(service), "GET")]
+            route("/metrics", metrics_route(service), "GET"),
+            route("/v1/responses", turn_route(service, ResponsesApi(service)), "POST"),
+            route("/v1/messages", turn_route(service, MessagesApi(service)), "POST")]

@@ -156,9 +156,9 @@ def test_an_agent_stream_that_fails_midway_still_ends_with_one_terminal_event(se
     from playground.api.messages import MessageWriter
     from playground.api.responses import ResponseWriter
 
-    def fail(self, text):
+    def fail(self):
         raise KeyError("a bug in the writer")
-    monkeypatch.setattr(ResponseWriter if path == RESPONSES else MessageWriter, "text_delta", fail)
+    monkeypatch.setattr(ResponseWriter if path == RESPONSES else MessageWriter, "text_start", fail)
     body = {**json.loads(OK_TURNS[path]), "stream": True}
     with httpx.stream("POST", served.url + path, headers=AUTH, json=body) as r:
         lines = [line for line in r.iter_lines() if line.startswith("data: ")]
