@@ -53,7 +53,7 @@ import json
 from dataclasses import dataclass
 
 from ..tokens.tools import ToolCall
-from .errors import ApiError, bad_request
+from .errors import ApiError, bad_request, engine_failed
 from .request_body import Asked
 from .response_body import Answer
 from .responses import sse_event
@@ -234,11 +234,10 @@ class MessageWriter(TurnWriter):
 
     def terminal(self, ending: Ending, trace, failure: str | None) -> list[str]:
         if ending == Ending.ERROR:
-            return [sse_event(anthropic_error(ApiError(500, failure or trace.error or "the engine failed",
-                                                       "server_error")))]
+            return [sse_event(anthropic_error(engine_failed(failure or trace.error)))]
         if ending == Ending.CANCELLED:
-            return [sse_event({"type": "error", "error": {"type": "cancelled", "message": "the request was cancelled "
-                                                          "before the model finished"}})]
+            said = "the request was cancelled before the model finished"
+            return [sse_event({"type": "error", "error": {"type": Ending.CANCELLED.value, "message": said}})]
         delta = {"stop_reason": STOP_REASONS[ending], "stop_sequence": self.stop_sequence(ending)}
         return [sse_event({"type": "message_delta", "delta": delta, "usage": self.usage(trace)}),
                 sse_event({"type": "message_stop"})]

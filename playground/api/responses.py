@@ -45,7 +45,7 @@ line. `response.created`, `response.in_progress`; for text, `response.output_ite
                              (or the context)      "max_output_tokens"
     the engine failed        response.failed       status "failed", error {code "server_error", message}
     cancelled (not by the    response.incomplete   status "incomplete", incomplete_details.reason
-    client: it is gone)                            "cancelled"; an error is never reported as one
+    client: it is gone)                            `cancelled`; an error is never reported as one
 
 `usage`: `input_tokens` (the prompt, after the template), `input_tokens_details.cached_tokens` (of them, read from
 the prefix cache, not computed), `output_tokens` (`output_tokens_details.reasoning_tokens` 0), `total_tokens`.
@@ -399,7 +399,7 @@ class ResponseWriter(TurnWriter):
         if ending == Ending.LENGTH:
             return self.response("incomplete", trace, incomplete_details={"reason": "max_output_tokens"})
         if ending == Ending.CANCELLED:
-            return self.response("incomplete", trace, incomplete_details={"reason": "cancelled"})
+            return self.response("incomplete", trace, incomplete_details={"reason": Ending.CANCELLED.value})
         return self.response("completed", trace)
 
     def whole(self, trace, failure: str | None = None) -> dict:

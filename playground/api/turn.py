@@ -42,7 +42,7 @@ class Ending(enum.Enum):
     LENGTH = "length"        # max tokens, or the context window
     TOOL_CALL = "tool_call"  # the model called a tool
     ERROR = "error"          # the engine failed
-    CANCELLED = "cancelled"  # the client went away, or the server stopped the request
+    CANCELLED = StopReason.CANCELLED.value   # the client went away, or the server stopped the request
 
 
 def ident(prefix: str) -> str:
