@@ -150,7 +150,8 @@ class SlowPrefillBackend(SlowBackend):
 class ScriptedAnswers:
     """What the model writes, scripted: each request the batcher takes in gets the next text's tokens, then the
     end-of-sequence token (or no end: `cut=True`, for a request that runs to its max_tokens); a request with no
-    script left is sampled as usual. Install with `monkeypatch.setattr(batching, "Sampler", script.sampler)`.
+    script left is sampled as usual. Install with `monkeypatch.setattr(batcher, "Sampler", script.sampler)`
+    (batcher: playground.serve.batcher, where the Batcher makes each request's sampler).
 
     The forward passes still run (every Step is timed and recorded as usual): only the pick of each token is
     replaced, so what a test asserts is what the route made of these tokens, never the script itself."""

@@ -17,7 +17,7 @@ from playground.api import ApiConfig, ApiLimits
 from playground.api.messages import MessageWriter, read_messages
 from playground.api.response_body import Answer
 from playground.api.responses import ResponseStore, ResponseWriter, read_responses
-from playground.serve import batching
+from playground.serve import batcher
 from playground.trace import StopReason
 from tests.api.test_openai_api import KEY, Served
 from tests.fakes import ScriptedAnswers
@@ -56,7 +56,7 @@ def served(long_tiny_engine):
 @pytest.fixture
 def script(long_tiny_engine, monkeypatch):
     scripted = ScriptedAnswers(long_tiny_engine.tokenizer)
-    monkeypatch.setattr(batching, "Sampler", scripted.sampler)
+    monkeypatch.setattr(batcher, "Sampler", scripted.sampler)
     return scripted
 
 
