@@ -69,9 +69,7 @@ MAX_BLOCKS = 4096   # content blocks one request may send, over all its messages
 
 def anthropic_error(error: ApiError) -> dict:
     """An ApiError's body in Anthropic's shape (`{"type": "error", "error": {"type", "message"}}`)."""
-    message = error.message
-    if error.status == 401:
-        message = "a valid API key is needed: send it as 'x-api-key: <key>'"
+    message = error.message.replace("'Authorization: Bearer <key>'", "'x-api-key: <key>'")   # where its SDK sends it
     return {"type": "error", "error": {"type": ERROR_TYPES.get(error.status, "api_error"), "message": message}}
 
 

@@ -35,7 +35,8 @@ line. `response.created`, `response.in_progress`; for text, `response.output_ite
 `response.content_part.done`, `response.output_item.done` (the whole item); for a call,
 `response.output_item.added` (a `function_call`), `response.function_call_arguments.delta` and `.done`,
 `response.output_item.done`; then exactly one terminal event. Text and part events carry `item_id`,
-`output_index` and `content_index`; argument events `item_id` and `output_index`.
+`output_index` and `content_index`; argument events `item_id` and `output_index`. The first two are sent at once,
+before the request takes a KV slot: a client waiting for the machine has heard from the server.
 
     ending                   terminal event        response
     end of sequence          response.completed    status "completed"

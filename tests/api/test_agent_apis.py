@@ -338,6 +338,9 @@ def test_anthropic_errors_come_in_anthropics_shape(served):
         anthropic_sdk(served, "wrong").messages.create(model="m", max_tokens=4,
                                                        messages=[{"role": "user", "content": "Hi"}])
     assert caught.value.body["error"]["type"] == "authentication_error" and "x-api-key" in str(caught.value)
+    assert "not one of this server's" in str(caught.value)   # a wrong key, told from none
+    r = httpx.post(served.url + "/v1/messages", json={"max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]})
+    assert r.status_code == 401 and r.json()["error"]["message"].startswith("no API key was sent")
     headers = {"x-api-key": KEY, "anthropic-version": "1999-01-01", "anthropic-beta": "anything"}
     for body, field in [({"messages": [{"role": "user", "content": "Hi"}]}, "max_tokens"),
                         ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image"}]}]},
@@ -386,3 +389,20 @@ def test_a_failed_response_is_failed_and_a_cancelled_one_is_not(reason, kind, st
     last = json.loads(writer.close(_Trace(reason, "boom"))[-1].split("data: ", 1)[1])
     assert last["type"] == "error" and last["error"]["type"] == ("api_error" if reason == StopReason.ERROR
                                                                   else "cancelled")
+
+
+# --- the same guard and record as a chat request
+
+def test_both_routes_are_in_the_watch_views_record_refusals_too(served, script):
+    before = len(served.traffic.snapshot().records)
+    script.add("One.", "Two.")
+    served.sdk().responses.create(model="m", input="Hi", max_output_tokens=8)
+    anthropic_sdk(served).messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "Hi"}])
+    records = served.traffic.snapshot().records[before:]
+    assert len(records) == 2 and len({r.client for r in records}) == 1 and records[0].client.startswith("client ")
+    assert [r.trace.stop_reason for r in records] == [StopReason.EOS, StopReason.EOS]
+    for path, body in [("/v1/responses", {"input": []}), ("/v1/messages", {"messages": []})]:
+        assert httpx.post(served.url + path, json=body, headers=AUTH).status_code == 400
+    refused = served.traffic.refusals[-2:]
+    assert [(r.status, r.client) for r in refused] == [(400, records[0].client)] * 2
+    assert "input" in refused[0].reason and "max_tokens" in refused[1].reason
