@@ -406,3 +406,20 @@ def test_both_routes_are_in_the_watch_views_record_refusals_too(served, script):
     refused = served.traffic.refusals[-2:]
     assert [(r.status, r.client) for r in refused] == [(400, records[0].client)] * 2
     assert "input" in refused[0].reason and "max_tokens" in refused[1].reason
+
+
+def test_parallel_tool_calls_false_ends_the_turn_at_the_first_call_and_tool_choice_none_reads_no_call(served, script):
+    sdk = served.sdk()
+    two = CALL + "\n" + CALL.replace("Paris", "Rome")
+    script.add(two, two, CALL)
+    both = sdk.responses.create(model="m", input="Paris and Rome?", tools=[WEATHER], max_output_tokens=200)
+    assert [json.loads(i.arguments)["city"] for i in both.output] == ["Paris", "Rome"]
+    one = sdk.responses.create(model="m", input="Paris and Rome?", tools=[WEATHER], parallel_tool_calls=False,
+                               max_output_tokens=200)
+    assert [(i.type, json.loads(i.arguments)["city"]) for i in one.output] == [("function_call", "Paris")]
+    plain = sdk.responses.create(model="m", input="Paris?", tools=[WEATHER], tool_choice="none", max_output_tokens=100)
+    assert [i.type for i in plain.output] == ["message"] and plain.output_text == CALL   # no tools: text as written
+    turn = read_responses({"input": "Paris?", "tools": [WEATHER], "tool_choice": "none"}, None)
+    assert [m["role"] for m in turn.asked.messages] == ["user"]   # no system block: no tools listed
+    listed = read_responses({"input": "Paris?", "tools": [WEATHER]}, None)
+    assert [m["role"] for m in listed.asked.messages] == ["system", "user"]
