@@ -423,3 +423,18 @@ def test_parallel_tool_calls_false_ends_the_turn_at_the_first_call_and_tool_choi
     assert [m["role"] for m in turn.asked.messages] == ["user"]   # no system block: no tools listed
     listed = read_responses({"input": "Paris?", "tools": [WEATHER]}, None)
     assert [m["role"] for m in listed.asked.messages] == ["system", "user"]
+
+
+def test_a_chained_turn_and_the_same_history_sent_whole_read_the_same_prompt(served, script):
+    sdk = served.sdk()
+    script.add(CALL, "Sunny.", "Sunny.")
+    first = sdk.responses.create(model="m", input="Weather in Paris?", tools=[WEATHER], max_output_tokens=120)
+    (call,) = first.output
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": "18 C"}
+    chained = sdk.responses.create(model="m", input=[output], previous_response_id=first.id, tools=[WEATHER],
+                                   max_output_tokens=20)
+    whole = sdk.responses.create(model="m", input=[{"role": "user", "content": "Weather in Paris?"},
+                                                   call.model_dump(exclude_none=True), output],
+                                 tools=[WEATHER], store=False, max_output_tokens=20)
+    assert chained.usage.input_tokens == whole.usage.input_tokens > first.usage.input_tokens
+    assert whole.usage.input_tokens_details.cached_tokens > 0   # the chained turn's prompt, found in the cache
