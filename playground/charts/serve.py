@@ -102,12 +102,14 @@ def _row_label(record) -> str:
     '#6 short · page 2'
     >>> _row_label(S(request=S(id=7, cls="long"), origin="API", client="client 3", cached_tokens=64))
     '#7 long · client 3 · 64 cached'
+    >>> _row_label(S(request=S(id=8, cls="short"), origin="page", client="page 1", alone="speculative decoding"))
+    '#8 short · page 1 · alone: speculative decoding'
     """
     cached, origin = getattr(record, "cached_tokens", 0), getattr(record, "origin", "")
     note, client = getattr(record, "server_note", ""), getattr(record, "client", "")
-    who = client or origin
-    return (request_row(record) + (f" · {who}" if who else "") + (f" · {cached:,} cached" if cached else "")
-            + (f" · {note}" if note else ""))
+    who, alone = client or origin, getattr(record, "alone", "")
+    return (request_row(record) + (f" · {who}" if who else "") + (f" · alone: {alone}" if alone else "")
+            + (f" · {cached:,} cached" if cached else "") + (f" · {note}" if note else ""))
 
 
 def refusal_words(refusal) -> str:

@@ -83,19 +83,27 @@ def room_rush(traffic):
 
 
 def rush_figures(rush) -> dict:
-    """What the takeaway says, from the rush's records (each Step says how many requests its pass carried)."""
+    """What the takeaway says, from the rush's records (each Step says how many requests its pass carried): the
+    loop's requests by origin, and apart from them those that ran alone with their reasons (a wait of theirs is
+    for a CPU slot, not a KV slot: left out of the waits)."""
     recs = rush.records
-    waits = [r.waiting for r in recs if r.waiting is not None]
-    return {"requests": len(recs), "page": sum(r.origin == "page" for r in recs),
-            "api": sum(r.origin == "API" for r in recs),
+    looped = [r for r in recs if not r.alone]
+    waits = [r.waiting for r in looped if r.waiting is not None]
+    return {"requests": len(recs), "page": sum(r.origin == "page" for r in looped),
+            "api": sum(r.origin == "API" for r in looped), "alone": len(recs) - len(looped),
+            "alone_why": sorted({r.alone for r in recs if r.alone}),
             "span_s": max(r.arrival for r in recs) - min(r.arrival for r in recs),
-            "most_rows": max((s.rows for r in recs for s in r.steps if s.rows), default=None),
-            "longest_wait_s": max(waits, default=None), "not_admitted": len(recs) - len(waits),
+            "most_rows": max((s.rows for r in looped for s in r.steps if s.rows), default=None),
+            "longest_wait_s": max(waits, default=None), "not_admitted": len(looped) - len(waits),
             "unfinished": sum(r.finished is None for r in recs)}
 
 
+TAKEAWAY_WORDS = 35   # a room reads a takeaway at a glance (the lesson's rule)
+
+
 def room_sentence(f: dict) -> str:
-    """Step 6's takeaway from the room's rush, every word computed from its figures (at most 35 words).
+    """Step 6's takeaway from the room's rush, every word computed from its figures (at most TAKEAWAY_WORDS: where
+    the runs that left the loop need the room, the passes are said shorter, then the span left to the chart).
 
     >>> print(room_sentence({"requests": 14, "page": 9, "api": 5, "span_s": 3.0, "most_rows": 8,
     ...                      "longest_wait_s": 1.2, "not_admitted": 0, "unfinished": 0}))
@@ -103,19 +111,28 @@ def room_sentence(f: dict) -> str:
     >>> print(room_sentence({"requests": 3, "page": 3, "api": 0, "span_s": 0.4, "most_rows": 1,
     ...                      "longest_wait_s": 0.9, "not_admitted": 1, "unfinished": 2}))
     You are the workload so far: 3 requests (all from the page) in 400 ms, served one a pass; the longest wait for a KV slot was 900 ms.
+    >>> print(room_sentence({"requests": 18, "page": 5, "api": 12, "alone": 1, "alone_why": ["speculative decoding"],
+    ...                      "span_s": 3.0, "most_rows": 8, "longest_wait_s": 1.2, "not_admitted": 0, "unfinished": 0}))
+    You are the workload: 18 requests (5 from the page, 12 through the API, 1 alone for speculative decoding), in passes of up to 8; the longest wait for a KV slot was 1.2 s.
     """
-    n, page, api = f["requests"], f["page"], f["api"]
+    n, page, api, alone = f["requests"], f["page"], f["api"], f.get("alone", 0)
+    why = " and ".join(f.get("alone_why", ()))
+    parts = ([f"{page} from the page"] if page else []) + ([f"{api} through the API"] if api else []) + (
+        [f"{alone} alone for {why}"] if alone else [])
     origin = ("all from the page" if page == n else "all through the API" if api == n else
-              f"{page} from the page, {api} through the API")
+              f"all alone for {why}" if alone == n else ", ".join(parts))
     live = " so far" if f["unfinished"] else ""
-    arrived = (f"1 request ({origin.removeprefix('all ')})" if n == 1 else
-               f"{n} requests ({origin}) in {format_seconds(f['span_s'])}")
-    rows = f["most_rows"]
-    passes = ("not served yet" if rows is None else "served one a pass" if rows == 1 else
-              f"served in passes of up to {rows} requests")
-    wait = f["longest_wait_s"]
+    rows, wait = f["most_rows"], f["longest_wait_s"]
     waited = ("none has a KV slot yet" if wait is None else f"the longest wait for a KV slot was {format_seconds(wait)}")
-    return f"You are the workload{live}: {arrived}, {passes}; {waited}."
+    for short, span in ((False, True), (True, True), (True, False)):
+        passes = ("not served yet" if rows is None else ("one a pass" if short else "served one a pass") if rows == 1
+                  else f"in passes of up to {rows}" if short else f"served in passes of up to {rows} requests")
+        arrived = (f"1 request ({origin.removeprefix('all ')})" if n == 1 else
+                   f"{n} requests ({origin})" + (f" in {format_seconds(f['span_s'])}" if span else ""))
+        said = f"You are the workload{live}: {arrived}, {passes}; {waited}."
+        if len(said.split()) <= TAKEAWAY_WORDS:
+            break
+    return said
 
 
 def live_note(f: dict) -> list[str]:

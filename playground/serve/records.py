@@ -57,6 +57,8 @@ class RequestRecord:
     preemptions: list[Preemption] = field(default_factory=list)
     origin: str = ""                     # who sent it, where a room's record tells them apart: "page" | "API"
     client: str = ""                     # and which of them, by a name that identifies no one: "page 2", "client 3"
+    alone: str = ""                      # why it ran outside the room's engine loop, on a CPU slot of its own
+    # (traffic.AloneReason: "speculative decoding"); "": it ran in the loop, or the record is no room's
 
     @property
     def cached_tokens(self) -> int:

@@ -25,7 +25,9 @@ Left out: prompts (a Trace here has token ids, no text).
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from ..trace import COMPLETED, StopReason
 from .batching import describe_pool, record_iteration
@@ -48,6 +50,14 @@ def request_class(prompt_tokens: int) -> str:
     ('short', 'long')
     """
     return "short" if prompt_tokens <= SHORT_MAX_TOKENS else "long"
+
+
+class AloneReason(StrEnum):
+    """Why one of the room's runs took a CPU slot of its own instead of joining the engine loop, in the words the
+    Watch view and the Lesson's "You are the workload" say it."""
+    SPECULATIVE = "speculative decoding"   # drafts verified several tokens a pass; the loop decodes one a pass
+    OTHER_BACKEND = "another backend"      # the loop batches one backend's requests
+    TOO_LONG = "too long for a KV slot"    # prompt + new tokens past the loop's positions a slot
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,29 @@ class ClientTraffic:
             for seq in it.finished:
                 self.in_loop.pop(id(seq), None)
             self._forget(self.clock.since(it.end) - self.keep_s)
+
+    # --- a run of the room outside the loop
+
+    def alone(self, run, client: str, pressed: float, why: AloneReason):
+        """Keep `run` (a local Run, just started on a CPU slot of its own, outside the loop) as one of the room's
+        requests, counted apart with `why`: arrival when its person pressed Generate (`pressed`, perf_counter()),
+        admitted when it started (its wait: for a CPU slot), its Steps as it makes them, its end. Returns the run."""
+        trace = run.trace
+        with self._lock:
+            request = Request(self._next_id, request_class(len(trace.prompt_ids)), "", trace.settings.max_new_tokens,
+                              self.clock.since(pressed), trace.ignore_eos)
+            self._next_id += 1
+            record = RequestRecord(request, prompt_tokens=len(trace.prompt_ids), admitted=self.clock.since(run.t0),
+                                   trace=trace, origin=client_origin(client), client=self.client_label(client),
+                                   alone=str(why))
+            self.result.records.append(record)
+        run.on_end(lambda ended: self._ended_alone(record, ended))
+        return run
+
+    def _ended_alone(self, record: RequestRecord, run) -> None:
+        with self._lock:
+            record.finished = self.clock.now()
+            record.stop_reason, record.error = run.trace.stop_reason or StopReason.CANCELLED, run.trace.error
 
     def refused(self, status: int, reason: str, client: str = "", words: str = "") -> None:
         with self._lock:
@@ -195,6 +228,23 @@ def watch_counts(records, refusals) -> dict:
             "waiting": sum(r.stop_reason is None for r in queued),
             "gone waiting": sum(r.stop_reason is not None for r in queued),
             "refused": len(refusals), "preempted": sum(bool(r.preemptions) for r in admitted)}
+
+
+def alone_line(records) -> str:
+    """The room's runs that took a CPU slot alone, outside the engine loop, counted with their reasons ("": none).
+
+    >>> from types import SimpleNamespace as S
+    >>> alone_line([S(alone="speculative decoding"), S(alone=""), S(alone="speculative decoding")])
+    '2 ran alone, outside the engine loop on a CPU slot of their own (speculative decoding ×2)'
+    >>> alone_line([S(alone="another backend")]), alone_line([S(alone="")])
+    ('1 ran alone, outside the engine loop on a CPU slot of its own (another backend ×1)', '')
+    """
+    reasons = Counter(r.alone for r in records if r.alone)
+    n = sum(reasons.values())
+    if not n:
+        return ""
+    return (f"{n} ran alone, outside the engine loop on a CPU slot of {'its' if n == 1 else 'their'} own ("
+            + ", ".join(f"{why} ×{k}" for why, k in reasons.most_common()) + ")")
 
 
 def watch_line(counts: dict, slots: int | None = None) -> str:

@@ -30,6 +30,7 @@ from ..config import coerce_settings
 from ..run_view import metrics_html, speculation_html, status_line
 from ..serve.engine_loop import page_client
 from ..serve.room import Room
+from ..serve.traffic import AloneReason
 from ..source import Origin, SourceError
 from .common import SourceUnavailable, loading_line, source, warn
 from .forms import read_form
@@ -112,6 +113,7 @@ def generate(tab: GenerateTab, values: dict):
     if loop is None and not form.speculate:
         loop = tab.room.loop_for(engine.info.name)   # the room's loop, once loaded, when it batches this backend
     note = alone_reason(engine, tab.room, form.speculate)
+    why = (AloneReason.SPECULATIVE if form.speculate else AloneReason.OTHER_BACKEND) if note else None
     if loop is not None:
         try:
             text, ids = engine.prompt_ids(form.prompt, settings)
@@ -123,7 +125,8 @@ def generate(tab: GenerateTab, values: dict):
             return
         note = (f"{len(ids):,} prompt tokens and {settings.max_new_tokens:,} new ones do not fit the engine loop's "
                 f"slots ({loop.capacity:,} positions each): this run takes a CPU slot alone")
-    yield from run_alone(tab, engine, form, session, settings, clicked=clicked, note=note)
+        why = AloneReason.TOO_LONG
+    yield from run_alone(tab, engine, form, session, settings, clicked=clicked, note=note, why=why)
 
 
 def form_source(registry, form: GenerateForm):
@@ -146,8 +149,9 @@ def join_loop(tab: GenerateTab, loop, form: GenerateForm, session: Session, sett
 
 
 def run_alone(tab: GenerateTab, engine, form: GenerateForm, session: Session, settings, *, clicked: float,
-              note: str):
-    """A run outside the engine loop: a local one waits for a CPU slot of its own; a remote server's joins the
+              note: str, why: AloneReason | None = None):
+    """A run outside the engine loop: a local one waits for a CPU slot of its own, and where the room records its
+    traffic and the run left its loop (`why`), joins that record counted as alone; a remote server's joins the
     record the Watch view draws when it is one of the servers given to the app."""
     local, gate, remote = engine.info.origin != Origin.REMOTE, tab.room.gate, tab.remote
     while local and not gate.enter_shared(timeout=1.0):
@@ -157,6 +161,8 @@ def run_alone(tab: GenerateTab, engine, form: GenerateForm, session: Session, se
     try:
         try:
             run = engine.run(form.prompt, settings)
+            if local and why is not None and tab.room.traffic is not None:   # the room's run, outside its loop
+                run = tab.room.traffic.alone(run, page_client(f"{id(session):x}"), clicked, why)
             if remote is not None and not local and form.backend in remote.servers:
                 run = remote.add(run, page_client(f"{id(session):x}"), clicked, server=form.backend)
         except (ValueError, TypeError, SourceError) as exc:   # SourceError: a server refused or failed

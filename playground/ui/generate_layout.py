@@ -46,6 +46,10 @@ INTO_VIEW = """() => { const status = document.querySelector('#status'), metrics
   if (status && metrics && metrics.getBoundingClientRect().bottom > window.innerHeight)
     window.scrollBy({top: status.getBoundingClientRect().top - 48, behavior: 'instant'}); }"""
 CONTROL_PX = 210   # a control's narrowest width: two a row in the side column at 1400 px, one at 1024 px
+SPECULATES = " · speculative, runs alone"   # a preset that ticks speculative decoding says so on its button
+SPECULATION_PATH = ("The two presets marked “speculative” tick Speculative decoding: such a run takes a CPU slot of "
+                    "its own and never joins the engine loop that batches the room's requests, where the app runs "
+                    "one; the Watch view and the Lesson count it as alone. Untick it after the preset to run plain.")
 
 
 
@@ -58,11 +62,12 @@ def generate_tab(registry) -> SimpleNamespace:
             with gr.Row():
                 france = gr.Button(f"Preset: {FRANCE}", size="sm")
                 summarize = gr.Button("Preset: summarize a long document", size="sm")
-            with gr.Row():
-                quote = gr.Button("Preset: the long document, then its start again (speculation can copy)",
+            with gr.Row():   # each says, before the click, that it ticks speculative decoding (a run apart)
+                quote = gr.Button(f"Preset: the long document, then its start again (speculation can copy){SPECULATES}",
                                   size="sm", elem_id="preset-quote")
-                question = gr.Button("Preset: a short open question (nothing to copy)", size="sm",
+                question = gr.Button(f"Preset: a short open question (nothing to copy){SPECULATES}", size="sm",
                                      elem_id="preset-question")
+            caption(SPECULATION_PATH)
             with gr.Row():
                 c.generate = gr.Button("Generate", variant="primary", elem_id="generate")
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")

@@ -18,7 +18,7 @@ import gradio as gr
 from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput,
                             request_rows, shared_range)
 from ..charts.serve_sweeps import plot_sweep
-from ..serve.traffic import CLIENT_GONE, endpoint_text, watch_counts, watch_line
+from ..serve.traffic import CLIENT_GONE, alone_line, endpoint_text, watch_counts, watch_line
 from ..serve import compare, lesson
 from ..serve.mooncake import results_jsonl
 from ..serve.perfetto import workload_json
@@ -148,9 +148,11 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
     if not recs and not refusals:
         line = f"{head} since you started watching: none yet. Send one (see below)."
     else:
+        looped = [r for r in recs if not r.alone]   # a run that took a CPU slot alone is counted apart
         line = (f"{head} since you started watching ({result.elapsed:.0f} s): "
-                f"{watch_line(watch_counts(recs, refusals), traffic.endpoint.get('slots'))} · "
-                f"{sum(r.output_tokens for r in recs)} output tokens")
+                f"{watch_line(watch_counts(looped, refusals), traffic.endpoint.get('slots'))} · "
+                + "".join(f"{said} · " for said in [alone_line(recs)] if said)
+                + f"{sum(r.output_tokens for r in recs)} output tokens")
         if len(result.workload.classes()) > 0 and any(r.steps for r in recs):
             line += f"<br>{html.escape(lesson(result))}"
     if refusals:

@@ -138,3 +138,54 @@ def test_speculative_decoding_runs_on_its_own_and_says_why(tiny_onnx_engine, roo
     assert "speculative decoding runs on its own" in updates[-1]["status"]
     assert session.trace.speculation and all(s.rows is None for s in session.trace.steps)
     assert service.engine_loop is None or service.engine_loop.iterations == 0   # the loop never ran it
+
+
+def test_a_speculative_run_is_in_the_rooms_record_counted_alone_with_its_reason(tiny_onnx_engine, room):
+    """The preset "a short open question" turns speculative decoding on, which runs on its own: that run was
+    missing from the Watch view and from the room's takeaway. It is the room's record's now, counted as alone.
+    Pressed with a run that joins the loop, both held until both have arrived (the machine gate held alone), so
+    they are one rush of the room."""
+    from types import SimpleNamespace
+
+    from playground.lesson.room import room_step
+    from playground.serve.traffic import AloneReason
+    from playground.ui.serve_views import clients_view
+
+    service, gate, traffic = room
+    service.loop_for(service.backend)   # loaded before the gate is held
+    generate = handler(tiny_onnx_engine, service, gate)
+    sessions, said = [Session(), Session()], [[], []]
+
+    def press(i, **changes):
+        for update in generate(values(sessions[i], **changes)):
+            said[i].append(update.get("status", ""))
+
+    assert gate.acquire_alone(timeout=5)
+    threads = [threading.Thread(target=press, args=(0,), kwargs=dict(max_new_tokens=5, speculate=True)),
+               threading.Thread(target=press, args=(1,), kwargs=dict(max_new_tokens=3))]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while not (any("Waiting for a CPU slot" in line for line in list(said[0]))
+               and service.engine_loop.in_flight() == 1) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    gate.release_alone()
+    for t in threads:
+        t.join(60)
+    assert "finished" in said[0][-1] and "speculative decoding runs on its own" in said[0][-1]
+    records = traffic.snapshot().records
+    assert sorted(r.alone for r in records) == ["", AloneReason.SPECULATIVE]
+    run = next(r for r in records if r.alone)
+    assert (run.origin, run.stop_reason) == ("page", StopReason.LENGTH) and run.trace is sessions[0].trace
+    assert run.arrival < run.admitted <= run.first_token <= run.finished   # it waited for a CPU slot, then ran
+    out = SimpleNamespace(**{name: name for name in ("clients_limits", "clients_status", "clients_gantt",
+                                                     "clients_shares", "clients_kv_map", "clients_classes",
+                                                     "clients_refused")})
+    view = clients_view(traffic, 0.0, out)
+    status = view["clients_status"]
+    assert "1 ran alone, outside the engine loop on a CPU slot of its own (speculative decoding ×1)" in status
+    assert "1 admitted (1 done" in status   # the loop's own count: the run that ran alone is not among them
+    assert any("alone: speculative decoding" in t for t in view["clients_gantt"].layout.yaxis.ticktext)
+    takeaway = room_step(traffic).takeaway
+    assert "2 requests (1 from the page, 1 alone for speculative decoding)" in takeaway, takeaway
+    assert len(takeaway.split()) <= 35

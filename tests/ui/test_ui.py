@@ -294,3 +294,19 @@ def test_the_running_status_carries_no_count_for_gradio_to_send_back():
     assert not re.search(r"\d", RUNNING_STATUS) and 'id="pg-count"' in RUNNING_STATUS
     script = (LIVE_DIR / "stream.js").read_text(encoding="utf-8")
     assert '" tokens so far"' not in script and "tokenCount(n)} so far" in script
+
+
+@pytest.mark.slow
+def test_a_preset_that_ticks_speculative_decoding_says_so_before_the_click(tiny_backend, tiny_engine):
+    """"a short open question (nothing to copy)" ticked speculative decoding, which takes the run out of the room's
+    engine loop, and its button did not say so: each preset that ticks it now says so on its button."""
+    from playground.ui.generate_layout import SPECULATES
+    demo = build_demo(tiny_registry(tiny_backend, tiny_engine))
+    speculate = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "speculate")
+    ticking, presets = [], [b for b in demo.blocks.values() if str(getattr(b, "value", "")).startswith("Preset: ")]
+    for fn in demo.fns.values():
+        if speculate in fn.outputs and not fn.inputs and fn.fn is not None:
+            set_to = fn.fn()[fn.outputs.index(speculate)]
+            ticking += [demo.blocks[target] for target, _ in fn.targets if set_to is True]
+    assert len(ticking) == 2 and all(b.value.endswith(SPECULATES) for b in ticking), [b.value for b in ticking]
+    assert all(b in ticking for b in presets if SPECULATES in b.value)   # none says it and leaves the path as it is
