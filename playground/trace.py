@@ -147,6 +147,8 @@ class Trace:
     speculation: dict = field(default_factory=dict)  # speculative decoding: settings and counts (speculative.py)
     server: dict = field(default_factory=dict)  # a remote source's own figures, labelled by origin (remote/);
     #                                             the endpoint's (api/): received_ns, the client's x_request_id
+    cache: dict = field(default_factory=dict)   # a conversation's turn in the engine loop: the record of its prefix
+    #                                             cache lookup (serve/cache_miss.py); empty: none was made
 
     @property
     def text(self) -> str:
@@ -197,6 +199,9 @@ class Trace:
                   "each labelled by origin; the step times are measured at the client on each event's arrival. "
                   "This app's OpenAI-compatible endpoint: received_ns (time.time_ns() when its route received "
                   "the request) and the client's x_request_id (its X-Request-ID header)",
+        "cache": "a conversation's turn in this app's engine loop: the record of its prefix-cache lookup (what the "
+                 "cache held for the conversation, what it found, the first token where the prompt parted from it "
+                 "and why); empty: no record was made",
     }
 
     def to_dict(self) -> dict:

@@ -24,18 +24,22 @@ llama.cpp server's slots, Sarathi's chunked prefill):
             free for the next iteration
 
 The KV slots are one contiguous buffer per layer (slots.py keeps who holds which); with prefix caching, cached
-KV lives in blocks named by a hash chain of their tokens (prefix_cache.py) and is copied into a slot, and each
-block of 16 prompt positions a chunk completes joins the cache; a KV budget in positions stands for a smaller
-memory.
+KV lives in blocks named by a hash chain of their tokens (prefix_cache.py) and is copied into a slot, each
+block of 16 prompt positions a chunk completes joins the cache, and when a request ends the blocks it generated
+join them through the same chain (its whole context's full blocks), so the next turn of a conversation finds its
+history up to the last full block; a KV budget in positions stands for a smaller memory.
+
+A chat request that says which conversation it is (`turn`, conversations.py) gets a record of its first lookup:
+the plan's admission entry carries it (`Admission.turn`), and the request's Trace keeps it (`trace.cache`,
+cache_miss.py): what the cache held for its conversation, what it found, and why the rest was computed.
 
 Each Step is stamped when its token is sampled, says how many rows its forward pass carried and which
 graph ran it, and its KV bytes are its slot's positions in use (KVSlots: measured from the buffers'
 shapes and element type). Sampling is per request (its own settings and seed, the Engine's Sampler), so
 a greedy request gives the tokens it gives alone: the decode graph's rows are bit-identical to one row.
 
-Left out: priorities, swapping a preempted request's KV out instead of recomputing it, caching the blocks a
-request generates (a preempted request's whole context is cached, so its recompute copies it back), the
-workload harness (the `batching` scheduler: batching.py) and the torch backend (transformers' manager
+Left out: priorities, swapping a preempted request's KV out instead of recomputing it (a preempted request's
+whole context is cached, so its recompute copies it back), the workload harness (the `batching` scheduler: batching.py) and the torch backend (transformers' manager
 batches there: batching_torch.py).
 """
 from __future__ import annotations
@@ -43,7 +47,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, NamedTuple
 
 import numpy as np
@@ -54,6 +58,7 @@ from ..config import GenerationSettings
 from ..next_token import sampled_step, stop_reason
 from ..sampling import Detokenizer, Sampler
 from ..trace import Step, StopReason, Trace
+from .conversations import Conversations
 from .plan import Admission, Chunk, Plan, Victim, WaitReason, make_plan, next_turn
 from .prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 from .slots import KVBudget, SlotTable
@@ -107,10 +112,17 @@ class Sequence:
     waited: dict = field(default_factory=dict)   # WaitReason -> seconds it waited in the queue for it, in all
     wait: WaitReason = WaitReason.IN_PROGRESS    # what it waits for now (the latest plan's reason)
     wait_since: float | None = None              # since when: not yet in `waited` (None: it holds a slot)
+    turn: object = None            # a chat request's conversations.Turn (its record is made at admission), or None
+    conversation: object = None    # its conversations.TurnRecord, once admitted
 
     @property
     def done(self) -> bool:
         return self.trace.stop_reason is not None
+
+    @property
+    def label(self) -> str:
+        """What names it in the prefix cache's eviction log: its id and its client."""
+        return " · ".join(str(x) for x in (self.id, self.client) if x not in (None, ""))
 
     def account_wait(self, reason: WaitReason | None, t: float) -> None:
         """Its wait until `t` was for `self.wait`; from `t` on it waits for `reason` (None: it took a slot)."""
@@ -159,6 +171,7 @@ class Batcher:
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []   # holding a slot, in order of admission: the last is preempted first
         self.cache = PrefixCache(self.config.prefix_cache // BLOCK_SIZE) if self.config.prefix_cache else None
+        self.conversations = Conversations() if self.cache is not None else None
         self.budget = KVBudget(self.config.kv_budget) if self.config.kv_budget else None
         self.looked_up = self.cached = self.preemptions = 0   # prompt tokens looked up, found cached; preemptions
         self.lock = threading.Lock()   # add and cancel may come from other threads than step's
@@ -166,8 +179,9 @@ class Batcher:
     # --- requests in and out
 
     def add(self, ids: list[int], settings: GenerationSettings, request_id=None, prompt: str = "", text: str = "",
-            ignore_eos: bool = False, client: str = "") -> Sequence:
-        """Queue a request (its prompt's token ids; `client`: who sent it); ValueError when it cannot fit a slot."""
+            ignore_eos: bool = False, client: str = "", turn=None) -> Sequence:
+        """Queue a request (its prompt's token ids; `client`: who sent it; `turn`: a chat request's
+        conversations.Turn); ValueError when it cannot fit a slot."""
         settings = settings.validate()
         if not ids or len(ids) >= self.capacity:
             raise ValueError(f"prompt is {len(ids)} tokens; a KV slot holds {self.capacity} positions "
@@ -185,7 +199,7 @@ class Batcher:
         seq = Sequence(request_id, list(ids), settings, trace, sampler, Detokenizer(b.tokenizer, ids),
                        frozenset() if ignore_eos else b.eos_token_ids, prefill_ids=list(ids),
                        hashes=block_hashes(ids) if self.cache is not None else [], arrived=arrived,
-                       client=client, wait_since=arrived)
+                       client=client, wait_since=arrived, turn=turn)
         with self.lock:
             self.waiting.append(seq)
         return seq
@@ -238,11 +252,19 @@ class Batcher:
     # --- decide
 
     def plan(self) -> Plan:
-        """What the next iteration does, decided from the state as it is now (plan.py); nothing is changed."""
+        """What the next iteration does, decided from the state as it is now (plan.py); nothing is changed. A
+        conversation's turn taking its first slot gets the record of its lookup in its admission entry."""
         with self.lock:
             waiting = list(self.waiting)
-        return make_plan(waiting, self.running, self.table, self.budget, self.cache, self.config.prefill_chunk,
+        plan = make_plan(waiting, self.running, self.table, self.budget, self.cache, self.config.prefill_chunk,
                          self.clock())
+        if self.conversations is None or not any(a.seq.turn is not None and not a.seq.preemptions
+                                                 for a in plan.admitted):
+            return plan
+        decode = self.backend.tokenizer.decode
+        return replace(plan, admitted=tuple(
+            a._replace(turn=self.conversations.record(a.seq, a.lookup.found, self.cache, decode))
+            if a.seq.turn is not None and not a.seq.preemptions else a for a in plan.admitted))
 
     # --- run: carry the plan out; each forward pass gives its outputs to apply
 
@@ -285,12 +307,7 @@ class Batcher:
         With prefix caching its full blocks are kept in the cache first, so the recompute copies them back."""
         seq, context = victim.seq, list(victim.context)
         if self.cache is not None:
-            slot = self.table.slot(seq)
-            for i, h in enumerate(victim.hashes[:seq.length // BLOCK_SIZE]):
-                kept = self.cache.insert(h, context[i * BLOCK_SIZE:(i + 1) * BLOCK_SIZE],
-                                         lambda i=i: self.kv.read(slot, i * BLOCK_SIZE, BLOCK_SIZE))
-                if kept is None:
-                    break
+            self._keep(seq, context, victim.hashes)
         it.preempted.append((seq, self.clock(), seq.length))
         self._let_go(seq)
         seq.prefill_ids, seq.hashes = context, list(victim.hashes)
@@ -299,6 +316,16 @@ class Batcher:
         self.preemptions += 1
         with self.lock:
             self.waiting.insert(0, seq)
+
+    def _keep(self, seq: Sequence, context: list[int], hashes) -> None:
+        """Keep the full blocks of what `seq`'s slot holds (`context`: its prompt and the tokens it made; `hashes`:
+        their chain) in the prefix cache before it lets the slot go; those already kept are touched."""
+        slot = self.table.slot(seq)
+        for i, h in enumerate(hashes[:seq.length // BLOCK_SIZE]):
+            kept = self.cache.insert(h, context[i * BLOCK_SIZE:(i + 1) * BLOCK_SIZE],
+                                     lambda i=i: self.kv.read(slot, i * BLOCK_SIZE, BLOCK_SIZE), seq.label)
+            if kept is None:
+                break
 
     def _let_go(self, seq: Sequence) -> None:
         """Give back what `seq` holds: its slot, its budget blocks, its hold on cached blocks."""
@@ -329,6 +356,9 @@ class Batcher:
             if not seq.preemptions:   # a request's first admission: what the hit rate counts
                 self.looked_up += len(seq.ids)
             self._copy_prefix(seq, admission.lookup.found // BLOCK_SIZE, it)
+        if admission.turn is not None:
+            seq.conversation = admission.turn
+            seq.trace.cache = admission.turn.record.as_dict()
 
     def _copy_prefix(self, seq: Sequence, blocks: int, it: Iteration) -> None:
         """Copy up to `blocks` cached blocks that continue what `seq` has read into its slot (as many as the cache
@@ -357,7 +387,7 @@ class Batcher:
         while seq.caching and len(seq.held) < seq.read // BLOCK_SIZE:
             i = len(seq.held)
             block = self.cache.insert(seq.hashes[i], seq.prefill_ids[i * BLOCK_SIZE:(i + 1) * BLOCK_SIZE],
-                                      lambda: self.kv.read(slot, i * BLOCK_SIZE, BLOCK_SIZE))
+                                      lambda: self.kv.read(slot, i * BLOCK_SIZE, BLOCK_SIZE), seq.label)
             if block is None:   # the cache is full of blocks running requests hold: the chain stops here
                 seq.caching = False
                 break
@@ -418,6 +448,12 @@ class Batcher:
             self._finish(seq, reason, it)
 
     def _finish(self, seq: Sequence, reason: str, it: Iteration) -> None:
+        """End `seq` (it holds a slot): with prefix caching its context's full blocks are kept first, the ones it
+        generated too, and its conversation remembers it."""
         seq.trace.stop_reason = reason
+        if self.cache is not None:
+            context = seq.ids + [s.token_id for s in seq.trace.steps]
+            self._keep(seq, context, block_hashes(context[:seq.length]))
+            self.conversations.finished(seq)
         self._let_go(seq)
         it.finished.append(seq)

@@ -144,13 +144,15 @@ class EngineLoop:
         return self.batcher.capacity
 
     def submit(self, ids: list[int], settings: GenerationSettings, *, prompt: str = "", text: str = "",
-               ignore_eos: bool = False, request_id=None, client: str = "", server: dict | None = None) -> Ticket:
+               ignore_eos: bool = False, request_id=None, client: str = "", server: dict | None = None,
+               turn=None) -> Ticket:
         """Queue a request; ValueError when it cannot fit a slot or the loop is closed. `server`: what the
-        endpoint knows of it (its Trace's `server` dict, filled before the observer is told)."""
+        endpoint knows of it (its Trace's `server` dict, filled before the observer is told); `turn`: a chat
+        request's conversations.Turn (its Trace gets the record of its prefix-cache lookup)."""
         if self._closed:
             raise ValueError("the engine loop is closed")
         with self._lock:
-            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client)
+            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client, turn)
             seq.trace.server.update(server or {})
             ticket = self.tickets[id(seq)] = Ticket(seq, client)
             if self.observer is not None:
@@ -177,10 +179,10 @@ class EngineLoop:
         return self.batcher.ahead(ticket.seq)
 
     def run(self, ids: list[int], settings: GenerationSettings, *, prompt: str = "", text: str = "",
-            backend: str | None = None, client: str = "") -> "LoopRun":
+            backend: str | None = None, client: str = "", turn=None) -> "LoopRun":
         """Submit a request and return it as a Run (source.py): iterate it for its Steps as the loop makes them,
-        `cancel()` it. `backend`: the name its Trace carries (default: the Batcher's label)."""
-        ticket = self.submit(ids, settings, prompt=prompt, text=text, client=client)
+        `cancel()` it. `backend`: the name its Trace carries (default: the Batcher's label); `turn`: as submit's."""
+        ticket = self.submit(ids, settings, prompt=prompt, text=text, client=client, turn=turn)
         if backend:
             ticket.trace.backend = backend
         return LoopRun(self, ticket)

@@ -38,7 +38,8 @@ others only after the plan is made).
 
 Each request's wait before it takes a slot is accounted by reason (`Sequence.waited`, batcher.py): from its
 arrival to the first plan that sees it, it waits for the iteration in progress; from each plan to the next, for
-the reason that plan gave. A request's admission carries its cache lookup, the place to record why it missed.
+the reason that plan gave. A request's admission carries its cache lookup and, for a conversation's turn, the
+record of why the rest of its prompt is computed (cache_miss.py; the batcher adds it: `Admission.turn`).
 
 >>> from types import SimpleNamespace as S
 >>> from .slots import SlotTable
@@ -106,6 +107,8 @@ class Admission(NamedTuple):
     seq: object
     blocks: int = 0                # KV budget blocks it takes (0: no budget)
     lookup: Lookup | None = None   # None: no prefix cache
+    turn: object = None            # a conversation's turn: its record of the lookup, why the rest is computed
+    #                                (conversations.TurnRecord; batcher.py adds it to the plan); None: no record
 
 
 class Chunk(NamedTuple):
@@ -162,15 +165,20 @@ class Plan:
         out += [f"preempt {name(v.seq)} ({v.reason}: {name(v.needed_by)}'s), {v.positions} positions dropped"
                 for v in self.preempted]
         if self.admitted:
-            out.append("admit " + ", ".join(name(a.seq) + (f" ({a.lookup.found} of {a.lookup.tokens} cached)"
-                                                            if a.lookup and a.lookup.found else "")
-                                            for a in self.admitted))
+            out.append("admit " + ", ".join(name(a.seq) + _admission_note(a) for a in self.admitted))
         if self.decode:
             out.append("decode " + ", ".join(name(s) for s in self.decode))
         out += [f"prefill {name(c.seq)}: " + (f"copy {c.copied}, " if c.copied else "")
                 + f"tokens {c.start}-{c.end} ({c.tokens})" for c in self.prefill]
         out += [f"{name(w.seq)} waits: {w.reason}" for w in self.waits]
         return out
+
+
+def _admission_note(a: Admission) -> str:
+    """What the lookup found, and a conversation's turn's cause: " (48 of 110 cached: template rewrite)"."""
+    found = f"{a.lookup.found} of {a.lookup.tokens} cached" if a.lookup and a.lookup.found else ""
+    cause = a.turn.record.cause.value if a.turn is not None else ""
+    return f" ({': '.join(x for x in (found, cause) if x)})" if found or cause else ""
 
 
 def next_turn(waiting: list, held: Counter, resuming=frozenset()):

@@ -19,6 +19,13 @@ request holds stays until the space is needed, then the least recently used goes
 releases its chain tail first, so a chain is evicted from its end and its beginning (the most shared
 part) stays longest. When every block is held, a new block is simply not kept.
 
+When a request ends, the blocks it generated join its prompt's through the same chain (batching.py): the
+next turn of a conversation, whose prompt is the whole history, finds it again up to the last full block
+(the last generated token has no KV: 16·⌊(prompt + answer − 1)/16⌋ positions). Each eviction is written in
+`evictions`, a log keyed by the evicted block's hash: when (time.time()) and what took the room (the
+label of the request whose block was inserted), the newest EVICTION_LOG of them (the oldest dropped
+first), so a turn that missed can say its blocks were evicted, when and by whom (cache_miss.py).
+
 >>> a, b = block_hashes(list(range(40)), 16), block_hashes([7] * 16 + list(range(16, 40)), 16)
 >>> len(a), a[1] == b[1]     # two full blocks; block 1 has the same tokens, after another block 0
 (2, False)
@@ -32,23 +39,26 @@ part) stays longest. When every block is held, a new block is simply not kept.
 >>> held = cache.match(ids, h, 8); cache.hold(held)
 >>> cache.insert(123, [0, 0, 0, 0], lambda: []) is None   # full, and every block held: not kept
 True
->>> cache.release(held); cache.insert(123, [0, 0, 0, 0], lambda: []) is not None, len(cache)   # tail evicted
+>>> cache.release(held); cache.insert(123, [0, 0, 0, 0], lambda: [], by="req 9") is not None, len(cache)   # tail evicted
 (True, 2)
+>>> cache.evictions[h[1]].by
+'req 9'
 
-Left out: caching blocks a request generated (its prompt's blocks only, and a preempted request's whole
-context), and sharing a block in place (CPU GroupQueryAttention has no block table: a slot is one
+Left out: sharing a block in place (CPU GroupQueryAttention has no block table: a slot is one
 contiguous run of positions, so a cached block is copied into it).
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 BLOCK_SIZE = 16   # positions per block (vLLM's default on GPUs)
+EVICTION_LOG = 4096   # evictions remembered (by block hash), the newest; about 600 KB at most
 
 
 def chain_hash(previous: int, tokens) -> int:
@@ -80,6 +90,15 @@ class CachedBlock:
     id: int = field(default_factory=lambda: next(_numbers))   # a short name for drawing it
 
 
+@dataclass(frozen=True)
+class Eviction:
+    """One block evicted: when (time.time()), what took its room (the inserting request's label; "" unnamed)."""
+    hash: int
+    at: float
+    by: str
+    block: int     # the evicted block's id
+
+
 class PrefixCache:
     def __init__(self, capacity: int, block_size: int = BLOCK_SIZE):
         if capacity < 0 or block_size < 1:
@@ -88,6 +107,8 @@ class PrefixCache:
         self.capacity, self.block_size = int(capacity), int(block_size)
         self.blocks: OrderedDict[int, CachedBlock] = OrderedDict()   # least recently used first
         self.evicted = 0
+        self.evictions: OrderedDict[int, Eviction] = OrderedDict()   # hash -> its latest eviction, oldest first
+        self.log_bound = EVICTION_LOG
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -118,23 +139,29 @@ class PrefixCache:
             if block.hash in self.blocks:
                 self.blocks.move_to_end(block.hash)
 
-    def insert(self, h: int, tokens, kv) -> CachedBlock | None:
+    def insert(self, h: int, tokens, kv, by: str = "") -> CachedBlock | None:
         """The block named `h` (kept already, or a new one whose KV `kv()` copies); None when there is no room:
-        the budget is full of blocks that running requests hold."""
+        the budget is full of blocks that running requests hold. `by`: the inserting request's label, written
+        in the eviction log when its block takes another's room."""
         block = self.blocks.get(h)
         if block is not None:
             self.blocks.move_to_end(h)
             return block
-        if self.capacity == 0 or (len(self.blocks) >= self.capacity and not self._evict_one()):
+        if self.capacity == 0 or (len(self.blocks) >= self.capacity and not self._evict_one(by)):
             return None
         block = self.blocks[h] = CachedBlock(h, tuple(int(t) for t in tokens), kv())
+        self.evictions.pop(h, None)   # cached again: its eviction is no longer why it is missing
         return block
 
-    def _evict_one(self) -> bool:
+    def _evict_one(self, by: str) -> bool:
         for h, block in self.blocks.items():   # least recently used first
             if block.refs == 0:
                 del self.blocks[h]
                 self.evicted += 1
+                self.evictions.pop(h, None)
+                self.evictions[h] = Eviction(h, time.time(), by, block.id)
+                while len(self.evictions) > self.log_bound:
+                    self.evictions.popitem(last=False)
                 return True
         return False
 
