@@ -21,7 +21,8 @@ Keys come from PLAYGROUND_API_KEYS (comma-separated); none set: the endpoint is 
 each client known by its address). A key is compared in constant time and never logged, shown or put in a
 record: clients are named "client 1", "client 2", … in the order they first came. Limits from
 PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). The prefix cache's size in KV positions from
-PLAYGROUND_API_PREFIX_CACHE (default PREFIX_CACHE_POSITIONS; 0: off). PLAYGROUND_API_PER_REQUEST_METRICS=1 puts
+PLAYGROUND_API_PREFIX_CACHE (0: off; unset: sized when the model loads from the memory the KV slots leave,
+serve/room.py's cache_positions). PLAYGROUND_API_PER_REQUEST_METRICS=1 puts
 vLLM's per-request `metrics` object in every response (as vLLM's --enable-per-request-metrics does; without it a
 request asks with `"per_request_metrics": true`). The KV slots (requests the engine holds at once) from
 PLAYGROUND_API_SLOTS; unset or 0: sized when the model loads from the memory the machine has then and the context
@@ -50,7 +51,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, fields, replace
 
-from ..serve.room import MOST_SLOTS, PREFIX_CACHE_POSITIONS, LoopSize
+from ..serve.room import MOST_SLOTS, LoopSize
 from .errors import bad_request, too_many, unauthorized
 
 WINDOW_S = 60.0
@@ -93,7 +94,8 @@ class ApiConfig:
     limits: ApiLimits = ApiLimits()
     slots: int = 0                # KV slots: requests held at once (more wait for a free slot); 0: room_slots
     capacity: int = 1024          # positions per slot: prompt + new tokens of one request (at most the window)
-    prefix_cache: int = PREFIX_CACHE_POSITIONS   # positions of KV kept for prompts that begin alike; 0: off
+    prefix_cache: int | None = None   # positions of KV kept for prompts that begin alike; 0: off; None: sized from
+    #                                   the memory available when the model loads (serve/room.py)
     trust_forwarded: bool = False  # name clients by X-Forwarded-For's last address (added by a known proxy)
     presenter_key: str | None = field(default=None, repr=False)   # the app's own Serve tab: no per-client limits
     per_request_metrics: bool = False   # every response carries vLLM's `metrics` object (not only those asking)
@@ -102,7 +104,7 @@ class ApiConfig:
     def from_env(cls, **overrides) -> "ApiConfig":
         keys = tuple(k.strip() for k in os.environ.get("PLAYGROUND_API_KEYS", "").split(",") if k.strip())
         limits = replace(ApiLimits(), **parse_limits(os.environ.get("PLAYGROUND_API_LIMITS")))
-        cache = parse_positions(os.environ.get("PLAYGROUND_API_PREFIX_CACHE"), PREFIX_CACHE_POSITIONS)
+        cache = parse_positions(os.environ.get("PLAYGROUND_API_PREFIX_CACHE"), None)
         metrics = os.environ.get("PLAYGROUND_API_PER_REQUEST_METRICS", "").strip().lower() in ("1", "true", "yes")
         slots = parse_slots(os.environ.get("PLAYGROUND_API_SLOTS"))
         return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")),
@@ -128,7 +130,7 @@ def parse_slots(text: str | None) -> int:
     return int(text)
 
 
-def parse_positions(text: str | None, default: int) -> int:
+def parse_positions(text: str | None, default: int | None) -> int | None:
     """PLAYGROUND_API_PREFIX_CACHE: a whole number of positions (0: off), `default` when unset; ValueError else.
 
     >>> parse_positions(None, 4096), parse_positions(" 0 ", 4096), parse_positions("8192", 4096)

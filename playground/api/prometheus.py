@@ -19,6 +19,11 @@ and beside them under OpenTelemetry's GenAI semantic conventions.
     vllm:e2e_request_latency_seconds   histogram  from the route's arrival to the last Step
     vllm:prefix_cache_queries_total    counter    prompt tokens looked up in the prefix cache (as vLLM v1 counts)
     vllm:prefix_cache_hits_total       counter    of them, tokens found cached (copied, not computed)
+    playground:prefix_cache_capacity_positions  gauge  the prefix cache's budget in KV positions (blocks of 16),
+                                                       sized from the memory available at load unless set
+    playground:prefix_cache_positions           gauge  positions it keeps now (a prompt's blocks, and the ones
+                                                       requests generated)
+    playground:prefix_cache_evictions_total     counter  blocks evicted (least recently used first)
 
 OpenTelemetry's GenAI metrics (semantic conventions, gen_ai.*), spelled as OpenTelemetry's Prometheus exporter
 spells them (dots as underscores; the unit "s" as the suffix _seconds; an annotation unit such as {token} dropped):
@@ -90,6 +95,12 @@ class _Live:
         queries = CounterMetricFamily("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
                                       labels=LABEL)
         hits = CounterMetricFamily("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels=LABEL)
+        budget = GaugeMetricFamily("playground:prefix_cache_capacity_positions", "The prefix cache's budget in KV "
+                                   "positions (blocks of 16)", labels=LABEL)
+        kept = GaugeMetricFamily("playground:prefix_cache_positions", "KV positions the prefix cache keeps now",
+                                 labels=LABEL)
+        evicted = CounterMetricFamily("playground:prefix_cache_evictions", "Prefix-cache blocks evicted, least "
+                                      "recently used first", labels=LABEL)
         if loop is not None:
             batcher = loop.batcher
             held = batcher.holders()
@@ -98,7 +109,11 @@ class _Live:
             usage.add_metric([model], sum(s.length for _, s in held) / (batcher.kv.slots * batcher.kv.capacity))
             queries.add_metric([model], batcher.looked_up)
             hits.add_metric([model], batcher.cached)
-        return [running, waiting, usage, queries, hits]
+            cache = batcher.cache
+            budget.add_metric([model], cache.capacity * cache.block_size if cache is not None else 0)
+            kept.add_metric([model], len(cache) * cache.block_size if cache is not None else 0)
+            evicted.add_metric([model], cache.evicted if cache is not None else 0)
+        return [running, waiting, usage, queries, hits, budget, kept, evicted]
 
 
 class ServerMetrics:

@@ -19,23 +19,33 @@ Fields read (the others are ignored, as llama.cpp and vLLM ignore what they do n
 `max_completion_tokens`, `temperature`, `top_p`, `seed`, `stop` (a string or up to 4), `logprobs` and
 `top_logprobs` (chat) or `logprobs: N` (completions), `stream`, `stream_options.include_usage`, and the
 extras `top_k`, `ignore_eos` and `per_request_metrics` (true: vLLM's per-request `metrics` object in the
-response, which vLLM itself sends only when started with --enable-per-request-metrics). Text a tokenizer cannot read (a lone surrogate) is refused with a 400 naming
+response, which vLLM itself sends only when started with --enable-per-request-metrics). Which conversation a
+request continues (serve/conversations.py) is named by `prompt_cache_key`, else the route's `X-Session-Id`
+header, else `user` (each a string of up to MAX_KEY_CHARS). The extension object `x_playground` may name a
+chat template the project ships (`{"template": "thinking"}`: tokens/chat.py's TEMPLATES; default: the
+model's own), and `tools` (a list of objects, OpenAI's function tools) are rendered by a template that shows
+them (the "tools" one; the bundled model's own ignores them). Text a tokenizer cannot read (a lone surrogate) is refused with a 400 naming
 its field, by the rule the page's own prompts follow (config.check_text). `model` may name any model: the one this engine serves answers (as
 llama.cpp does). `n` must be 1.
 
-Left out: tools, response formats, images, penalties, `logit_bias`, `echo`, `suffix`, `best_of`.
+Left out: tool calls in answers, response formats, images, penalties, `logit_bias`, `echo`, `suffix`, `best_of`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import json
+
 from ..config import MAX_PROMPT_CHARS, MAX_TOP_CANDIDATES, GenerationSettings, check_text
+from ..tokens.chat import MODEL, RenderedChat, check_template, render_chat
 from .errors import ApiError, bad_request
 
 CHAT, COMPLETION = "chat", "completion"
 MAX_STOPS = 4
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 SETTINGS_PARAM = {"max_new_tokens": "max_tokens", "top_candidates": "top_logprobs"}   # engine name -> API name
+MAX_KEY_CHARS = 256   # a conversation key (prompt_cache_key, user, X-Session-Id) at most
+MAX_TOOLS = 128       # tool definitions one request may list
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,15 @@ class Asked:
     include_usage: bool = False
     ignore_eos: bool = False
     per_request_metrics: bool = False  # add vLLM's per-request `metrics` object to the response (timings.py)
+    prompt_cache_key: str = ""         # the client's conversation key ("": none sent)
+    user: str = ""                     # OpenAI's end-user id: a conversation key when no other is sent
+    template: str = MODEL              # the chat template, by name (tokens/chat.py)
+    tools: tuple[dict, ...] = ()       # function tools, for a template that renders them
+
+    @property
+    def tool_chars(self) -> int:
+        """Characters the tools add to the prompt, about (each as its JSON line)."""
+        return sum(len(json.dumps(t, ensure_ascii=False)) for t in self.tools)
 
     def settings(self, max_tokens: int) -> GenerationSettings:
         """GenerationSettings for the Batcher; ApiError 400 naming the API's field for a value out of range."""
@@ -84,8 +103,11 @@ def read_body(body, kind: str) -> Asked:
         if not isinstance(options, dict):
             raise bad_request("stream_options must be an object", "stream_options")
         fields["include_usage"] = _bool(options, "include_usage", "stream_options.include_usage")
+    fields.update(prompt_cache_key=_key(body, "prompt_cache_key"), user=_key(body, "user"))
     if kind == CHAT:
         fields["messages"] = _messages(body.get("messages"))
+        fields["tools"] = _tools(body.get("tools"))
+        fields["template"] = _template(body.get("x_playground"))
         fields["logprobs"] = _bool(body, "logprobs")
         top = body.get("top_logprobs")
         fields["top_logprobs"] = _int(body, "top_logprobs", 0, MAX_TOP_CANDIDATES) if top is not None else 0
@@ -97,7 +119,7 @@ def read_body(body, kind: str) -> Asked:
             fields["top_logprobs"] = _int(body, "logprobs", 0, MAX_TOP_CANDIDATES)
             fields["logprobs"] = True
     asked = Asked(**fields)
-    chars = sum(len(m["content"]) for m in asked.messages) + len(asked.prompt or "")
+    chars = sum(len(m["content"]) for m in asked.messages) + len(asked.prompt or "") + asked.tool_chars
     if chars > MAX_PROMPT_CHARS:
         raise bad_request(f"the prompt is {chars:,} characters; the limit is {MAX_PROMPT_CHARS:,}",
                           "messages" if kind == CHAT else "prompt", "prompt_too_long")
@@ -106,19 +128,26 @@ def read_body(body, kind: str) -> Asked:
 
 def prompt_ids(engine, asked: Asked) -> tuple[str, list[int]]:
     """(the text the model reads, its token ids): the chat template over the messages, or the raw prompt."""
+    text, ids, _ = rendered(engine, asked)
+    return text, ids
+
+
+def rendered(engine, asked: Asked) -> tuple[str, list[int], RenderedChat | None]:
+    """(the text the model reads, its token ids, the rendered chat with each token's message, or None for a raw
+    prompt or a chat on a tokenizer without a template of its own when none is named)."""
     tok = engine.tokenizer
-    if asked.kind == CHAT:
-        if getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(list(asked.messages), add_generation_prompt=True, tokenize=False)
-        else:   # no template: the messages one per line, as a plain completion
-            text = "\n".join(f"{m['role']}: {m['content']}" for m in asked.messages) + "\nassistant:"
-        return text, tok(text, add_special_tokens=False)["input_ids"]
+    if asked.kind == CHAT and (asked.template != MODEL or getattr(tok, "chat_template", None)):
+        chat = render_chat(tok, asked.messages, template=asked.template, tools=asked.tools)
+        return chat.text, chat.ids, chat
+    if asked.kind == CHAT:   # no template: the messages one per line, as a plain completion
+        text = "\n".join(f"{m['role']}: {m['content']}" for m in asked.messages) + "\nassistant:"
+        return text, tok(text, add_special_tokens=False)["input_ids"], None
     if asked.prompt_ids:
         vocab = len(tok)
         if any(not 0 <= i < vocab for i in asked.prompt_ids):
             raise bad_request(f"prompt token ids must be between 0 and {vocab - 1}", "prompt")
-        return tok.decode(list(asked.prompt_ids)), list(asked.prompt_ids)
-    return asked.prompt, tok(asked.prompt, add_special_tokens=True)["input_ids"]
+        return tok.decode(list(asked.prompt_ids)), list(asked.prompt_ids), None
+    return asked.prompt, tok(asked.prompt, add_special_tokens=True)["input_ids"], None
 
 
 # --- the fields, one reader each
@@ -188,6 +217,36 @@ def _messages(value) -> tuple[dict, ...]:
     return tuple(out)
 
 
+def _key(body: dict, name: str) -> str:
+    value = body.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_KEY_CHARS:
+        raise bad_request(f"{name} must be a string of at most {MAX_KEY_CHARS} characters", name)
+    return value
+
+
+def _tools(value) -> tuple[dict, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_TOOLS or not all(isinstance(t, dict) for t in value):
+        raise bad_request(f"tools must be a list of up to {MAX_TOOLS} objects", "tools")
+    for i, tool in enumerate(value):
+        tokenizable(json.dumps(tool, ensure_ascii=False), f"tools[{i}]")
+    return tuple(value)
+
+
+def _template(value) -> str:
+    if value is None:
+        return MODEL
+    if not isinstance(value, dict) or not isinstance(value.get("template", MODEL), str):
+        raise bad_request('x_playground must be an object such as {"template": "thinking"}', "x_playground")
+    try:
+        return check_template(value.get("template", MODEL))
+    except ValueError as exc:
+        raise bad_request(str(exc), "x_playground.template") from None
+
+
 def tokenizable(value: str, param: str) -> str:
     """`value` when a tokenizer can read it (config.check_text, the page's own rule); else 400 naming `param`."""
     try:
@@ -217,4 +276,4 @@ def _prompt(value) -> dict:
     raise bad_request("prompt must be non-empty text or a list of token ids (one prompt per request)", "prompt")
 
 
-__all__ = ["ApiError", "Asked", "CHAT", "COMPLETION", "prompt_ids", "read_body", "tokenizable"]
+__all__ = ["ApiError", "Asked", "CHAT", "COMPLETION", "prompt_ids", "read_body", "rendered", "tokenizable"]

@@ -20,7 +20,11 @@ The server's own figures for the request (timings.py) ride on the whole response
 where its own server puts it: llama-server's `timings` always, on the last chunk (the usage chunk when asked
 for, else the finish chunk); vLLM's `metrics` when the request says `"per_request_metrics": true` or the
 endpoint runs with PLAYGROUND_API_PER_REQUEST_METRICS=1 (vLLM's `--enable-per-request-metrics`), on the final
-usage chunk only, so a stream without `stream_options.include_usage` carries none, as vLLM's does.
+usage chunk only, so a stream without `stream_options.include_usage` carries none, as vLLM's does. The
+playground's own figures go in one extension object beside them, `x_playground` (the whole response and a
+stream's last chunk): `x_playground.cache` is the request's record of its prefix-cache lookup
+(serve/cache_miss.py: what the cache held for its conversation, what it found, where and why the prompt parted
+from it), absent when no record was made (the prefix cache off).
 
     >>> held = StopText(("END",)); held.feed("one E"), held.feed("N"), held.feed("D two"), held.stopped
     ('one ', '', '', True)
@@ -167,6 +171,7 @@ class Answer:
                 usage["metrics"] = vllm_metrics(trace, self.tokens)
             out.append(usage)
         out[-1]["timings"] = llama_timings(trace, self.tokens)   # llama-server: on the last chunk
+        out[-1].update(self.extension(trace))
         return out
 
     def figures(self, trace) -> dict:
@@ -175,7 +180,13 @@ class Answer:
         out = {"timings": llama_timings(trace, self.tokens)}
         if self.asked.per_request_metrics:
             out["metrics"] = vllm_metrics(trace, self.tokens)
-        return out
+        return {**out, **self.extension(trace)}
+
+    @staticmethod
+    def extension(trace) -> dict:
+        """The playground's own figures, in one object: {"x_playground": {"cache": the lookup's record}}; {} when
+        there is none."""
+        return {"x_playground": {"cache": trace.cache}} if trace.cache else {}
 
     def _head(self) -> dict:
         kind = "chat.completion.chunk" if self.chat else "text_completion"

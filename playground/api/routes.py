@@ -219,7 +219,8 @@ async def _whole(served: ServedRequest, request: Request):
 
 def completion_route(service: ApiService, kind: str):
     async def complete(request: Request):
-        received, client = Received(time.time_ns(), request.headers.get("x-request-id")), ""
+        received, client = Received(time.time_ns(), request.headers.get("x-request-id"),
+                                    request.headers.get("x-session-id")), ""
         try:
             client = _client(service, request)
             asked = read_body(await _body(service, request), kind)

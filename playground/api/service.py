@@ -21,6 +21,10 @@ its loop once (ApiConfig.loop_size: serve/room.py). The backend it runs:
 serve.registry.batching_backend. Prefix caching is on unless `ApiConfig.prefix_cache` is 0: a request whose
 prompt begins as an earlier one's did copies those blocks' KV instead of computing them, and its usage says how
 many prompt tokens it did not compute (`prompt_tokens_details.cached_tokens`, from its Trace, as OpenAI reports it).
+Each request is a turn of a conversation (serve/conversations.py: by the client's key, `prompt_cache_key`, the
+`X-Session-Id` header or `user`, else by the longest common prefix with the client's recent sequences), and its
+record of the lookup (serve/cache_miss.py: why the rest of its prompt was computed) is in its response as
+`x_playground.cache`.
 
 Left out: HTTP (routes.py) and authentication (the guard names the client before `open`).
 """
@@ -37,7 +41,8 @@ from ..serve.room import Room
 from .errors import bad_request, context_exceeded, unavailable
 from .limits import Admission, ApiConfig, Guard
 from .prometheus import ServerMetrics
-from .request_body import CHAT, Asked, prompt_ids, read_body, tokenizable
+from ..serve.conversations import Turn
+from .request_body import CHAT, MAX_KEY_CHARS, Asked, read_body, rendered, tokenizable
 from .response_body import Answer
 from .responses import ResponseStore
 
@@ -50,6 +55,7 @@ class Received:
     """What the route knew of a request before reading its body: when it came, the client's X-Request-ID."""
     ns: int                        # time.time_ns() when the route received it
     x_request_id: str | None = None
+    session: str | None = None     # the client's X-Session-Id header: the conversation it continues
 
     def server_fields(self) -> dict:
         """The Trace's `server` entries.
@@ -152,7 +158,7 @@ class ApiService:
         received = received or Received(time.time_ns())
         loop = self.loop()
         self.could_fit(asked, min(self.config.limits.prompt_tokens, loop.capacity - 1))
-        _, ids = prompt_ids(loop.engine, asked)
+        _, ids, chat = rendered(loop.engine, asked)
         window = loop.capacity
         if len(ids) >= window:
             raise context_exceeded(len(ids) + (asked.max_tokens or 1), window, _param(asked))
@@ -165,7 +171,7 @@ class ApiService:
         request_id = ("chatcmpl-" if asked.kind == CHAT else "cmpl-") + secrets.token_hex(12)
         try:
             ticket = loop.submit(ids, settings, ignore_eos=asked.ignore_eos, request_id=request_id, client=client,
-                                 server=received.server_fields())
+                                 server=received.server_fields(), turn=turn_of(asked, chat, received))
         except ValueError as exc:
             admission.guard.release(admission)
             raise bad_request(str(exc), _param(asked)) from None
@@ -185,7 +191,7 @@ class ApiService:
         if len(asked.messages) > tokens:
             raise bad_request(f"{len(asked.messages):,} messages cannot fit in {tokens} prompt tokens", param,
                               "prompt_too_long")
-        chars = sum(len(m["content"]) for m in asked.messages) + len(asked.prompt or "")
+        chars = sum(len(m["content"]) for m in asked.messages) + len(asked.prompt or "") + asked.tool_chars
         if chars > tokens * self.longest_token:
             raise bad_request(f"the prompt is {chars:,} characters; in {tokens} prompt tokens this model reads at "
                               f"most {tokens * self.longest_token:,}", param, "prompt_too_long")
@@ -227,7 +233,16 @@ class ApiService:
         asked = read_body({"messages": (body or {}).get("messages") if isinstance(body, dict) else None}, CHAT)
         loop = self.loop()
         self.could_fit(asked, loop.capacity)
-        return {"prompt": prompt_ids(loop.engine, asked)[0]}
+        return {"prompt": rendered(loop.engine, asked)[0]}
+
+
+def turn_of(asked: Asked, chat, received: Received) -> Turn:
+    """The request as a turn of a conversation: its key (`prompt_cache_key`, the X-Session-Id header, `user`, in
+    that order) and, for a chat, its messages and where each lies in its tokens."""
+    key = asked.prompt_cache_key or (received.session or "")[:MAX_KEY_CHARS] or asked.user
+    if chat is None:
+        return Turn(key)
+    return Turn(key, chat.messages, chat.spans, chat.tools, chat.template)
 
 
 def longest_token(tokenizer) -> int:

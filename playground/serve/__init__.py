@@ -13,7 +13,9 @@ Modules, by concept:
   harness every scheduler shares), one_at_a_time.py (first come, first served), batching.py (ours: continuous
   batching over KV slots, a workload run through the batcher), batcher.py (its loop: decide, run, apply), plan.py
   (an iteration's decisions as a value: who is admitted, decoded, read, preempted, and who waits and why),
-  slots.py (the slot table, the KV budget) and prefix_cache.py (its prefix cache),
+  slots.py (the slot table, the KV budget) and prefix_cache.py (its prefix cache; a prompt's blocks and the ones a
+  request generated), conversations.py (which conversation a request continues) and cache_miss.py (a turn's
+  record of its lookup: where and why its prompt missed),
   batching_torch.py and batching_torch_adapter.py (transformers' continuous-batching manager), concurrent.py
   (requests in parallel to a server that batches them), engine_loop.py (our batching as a live service: one
   thread steps it for requests from any thread, the endpoint's and the page's), room.py (the Room: the engine loop,

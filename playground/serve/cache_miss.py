@@ -42,7 +42,6 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Callable
 
 from ..tokens.chat import span_at
 from .prefix_cache import BLOCK_SIZE, EVICTION_LOG, Eviction

@@ -17,7 +17,8 @@ A room without a backend our batching runs (`backend` None) has no loop: its gat
 
 The loop's size is set once, when the engine loads: KV slots of `capacity` positions (at most the model's
 window), as many as the memory available allows for a room of ROOM people (room_slots), or `slots` when asked;
-prefix caching on unless `prefix_cache` is 0.
+prefix caching on unless `prefix_cache` is 0: its size in positions, or, unset, sized from the memory the slots
+leave (cache_positions), so a room's conversations keep their histories between turns.
 
 Left out: HTTP, keys and limits (api/), gradio (ui/).
 """
@@ -32,13 +33,13 @@ import psutil
 from ..backends.onnx_batch import position_bytes
 from ..machine import MachineGate
 from .batching import BatchConfig, pool_slots
+from .prefix_cache import BLOCK_SIZE
 from .engine_loop import EngineLoop
 from .registry import batching_backend
 from .traffic import ClientTraffic
 
-# The loop's prefix cache (prefix_cache.py): 4096 positions, 256 blocks of 16, half the default pool of 8 slots x
-# 1024 (180 MiB of float32 KV on the bundled model): a long system prompt a few clients share stays.
-PREFIX_CACHE_POSITIONS = 4096
+CACHE_SHARE = 0.25   # the share of the memory the KV slots leave at load that the prefix cache may take at most
+MOST_CACHE_POSITIONS = 1 << 20   # BatchConfig's bound
 ROOM = 30          # people the defaults serve at once, one request each (a workshop's room)
 MOST_SLOTS = 32    # KV slots the loop gives itself at most: a room of ROOM held at once, as rows of one decode step
 KV_SHARE = 0.25    # the share of the memory available at load the KV slots may take at most
@@ -47,10 +48,11 @@ KV_SHARE = 0.25    # the share of the memory available at load the KV slots may 
 @dataclass(frozen=True)
 class LoopSize:
     """The engine loop's size: `slots` (0: room_slots from the memory available at load), `capacity` (positions
-    per slot: prompt + new tokens of one request, at most the model's window), `prefix_cache` (positions; 0: off)."""
+    per slot: prompt + new tokens of one request, at most the model's window), `prefix_cache` (positions; 0: off;
+    None: cache_positions from the memory available at load)."""
     slots: int = 0
     capacity: int = 1024
-    prefix_cache: int = PREFIX_CACHE_POSITIONS
+    prefix_cache: int | None = None
 
 
 def room_slots(capacity: int, position_bytes: int, available_bytes: int, share: float = KV_SHARE,
@@ -77,6 +79,30 @@ def loop_slots(asked: int, capacity: int, backend) -> int:
     if asked:
         return pool_slots(asked, capacity, backend)
     return room_slots(capacity, position_bytes(backend), psutil.virtual_memory().available)
+
+
+def cache_positions(position_bytes: int, available_bytes: int, slots_bytes: int = 0, share: float = CACHE_SHARE) -> int:
+    """Prefix-cache positions (whole blocks) that fit in `share` of the memory `available_bytes` less the KV slots'
+    `slots_bytes`, at most MOST_CACHE_POSITIONS.
+
+    >>> cache_positions(46_080, 2 * 2**30, 11 * 1024 * 46_080)   # the bundled model, 2 GiB free, 11 slots of 1024
+    8832
+    >>> cache_positions(46_080, 16 * 2**30, 32 * 1024 * 46_080)  # 16 GiB free, a room's 32 slots
+    85008
+    >>> cache_positions(46_080, 2**20)                            # little memory: no whole block fits, off
+    0
+    """
+    room = int(max(0, available_bytes - slots_bytes) * share)
+    return min(MOST_CACHE_POSITIONS, room // position_bytes // BLOCK_SIZE * BLOCK_SIZE)
+
+
+def loop_cache(asked: int | None, slot_positions: int, backend) -> int:
+    """The loop's prefix-cache positions on `backend`: `asked` (LoopSize.prefix_cache) or, when None,
+    cache_positions from the memory available now beside `slot_positions` of KV slots."""
+    if asked is not None:
+        return asked
+    each = position_bytes(backend)
+    return cache_positions(each, psutil.virtual_memory().available, slot_positions * each)
 
 
 class Room:
@@ -129,7 +155,8 @@ class Room:
             engine = self.get_engine()
             capacity = min(self.size.capacity, int(engine.backend.context_window))
             slots = loop_slots(self.size.slots, capacity, engine.backend)
-            batch = BatchConfig(slots=slots, prefix_cache=self.size.prefix_cache)
+            cache = loop_cache(self.size.prefix_cache, slots * capacity, engine.backend)
+            batch = BatchConfig(slots=slots, prefix_cache=cache)
             self.engine_loop = EngineLoop(engine, batch, capacity, self.traffic, self.gate)
             if self.traffic is not None:
                 self.traffic.described(context=capacity, window=int(engine.backend.context_window), slots=slots,

@@ -209,8 +209,8 @@ def test_a_prompt_that_cannot_fit_is_refused_before_it_is_templated_or_tokenized
     stalled meanwhile); the count and the characters alone show they cannot fit."""
     import playground.api.service as service_module
     tokenized = []
-    real = service_module.prompt_ids
-    monkeypatch.setattr(service_module, "prompt_ids", lambda *a: tokenized.append(1) or real(*a))
+    real = service_module.rendered
+    monkeypatch.setattr(service_module, "rendered", lambda *a: tokenized.append(1) or real(*a))
     many = {"messages": [{"role": "user", "content": "H"}] * 5_000, "max_tokens": 2}
     long = {"prompt": "word " * 20_000, "max_tokens": 2}
     for path, body, param in [(CHAT, many, "messages"), ("/v1/completions", long, "prompt"),

@@ -206,8 +206,9 @@ def test_a_prompt_that_begins_as_an_earlier_one_reports_cached_tokens_and_answer
     assert whole.choices[0].message.content == cold.text
     assert cached < whole.usage.prompt_tokens_details.cached_tokens < whole.usage.prompt_tokens
     models = httpx.get(served.url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()
-    assert models["data"][0]["meta"]["prefix_cache_positions"] == 4096
-    assert "Prefix caching on: 4,096 positions" in endpoint_text(served.traffic.endpoint)
+    positions = served.service.engine_loop.batcher.cache.capacity * 16   # sized from the memory available at load
+    assert models["data"][0]["meta"]["prefix_cache_positions"] == positions and positions > 4096
+    assert f"Prefix caching on: {positions:,} positions" in endpoint_text(served.traffic.endpoint)
 
 
 def test_without_a_prefix_cache_no_prompt_token_is_cached(strict):
@@ -220,12 +221,27 @@ def test_without_a_prefix_cache_no_prompt_token_is_cached(strict):
 
 def test_the_prefix_cache_setting_comes_from_the_environment(monkeypatch):
     monkeypatch.delenv("PLAYGROUND_API_PREFIX_CACHE", raising=False)
+    assert ApiConfig.from_env().prefix_cache is None   # unset: sized from the memory available when the model loads
+    monkeypatch.setenv("PLAYGROUND_API_PREFIX_CACHE", "4096")
     assert ApiConfig.from_env().prefix_cache == 4096
     monkeypatch.setenv("PLAYGROUND_API_PREFIX_CACHE", "0")
     assert ApiConfig.from_env().prefix_cache == 0
     monkeypatch.setenv("PLAYGROUND_API_PREFIX_CACHE", "lots")
     with pytest.raises(ValueError, match="PLAYGROUND_API_PREFIX_CACHE"):
         ApiConfig.from_env()
+
+
+def test_an_unset_prefix_cache_is_sized_from_the_memory_the_kv_slots_leave(monkeypatch, tiny_onnx_engine):
+    from types import SimpleNamespace
+
+    from playground.backends.onnx_batch import position_bytes
+    from playground.serve import room
+    backend, each = tiny_onnx_engine.backend, position_bytes(tiny_onnx_engine.backend)
+    monkeypatch.setattr(room.psutil, "virtual_memory", lambda: SimpleNamespace(available=64 * 2**20))
+    sized = room.loop_cache(None, 4 * 512, backend)
+    assert sized == room.cache_positions(each, 64 * 2**20, 4 * 512 * each) and sized % 16 == 0
+    assert (64 * 2**20 - 4 * 512 * each) // 4 - 16 * each < sized * each <= (64 * 2**20 - 4 * 512 * each) // 4
+    assert room.loop_cache(4096, 4 * 512, backend) == 4096 and room.loop_cache(0, 4 * 512, backend) == 0
 
 
 def test_the_stream_ends_with_done_as_server_sent_events(served):

@@ -1,0 +1,98 @@
+"""Conversations through the endpoint with the OpenAI SDK: each turn sends the whole history, `cached_tokens` grows
+from 0, and `x_playground.cache` (whole and on a stream's last chunk) says what the cache held and why a turn
+missed; a template by name (`x_playground.template`), the conversation by `prompt_cache_key` or `X-Session-Id`."""
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from playground.api import ApiConfig
+from tests.api.test_openai_api import KEY, Served
+
+SYSTEM = {"role": "system", "content": "You answer in one short sentence about travel by train."}
+QUESTIONS = ["Which train goes to Paris?", "How long does it take?", "Is there a dining car?"]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_onnx_engine):
+    s = Served(tiny_onnx_engine, ApiConfig(keys=(KEY,), slots=2, capacity=512))
+    yield s
+    s.stop()
+
+
+def chat(served, turns: int, stream: bool = False, **extra):
+    """[(usage, x_playground.cache)] of `turns` turns, each answer sent back as the next turn's history."""
+    sdk, messages, out = served.sdk(), [SYSTEM], []
+    for question in QUESTIONS[:turns]:
+        messages.append({"role": "user", "content": question})
+        kwargs = dict(model="m", messages=messages, max_tokens=12, temperature=0, **extra)
+        if stream:
+            chunks = list(sdk.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs))
+            last, text = chunks[-1], "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert all("x_playground" not in (c.model_extra or {}) for c in chunks[:-1])   # on the last chunk only
+            usage, record = last.usage, last.model_extra["x_playground"]["cache"]
+        else:
+            reply = sdk.chat.completions.create(**kwargs)
+            text, usage, record = reply.choices[0].message.content, reply.usage, reply.model_extra["x_playground"]["cache"]
+        out.append((usage, record))
+        messages.append({"role": "assistant", "content": text})
+    return out
+
+
+def test_a_conversation_keyed_by_prompt_cache_key_finds_its_history_and_says_so(served):
+    turns = chat(served, 3, extra_body={"prompt_cache_key": "trip-1"})
+    (usage, record), rest = turns[0], turns[1:]
+    assert usage.prompt_tokens_details.cached_tokens == 0 and record["cause"] == "new conversation"
+    assert record["cached"] == 0 and record["ribbon"]["new"] == usage.prompt_tokens
+    for (usage, record), (before, _) in zip(rest, turns):
+        bound = 16 * ((before.prompt_tokens + before.completion_tokens - 1) // 16)
+        assert usage.prompt_tokens_details.cached_tokens == record["cached"] >= bound > 0
+        assert record["matched_by"] == "key" and record["conversation"] == "trip-1"
+        assert record["cause"] == "no miss" and record["prompt_tokens"] == usage.prompt_tokens
+    assert [r["turn"] for _, r in turns] == [1, 2, 3]
+
+
+def test_a_streamed_turn_carries_the_record_on_its_last_chunk(served):
+    turns = chat(served, 2, stream=True, extra_body={"prompt_cache_key": "trip-streamed"})
+    assert turns[1][1]["cause"] == "no miss" and turns[1][0].prompt_tokens_details.cached_tokens > 0
+
+
+def test_the_reasoning_template_names_a_template_rewrite_at_the_think_block(served):
+    turns = chat(served, 2, extra_body={"prompt_cache_key": "trip-thinking", "x_playground": {"template": "thinking"}})
+    usage, record = turns[1]
+    assert record["cause"] == "template rewrite" and record["was"]["part"] == "generation prompt"
+    assert "".join(record["then"]).startswith("<think>")
+    assert record["recomputed"] == usage.prompt_tokens - 16 * (record["common_prefix"] // 16)
+    spans = record["spans"]   # every prompt token in a message's part: the ribbon's hover
+    assert spans[0]["start"] == 0 and spans[-1]["end"] == usage.prompt_tokens
+    assert all(a["end"] == b["start"] for a, b in zip(spans, spans[1:]))
+    assert [s["message"] for s in spans if s["part"] == "content" and s["role"] == "user"] == [1, 3]
+
+
+def test_a_session_header_names_the_conversation(served):
+    sdk = served.sdk(default_headers={"X-Session-Id": "desk-4"})
+    messages = [SYSTEM, {"role": "user", "content": QUESTIONS[0]}]
+    first = sdk.chat.completions.create(model="m", messages=messages, max_tokens=8, temperature=0)
+    messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": QUESTIONS[1]}]
+    second = sdk.chat.completions.create(model="m", messages=messages, max_tokens=8, temperature=0)
+    record = second.model_extra["x_playground"]["cache"]
+    assert record["matched_by"] == "key" and record["conversation"] == "desk-4" and record["turn"] == 2
+
+
+def test_an_unknown_template_or_a_bad_key_is_400_naming_the_field(served):
+    sdk = served.sdk()
+    for extra, param in [({"x_playground": {"template": "nope"}}, "x_playground.template"),
+                         ({"prompt_cache_key": 7}, "prompt_cache_key"), ({"tools": "all"}, "tools")]:
+        with pytest.raises(openai.BadRequestError) as caught:
+            sdk.chat.completions.create(model="m", messages=[SYSTEM], max_tokens=2, extra_body=extra)
+        assert caught.value.body["param"] == param
+
+
+def test_metrics_say_the_prefix_caches_budget(served):
+    text = httpx.get(served.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
+    budget = served.service.engine_loop.batcher.cache.capacity * 16
+    line = next(x for x in text.splitlines() if x.startswith("playground:prefix_cache_capacity_positions{"))
+    assert float(line.split()[-1]) == budget > 4096   # sized from the memory available at load
+    assert "playground:prefix_cache_evictions_total" in text and "playground:prefix_cache_positions" in text
