@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from playground.config import GenerationSettings
-from playground.serve.batching import BatchConfig, Batcher
+from playground.serve.batcher import BatchConfig, Batcher
 from playground.serve.conversations import Turn
 from playground.serve.engine_loop import EngineLoop, LoopRun
 from playground.tokens.chat import TEMPLATES, render_chat
@@ -130,3 +130,14 @@ def test_templates_are_named_and_an_unknown_one_is_refused(tiny_onnx_engine):
     assert {"model", "thinking", "clock", "tools"} <= set(TEMPLATES)
     with pytest.raises(ValueError, match="thinking"):
         render_chat(tiny_onnx_engine.tokenizer, [SYSTEM], template="nope")
+
+
+def test_the_plans_admission_entry_carries_the_turns_record(tiny_onnx_engine):
+    batcher = Batcher(tiny_onnx_engine, BatchConfig(slots=1, prefix_cache=1024), capacity=512)
+    chat = render_chat(tiny_onnx_engine.tokenizer, [SYSTEM, {"role": "user", "content": QUESTIONS[0]}])
+    seq = batcher.add(chat.ids, SETTINGS, "t1", client="a", turn=Turn("k", chat.messages, chat.spans))
+    plan = batcher.plan()
+    assert plan.admitted[0].turn.record.cause.value == "new conversation"
+    assert plan.lines()[0] == "admit t1 (new conversation)" and seq.trace.cache == {}   # deciding changes nothing
+    it = batcher.step()
+    assert seq.trace.cache == it.plan.admitted[0].turn.record.as_dict() and seq.trace.cache["turn"] == 1
