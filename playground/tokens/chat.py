@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 
 from .spans import TokenizerUnavailable
+from .tools import TOOLS_INTRO, TOOLS_OUTRO, tool_line
 from .views import hf_view
 
 MODEL = "model"   # the model's own chat template
@@ -63,16 +64,12 @@ CLOCK_TEMPLATE = (
     "{%- if messages[0]['role'] == 'system' %}{{- ' ' + messages[0]['content'] }}{%- endif %}"
     "{{- '<|im_end|>\\n' }}" + _CHATML +
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
-TOOLS_TEMPLATE = (
+TOOLS_TEMPLATE = (   # the block's words are tokens/tools.py's (tools_intro, tools_outro: passed in by render_chat)
     "{%- set system_block = true %}"
     "{{- '<|im_start|>system\\n' }}"
     "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
-    "{%- if tools %}{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
-    "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
-    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": "
-    "<args-json-object>}\\n</tool_call>' }}{%- endif %}"
+    "{%- if tools %}{{- tools_intro }}{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
+    "{{- tools_outro }}{%- endif %}"
     "{{- '<|im_end|>\\n' }}" + _CHATML +
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
 TEMPLATES = {   # name -> (Jinja template, what it shows); MODEL: the tokenizer's own
@@ -134,7 +131,7 @@ def render_chat(tokenizer, messages, template: str = MODEL, tools=(), now: str |
         raise ValueError("this tokenizer has no chat template of its own; pick one of " + ", ".join(TEMPLATES))
     messages = tuple({"role": m["role"], "content": m["content"]} for m in messages)
     now = now or time.strftime("%Y-%m-%d %H:%M:%S")
-    kwargs = dict(tools=list(tools) or None, now=now, tokenize=False)
+    kwargs = dict(tools=list(tools) or None, now=now, tools_intro=TOOLS_INTRO, tools_outro=TOOLS_OUTRO, tokenize=False)
     if source is not None:
         kwargs["chat_template"] = source
     text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=add_generation_prompt, **kwargs)
@@ -143,7 +140,7 @@ def render_chat(tokenizer, messages, template: str = MODEL, tools=(), now: str |
         ids, starts = [t.token_id for t in tokens], [t.start for t in tokens]
     except TokenizerUnavailable:   # no character offsets: the ids, and one span over them
         ids, starts = tokenizer(text, add_special_tokens=False)["input_ids"], None
-    rendered = [json.dumps(t, ensure_ascii=False) for t in tools]
+    rendered = [tool_line(t) for t in tools]
     spans = (token_spans(char_owners(text, messages), starts) if starts is not None
              else (MessageSpan(0, len(ids), None, "", "unknown"),))
     return RenderedChat(text, ids, spans, messages, template, tuple(rendered))
@@ -185,6 +182,7 @@ def char_owners(text: str, messages) -> list[tuple[int, Owner]]:
         content_end = content_start + len(_shown(messages[index], body))
         runs += _tools(text, body_start, content_start, owner)
         runs.append((content_start, (index, role, "content", "")))
+        runs += _tools(text, content_start, content_end, (index, role, "content", ""))   # a block in the content
         runs.append((content_end, owner))
         runs += _tools(text, content_end, body_end, owner)
     return runs

@@ -141,3 +141,15 @@ def test_the_plans_admission_entry_carries_the_turns_record(tiny_onnx_engine):
     assert plan.lines()[0] == "admit t1 (new conversation)" and seq.trace.cache == {}   # deciding changes nothing
     it = batcher.step()
     assert seq.trace.cache == it.plan.admitted[0].turn.record.as_dict() and seq.trace.cache["turn"] == 1
+
+
+def test_a_tools_block_in_the_system_message_is_found_as_its_tools(tiny_onnx_engine):
+    """The agent routes write the tools block into the system message (tokens/tools.py): its lines are still
+    part "tools", each named, so a reordered list is named as such, not as a changed system prompt."""
+    from playground.tokens.tools import with_tools
+    chat = render_chat(tiny_onnx_engine.tokenizer, [{"role": "system", "content": with_tools("Be brief.", TOOLS)},
+                                                    {"role": "user", "content": "Hi"}])
+    assert [(s.message, s.name) for s in chat.spans if s.part == "tools"] == [(0, "timetable"), (0, "fares")]
+    in_template = render_chat(tiny_onnx_engine.tokenizer, [{"role": "user", "content": "Hi"}], template="tools",
+                              tools=TOOLS)
+    assert with_tools("", TOOLS) in in_template.text   # the template writes the same block
