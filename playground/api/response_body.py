@@ -24,7 +24,8 @@ usage chunk only, so a stream without `stream_options.include_usage` carries non
 playground's own figures go in one extension object beside them, `x_playground` (the whole response and a
 stream's last chunk): `x_playground.cache` is the request's record of its prefix-cache lookup
 (serve/cache_miss.py: what the cache held for its conversation, what it found, where and why the prompt parted
-from it), absent when no record was made (the prefix cache off).
+from it, the tokens there decoded), absent when no record was made (the prefix cache off). The record comes from
+`Answer.record` (the service sets it), else from the Trace, which keeps it without the decoded tokens.
 
     >>> held = StopText(("END",)); held.feed("one E"), held.feed("N"), held.feed("D two"), held.stopped
     ('one ', '', '', True)
@@ -106,6 +107,7 @@ class Answer:
         self.content = ""                 # the answer's text read so far (less what a stop string holds back)
         self.entries: list[dict] = []     # its logprob entries so far
         self.chat = asked.kind == CHAT
+        self.record = None                # () -> the request's whole cache record (with its text), or None
 
     @property
     def stopped(self) -> bool:
@@ -182,11 +184,11 @@ class Answer:
             out["metrics"] = vllm_metrics(trace, self.tokens)
         return {**out, **self.extension(trace)}
 
-    @staticmethod
-    def extension(trace) -> dict:
+    def extension(self, trace) -> dict:
         """The playground's own figures, in one object: {"x_playground": {"cache": the lookup's record}}; {} when
         there is none."""
-        return {"x_playground": {"cache": trace.cache}} if trace.cache else {}
+        record = (self.record() if self.record is not None else None) or trace.cache
+        return {"x_playground": {"cache": record}} if record else {}
 
     def _head(self) -> dict:
         kind = "chat.completion.chunk" if self.chat else "text_completion"

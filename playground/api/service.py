@@ -179,8 +179,9 @@ class ApiService:
             admission.guard.release(admission)
             raise
         self.metrics.admitted(len(ids))
-        return ServedRequest(loop, ticket, Answer(asked, request_id, self.model_id, len(ids),
-                                                  ticket.seq.detok.token_text), admission, self.metrics)
+        answer = Answer(asked, request_id, self.model_id, len(ids), ticket.seq.detok.token_text)
+        answer.record = lambda: cache_record(ticket.seq)
+        return ServedRequest(loop, ticket, answer, admission, self.metrics)
 
     def could_fit(self, asked: Asked, tokens: int) -> None:
         """ApiError 400 (prompt_too_long) for a prompt that cannot be `tokens` tokens or fewer, found without
@@ -234,6 +235,12 @@ class ApiService:
         loop = self.loop()
         self.could_fit(asked, loop.capacity)
         return {"prompt": rendered(loop.engine, asked)[0]}
+
+
+def cache_record(seq) -> dict | None:
+    """A request's whole record of its prefix-cache lookup, decoded tokens included (for its own response only: its
+    Trace keeps the record without them); None before its admission, or with the prefix cache off."""
+    return seq.conversation.record.as_dict() if seq.conversation is not None else None
 
 
 def turn_of(asked: Asked, chat, received: Received) -> Turn:

@@ -31,7 +31,8 @@ history up to the last full block; a KV budget in positions stands for a smaller
 
 A chat request that says which conversation it is (`turn`, conversations.py) gets a record of its first lookup:
 the plan's admission entry carries it (`Admission.turn`), and the request's Trace keeps it (`trace.cache`,
-cache_miss.py): what the cache held for its conversation, what it found, and why the rest was computed.
+cache_miss.py, without the decoded tokens: a Trace keeps no client's text): what the cache held for its
+conversation, what it found, and why the rest was computed.
 
 Each Step is stamped when its token is sampled, says how many rows its forward pass carried and which
 graph ran it, and its KV bytes are its slot's positions in use (KVSlots: measured from the buffers'
@@ -358,7 +359,7 @@ class Batcher:
             self._copy_prefix(seq, admission.lookup.found // BLOCK_SIZE, it)
         if admission.turn is not None:
             seq.conversation = admission.turn
-            seq.trace.cache = admission.turn.record.as_dict()
+            seq.trace.cache = admission.turn.record.as_dict(text=False)   # a Trace keeps no text
 
     def _copy_prefix(self, seq: Sequence, blocks: int, it: Iteration) -> None:
         """Copy up to `blocks` cached blocks that continue what `seq` has read into its slot (as many as the cache

@@ -3,6 +3,7 @@
     record = explain(prompt_ids, cached, previous, spans=chat.spans, messages=chat.messages, decode=decode)
     record.cause, record.first_difference, record.recomputed, record.ribbon
     record.as_dict()                                  # JSON: the endpoint's x_playground.cache
+    record.as_dict(text=False)                        # without the decoded tokens: what a Trace keeps
 
 `previous` is what the cache held for the conversation: the previous turn's whole sequence (its prompt, then
 every token it generated), with its messages and their spans (tokens/chat.py); None for a new conversation.
@@ -106,10 +107,15 @@ class CacheRecord:
     evicted: dict | None = None     # cause evicted: {"at", "seconds_before", "by", "block", "log_bound"}
     spans: tuple = field(default=(), repr=False)   # this prompt's MessageSpans: the ribbon's hover
 
-    def as_dict(self) -> dict:
+    def as_dict(self, text: bool = True) -> dict:
+        """JSON; `text` False leaves out the decoded tokens (`before`, `now`, `then`): a Trace keeps no client's
+        text, only the request's own response carries them."""
         out = asdict(self)
         out["cause"] = self.cause.value
         out["spans"] = [s.as_dict() for s in self.spans]
+        if not text:
+            for name in ("before", "now", "then"):
+                del out[name]
         return out
 
 

@@ -115,6 +115,11 @@ def span_at(spans, position: int) -> MessageSpan | None:
     return next((s for s in spans if s.start <= position < s.end), None)
 
 
+def clock_text() -> str:
+    """The current time as the clock template writes it (to the second)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def check_template(name: str) -> str:
     """`name` when it is one of TEMPLATES; ValueError naming them otherwise."""
     if name not in TEMPLATES:
@@ -130,7 +135,7 @@ def render_chat(tokenizer, messages, template: str = MODEL, tools=(), now: str |
     if source is None and not getattr(tokenizer, "chat_template", None):
         raise ValueError("this tokenizer has no chat template of its own; pick one of " + ", ".join(TEMPLATES))
     messages = tuple({"role": m["role"], "content": m["content"]} for m in messages)
-    now = now or time.strftime("%Y-%m-%d %H:%M:%S")
+    now = now or clock_text()
     kwargs = dict(tools=list(tools) or None, now=now, tools_intro=TOOLS_INTRO, tools_outro=TOOLS_OUTRO, tokenize=False)
     if source is not None:
         kwargs["chat_template"] = source

@@ -96,3 +96,28 @@ def test_metrics_say_the_prefix_caches_budget(served):
     line = next(x for x in text.splitlines() if x.startswith("playground:prefix_cache_capacity_positions{"))
     assert float(line.split()[-1]) == budget > 4096   # sized from the memory available at load
     assert "playground:prefix_cache_evictions_total" in text and "playground:prefix_cache_positions" in text
+
+
+def test_a_dated_system_prompt_is_named_at_the_system_message(served, monkeypatch):
+    from playground.tokens import chat as chat_module
+    times = iter(["2026-12-06 21:00:01", "2026-12-06 21:00:09"])
+    monkeypatch.setattr(chat_module, "clock_text", lambda: next(times))
+    usage, record = chat(served, 2, extra_body={"prompt_cache_key": "trip-clock", "x_playground": {"template": "clock"}})[1]
+    assert record["cause"] == "volatile system prompt" and record["message"]["message"] == 0
+    assert record["now"][0] == "9" and record["then"][0] == "1"
+    assert usage.prompt_tokens_details.cached_tokens == 16 * (record["first_difference"] // 16)   # only before it
+
+
+def test_tools_sent_in_another_order_are_named_at_the_tools_block(served):
+    tools = [{"type": "function", "function": {"name": "timetable"}}, {"type": "function", "function": {"name": "fares"}}]
+    sdk, messages = served.sdk(), [{"role": "user", "content": QUESTIONS[0]}]
+    extra = {"prompt_cache_key": "trip-tools", "x_playground": {"template": "tools"}}
+    first = sdk.chat.completions.create(model="m", messages=messages, max_tokens=4, temperature=0, tools=tools,
+                                        extra_body=extra)
+    messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": QUESTIONS[1]}]
+    second = sdk.chat.completions.create(model="m", messages=messages, max_tokens=4, temperature=0,
+                                         tools=tools[::-1], extra_body=extra)
+    record = second.model_extra["x_playground"]["cache"]
+    assert record["cause"] == "tools reordered or changed" and "reordered" in record["detail"]
+    assert record["message"]["part"] == "tools" and record["message"]["name"] == "fares"

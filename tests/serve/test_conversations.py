@@ -27,7 +27,8 @@ def loop(tiny_onnx_engine):
 
 def converse(loop, turns: int, key: str, template: str = "model", client: str = "c", tools=(), clock=None,
              ignore_eos: bool = False):
-    """Run `turns` turns of one conversation; [(chat, trace)] per turn, each answer sent back as its text."""
+    """Run `turns` turns of one conversation; [(chat, trace, the whole record)] per turn, each answer sent back as
+    its text (the Trace keeps the record without its decoded tokens)."""
     messages, out = [SYSTEM], []
     for t in range(turns):
         messages.append({"role": "user", "content": QUESTIONS[t]})
@@ -37,18 +38,18 @@ def converse(loop, turns: int, key: str, template: str = "model", client: str = 
                              turn=Turn(key, chat.messages, chat.spans, chat.tools, template))
         for _ in LoopRun(loop, ticket):   # its Steps as the loop makes them, to its end
             pass
-        out.append((chat, ticket.trace))
+        out.append((chat, ticket.trace, ticket.seq.conversation.record.as_dict()))
         messages.append({"role": "assistant", "content": ticket.trace.text})
     return out
 
 
 def test_six_turns_each_find_the_whole_history_up_to_its_last_full_block(loop):
     turns = converse(loop, 6, "six turns")
-    for (chat, trace), (before, previous) in zip(turns[1:], turns):
+    for (chat, trace, _), (before, previous, _) in zip(turns[1:], turns):
         bound = 16 * ((len(before.ids) + len(previous.steps) - 1) // 16)
         assert trace.cached_tokens >= bound > 0
         record = trace.cache
-        assert record["cause"] == "no miss" and record["turn"] == turns.index((chat, trace)) + 1
+        assert record["cause"] == "no miss" and record["turn"] == [t for _, t, _ in turns].index(trace) + 1
         assert record["matched_by"] == "key" and record["cached"] == trace.cached_tokens
         assert sum(record["ribbon"].values()) == len(chat.ids)
     assert turns[0][1].cache["cause"] == "new conversation"
@@ -56,8 +57,8 @@ def test_six_turns_each_find_the_whole_history_up_to_its_last_full_block(loop):
 
 def test_a_reasoning_template_rewrites_the_turn_before(loop):
     turns = converse(loop, 3, "thinking", template="thinking", ignore_eos=True)
-    for (chat, trace), (before, previous) in zip(turns[1:], turns):
-        record = trace.cache
+    for (chat, trace, record), (before, *_) in zip(turns[1:], turns):
+        assert {k: v for k, v in record.items() if k not in ("before", "now", "then")} == trace.cache
         think = before.spans[-1]   # the previous turn's generation prompt: its empty <think> block
         assert think.part == "generation prompt" and "<think>" in before.text
         assert record["cause"] == "template rewrite"
@@ -71,7 +72,7 @@ def test_a_reasoning_template_rewrites_the_turn_before(loop):
 
 def test_a_system_prompt_with_the_time_is_named_at_the_system_message(loop):
     turns = converse(loop, 2, "clock", template="clock", clock=["2026-12-06 21:00:01", "2026-12-06 21:00:09"])
-    record = turns[1][1].cache
+    record = turns[1][2]
     assert record["cause"] == "volatile system prompt"
     assert record["message"]["message"] == 0 and record["message"]["role"] == "system"
     assert "".join(record["before"]).endswith("21:00:0") and record["now"][0] == "9" and record["then"][0] == "1"
@@ -140,7 +141,7 @@ def test_the_plans_admission_entry_carries_the_turns_record(tiny_onnx_engine):
     assert plan.admitted[0].turn.record.cause.value == "new conversation"
     assert plan.lines()[0] == "admit t1 (new conversation)" and seq.trace.cache == {}   # deciding changes nothing
     it = batcher.step()
-    assert seq.trace.cache == it.plan.admitted[0].turn.record.as_dict() and seq.trace.cache["turn"] == 1
+    assert seq.trace.cache == it.plan.admitted[0].turn.record.as_dict(text=False) and seq.trace.cache["turn"] == 1
 
 
 def test_a_tools_block_in_the_system_message_is_found_as_its_tools(tiny_onnx_engine):
@@ -153,3 +154,11 @@ def test_a_tools_block_in_the_system_message_is_found_as_its_tools(tiny_onnx_eng
     in_template = render_chat(tiny_onnx_engine.tokenizer, [{"role": "user", "content": "Hi"}], template="tools",
                               tools=TOOLS)
     assert with_tools("", TOOLS) in in_template.text   # the template writes the same block
+
+
+def test_a_trace_keeps_the_record_without_any_decoded_text(loop):
+    """A Trace is what the Watch view and its exports read: the record there has positions and causes, never a
+    client's text; the decoded tokens go only to the request's own response."""
+    (_, trace, record), = converse(loop, 1, "no text kept", client="private")
+    assert record["now"] == () or record["first_difference"] is None
+    assert not {"before", "now", "then"} & set(trace.cache) and {"before", "now", "then"} <= set(record)
