@@ -61,12 +61,12 @@ import threading  # noqa: E402
 from playground.api import ApiConfig, ApiService, ClientTraffic, api_routes, batching_backend  # noqa: E402
 from playground.config import AppConfig, cache_location  # noqa: E402
 from playground.llamacpp import APP_SOURCE, add_llama_server  # noqa: E402
-from playground.ports import only_this_machine, room_urls, serve_host  # noqa: E402
+from playground.ports import only_this_machine, room_served, room_urls, serve_host  # noqa: E402
 from playground.registry import SourceRegistry  # noqa: E402
 from playground.remote.endpoints import add_endpoints, endpoint_name, endpoint_urls  # noqa: E402
 from playground.remote.source import RemoteSource  # noqa: E402
 from playground.serve.remote_record import RemoteRecord  # noqa: E402
-from playground.serve.room import Room  # noqa: E402
+from playground.serve.room import PRESENTER_KEY_ENV, Room  # noqa: E402
 from playground.ui import GENERATE_CONCURRENCY, build_demo, launch_kwargs as page_launch_kwargs  # noqa: E402
 from playground.ui.zerogpu import start_up, zero_gpu  # noqa: E402
 
@@ -214,16 +214,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def make_app(registry: SourceRegistry, traffic: ClientTraffic | None, config: ApiConfig | None,
-             servers: list[str] | None = None):
+             servers: list[str] | None = None, host: str = "127.0.0.1"):
     """(the page, its room): one room (make_room: the machine gate, the engine loop and the client traffic) shared by
-    the page and the endpoint; the page's runs on the remote `servers` (remote_servers) recorded for the Watch view."""
+    the page and the endpoint; the page's runs on the remote `servers` (remote_servers) recorded for the Watch view.
+    The room is served when the endpoint is on or the page listens on `host` beyond loopback (ports.room_served):
+    then only the presenter, with PLAYGROUND_PRESENTER_KEY typed on the page, may start a Serve run."""
     room = make_room(registry, traffic, config)
+    room.served = room_served(host, traffic is not None)
+    room.set_presenter_key(os.environ.get(PRESENTER_KEY_ENV))
     return make_demo(registry, room, watch_remote(servers or [], traffic)), room
 
 
 registry = make_registry()
 traffic, api_config = serve_the_endpoint(registry, PORT, serve_host(None)) if openai_api_wanted() else (None, None)
-demo, room = make_app(registry, traffic, api_config, remote_servers(registry))
+demo, room = make_app(registry, traffic, api_config, remote_servers(registry), serve_host(None))
 
 if __name__ == "__main__":
     args = parse_args()
@@ -235,7 +239,7 @@ if __name__ == "__main__":
         traffic, api_config = (serve_the_endpoint(registry, args.port, host) if openai_api_wanted(args.openai_api)
                                else (None, None))
         demo, room = make_app(registry, traffic, api_config,
-                              remote_servers(registry, args.endpoint, args.llama_server))
+                              remote_servers(registry, args.endpoint, args.llama_server), host)
     print(cache_location().log_line(), flush=True)
     print(reach_line(host, args.port), flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # like Ctrl-C: atexit hooks run (llama-server's stop)

@@ -74,6 +74,21 @@ def room_urls(host: str, port: int, addresses: list[str] | None = None, space_ho
     return [f"http://{host}:{port}"]
 
 
+def room_served(host: str, endpoint: bool) -> str:
+    """Why people other than this machine's reach the app ("": no one else does): its OpenAI-compatible endpoint is
+    on (`endpoint`), or the page listens on an address other than loopback. An address is not an identity: a room
+    behind one address, or the tests on loopback with the endpoint on, is served all the same.
+
+    >>> room_served("127.0.0.1", False), room_served("0.0.0.0", False)
+    ('', 'the page listens on 0.0.0.0')
+    >>> room_served("127.0.0.1", True)
+    'the OpenAI-compatible endpoint is on'
+    """
+    reasons = (["the OpenAI-compatible endpoint is on"] if endpoint else []) + (
+        [] if only_this_machine(host) else [f"the page listens on {host}"])
+    return " and ".join(reasons)
+
+
 def only_this_machine(host: str) -> bool:
     """True when a server on `host` answers this machine alone (a loopback address).
 

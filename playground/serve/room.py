@@ -24,6 +24,8 @@ Left out: HTTP, keys and limits (api/), gradio (ui/).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -43,6 +45,7 @@ MOST_CACHE_POSITIONS = 1 << 20   # BatchConfig's bound
 ROOM = 30          # people the defaults serve at once, one request each (a workshop's room)
 MOST_SLOTS = 32    # KV slots the loop gives itself at most: a room of ROOM held at once, as rows of one decode step
 KV_SHARE = 0.25    # the share of the memory available at load the KV slots may take at most
+PRESENTER_KEY_ENV = "PLAYGROUND_PRESENTER_KEY"   # the human presenter's key: who may take the machine alone
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ class Room:
         self.gate = gate or MachineGate()
         self.traffic = traffic
         self.engine_loop: EngineLoop | None = None
+        self.served = ""   # why others reach the room (ports.room_served): "" when this machine alone does
+        self._presenter: bytes | None = None   # the presenter key's digest (set_presenter_key); None: no key set
         self.error: str | None = None       # why the engine failed to load
         self._ready = threading.Event()     # set once the loop runs or loading failed
         self._loading: threading.Thread | None = None
@@ -140,6 +145,37 @@ class Room:
         room = cls(lambda: registry.get(name), name, size, gate, traffic)
         registry.on_close(room.close)
         return room
+
+    # --- who may take the machine alone
+
+    def set_presenter_key(self, key: str | None) -> None:
+        """The human presenter's key (PRESENTER_KEY_ENV; None or "": none): typed on the page, it lets a Serve run
+        take the machine alone while the room is served. Kept as a digest, compared in constant time."""
+        self._presenter = hashlib.sha256(key.strip().encode()).digest() if key and key.strip() else None
+
+    def alone_refused(self, key: str | None) -> str:
+        """Why the person who typed `key` may not take the machine alone now ("": they may). While the room is served
+        (`served`), work that holds the machine alone stalls everyone's requests: only the presenter may start it.
+
+        >>> room = Room()
+        >>> room.alone_refused(None)   # this machine alone: anyone at it may
+        ''
+        >>> room.served = "the page listens on 0.0.0.0"
+        >>> room.alone_refused("x").split(": ")[0], room.set_presenter_key("s3cret"), room.alone_refused(" s3cret ")
+        ('This room is served (the page listens on 0.0.0.0)', None, '')
+        >>> room.alone_refused("guess").endswith("The key typed is not it.")
+        True
+        """
+        if not self.served:
+            return ""
+        head = (f"This room is served ({self.served}): a Serve run takes the machine alone and every other request, "
+                "the page's and the API's, waits until it ends, so only the presenter may start one")
+        if self._presenter is None:
+            return f"{head}; no presenter key is set here ({PRESENTER_KEY_ENV}), so none may start while it is served."
+        if key and hmac.compare_digest(hashlib.sha256(key.strip().encode()).digest(), self._presenter):
+            return ""
+        return (f"{head}: type the presenter key ({PRESENTER_KEY_ENV}) in “Presenter key” above Run."
+                + (" The key typed is not it." if key and key.strip() else ""))
 
     # --- the engine loop
 

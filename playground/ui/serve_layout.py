@@ -36,9 +36,13 @@ NONE = "(none)"
 # arriving at about 3x one at a time's capacity on the default backend (a 2-core CPU), so one at a time falls
 # behind while batching keeps up.
 NEW_TOKENS, DEFAULT_RATE = 64, 2.0
-ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate, Compare, Experiments) waits until it "
-         "ends, since on 2 shared cores any other run would change every figure. One workload at a time; "
+ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate, Compare, Experiments, the engine loop "
+         "that serves the endpoint's clients) waits until it ends, since on 2 shared cores any other run would change "
+         "every figure. One workload at a time; "
          f"at most {MAX_REQUESTS} requests and 60,000 tokens (prompts + new tokens) per workload.")
+PRESENTER_ONLY = ("This room is served ({served}): a run here would stall everyone's requests, so only the presenter "
+                  "may start one, with the presenter key (the app's PLAYGROUND_PRESENTER_KEY) typed below. An attendee "
+                  "sends a workload of their own through the endpoint instead, as one more client of the engine loop.")
 SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of positions in one buffer per layer, as "
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
@@ -97,6 +101,7 @@ class ServeForm(WorkloadForm):
     prefix_cache_b: bool = False
     kv_budget_a: float = 0
     kv_budget_b: float = 0
+    presenter_key: str = ""        # while the room is served, only the presenter's key starts a run (Room.alone_refused)
 
 
 @dataclass
@@ -112,6 +117,7 @@ class SweepForm:
     ttft: float
     tpot: float
     chunks: str = ",".join(map(str, CHUNK_SIZES))   # the prefill-chunk sweep's sizes (our batching)
+    presenter_key: str = ""   # as ServeForm's
 
 
 def scheduler_dropdown(label: str, value: str, none: bool = False, **kw) -> gr.Dropdown:
@@ -148,7 +154,7 @@ def _columns(out):
                                           elem_classes="pg-scroll-table")
 
 
-def _sweeps(registry, out, form):
+def _sweeps(registry, out, form, served: str = ""):
     with gr.Accordion("Sweeps: batch size (concurrent decodes), arrival rate (latency vs throughput), prefill chunk "
                       "(TTFT vs ITL)", open=False, elem_id="serve-sweeps"):
         caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored); expected: each request slows, "
@@ -174,6 +180,7 @@ def _sweeps(registry, out, form):
                                   minimum=0)
             form.chunks = gr.Textbox(SweepForm.chunks, label="Prefill chunks (prompt tokens per iteration)",
                                      elem_id="serve-sweep-chunks")
+        form.presenter_key = presenter_key_box(served, "serve-sweep-presenter-key")
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
@@ -290,8 +297,17 @@ def _kv_memory(form, out):
         out.preset_about = gr.Markdown(elem_id="serve-preset-about")
 
 
-def _run_and_status(out):
-    """Run and Stop, the status and lesson lines, the pool, the SLO boxes and the goodput; returns the buttons."""
+def presenter_key_box(served: str, elem_id: str) -> gr.Textbox:
+    """The presenter's key box (a form's last field), shown with who may run, while the room is `served` only."""
+    if served:
+        caption(PRESENTER_ONLY.format(served=served))
+    return gr.Textbox("", label="Presenter key", type="password", max_lines=1, visible=bool(served), elem_id=elem_id)
+
+
+def _run_and_status(out, form, served: str = ""):
+    """Run and Stop (over them, while the room is `served`, who may press Run and the presenter's key box), the
+    status and lesson lines, the pool, the SLO boxes and the goodput; returns the buttons."""
+    form.presenter_key = presenter_key_box(served, "serve-presenter-key")
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="serve-run")
         stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")
@@ -305,7 +321,7 @@ def _run_and_status(out):
     return run, stop, [slo_ttft, slo_tpot]
 
 
-def layout(registry, traffic=None, remote=None):
+def layout(registry, traffic=None, remote=None, served: str = ""):
     out, form, sweep_form = SimpleNamespace(), SimpleNamespace(), SimpleNamespace()
     with gr.Tab("Serve", id="serve"):
         gr.Markdown(INTRO)
@@ -313,10 +329,10 @@ def layout(registry, traffic=None, remote=None):
         _workload(form)
         _schedulers(registry, form)
         _kv_memory(form, out)
-        run, stop, slo = _run_and_status(out)
+        run, stop, slo = _run_and_status(out, form, served)
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
-        sweep, price, cost = _sweeps(registry, out, sweep_form)
+        sweep, price, cost = _sweeps(registry, out, sweep_form, served)
         watch, unwatch, export = _clients(out, traffic, remote)
     return out, form, sweep_form, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=slo, watch=watch,
                                                      unwatch=unwatch, export=export, price=price, cost=cost)

@@ -152,6 +152,7 @@ class ServeHandlers:
     forms: SimpleNamespace
     out: SimpleNamespace
     gate: MachineGate
+    room: Room | None = None   # who may take the machine alone (Room.alone_refused); None: anyone
 
     def serve(self, values: dict):
         yield from self.start_workload(read_form(ServeForm, self.forms.serve, values), values[self.forms.job])
@@ -161,6 +162,9 @@ class ServeHandlers:
 
     def start_workload(self, form: ServeForm, job: ServeJob):
         """Build the form's schedulers and workload, wait for the machine alone, run them, redraw once a second."""
+        if (refusal := self.refusal(form.presenter_key)):
+            yield refusal
+            return
         try:
             picks = serve_picks(form)
         except (ValueError, TypeError) as exc:
@@ -181,6 +185,9 @@ class ServeHandlers:
 
     def start_sweep(self, form: SweepForm, job: ServeJob):
         """Make the sweep's scheduler and inputs, wait for the machine alone, sweep, redraw once a second."""
+        if (refusal := self.refusal(form.presenter_key)):
+            yield refusal
+            return
         if not (yield from self.load(job, [sweep_pick(form).runs_on])):
             return
         try:
@@ -199,6 +206,12 @@ class ServeHandlers:
 
     def status(self, line: str) -> dict:
         return {self.out.status: line}
+
+    def refusal(self, key: str) -> dict | None:
+        """The status saying why the person who typed `key` may not take the machine alone (the room is served and
+        it is not the presenter's key), before anything loads; None: they may."""
+        why = "" if self.room is None else self.room.alone_refused(key)
+        return self.status(warn(why)) if why else None
 
     def load(self, job: ServeJob, names: list[str]):
         """Load the sources named (their progress in the status line); False when a workload is already running in
@@ -306,9 +319,9 @@ def serve_tab(registry, room: Room, session=None, remote=None) -> list:
     traffic (when it records one). `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates); `remote`: the
     page's runs on remote servers (serve.remote_record.RemoteRecord), drawn by the Watch view too."""
     gate, traffic = room.gate, room.traffic
-    out, form, sweep_form, buttons = layout(registry, traffic, remote)
+    out, form, sweep_form, buttons = layout(registry, traffic, remote, room.served)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
-    handlers = ServeHandlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job), out, gate)
+    handlers = ServeHandlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job), out, gate, room)
     outputs = [getattr(out, name) for name in OUTPUTS]
     # in the CPU queue, like Generate; the machine gate (not the queue) makes a workload run alone
     run = buttons.run.click(handlers.serve, form_inputs(ServeForm, form, states=[job]), outputs, api_name="serve",

@@ -543,3 +543,22 @@ def test_the_presenters_workload_joins_the_clients_batch_without_their_limits(ti
         assert len(record.records) == 4 and max(b.decode_tokens for b in record.batches) > 1   # one batch
     finally:
         s.stop()
+
+
+def test_the_app_with_the_endpoint_on_or_beyond_loopback_lets_only_the_presenter_take_the_machine(monkeypatch):
+    """The room the app serves (the endpoint on, or a host beyond loopback) refuses a Serve run without the key
+    PLAYGROUND_PRESENTER_KEY names; on this machine alone, with no endpoint, anyone at it may run one."""
+    import app
+    monkeypatch.setenv("PLAYGROUND_PRESENTER_KEY", "presenter-key-1")
+    registry = app.make_registry("tiny", "onnx")
+    try:
+        _, served = app.make_app(registry, app.ClientTraffic(), None)
+        assert served.served == "the OpenAI-compatible endpoint is on"
+        assert served.alone_refused("") and served.alone_refused("client-key") and not served.alone_refused(
+            "presenter-key-1")
+        _, lan = app.make_app(registry, None, None, host="0.0.0.0")
+        assert lan.served == "the page listens on 0.0.0.0" and lan.alone_refused(None)
+        _, alone = app.make_app(registry, None, None)
+        assert alone.served == "" and alone.alone_refused(None) == ""
+    finally:
+        registry.close()

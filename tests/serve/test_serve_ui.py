@@ -219,3 +219,36 @@ def test_each_per_class_column_is_as_wide_as_its_header():
     assert len(CLASS_WIDTHS) == len(CLASS_HEADERS)
     # presenter mode's 20 px text: about 12 px a character, and the cell's padding
     assert all(width >= 12 * len(header) + 18 for width, header in zip(CLASS_WIDTHS, CLASS_HEADERS))
+
+
+@pytest.mark.slow
+def test_in_a_served_room_only_the_presenters_key_starts_a_serve_run(tiny_onnx_engine):
+    """One attendee's Serve Run took the machine alone and stalled the whole room. While the room is served, a run
+    (or a sweep) without the presenter's key, or with a wrong one, is refused before anything loads or waits; the
+    presenter's key starts it."""
+    from playground.api import ClientTraffic
+    from playground.serve.room import Room
+    from playground.ui.serve_layout import NONE
+
+    room = Room(traffic=ClientTraffic())
+    room.served, gate_taken = "the OpenAI-compatible endpoint is on", []
+    room.set_presenter_key("presenter-7f3a")
+    acquire = room.gate.acquire_alone
+    room.gate.acquire_alone = lambda *a, **k: gate_taken.append(1) or acquire(*a, **k)
+    demo = build_demo(SourceRegistry(lambda name, progress: tiny_onnx_engine, ["onnx"], default="onnx"), room)
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                    quiet=True, show_error=True)
+    try:
+        client = Client(url, verbose=False)
+        for key in ("", "a guess"):
+            status = client.predict(*serve_args(n=2, b=NONE, presenter_key=key), api_name="/serve")[OUT["status"]]
+            assert "only the presenter may start one" in status and "PLAYGROUND_PRESENTER_KEY" in status, status
+            assert ("The key typed is not it." in status) == bool(key)
+        swept = client.predict(*api_args(SweepForm("batch", "batching", "onnx", "1,2", 4, "1", 2, 2.0, 0.5)),
+                               api_name="/serve_sweep")
+        assert "only the presenter may start one" in swept[OUT["status"]]
+        assert gate_taken == []   # refused before the machine was asked for
+        done = client.predict(*serve_args(n=2, b=NONE, presenter_key="presenter-7f3a"), api_name="/serve")
+        assert "done" in done[OUT["status"]] and gate_taken   # the presenter: it took the machine alone
+    finally:
+        demo.close()

@@ -47,6 +47,7 @@ from tests.hub_cache import write_hub_cache
 ROOT = Path(__file__).resolve().parents[2]
 READY = "venv-ready"
 KEY = "space-secret-key-for-the-endpoint"   # PLAYGROUND_API_KEYS, as a Space secret holds it
+PRESENTER = "space-secret-presenter-key"     # PLAYGROUND_PRESENTER_KEY: a served Space's Serve runs need it
 STORY = "Tell me a long story about a lighthouse keeper and his cat."   # longer than any budget below
 
 
@@ -184,7 +185,8 @@ def space(space_python, space_home):
     from playground.ports import free_port
 
     log = space_home.root / "app.log"
-    env = space_env(space_home, PORT=str(free_port()), PLAYGROUND_OPENAI_API="1", PLAYGROUND_API_KEYS=KEY)
+    env = space_env(space_home, PORT=str(free_port()), PLAYGROUND_OPENAI_API="1", PLAYGROUND_API_KEYS=KEY,
+                    PLAYGROUND_PRESENTER_KEY=PRESENTER)
     with running_app([str(space_python), "app.py"], env, log) as app:
         yield app
     assert KEY not in log.read_text()   # the secret is never logged
@@ -245,7 +247,7 @@ def test_a_space_serves_a_workload_by_continuous_batching(space):
                      short_share=0.5, long_prompt="Summarize: " + "The keeper lit the lamp at dusk. " * 30,
                      long_tokens=6, long_share=0.5, scheduler_a="batching", source_a="onnx-gguf4",
                      scheduler_b=NONE, source_b="onnx-gguf4", slots=4, chunk=128, max_batch_tokens=256, blocks=0,
-                     manager="fifo")
+                     manager="fifo", presenter_key=PRESENTER)   # a Space is served: the presenter alone may run one
     final = dict(zip(OUTPUTS, Client(space.url, verbose=False).predict(*api_args(form), api_name="/serve")))
     assert "done" in final["status"] and "continuous batching" in final["status"], final["status"]
     run = json.loads(Path(next(f for f in final["download"] if str(f).endswith(".json"))).read_text())
