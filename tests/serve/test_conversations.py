@@ -162,3 +162,32 @@ def test_a_trace_keeps_the_record_without_any_decoded_text(loop):
     (_, trace, record), = converse(loop, 1, "no text kept", client="private")
     assert record["now"] == () or record["first_difference"] is None
     assert not {"before", "now", "then"} & set(trace.cache) and {"before", "now", "then"} <= set(record)
+
+
+@pytest.mark.integration
+def test_the_bundled_model_finds_each_turns_history_and_names_the_reasoning_templates_rewrite():
+    """Six turns with the bundled model's own template, each answer sent back as text: every turn finds its whole
+    history up to the last full block. Then the reasoning template: each later turn is a template rewrite at the
+    previous turn's empty <think> block."""
+    from playground.backends import create_backend
+    from playground.engine import Engine
+    engine = Engine(create_backend("onnx-gguf4"))
+    batcher = Batcher(engine, BatchConfig(slots=2, prefix_cache=8192), capacity=1024)
+    settings = GenerationSettings(max_new_tokens=48, top_candidates=1)
+    for template, turns in (("model", 6), ("thinking", 3)):
+        messages, previous = [], None
+        for t in range(turns):
+            messages.append({"role": "user", "content": QUESTIONS[t]})
+            chat = render_chat(engine.tokenizer, messages, template=template)
+            seq = batcher.add(chat.ids, settings, f"{template} {t}", client="c",
+                              turn=Turn(template, chat.messages, chat.spans))
+            while batcher.busy():
+                batcher.step()
+            record = seq.conversation.record
+            if previous is not None and template == "model":
+                assert seq.trace.cached_tokens >= 16 * ((previous - 1) // 16) and record.cause.value == "no miss"
+            if previous is not None and template == "thinking":
+                assert record.cause.value == "template rewrite" and "".join(record.then).startswith("<think>")
+                assert record.recomputed == len(chat.ids) - 16 * (record.common_prefix // 16)
+            previous = len(chat.ids) + len(seq.trace.steps)
+            messages.append({"role": "assistant", "content": seq.trace.text})
