@@ -17,8 +17,9 @@ The rule, for a stateless API (every turn sends the whole history):
   3. else it starts a new conversation.
 
 A conversation is always within one client (a page session, an API key or address: the Batcher's `client`),
-so a record never shows another client's tokens. A request with no `Turn` (a Serve workload, a completion
-asked without a key) makes no record.
+so a record never shows another client's tokens. A request with no `Turn` (a Serve workload, a page's Generate
+run) makes no record; the endpoint gives every request one (a raw completion's has no messages: its record places
+a difference in none).
 
 >>> book = Conversations()
 >>> book.pick("client 1", "", [1, 2, 3]) is None           # nothing finished yet: a new conversation
