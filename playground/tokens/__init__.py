@@ -12,6 +12,8 @@ counts characters, words and tokens; `render_chips_html` (chips.py) draws escape
     compare(text, views, *, special_tokens=None)          -> Comparison (counts, summary, notes)
     summary_line(words, tokens)                           "8 words → 9 tokens"
     render_chips_html(spans, max_chips=2000, text=None)   chips + "showing first N of M tokens"
+    render_chat(tokenizer, messages, template="model")    a chat rendered: text, ids, each token's message (chat.py);
+                                                          TEMPLATES: "model", "thinking", "clock", "tools"
 
 Example:
     >>> view = tiktoken_view()
@@ -23,6 +25,7 @@ Example:
 `special_tokens`: None = each tokenizer's serving default (HF matches its added tokens such as
 <|im_start|>; tiktoken reads special-token text in user input as plain text); True/False force it.
 """
+from .chat import TEMPLATES, MessageSpan, RenderedChat, render_chat
 from .chips import TOKEN_CSS, render_chips_html, visible
 from .compare import Comparison, compare, count_words, summary_line, units_text
 from .spans import TokenizerUnavailable, TokenizerView, TokenSpan, UnencodableText, clean_text, spans_from_pieces
