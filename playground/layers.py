@@ -19,7 +19,7 @@ NAMED: tuple[tuple[str, tuple[str, ...]], ...] = (
     # settings, words, tokenizers, free ports, the browser, the background job, the declared Python version
     ("base", ("config", "metrics", "tiny", "tokens", "units", "replay", "prompts", "ports", "chromium", "jobs",
               "interpreter", "layers", "machine")),
-    ("records", ("models", "trace", "sampling", "measure", "next_token")),
+    ("records", ("models", "trace", "wait_parts", "sampling", "measure", "next_token")),
     ("seam", ("source", "backends")),
     ("engine", ("engine", "roofline")),
     ("sources", ("playground", "registry", "speculative", "remote", "llamacpp", "compare",   # sources of Steps

@@ -25,6 +25,8 @@ import html
 from .metrics import estimate_cost
 from .tokens.chips import PALETTE_SIZE, visible
 from .trace import StopReason
+from .units import format_seconds
+from .wait_parts import first_token_words
 
 STOP_REASONS = {StopReason.EOS: "finished (end-of-sequence token)",
                 StopReason.LENGTH: "finished (max new tokens reached)",
@@ -40,19 +42,6 @@ def format_bytes(n: int) -> str:
         n /= 1024
         if n < 1024 or unit == "GiB":
             return f"{n:.1f} {unit}"
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration in the unit a person reads: ms under a second, s under two minutes, then minutes.
-
-    >>> format_seconds(0.0424), format_seconds(2.381), format_seconds(1100)
-    ('42 ms', '2.4 s', 'about 18 min')
-    """
-    if seconds < 1:
-        return f"{seconds * 1e3:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"about {seconds / 60:.0f} min"
 
 
 # --- chips
@@ -121,20 +110,27 @@ def metrics_html(trace, usd_per_m_input: float | None = 0.0, usd_per_m_output: f
                    f'<div class="value">{html.escape(v)}</div></div>' for k, v in cards)
     wait_words = wait_line(trace)
     # data-ttft: the server's TTFT from the request's arrival, beside which the page writes its own (live/stream.js)
-    words = (f'<p class="wait-words" id="pg-wait" data-ttft="{trace.queued + trace.steps[0].time:.4f}">'
+    parts = getattr(trace, "waits", None)
+    server_ttft = parts.total if parts is not None else trace.queued + trace.steps[0].time if wait_words else None
+    words = (f'<p class="wait-words" id="pg-wait" data-ttft="{server_ttft:.4f}">'
              f'{html.escape(wait_words)}</p>' if wait_words else "")
     return f'{div}{body}</div>' + words + server_html(trace)
 
 
 def wait_line(trace) -> str:
     """Where the time to the first token went and who shared the run's forward passes, in words ('' when the
-    run measured no wait: `trace.queued` is None).
+    run measured no wait: `trace.queued` is None). A run in the engine loop names every part of it, measured on the
+    server (`trace.waits`, wait_parts.py); the page adds its own part, derived, when its first token shows
+    (ui/live/metrics.js).
 
     >>> from types import SimpleNamespace as NS
+    >>> from playground.wait_parts import WaitParts
     >>> first, second = NS(time=0.3, rows=1), NS(time=0.35, rows=6)
-    >>> print(wait_line(NS(queued=0.8, steps=[first, second], prompt_ids=[0] * 412, cached_tokens=128)))
-    Your first token: 1.1 s from your request, 800 ms of it waiting for a turn, 300 ms reading 412 prompt tokens (128 of them copied from the prefix cache, not computed). 1 of its 2 steps shared a forward pass, with up to 5 other requests. The batching engine's graphs ran it: at a near-tie their greedy pick can differ from the one-stream engine's.
-    >>> print(wait_line(NS(queued=0.0, steps=[first], prompt_ids=[0] * 9, cached_tokens=0)))
+    >>> parts = WaitParts((("the iteration in progress", 0.05), ("no free slot", 0.75)), copied=0.002,
+    ...                   copied_tokens=128, computed=0.1, computed_tokens=284, chunks=3, chunk=128, others=0.198)
+    >>> print(wait_line(NS(queued=0.8, steps=[first, second], prompt_ids=[0] * 412, cached_tokens=128, waits=parts)))
+    Your first token: 1.1 s on the server: 50 ms waiting for the iteration in progress (it came after the batcher had planned the iteration running), 750 ms waiting for a KV slot (every slot was held), 2 ms copying 128 cached prompt tokens from the prefix cache, 100 ms computing its 284 prompt tokens (3 chunks of up to 128), 198 ms for other requests' steps run between its chunks. 1 of its 2 steps shared a forward pass, with up to 5 other requests. The batching engine's graphs ran it: at a near-tie their greedy pick can differ from the one-stream engine's.
+    >>> print(wait_line(NS(queued=0.0, steps=[first], prompt_ids=[0] * 9, cached_tokens=0, waits=None)))
     Your first token: 300 ms from your request, no wait for a turn, 300 ms reading 9 prompt tokens. No other request shared its forward passes. The batching engine's graphs ran it: at a near-tie their greedy pick can differ from the one-stream engine's.
     >>> wait_line(NS(queued=None, steps=[first], prompt_ids=[0], cached_tokens=0))
     ''
@@ -142,12 +138,16 @@ def wait_line(trace) -> str:
     queued = getattr(trace, "queued", None)
     if queued is None or not trace.steps:
         return ""
-    first = trace.steps[0].time
-    waited = f"{format_seconds(queued)} of it waiting for a turn" if queued >= 0.0005 else "no wait for a turn"
-    cached = trace.cached_tokens
-    reading = f"{format_seconds(first)} reading {len(trace.prompt_ids):,} prompt tokens" + (
-        f" ({cached:,} of them copied from the prefix cache, not computed)" if cached else "")
-    line = f"Your first token: {format_seconds(queued + first)} from your request, {waited}, {reading}."
+    parts = getattr(trace, "waits", None)
+    if parts is not None:
+        line = f"Your first token: {first_token_words(parts)}."
+    else:   # a run that waited for a CPU slot of its own, then read its prompt in one pass
+        first = trace.steps[0].time
+        waited = f"{format_seconds(queued)} of it waiting for a turn" if queued >= 0.0005 else "no wait for a turn"
+        cached = trace.cached_tokens
+        reading = f"{format_seconds(first)} reading {len(trace.prompt_ids):,} prompt tokens" + (
+            f" ({cached:,} of them copied from the prefix cache, not computed)" if cached else "")
+        line = f"Your first token: {format_seconds(queued + first)} from your request, {waited}, {reading}."
     rows = [s.rows for s in trace.steps if getattr(s, "rows", None) is not None]
     if rows:
         shared = sum(r > 1 for r in rows)

@@ -88,7 +88,8 @@ class StepStream:
     def __init__(self, trace, run_id: str | None = None):
         shape = trace.kv_shape
         self.trace, self.run_id = trace, run_id or uuid.uuid4().hex   # 122 random bits: not guessable
-        self.head = {"run": self.run_id, "prompt_tokens": len(trace.prompt_ids), "backend": trace.backend,
+        self.head = {"run": self.run_id, "prompt_tokens": len(trace.prompt_ids),
+                     "prefill_chunk": getattr(trace, "prefill_chunk", None), "backend": trace.backend,
                      "greedy": bool(trace.settings.greedy),
                      "speculation": _speculation_settings(getattr(trace, "speculation", None)),
                      "kv": None if shape is None else [shape.layers, shape.kv_heads, shape.head_dim,

@@ -143,6 +143,10 @@ class Trace:
     cached_tokens: int = 0          # prompt tokens served from a cached prefix (not prefilled by this run)
     queued: float | None = None     # seconds it waited before t0: for a KV slot in a batching engine, for a CPU
     #                                 slot on the page; None: not measured (a run started where it was asked)
+    waits: object = None            # continuous batching: a wait_parts.WaitParts, where the time from its arrival to
+    #                                 its first token went on the server (set at its first token); None: not measured
+    prefill_chunk: int | None = None   # prompt tokens one pass computes at most (continuous batching reads a longer
+    #                                    prompt in chunks, between other requests' steps); None: all in one pass
     replay: dict = field(default_factory=dict)  # what a replay must match: runtime, threads, CPU, versions
     speculation: dict = field(default_factory=dict)  # speculative decoding: settings and counts (speculative.py)
     server: dict = field(default_factory=dict)  # a remote source's own figures, labelled by origin (remote/);
@@ -182,6 +186,10 @@ class Trace:
         "queued": "seconds the request waited before t0 (a KV slot in the engine loop, a CPU slot on the page): "
                   "time to first token from the request's arrival is queued + the first step's time; null: "
                   "not measured",
+        "waits": "continuous batching: the time from the request's arrival in the engine to its first token in "
+                 "named parts, each with its clock (server: the engine loop's marks; the reasons it waited for a KV "
+                 "slot are the batcher's plans'); they add up to server_ttft; null: not measured",
+        "prefill_chunk": "prompt tokens one pass computed at most (continuous batching); null: the prompt in one pass",
         "wall_ns": "time.time_ns() when the token was available",
         "tokens": "output tokens the step carries (a server's streamed event may carry several)",
         "rows": "rows of the forward pass that made the token (continuous batching: one per request in it); "
@@ -207,6 +215,7 @@ class Trace:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["text"] = self.text
+        d["waits"] = self.waits.as_dict() if self.waits is not None else None
         d["metrics"] = asdict(self.metrics())
         d["fields"] = dict(self.FIELDS)
         return d
@@ -216,19 +225,22 @@ class Trace:
 
     CSV_COLUMNS = ("index", "token_id", "text", "special", "phase", "tokens", "time_s", "latency_s", "wall_ns",
                    "model_prob_T1", "sample_prob", "seq_len", "kv_bytes_measured", "kv_bytes_formula_estimate",
-                   "top_k_model_prob_T1")
+                   "top_k_model_prob_T1", "first_token_parts_s")
 
     def to_csv(self) -> str:
-        """One row per step; an empty cell is a figure this source does not give (never a zero)."""
+        """One row per step; an empty cell is a figure this source does not give (never a zero). The first row's
+        last cell: where the time to it went (`waits`: each part, its seconds and its clock)."""
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(self.CSV_COLUMNS)
+        parts = "" if self.waits is None else " | ".join(f"{p.key}={p.seconds:.6f} ({p.clock})"
+                                                          for p in self.waits.named())
         for s in self.steps:
             top = "" if s.top is None else " | ".join(f"{c.token_id}:{c.text!r}:{c.prob:.4f}" for c in s.top)
             formula = self.kv_shape.formula_bytes(s.seq_len) if self.kv_shape and s.seq_len is not None else ""
             writer.writerow([s.index, _cell(s.token_id), s.text, s.special, s.phase, s.tokens, f"{s.time:.6f}",
                              f"{s.latency:.6f}", s.wall_ns, _cell(s.prob, "{:.6f}"), _cell(s.sample_prob, "{:.6f}"),
-                             _cell(s.seq_len), _cell(s.kv_bytes), formula, top])
+                             _cell(s.seq_len), _cell(s.kv_bytes), formula, top, parts if s.index == 0 else ""])
         return out.getvalue()
 
 

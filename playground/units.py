@@ -7,7 +7,7 @@
     >>> usd(0.000135), usd(0.0)
     ('$0.00014', '$0')
 
-Durations a person compares (a median, a total) go through run_view.format_seconds ("498 ms",
+Durations a person compares (a median, a total) go through `format_seconds` ("498 ms",
 "2.4 s"); a fit's coefficients are small and signed, so they keep three significant digits in the
 unit that fits them (s, ms, µs, ns).
 """
@@ -17,6 +17,19 @@ import math
 
 UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 POWERS = ("", " × {x}", " × {x}²", " × {x}³")
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration in the unit a person reads: ms under a second, s under two minutes, then minutes.
+
+    >>> format_seconds(0.0424), format_seconds(2.381), format_seconds(1100)
+    ('42 ms', '2.4 s', 'about 18 min')
+    """
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"about {seconds / 60:.0f} min"
 
 
 def precise_duration(seconds: float) -> str:

@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ..trace import COMPLETED, Phase, StopReason
+from ..wait_parts import WAITING_WORDS
 from .run import DECODE, FORMULA, PREFILL, _empty, _figure, side_by_side, titled
 from .run import wrap as _lines
 
@@ -152,7 +153,7 @@ def _segments(result, now: float | None):
             continue   # not arrived yet
         admitted = r.admitted if r.admitted is not None else (clip if r.stop_reason is None else r.finished)
         if admitted is not None and admitted > r.arrival:
-            out["waiting"].append((row, r.arrival, admitted, "waiting"))
+            out["waiting"].append((row, r.arrival, admitted, waiting_hover(r, admitted - r.arrival)))
         if r.admitted is None:
             continue
         ended = r.finished if r.stop_reason is not None else None   # None too while its end is being recorded
@@ -178,6 +179,28 @@ def _segments(result, now: float | None):
                 out["cached"].append((row, *p.copy, f"copied back from the prefix cache: {p.cached} positions"))
             out["recompute"] += [(row, a, b, f"recompute pass: {n} positions, {b - a:.3f} s") for a, b, n in p.chunks]
     return out
+
+
+def waiting_hover(record, seconds: float) -> str:
+    """A waiting bar's hover: how long, and what for by the batcher's reasons where the record has them (its wait
+    parts once admitted; the latest plan's reason while it waits).
+
+    >>> from types import SimpleNamespace as S
+    >>> from playground.wait_parts import WaitParts
+    >>> waiting_hover(S(wait_parts=WaitParts((("the iteration in progress", 0.12),)), waiting_for=None), 0.125)
+    'waiting 0.125 s: 0.120 s waiting for the iteration in progress (it came after the batcher had planned the iteration running)'
+    >>> waiting_hover(S(wait_parts=None, waiting_for="no free slot"), 2.0)
+    'waiting 2.000 s, now waiting for a KV slot (every slot was held)'
+    >>> waiting_hover(S(), 0.5)
+    'waiting 0.500 s'
+    """
+    parts, now_for = getattr(record, "wait_parts", None), getattr(record, "waiting_for", None)
+    if parts is not None and parts.waited:
+        return f"waiting {seconds:.3f} s: " + "; ".join(f"{s:.3f} s {WAITING_WORDS.get(reason, reason)}"
+                                                        for reason, s in parts.waited)
+    if now_for is not None:
+        return f"waiting {seconds:.3f} s, now {WAITING_WORDS.get(now_for, now_for)}"
+    return f"waiting {seconds:.3f} s"
 
 
 def timeline_end(result) -> float:

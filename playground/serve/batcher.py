@@ -8,6 +8,7 @@
         it = batcher.step()                          # one iteration: decide, run, apply
     seq.trace                                        # its Steps, as a request run alone has them
     seq.waited                                       # seconds it waited for a slot, by reason
+    seq.trace.waits                                  # its arrival -> first token in named parts (wait_parts.py)
 
 One iteration is three calls (anchors: nano-vLLM's scheduler, vLLM v1's schedule() and update_from_output(),
 llama.cpp server's slots, Sarathi's chunked prefill):
@@ -22,6 +23,12 @@ llama.cpp server's slots, Sarathi's chunked prefill):
   apply  -- `_apply(outputs)`: each pass's logits as the pass ends (a first token before the next chunk runs):
             a token sampled per request, its Step, the stop rule; a request that ended leaves at once, its slot
             free for the next iteration
+
+A request's time from its arrival to its first token is accounted in parts from the same marks (wait_parts.py):
+its wait for a slot by the reason each plan gave (`Sequence.waited`; the queue time `trace.queued` is their sum),
+the cached prefix copied into its slot, its own chunks computed, pauses while the machine is held by work that runs
+alone (`pause`, `resume`: the engine loop's), and what is left: other requests' steps before and between its
+chunks. They are written into its Trace (`trace.waits`) at its first token.
 
 The KV slots are one contiguous buffer per layer (slots.py keeps who holds which); with prefix caching, cached
 KV lives in blocks named by a hash chain of their tokens (prefix_cache.py) and is copied into a slot, each
@@ -59,6 +66,7 @@ from ..config import GenerationSettings
 from ..next_token import sampled_step, stop_reason
 from ..sampling import Detokenizer, Sampler
 from ..trace import Step, StopReason, Trace
+from ..wait_parts import WaitParts
 from .conversations import Conversations
 from .plan import Admission, Chunk, Plan, Victim, WaitReason, make_plan, next_turn
 from .prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
@@ -115,6 +123,13 @@ class Sequence:
     wait_since: float | None = None              # since when: not yet in `waited` (None: it holds a slot)
     turn: object = None            # a chat request's conversations.Turn (its record is made at admission), or None
     conversation: object = None    # its conversations.TurnRecord, once admitted
+    copying: float = 0.0           # until its first token: seconds copying cached blocks into its slot
+    computing: float = 0.0         # its own prefill chunks, and its first token sampled
+    chunks_read: int = 0           # its prefill chunks, and the prompt tokens they computed
+    tokens_read: int = 0
+    chunk_end: float = 0.0         # when its latest chunk ended
+    paused: float = 0.0            # seconds the engine loop paused while it held a slot (before its first token)
+    paused_mark: float = 0.0       # the batcher's `paused` total when it last took a slot
 
     @property
     def done(self) -> bool:
@@ -175,14 +190,16 @@ class Batcher:
         self.conversations = Conversations() if self.cache is not None else None
         self.budget = KVBudget(self.config.kv_budget) if self.config.kv_budget else None
         self.looked_up = self.cached = self.preemptions = 0   # prompt tokens looked up, found cached; preemptions
+        self.paused, self.paused_since = 0.0, None   # seconds paused in all (the engine loop's pause), since when
         self.lock = threading.Lock()   # add and cancel may come from other threads than step's
 
     # --- requests in and out
 
     def add(self, ids: list[int], settings: GenerationSettings, request_id=None, prompt: str = "", text: str = "",
-            ignore_eos: bool = False, client: str = "", turn=None) -> Sequence:
+            ignore_eos: bool = False, client: str = "", turn=None, arrived: float | None = None) -> Sequence:
         """Queue a request (its prompt's token ids; `client`: who sent it; `turn`: a chat request's
-        conversations.Turn); ValueError when it cannot fit a slot."""
+        conversations.Turn; `arrived`: when it arrived on the batcher's clock, if before now: a workload's request
+        released between two iterations); ValueError when it cannot fit a slot."""
         settings = settings.validate()
         if not ids or len(ids) >= self.capacity:
             raise ValueError(f"prompt is {len(ids)} tokens; a KV slot holds {self.capacity} positions "
@@ -196,11 +213,13 @@ class Batcher:
                       b.model_name, b.kv_shape, ignore_eos=ignore_eos, replay=self.engine.replay)
         sampler = Sampler(settings)
         trace.seed = sampler.seed
-        arrived = self.clock()
+        arrived = self.clock() if arrived is None else arrived
         seq = Sequence(request_id, list(ids), settings, trace, sampler, Detokenizer(b.tokenizer, ids),
                        frozenset() if ignore_eos else b.eos_token_ids, prefill_ids=list(ids),
                        hashes=block_hashes(ids) if self.cache is not None else [], arrived=arrived,
-                       client=client, wait_since=arrived, turn=turn)
+                       client=client, wait_since=arrived, turn=turn,
+                       wait=WaitReason.IN_PROGRESS if self.paused_since is None else WaitReason.MACHINE)
+        trace.prefill_chunk = self.config.prefill_chunk
         with self.lock:
             self.waiting.append(seq)
         return seq
@@ -231,6 +250,24 @@ class Batcher:
             left.remove(seq)
             held[seq.client] += 1
         return order
+
+    def pause(self) -> None:
+        """No iteration runs until `resume()`: work that needs the machine alone holds it (the engine loop's pause).
+        Each request in the queue waits for the machine from now on; one holding a slot counts the pause apart."""
+        now = self.clock()
+        if self.paused_since is not None:
+            return
+        self.paused_since = now
+        with self.lock:
+            waiting = list(self.waiting)
+        for seq in waiting:
+            seq.account_wait(WaitReason.MACHINE, now)
+
+    def resume(self) -> None:
+        """Iterations may run again (the next plan says what each waiting request waits for)."""
+        if self.paused_since is not None:
+            self.paused += self.clock() - self.paused_since
+            self.paused_since = None
 
     def busy(self) -> bool:
         return bool(self.waiting or self.table.decoding or self.table.prefilling)
@@ -310,6 +347,7 @@ class Batcher:
         if self.cache is not None:
             self._keep(seq, context, victim.hashes)
         it.preempted.append((seq, self.clock(), seq.length))
+        seq.paused += self.paused - seq.paused_mark
         self._let_go(seq)
         seq.prefill_ids, seq.hashes = context, list(victim.hashes)
         seq.read = seq.length = 0
@@ -347,9 +385,12 @@ class Batcher:
             seq.blocks = admission.blocks
         seq.joined = self.clock()
         seq.account_wait(None, seq.joined)
+        seq.paused_mark = self.paused
         if seq.admitted is None:
             seq.admitted = seq.t_prev = seq.joined
-            seq.trace.queued = seq.admitted - seq.arrived
+            seq.trace.queued = sum(seq.waited.values())   # its arrival -> now, by reason: the same marks
+            seq.trace.waits = WaitParts(tuple((str(r), s) for r, s in seq.waited.items() if s > 0),
+                                        chunk=self.config.prefill_chunk)   # the rest at its first token
         self.table.add(seq)
         self.running.append(seq)
         it.admitted.append(seq)
@@ -380,7 +421,10 @@ class Batcher:
         if not seq.preemptions:
             self.cached += n
             seq.trace.cached_tokens += n
-        it.copies.append((seq, start, self.clock(), n))
+        end = self.clock()
+        if not seq.trace.steps:
+            seq.copying += end - start
+        it.copies.append((seq, start, end, n))
 
     def _cache_blocks(self, seq: Sequence) -> None:
         """Keep the blocks `seq`'s prefill has completed in the prefix cache (a copy each) and hold them."""
@@ -416,7 +460,11 @@ class Batcher:
         logits = prefill_chunk(self.backend, self.kv, self.table.slot(seq), tokens, seq.length)
         seq.read += len(tokens)
         seq.length += len(tokens)
-        it.chunks.append((seq, start, self.clock(), len(tokens)))
+        end = self.clock()
+        it.chunks.append((seq, start, end, len(tokens)))
+        if not seq.trace.steps:
+            seq.computing += end - start
+            seq.chunks_read, seq.tokens_read, seq.chunk_end = seq.chunks_read + 1, seq.tokens_read + len(tokens), end
         if self.cache is not None:
             self._cache_blocks(seq)
         if seq.read < len(seq.prefill_ids):
@@ -442,11 +490,24 @@ class Batcher:
                             graph=out.graph)
         seq.t_prev, seq.last = t, pick.token
         it.steps.append((seq, step))
+        if step.index == 0:
+            self._account_first_token(seq, t)
         # its context is now the cache's positions and this token; a KV slot holds at most `capacity` of them
         reason = stop_reason(pick.token, made=len(steps), length=seq.length + 1, eos=seq.eos,
                              max_new_tokens=seq.settings.max_new_tokens, window=self.capacity)
         if reason:
             self._finish(seq, reason, it)
+
+    def _account_first_token(self, seq: Sequence, t: float) -> None:
+        """Write where its time from arrival to its first token (at `t`) went into its Trace: its waits by reason,
+        its copies and chunks (the sampling after its last chunk counted in them), the pauses while it held a slot,
+        and what is left: other requests' steps."""
+        computing = seq.computing + (t - seq.chunk_end if seq.chunks_read else 0.0)
+        paused = seq.paused + self.paused - seq.paused_mark
+        waited = tuple((str(reason), s) for reason, s in seq.waited.items() if s > 0)
+        others = (t - seq.arrived) - sum(s for _, s in waited) - seq.copying - computing - paused
+        seq.trace.waits = WaitParts(waited, seq.copying, seq.trace.cached_tokens, computing, seq.tokens_read,
+                                    seq.chunks_read, self.config.prefill_chunk, paused, max(0.0, others))
 
     def _finish(self, seq: Sequence, reason: str, it: Iteration) -> None:
         """End `seq` (it holds a slot): with prefix caching its context's full blocks are kept first, the ones it

@@ -71,6 +71,7 @@ class ContinuousBatching(Scheduler):
         slots = pool_slots(self.config.slots, capacity, backend)
         batcher = Batcher(engine, replace(self.config, slots=slots), capacity)
         describe_pool(result, batcher, self.config.slots)
+        clock.restart(result)   # the requests arrive on a clock that starts once the pool is ready to take them
         records = {}
         pending = sorted((r for r in result.records if r.request.id in prompts), key=lambda r: r.arrival)
         try:
@@ -80,8 +81,9 @@ class ContinuousBatching(Scheduler):
                     text, ids = prompts[record.request.id]
                     record.prompt_tokens = len(ids)
                     try:
+                        # it arrived at its time, maybe during the iteration just run: that wait is its own
                         seq = batcher.add(ids, settings_for(record.request), record.request.id, record.request.prompt,
-                                          text, record.request.ignore_eos)
+                                          text, record.request.ignore_eos, arrived=clock.start + record.arrival)
                     except ValueError as exc:   # e.g. it could never fit the KV budget: it ends, the others run
                         fail(record, clock, exc)
                         continue
@@ -118,8 +120,12 @@ def record_iteration(it: Iteration, batcher: Batcher, records: dict, result, clo
     use and the slot map (`records`: id(seq) -> its RequestRecord; times on `clock`, a serve.schedulers.Clock)."""
     for seq, at, positions in it.preempted:
         records[id(seq)].preemptions.append(Preemption(clock.since(at), len(seq.trace.steps), positions))
+    for wait in it.plan.waits if it.plan is not None else ():
+        if not wait.reason.holds_slot and id(wait.seq) in records:
+            records[id(wait.seq)].waiting_for = str(wait.reason)
     for seq in it.admitted:
         record = records[id(seq)]
+        record.waiting_for = None
         if record.admitted is None:
             record.admitted, record.trace = clock.since(seq.admitted), seq.trace
         else:

@@ -87,6 +87,7 @@ class BatchingScheduler(Scheduler):
         events = queue.SimpleQueue()
         manager = TimedManager(model, config, batching_config(pool.block_size, pool.num_blocks, pool.max_batch_tokens,
                                                               pool.scheduler), events)
+        clock.restart(result)   # the requests arrive on a clock that starts once the manager can take them
         self._live, self._detok, self._last_event = {}, {}, clock.now()
         pending = sorted((r for r in result.records if r.request.id in prompts), key=lambda r: r.arrival)
         with quiet_manager_log():

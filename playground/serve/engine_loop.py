@@ -221,10 +221,13 @@ class EngineLoop:
             return True
         self.paused = not self.machine.enter_shared(timeout=0)
         if self.paused:
+            self.batcher.pause()   # its requests' waits count for the machine from now
             self.paused = not self.machine.enter_shared(timeout=IDLE_WAIT_S)
             if self.paused and self._closed:
                 self.batcher.cancel_all()
                 self._deliver(self.batcher.step())   # ends every request without a forward pass
+        if not self.paused:
+            self.batcher.resume()
         self.holding = not self.paused
         return self.holding
 
@@ -271,6 +274,11 @@ class LoopRun(Run):
 
     def ahead(self) -> int | None:
         return self.loop.ahead(self.ticket)
+
+    def waiting_for(self) -> str | None:
+        """What it waits for now, as the latest plan (or the loop's pause) said; None once it holds a slot."""
+        seq = self.ticket.seq
+        return None if seq.wait_since is None else str(seq.wait)
 
     def wait_turn(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the request's first Step (or its end); whether it has a slot now."""

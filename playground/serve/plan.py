@@ -80,6 +80,8 @@ class WaitReason(TextEnum):
     BEHIND = "behind a request short of KV budget"  # no one overtakes the request whose turn it is
     PREFILL_BUDGET = "prefill tokens spent"         # it holds a slot; the iteration's prompt tokens went to
     #                                                 prompts with fewer tokens left
+    MACHINE = "the machine"                         # no plan is made: work that needs the machine alone holds it
+    #                                                 (the engine loop's pause: Batcher.pause, never a plan's reason)
 
     @property
     def holds_slot(self) -> bool:

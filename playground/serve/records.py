@@ -13,6 +13,9 @@ scheduler ran (start, end, prompt tokens); empty where the prefill was one piece
 With prefix caching, `cache_copies` are the copies of cached blocks into its KV slot (start, end, prompt
 tokens copied): at admission, and before a chunk when another request has cached more of the same
 beginning meanwhile; `cached_tokens` says how many prompt tokens it did not compute.
+Our batching says where the time to the first token went (`wait_parts`: the Trace's, wait_parts.py: the wait for a
+slot by the batcher's reasons, cached tokens copied, its chunks computed, other requests' steps), and while a
+request waits for a slot what for (`waiting_for`: the latest plan's reason).
 Under a KV budget a request may be preempted: each `Preemption` says after which output token its KV
 was dropped, when it was admitted again, what was copied back from the prefix cache and its recompute's
 passes (the request's Steps go on where they stopped: the token after it is the recompute's).
@@ -59,6 +62,13 @@ class RequestRecord:
     client: str = ""                     # and which of them, by a name that identifies no one: "page 2", "client 3"
     alone: str = ""                      # why it ran outside the room's engine loop, on a CPU slot of its own
     # (traffic.AloneReason: "speculative decoding"); "": it ran in the loop, or the record is no room's
+    waiting_for: str | None = None       # our batching, while it waits for a slot: the latest plan's reason
+
+    @property
+    def wait_parts(self):
+        """Our batching: where its time from arrival to its first token went, in parts (wait_parts.WaitParts; its
+        wait for a slot alone until the first token); None: not measured."""
+        return getattr(self.trace, "waits", None) if self.trace is not None else None
 
     @property
     def cached_tokens(self) -> int:
@@ -146,6 +156,8 @@ class RequestRecord:
                 "stop_reason": self.stop_reason, "error": self.error, "cached_tokens": self.cached_tokens,
                 "cache_copies": [{"start": a, "end": b, "tokens": n} for a, b, n in self.cache_copies],
                 "preemptions": [p.to_dict() for p in self.preemptions],
+                "first_token_parts": None if self.wait_parts is None else self.wait_parts.as_dict(),
+                "waiting_for": self.waiting_for,
                 "trace": self.trace.to_dict() if self.trace is not None else None}
 
 

@@ -38,6 +38,13 @@ class Clock:
     def since(self, t_abs: float) -> float:
         return t_abs - self.start
 
+    def restart(self, result=None) -> None:
+        """Count from now: a scheduler's setup (its prompts tokenized, its KV pool allocated) is no request's wait,
+        so the workload's time starts when it can take the first request (`result.started` follows)."""
+        self.start = time.perf_counter()
+        if result is not None:
+            result.started = self.start
+
     def wait_until(self, t: float, cancel: threading.Event | None, tick: Callable[[], None] | None = None) -> bool:
         while (left := t - self.now()) > 0:
             if cancel is None:

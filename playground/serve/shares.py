@@ -1,15 +1,17 @@
 """Each client's share of the engine: a room's requests (the live record of clients, serve/traffic.py) per client.
 
     rows = client_shares(records, refusals, now=result.now())   # a ClientShare per client, the longest wait first
-    longest_wait(rows, records, now, slots=8)   # "Longest wait for a slot: page 2, 2.1 s (request #14), holding …"
+    longest_wait(rows, records, now, slots=8)   # "Longest wait to be admitted: page 2, 2.1 s (request #14): …"
 
 Per client (a record's `client`: "page 2", "client 3", never a key), from its records and refusals: its requests
 by state -- done, running, waiting for a KV slot, cancelled (its client went away, waiting or running), failed,
 refused before they reached the engine --, the output tokens it got (one a decode step) and its share of every
 client's in the window, the longest and the median wait for a slot (arrival to admission; a request still
 waiting counts until `now`, one that left while waiting until it left), its prompt tokens and how many of them
-were copied from the prefix cache. The sentence names the client that waited longest and the slots held while it
-waited: its own, and the most any other client held.
+were copied from the prefix cache. The sentence names the client that waited longest, what it waited for (the
+batcher's reasons: its record's wait parts once admitted, wait_parts.py; the latest plan's while it waits) and,
+where it waited for a slot or its turn (or the reason is not known), the slots held while it waited: its own, and the
+most any other client held.
 
 Left out: a preempted request's second wait (its wait is its first admission's), and requests that arrived before
 the window (they may hold slots the window's records do not show, so the slots held are the window's).
@@ -22,9 +24,12 @@ from dataclasses import dataclass
 from ..metrics import percentile
 from ..run_view import format_seconds
 from ..trace import COMPLETED, StopReason
+from ..wait_parts import WAITING_WORDS
 from .engine_loop import PAGE, client_origin
 
 UNNAMED = "unnamed"   # the row of requests that carry no client name
+# the batcher's reasons under which the slots other clients held say why a request waited
+FOR_SLOTS = frozenset({"no free slot", "its turn among clients", "no KV budget", "behind a request short of KV budget"})
 
 
 class ClientNames:
@@ -179,24 +184,40 @@ def slots_held(records, start: float, end: float) -> Counter:
     return most
 
 
+def waited_for(record) -> tuple[tuple[str, float], ...] | None:
+    """What a request waited for before its slot, by the batcher's reasons: (reason, seconds) from its wait parts once
+    admitted; (its latest plan's reason, None) while it waits; None where no reason is known (another scheduler)."""
+    parts = getattr(record.trace, "waits", None) if record.trace is not None else None
+    if record.admitted is not None:
+        return None if parts is None else parts.waited
+    reason = getattr(record, "waiting_for", None)
+    return None if reason is None else ((reason, None),)
+
+
 def longest_wait(rows: list[ClientShare], records, now: float | None = None, slots: int | None = None) -> str:
-    """Who waited longest for a KV slot, how long, and the slots held meanwhile: the client's own and the most any
-    other client held (the turn rule gives the next free slot to the client holding the fewest).
+    """Who waited longest to be admitted, how long, what for (the batcher's reasons, where the record has them) and,
+    where it waited for a slot or its turn, the slots held meanwhile: the client's own and the most any other client
+    held (the turn rule gives the next free slot to the client holding the fewest).
 
     >>> from types import SimpleNamespace as S
-    >>> def r(id, client, arrival, admitted, finished=None):
+    >>> def r(id, client, arrival, admitted, finished=None, trace=None):
     ...     return S(client=client, origin="API", arrival=arrival, admitted=admitted, finished=finished,
     ...              stop_reason="eos" if finished else None, output_tokens=3, prompt_tokens=9, cached_tokens=0,
-    ...              request=S(id=id), preemptions=[])
+    ...              request=S(id=id), preemptions=[], trace=trace)
     >>> recs = [r(0, "client 1", 0.0, 0.0, 3.0), r(1, "client 1", 0.0, 0.0, 3.0), r(2, "page 1", 0.1, 2.2)]
     >>> print(longest_wait(client_shares(recs), recs, slots=2))
-    Longest wait for a slot: page 1, 2.1 s (request #2), holding none of the 2 slots while client 1 held up to 2.
+    Longest wait to be admitted: page 1, 2.1 s (request #2), holding none of the 2 slots while client 1 held up to 2.
     >>> recs = [r(0, "client 1", 0.0, 0.0, 3.0), r(1, "page 1", 0.0, 0.0), r(2, "client 1", 0.1, 3.0)]
     >>> print(longest_wait(client_shares(recs), recs, slots=2))
-    Longest wait for a slot: client 1, 2.9 s (request #2), holding up to 1 of the 2 slots; no other client held more.
+    Longest wait to be admitted: client 1, 2.9 s (request #2), holding up to 1 of the 2 slots; no other client held more.
     >>> recs = [r(0, "page 1", 0.0, 0.004, 1.0)]
     >>> print(longest_wait(client_shares(recs), recs, slots=8))
-    Longest wait for a slot: page 1, 4 ms (request #0), holding none of the 8 slots; no client held one.
+    Longest wait to be admitted: page 1, 4 ms (request #0), holding none of the 8 slots; no client held one.
+    >>> from playground.wait_parts import WaitParts
+    >>> machine = S(waits=WaitParts((("the iteration in progress", 0.4), ("the machine", 7.2))))
+    >>> recs = [r(0, "client 1", 0.0, 0.0, 9.0), r(1, "page 10", 0.1, 7.7, trace=machine)]
+    >>> print(longest_wait(client_shares(recs), recs, slots=32))
+    Longest wait to be admitted: page 10, 7.6 s (request #1): 400 ms waiting for the iteration in progress (it came after the batcher had planned the iteration running), 7.2 s waiting for the machine (work that needs it alone held it).
     >>> longest_wait([], [])
     'No request has waited for a slot yet.'
     """
@@ -205,6 +226,16 @@ def longest_wait(rows: list[ClientShare], records, now: float | None = None, slo
         return "No request has waited for a slot yet."
     record = next(r for r in records if r.request.id == first.longest_request)
     still = record.admitted is None and record.finished is None
+    reasons = waited_for(record)
+    words = ", ".join(WAITING_WORDS.get(reason, f"waiting: {reason}") if s is None else
+                      f"{format_seconds(s)} {WAITING_WORDS.get(reason, f'waiting: {reason}')}"
+                      for reason, s in reasons or () if s is None or s >= 0.0005)
+    now_for = f", now {words}" if still and words else ""
+    head = (f"Longest wait to be admitted: {first.client}, {format_seconds(first.longest_wait)} "
+            f"(request #{record.request.id}{', still waiting' if still else ''}{now_for})"
+            + (f": {words}" if words and not still else ""))
+    if reasons is not None and not any(reason in FOR_SLOTS for reason, _ in reasons):
+        return head + "."
     held = slots_held(records, record.arrival, _wait_end(record, now))
     own = held.pop(first.client, 0)
     of = f"of the {slots} slot{'s' * (slots != 1)}" if slots else "of the slots"
@@ -212,6 +243,4 @@ def longest_wait(rows: list[ClientShare], records, now: float | None = None, slo
     most = held[top] if top is not None else 0
     others = (f" while {top} held up to {most}" if most > own else "; no other client held more" if own
               else "; no client held one")
-    return (f"Longest wait for a slot: {first.client}, {format_seconds(first.longest_wait)} "
-            f"(request #{record.request.id}{', still waiting' if still else ''}), holding "
-            f"{f'up to {own}' if own else 'none'} {of}{others}.")
+    return f"{head}{';' if reasons else ','} holding {f'up to {own}' if own else 'none'} {of}{others}."

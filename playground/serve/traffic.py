@@ -95,7 +95,7 @@ class ClientTraffic:
                               self.clock.now(), seq.trace.ignore_eos)
             self._next_id += 1
             record = RequestRecord(request, prompt_tokens=len(seq.ids), origin=client_origin(ticket.client),
-                                   client=self.client_label(ticket.client))
+                                   client=self.client_label(ticket.client), waiting_for=str(seq.wait))
             self.in_loop[id(seq)] = record
             self.result.records.append(record)
 

@@ -32,6 +32,7 @@ from ..serve.engine_loop import page_client
 from ..serve.room import Room
 from ..serve.traffic import AloneReason
 from ..source import Origin, SourceError
+from ..wait_parts import MACHINE, waiting_words
 from .common import SourceUnavailable, loading_line, source, warn
 from .forms import read_form
 from .live.view import LIVE_METRICS_ID, RUNNING_STATUS, prefill_status
@@ -210,7 +211,8 @@ def live(c, stream) -> dict:
     """An update while the run streams: constant but the stream (Gradio's diff sends only its new lines) and the
     status, which says "reading the prompt" until the first token. The Steps are in the stream already: the run's
     thread adds each as it is made (Session.start)."""
-    status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"])
+    status = RUNNING_STATUS if stream.packed else prefill_status(stream.head["prompt_tokens"],
+                                                                   stream.head["prefill_chunk"])
     return {c.stream: stream.text, c.status: status, c.text: "", c.metrics: LIVE_METRICS, c.files: None}
 
 
@@ -256,10 +258,11 @@ def waiting_lines(loop, run, repeat: int = WAIT_REPEAT_POLLS):
     ...     polls = 0
     ...     started = property(lambda self: self.polls >= 20)
     ...     def ahead(self): return 3 if self.polls < 5 else 0
+    ...     def waiting_for(self): return "no free slot"
     ...     def wait_turn(self, timeout): self.polls += 1
     >>> lines = list(waiting_lines(NS(slots=8, paused=False, in_flight=lambda: 9), Run(), repeat=8))
-    >>> [line.split(":")[1].split(" in ")[0] for line in lines]
-    [' 3 requests ahead of you', ' 0 requests ahead of you', ' 0 requests ahead of you']
+    >>> [line.split("; ")[1].split(" in ")[0] for line in lines]
+    ['3 requests ahead of you', 'none ahead of you (9', 'none ahead of you (9']
     """
     shown, polls = None, 0
     while loop is not None and not run.started:
@@ -272,23 +275,20 @@ def waiting_lines(loop, run, repeat: int = WAIT_REPEAT_POLLS):
 
 
 def waiting_line(loop, run) -> str:
-    """The status while a run waits in the engine loop's queue: how many are ahead, and what the loop holds.
+    """The status while a run waits in the engine loop's queue: what it waits for (the batcher's latest plan, or the
+    loop's pause: wait_parts.waiting_words), how many are ahead, and what the loop holds.
 
     >>> from types import SimpleNamespace as NS
     >>> loop = NS(slots=8, paused=False, in_flight=lambda: 11)
-    >>> waiting_line(loop, NS(ahead=lambda: 2))
-    "Waiting for your turn: 2 requests ahead of you in the engine's queue; it runs 8 at once (11 in it now)…"
-    >>> waiting_line(NS(slots=8, paused=True, in_flight=lambda: 1), NS(ahead=lambda: 0))[:61]
-    'Waiting for your turn: a Serve workload has the machine alone'
+    >>> waiting_line(loop, NS(ahead=lambda: 2, waiting_for=lambda: "no free slot"))
+    "Waiting for a KV slot: all 8 are held; 2 requests ahead of you in the engine's queue (11 in it now)…"
+    >>> waiting_line(NS(slots=8, paused=True, in_flight=lambda: 1), NS(ahead=lambda: 0, waiting_for=lambda: None))[:63]
+    'Waiting for the machine: a Serve workload has the machine alone'
     """
-    if loop.paused:
-        return ("Waiting for your turn: a Serve workload has the machine alone (its figures need it); the engine's "
-                "queue goes on when it ends…")
     ahead = run.ahead()
-    if ahead is None:
+    if ahead is None and not loop.paused:
         return "Reading the prompt…"
-    return (f"Waiting for your turn: {ahead} request{'s' * (ahead != 1)} ahead of you in the engine's queue; it "
-            f"runs {loop.slots} at once ({loop.in_flight()} in it now)…")
+    return waiting_words(MACHINE if loop.paused else run.waiting_for(), ahead, loop.slots, loop.in_flight())
 
 
 def alone_reason(engine, room: Room, speculate: bool) -> str:

@@ -199,7 +199,7 @@ def shares_html(records, refusals, now: float | None = None, slots: int | None =
     >>> rec = S(client="client 1", origin="API", arrival=0.0, admitted=0.25, finished=1.0, stop_reason="eos",
     ...         output_tokens=4, prompt_tokens=30, cached_tokens=16, request=S(id=0), preemptions=[])
     >>> print(shares_html([rec], [], slots=8).replace("<tr>", "\\n<tr>"))
-    <p class="pg-shares">Longest wait for a slot: client 1, 250 ms (request #0), holding none of the 8 slots; no client held one.</p><table class="pg-shares">
+    <p class="pg-shares">Longest wait to be admitted: client 1, 250 ms (request #0), holding none of the 8 slots; no client held one.</p><table class="pg-shares">
     <tr><th>client</th><th>requests</th><th>output tokens (share)</th><th>wait for a slot: longest · p50</th><th>prompt tokens</th></tr>
     <tr><td>client 1 (API)</td><td>1 done</td><td>4 (100%)</td><td>250 ms · 250 ms</td><td>30 · 16 cached</td></tr></table>
     >>> print(shares_html([], []))

@@ -137,7 +137,7 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
             assert all(r["output tokens (share)"].endswith("%)") and not r["wait for a slot: longest · p50"]
                        .startswith("—") for r in rows.values()), rows
             first = shares["rows"][0]["client"].removesuffix(" (API)")   # the longest wait: first, and named
-            assert shares["sentence"].startswith(f"Longest wait for a slot: {first}, "), shares
+            assert shares["sentence"].startswith(f"Longest wait to be admitted: {first}, "), shares
             assert shares["width"] <= shares["window"], shares   # every column on the projector's screen
             assert shares["top"] >= shares["gantt"], shares   # the timeline first, the table below it
             assert watched[0].errors == [] and watched[0].foreign == [], (watched[0].errors, watched[0].foreign)

@@ -64,19 +64,19 @@ def test_the_sentence_names_who_waited_longest_and_the_slots_held_meanwhile():
     without_errors = [r for r in records if r.request.id != 7]   # then page 1 waited longest
     rows = client_shares(without_errors, refusals, now=4.0)
     assert longest_wait(rows, without_errors, 4.0, slots=4) == (
-        "Longest wait for a slot: page 1, 2.0 s (request #4), holding none of the 4 slots while client 1 held up to 3.")
+        "Longest wait to be admitted: page 1, 2.0 s (request #4), holding none of the 4 slots while client 1 held up to 3.")
     rows = client_shares(records, refusals, now=4.0)   # client 1's request 7 waited 3.5 s
     assert longest_wait(rows, records, 4.0, slots=4) == (
-        "Longest wait for a slot: client 1, 3.5 s (request #7), holding up to 3 of the 4 slots; no other client "
+        "Longest wait to be admitted: client 1, 3.5 s (request #7), holding up to 3 of the 4 slots; no other client "
         "held more.")
     still = [record(0, "client 1", 0.0, 0.0, None, None, tokens=3), record(1, "page 1", 0.5)]
     assert longest_wait(client_shares(still, now=2.0), still, 2.0) == (
-        "Longest wait for a slot: page 1, 1.5 s (request #1, still waiting), holding none of the slots while "
+        "Longest wait to be admitted: page 1, 1.5 s (request #1, still waiting), holding none of the slots while "
         "client 1 held up to 1.")
     assert longest_wait(client_shares([], refusals), []) == "No request has waited for a slot yet."
     alone = [record(0, "page 1", 0.0, 0.004, 1.0, StopReason.EOS, tokens=2)]
     assert longest_wait(client_shares(alone), alone, slots=8) == (
-        "Longest wait for a slot: page 1, 4 ms (request #0), holding none of the 8 slots; no client held one.")
+        "Longest wait to be admitted: page 1, 4 ms (request #0), holding none of the 8 slots; no client held one.")
 
 
 def test_slots_held_leave_out_a_preempted_requests_time_without_its_slot():
@@ -92,7 +92,7 @@ def test_the_watch_table_shows_every_client_longest_wait_first_with_the_sentence
     records, refusals = room()
     page = shares_html(records, refusals, 4.0, slots=4)
     sentence, table = page.split("</p>", 1)
-    assert "Longest wait for a slot: client 1, 3.5 s" in sentence
+    assert "Longest wait to be admitted: client 1, 3.5 s" in sentence
     cells = [[c.split("</td>")[0] for c in row.split("<td>")[1:]] for row in table.split("<tr>")[2:]]
     assert cells == [
         ["client 1 (API)", "2 done · 1 running · 1 failed", "72 (90%)", "3.5 s · 500 ms", "400 · 192 cached"],

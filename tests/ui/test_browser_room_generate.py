@@ -43,7 +43,8 @@ def test_six_pages_and_an_api_client_at_once_are_served_by_one_loop():
                 assert page.locator("#chips .tok").count() >= 1
                 page.wait_for_selector("#pg-client-ttft", timeout=10_000)
                 words = page.locator("#pg-wait").inner_text()
-                assert words.startswith("Your first token:") and "reading" in words, words
+                assert words.startswith("Your first token:") and "on the server: " in words, words
+                assert "computing its" in words and "submit and delivery (derived" in words, words
                 server = float(page.locator("#pg-wait").get_attribute("data-ttft"))
                 client = page.evaluate("() => { const r = window.pgLive.state(); "
                                        "return (r.firstShownAt - r.clickedAt) / 1e3; }")

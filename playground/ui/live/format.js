@@ -49,6 +49,13 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
   // a duration as run_view.format_seconds writes it: ms under a second, s under two minutes, then minutes
   const seconds = (s) => (s < 1 ? `${fixed(s * 1e3, 0)} ms` : s < 120 ? `${fixed(s, 1)} s` : `about ${fixed(s / 60, 0)} min`);
   const prob = (p) => fixed(p, 3);
+  // how the prompt is read, as live/view.py prefill_words writes it (`chunk`: the engine loop's prefill chunk, or none)
+  function prefill(tokens, chunk) {
+    const head = `reading the prompt (prefill): ${count(tokens)} tokens`;
+    if (!chunk) return `${head} in one pass…`;
+    if (tokens > chunk) return `${head} in chunks of ${count(chunk)} tokens between other requests' steps…`;
+    return `${head} in one chunk, when the engine's next iteration runs…`;
+  }
 
   // Plotly reads <b>, <a href>, <br> in text as markup and decodes &amp; &lt; &gt; (not &quot;): quotes stay
   const esc = (s) => String(s).replace(/[&<>]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]));
@@ -117,5 +124,5 @@ Left out: the DOM (metrics.js, stream.js) and charts (charts.js). */
     return cards;
   }
 
-  L.format = {fixed, grouped, count, tokens, bytes, ms, seconds, prob, esc, label, candidate, chipTitle, general, logMsTicks, timeTicks, metricCards};
+  L.format = {fixed, grouped, count, tokens, bytes, ms, seconds, prob, prefill, esc, label, candidate, chipTitle, general, logMsTicks, timeTicks, metricCards};
 })();

@@ -38,7 +38,8 @@ Left out: the figures' text (format.js) and when to draw (redraw.js). */
 
   // The client's side of the first token beside the server's: from this page's click to the first token shown
   // here, against the server's TTFT from the request's arrival (#pg-wait's data-ttft, run_view.metrics_html); the
-  // difference is the way there and back (Gradio's queue and handler, the network, this page). The server's
+  // difference is the page's own part, submit and delivery, derived (Gradio's queue and handler, the network, this
+  // page). The server's
   // panel comes in the same update as the run's end, so it is looked for a few times.
   function clientSays(r, tries = 20) {
     if (r.clickedAt == null || r.firstShownAt == null || L.state() !== r) return;
@@ -53,7 +54,8 @@ Left out: the figures' text (format.js) and when to draw (redraw.js). */
     line.id = "pg-client-ttft";
     line.textContent = ` In this browser: your first token showed ${L.format.seconds(client)} after your click; the `
       + `server's ${L.format.seconds(server)} above leaves ${L.format.seconds(Math.max(0, client - server))} for `
-      + "the way there and back (Gradio's queue, the network, this page).";
+      + "submit and delivery (derived: this browser's TTFT less the server's parts; Gradio's queue, the network, "
+      + "this page).";
     wait.appendChild(line);
   }
 

@@ -19,7 +19,7 @@ Left out: anything the server can tell better (the final figures come from chart
 (function () {
   "use strict";
   const L = (window.pgLive = window.pgLive || {});
-  const {chipTitle, count: counted, fixed, tokens: tokenCount} = L.format;
+  const {chipTitle, fixed, prefill, tokens: tokenCount} = L.format;
   const PALETTE = 6;   // chip colours by position (tokens/chips.py PALETTE_SIZE)
   const GAP = new Error("gap");
   const stats = {applied: 0, channelEvents: 0, channelSteps: 0, draws: 0, drawTimes: [], drawMs: [], applyMs: [], gaps: 0,
@@ -183,17 +183,17 @@ Left out: anything the server can tell better (the final figures come from chart
     prefilling(run);
   }
 
-  // Until the first token the status says the prompt is being read (one forward pass over all of it: a long
-  // prompt takes seconds) and for how long; then it counts the tokens (live/view.py's two statuses). Checked
+  // Until the first token the status says the prompt is being read (one forward pass over all of it, or in the
+  // engine loop in chunks of the head's prefill_chunk between other requests' steps: a long prompt takes seconds)
+  // and for how long; then it counts the tokens (live/view.py's two statuses). Checked
   // twice a second too, so a status the server sends again (Gradio redraws it) reads right within 0.5 s.
   function prefilling(r) {
-    const began = performance.now(), tokens = counted(r.head.prompt_tokens || 0);
+    const began = performance.now(), words = prefill(r.head.prompt_tokens || 0, r.head.prefill_chunk);
     const tick = () => {
       if (run !== r || r.end) { clearInterval(r.prefillTimer); return; }
       const phase = $("pg-phase");
       if (phase && r.next === 0) {
-        phase.textContent = `reading the prompt (prefill): ${tokens} tokens in one pass… `
-          + `${fixed((performance.now() - began) / 1e3, 0)} s so far`;
+        phase.textContent = `${words} ${fixed((performance.now() - began) / 1e3, 0)} s so far`;
       } else if (phase) {
         counting();
         const n = $("pg-count");

@@ -32,17 +32,33 @@ LIVE_METRICS_ID = "pg-live-metrics"   # the metrics panel live/metrics.js redraw
 RUNNING_STATUS = '⏳ <span id="pg-phase">generating… <span id="pg-count"></span></span>'
 
 
-def prefill_status(prompt_tokens: int) -> str:
-    """The status until the first token: the model reads the whole prompt in one forward pass (prefill), which
-    takes seconds for a long one; live/stream.js adds the seconds so far and turns it into RUNNING_STATUS.
+def prefill_status(prompt_tokens: int, chunk: int | None = None) -> str:
+    """The status until the first token: the model reads the prompt (prefill), which takes seconds for a long one;
+    live/stream.js adds the seconds so far and turns it into RUNNING_STATUS. `chunk`: prompt tokens one pass reads
+    at most (the engine loop's batcher reads a longer prompt in chunks, between other requests' steps).
 
     >>> prefill_status(7267)
     '⏳ <span id="pg-phase">reading the prompt (prefill): 7,267 tokens in one pass…</span>'
     """
-    return f'⏳ <span id="pg-phase">{PREFILL_WORDS.format(prompt_tokens)}</span>'
+    return f'⏳ <span id="pg-phase">{prefill_words(prompt_tokens, chunk)}</span>'
 
 
-PREFILL_WORDS = "reading the prompt (prefill): {:,} tokens in one pass…"
+def prefill_words(prompt_tokens: int, chunk: int | None = None) -> str:
+    """How the prompt is read, as live/format.js `prefill` writes it too.
+
+    >>> prefill_words(845, 128)
+    "reading the prompt (prefill): 845 tokens in chunks of 128 tokens between other requests' steps…"
+    >>> prefill_words(37, 128)
+    "reading the prompt (prefill): 37 tokens in one chunk, when the engine's next iteration runs…"
+    """
+    if not chunk:
+        return f"reading the prompt (prefill): {prompt_tokens:,} tokens in one pass…"
+    if prompt_tokens > chunk:
+        return (f"reading the prompt (prefill): {prompt_tokens:,} tokens in chunks of {chunk:,} tokens between other "
+                "requests' steps…")
+    return f"reading the prompt (prefill): {prompt_tokens:,} tokens in one chunk, when the engine's next iteration runs…"
+
+
 CHIPS_HTML = ('<div class="tok-view out-chips" id="pg-chips"><p class="tok-note">Output tokens appear here.</p>'
               '</div><p class="pg-notice" id="pg-notice" role="status"></p>')
 LIVE_CSS = """
