@@ -142,6 +142,6 @@ def waiting_words(reason: str | None, ahead: int | None, slots: int, in_flight: 
         return (f"Waiting for the iteration in progress: the engine admits you when it plans the next one "
                 f"({in_flight} requests in it now, {slots} slots)…")
     if reason == MACHINE:
-        return ("Waiting for the machine: a Serve workload has it alone (its figures need it); the engine's queue "
-                "goes on when it ends…")
+        return ("Waiting for the machine: a Serve workload has the machine alone (its figures need it); the engine's "
+                "queue goes on when it ends…")
     return f"Waiting: {WAITING_WORDS.get(reason, reason)}; {queue} ({in_flight} in it now)…"

@@ -219,9 +219,11 @@ class EngineLoop:
         (the loop then looks again: a request may have been cancelled, or the loop closed)."""
         if self.machine is None or self.holding:
             return True
-        self.paused = not self.machine.enter_shared(timeout=0)
+        entered = self.machine.enter_shared(timeout=0)
+        if not entered:
+            self.batcher.pause()   # its requests' waits count for the machine from now (before `paused` says so)
+        self.paused = not entered
         if self.paused:
-            self.batcher.pause()   # its requests' waits count for the machine from now
             self.paused = not self.machine.enter_shared(timeout=IDLE_WAIT_S)
             if self.paused and self._closed:
                 self.batcher.cancel_all()

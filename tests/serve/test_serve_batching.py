@@ -336,8 +336,9 @@ def test_the_watch_shows_every_clients_share_and_no_one_waited_past_its_turn(tin
     assert got == {"client 1": ("API", 6, 6, 72, 72 / 78, 6 * 37), "client 2": ("API", 1, 1, 3, 3 / 78, 3),
                    "page 1": ("page", 1, 1, 3, 3 / 78, 3)}
     assert rows[0].client == "client 1" and rows[0].longest_request == 5   # busy-5 waited for five turns
-    assert longest_wait(rows, records, result.now(), slots=2).endswith(
-        "(request #5), holding up to 2 of the 2 slots; no other client held more.")
+    sentence = longest_wait(rows, records, result.now(), slots=2)
+    assert "(request #5): " in sentence and "waiting for a KV slot (every slot was held)" in sentence, sentence
+    assert sentence.endswith("; holding up to 2 of the 2 slots; no other client held more."), sentence
 
     by_admission = sorted(records, key=lambda r: r.admitted)
     assert [r.client for r in by_admission] == ["client 1", "client 2", "page 1"] + ["client 1"] * 5

@@ -344,3 +344,29 @@ def test_a_workloads_waits_are_its_wait_parts_and_its_clock_starts_once_the_pool
     hovers = [h for bar in plot_gantt(result).data if bar.name.startswith("waiting") for h in bar.customdata]
     assert all("waiting for the iteration in progress" in h for h in hovers), hovers
     assert result.to_dict()["requests"][0]["first_token_parts"]["server_ttft"] == pytest.approx(result.records[0].ttft)
+
+
+def test_requests_held_back_while_work_runs_alone_name_the_machine(tiny_onnx_engine):
+    """The loop pauses while a Serve workload holds the machine alone: the requests that arrive meanwhile wait for
+    the machine, and their parts say so (not "waiting for a slot" while every slot is free)."""
+    from playground.machine import MachineGate
+    from playground.serve.engine_loop import EngineLoop
+    gate = MachineGate()
+    loop = EngineLoop(tiny_onnx_engine, BatchConfig(slots=4), capacity=128, machine=gate)
+    greedy = GenerationSettings(max_new_tokens=3, top_candidates=1)
+    try:
+        assert gate.acquire_alone(timeout=5)
+        try:
+            tickets = [loop.submit([5, 6, 7], greedy, client=f"c{i}") for i in range(2)]
+            wait_for(lambda: loop.paused, 30, "the loop to pause")
+            assert all(t.seq.wait is WaitReason.MACHINE for t in tickets)
+        finally:
+            gate.release_alone()
+        wait_for(lambda: all(t.done for t in tickets), 60, "both requests to end")
+    finally:
+        loop.close()
+    for t in tickets:
+        reasons = dict(t.trace.waits.waited)
+        assert reasons["the machine"] > 0 and "no free slot" not in reasons
+        assert_adds_up(t.trace)
+        assert WAITING_WORDS["the machine"] in wait_line(t.trace)
