@@ -27,7 +27,7 @@
     the serve row (serve.py: the pinned workload one at a time and with our batching, the same backend),
     the kvmem rows (kvmem.py: prefix caching, preemption, the prefill-chunk sweep), the aiperf row, the
     clients row (clients.py: misbehaving clients against the endpoint while one behaves), the loop row (loop.py:
-    a lone Generate run through the shared engine loop against Engine.run), the room row (room.py: 24 people at
+    a lone Generate run through the shared engine loop against Engine.run), the room row (attendees.py: 24 people at
     once through the page, the endpoint, both, and llama-server --parallel 24),
     and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
@@ -56,7 +56,7 @@ import subprocess
 import sys
 
 from . import aiperf, backends, batch, breakdown, clients, fidelity, genai, interleaved, kld, kvmem, loop, paced, \
-    peer, prefill, quiet, remote, results, roofline, room, serve, speculative, ui
+    peer, prefill, quiet, remote, results, roofline, attendees, serve, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .genai import GENAI
 from .rows import PREFILL, Stamp, say
@@ -118,7 +118,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "aiperf": (aiperf.main, "NVIDIA AIPerf against the API, beside the Steps' own figures"),
     "clients": (clients.main, "the API under misbehaving clients while one behaves: its TTFT, slots, RSS"),
     "loop": (loop.main, "a lone Generate run through the shared engine loop against Engine.run, alternating"),
-    "room": (room.main, "N people at once: the page, the endpoint, half and half, llama-server --parallel N"),
+    "room": (attendees.main, "N people at once: the page, the endpoint, half and half, llama-server --parallel N"),
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),

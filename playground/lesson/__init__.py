@@ -5,7 +5,7 @@
     lesson.results[3]                            # kept, so going back shows it again
     python -m playground.lesson --out DIR        # all seven into one standalone HTML handout
     lesson = Lesson(source, room=room)           # the app's room (serve/room.py), whose traffic record …
-    lesson.from_room = True                      # … step 6 draws its requests: "you are the workload" (room.py)
+    lesson.from_room = True                      # … step 6 draws its requests: "you are the workload" (you_are_the_workload.py)
 
 | step | title                          | what runs (budgets sized for a 2-core machine)            |
 | 1    | It works in tokens             | the seed sentence in two tokenizers                        |
@@ -46,7 +46,7 @@ class Lesson:
         self.results: dict[int, StepResult] = {}
         self.shared: dict[str, Any] = {}   # what later steps reuse (step 2's trace)
         self.room = room                   # the app's Room (serve/room.py): its traffic records the room's requests
-        self.from_room = False             # step 6 draws the room's requests (room.py) instead of its own workload
+        self.from_room = False             # step 6 draws the room's requests (you_are_the_workload.py), not its own
 
     def run(self, number: int, progress=None, cancel: threading.Event | None = None) -> StepResult:
         if number not in STEPS:

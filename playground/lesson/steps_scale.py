@@ -21,7 +21,7 @@ from ..prompts import SHORT_QUESTION, long_document, long_prompt
 from ..run_view import format_bytes, format_seconds
 from .lesson_step import StepResult, part_of
 from .cost_model import calibrate
-from .room import NO_ROOM_YET, NO_TRAFFIC, room_step, room_traffic
+from .you_are_the_workload import NO_ROOM_YET, NO_TRAFFIC, room_step, room_traffic
 from .steps_run import answer_run
 from ..serve.batching import BatchConfig
 from ..trace import COMPLETED, StopReason
@@ -226,7 +226,7 @@ def step_mixed(lesson, report) -> StepResult:
     """A long document, then three short questions arriving just behind it, through one engine: one at a time
     (the Serve tab's harness, first come first served: each question waits for the whole document), then the
     same four requests with continuous batching on the same engine (the questions join the batch at once).
-    With `lesson.from_room`, the room's own requests instead (room.py), when the app's engine loop has recorded
+    With `lesson.from_room`, the room's own requests instead (you_are_the_workload.py), when the app's engine loop has recorded
     some; else the step says so above its own workload."""
     from ..charts.serve import plot_gantts, shared_range
     from ..serve import SCHEDULERS, OneAtATime, Request, Workload, lesson as serve_lesson

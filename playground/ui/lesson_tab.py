@@ -25,7 +25,7 @@ from .common import CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, backend_
 from ..jobs import BackgroundJob
 
 FIGURE_SLOTS = 3
-ROOM_STEP = 6   # the step "You are the workload" draws from the room's requests (lesson/room.py)
+ROOM_STEP = 6   # the step "You are the workload" draws from the room's requests (lesson/you_are_the_workload.py)
 OUTPUTS = ("title", "status", "takeaway", "notes", "body", "replay", "replay_data", "figure0", "figure1", "figure2")
 KEYS_JS = """() => { if (window.__lessonKeys) return; window.__lessonKeys = true;
   document.addEventListener('keydown', (e) => {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from playground.bench import room
-from playground.bench.room import Answer, path_figures, question, room_ratios
+from playground.bench import attendees
+from playground.bench.attendees import Answer, path_figures, question, room_ratios
 from playground.metrics import NEAREST_RANK, percentile
 
 QUIET = {"others_cores": 0.0, "cores": 2}
@@ -15,7 +15,7 @@ BUSY = {"others_cores": 1.5, "cores": 2}
 def test_every_person_on_every_path_asks_a_question_of_its_own():
     asked = [question(path, i) for path in ("page", "endpoint", "mixed", "llama-server") for i in range(30)]
     assert len(set(asked)) == len(asked)
-    assert len({len(question("page", i)) - len(room.TOPICS[i]) for i in range(30)}) == 1   # one shape, one tag
+    assert len({len(question("page", i)) - len(attendees.TOPICS[i]) for i in range(30)}) == 1   # one shape, one tag
 
 
 def test_a_paths_figures_come_from_the_served_answers_and_the_first_press():
@@ -65,7 +65,7 @@ def test_the_ratios_are_the_figures_own_and_those_to_llama_server_need_a_quiet_m
 @pytest.mark.subprocess
 def test_the_room_row_serves_every_person_on_the_apps_paths_and_counts_their_tokens():
     """The tiny model: the app started with --openai-api and a key a person; llama-server skipped (bundled only)."""
-    row = room.room_row("tiny", people=2, tokens=3, rounds=2).to_json()
+    row = attendees.room_row("tiny", people=2, tokens=3, rounds=2).to_json()
     assert row["bench"] == "room" and row["api_keys"] == 2 and row["limits"]["in_flight"] >= 2
     assert row["rounds"] == 2
     for name in ("page", "endpoint", "mixed"):
@@ -95,6 +95,6 @@ def test_llama_server_serves_the_room_with_eos_ignored():
     from playground.llamacpp import llama_available
     if not llama_available():
         pytest.skip("llama-server is not installed (make llama)")
-    p = room.llama_path(people=2, tokens=3, threads=2)
+    p = attendees.llama_path(people=2, tokens=3, threads=2)
     assert (p["served"], p["people"], p["parallel"]) == (2, 2, 2), p
     assert p["output_tokens"] == 2 * 3 and p["ttft_p95_s"] <= p["last_done_s"]

@@ -1,4 +1,4 @@
-"""Lesson step 6 with the room as its workload (lesson/room.py): drawn from the requests the app's engine loop
+"""Lesson step 6 with the room as its workload (lesson/you_are_the_workload.py): drawn from the requests the app's engine loop
 recorded, its takeaway computed from that record; without room traffic, the step says so above its own workload.
 
 The room is real here: the tiny model's ONNX engine loop with the endpoint's record (api.ClientTraffic), its
@@ -16,7 +16,7 @@ from playground.api import ClientTraffic
 from playground.config import GenerationSettings
 from playground.lesson import STEPS, Lesson
 from playground.lesson.lesson_step import LessonStep, StepResult
-from playground.lesson.room import NO_ROOM_YET, NO_TRAFFIC, room_step, rush_figures, room_rush
+from playground.lesson.you_are_the_workload import NO_ROOM_YET, NO_TRAFFIC, room_step, rush_figures, room_rush
 from playground.machine import MachineGate
 from playground.run_view import format_seconds
 from playground.serve.room import LoopSize, Room
@@ -130,7 +130,7 @@ def test_a_room_of_many_draws_pages_apart_from_the_api_with_rows_taller_than_its
     count, and the legend at the right, never taller than the rows."""
     from dataclasses import replace
 
-    from playground.lesson.room import ROW_PX
+    from playground.lesson.you_are_the_workload import ROW_PX
     from tests.serve.test_sentences import chats
 
     traffic = ClientTraffic()

@@ -131,7 +131,7 @@ def test_step_seven_explains_the_outputs_a_recompute_changed():
 ])
 def test_step_six_from_the_room_computes_every_figure_it_names(origins, rows, admitted):
     from playground.serve.traffic import ClientTraffic
-    from playground.lesson.room import room_step
+    from playground.lesson.you_are_the_workload import room_step
 
     traffic = ClientTraffic()
     arrivals = [0.0, 0.1, 0.2, 0.6]

@@ -147,7 +147,7 @@ def test_a_speculative_run_is_in_the_rooms_record_counted_alone_with_its_reason(
     they are one rush of the room."""
     from types import SimpleNamespace
 
-    from playground.lesson.room import room_step
+    from playground.lesson.you_are_the_workload import room_step
     from playground.serve.traffic import AloneReason
     from playground.ui.serve_views import clients_view
 

@@ -1,12 +1,13 @@
-"""Lesson step 6 with the room as its workload: the requests the app's engine loop recorded from the audience.
+"""Lesson step 6, "You are the workload": the room's requests as its workload, as the app's Room recorded them.
 
     rush = room_rush(traffic)        # the record's busiest rush, its times counted from its first arrival; None: none
     figures = rush_figures(rush)     # requests (from the page, through the API), the span of their arrivals, …
     room_sentence(figures)           # "You are the workload: 14 requests (…) in 3.0 s, served in passes of up to 8 requests; …"
     room_step(traffic)               # step 6 drawn from the room (a StepResult), None when the room sent nothing
 
-`traffic` is the endpoint's live record (api.ClientTraffic: `snapshot()`, `since(t0)`), the one the Serve tab's
-Watch view draws; the page's Generate runs join the same engine loop and are recorded there too. A rush is a
+`traffic` is the Room's live record of its client traffic (serve.traffic.ClientTraffic: `snapshot()`, `since(t0)`),
+the one the Serve tab's Watch view draws: the endpoint's clients and the page's Generate runs, which join the same
+engine loop. A rush is a
 busy period, as queueing theory has it: a request that arrived while an earlier one was still being served
 belongs to the earlier one's rush. Step 6 draws the rush with the most requests (the latest of equals) with
 the Watch view's own Gantt (charts/serve.py `plot_gantt`), and says what it covers while requests are still

@@ -1,4 +1,5 @@
-"""`make bench`'s room row: N people at the same moment, through the page, the endpoint, both, and llama-server.
+"""`make bench`'s room row (named `room`, as the app's Room it measures): N attendees at the same moment, through the
+page, the endpoint, both, and llama-server.
 
     python -m playground.bench room                       # 24 people, 48 new tokens each, the bundled model
     python -m playground.bench room --people 30           # a bigger room
