@@ -16,6 +16,7 @@ Left out: gradio (ui/machine_gate.py wraps the page's handlers in `shared()`).
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 
 CPU_SLOTS = 2   # local runs at once: 2 CPU cores; more only slows every run
@@ -34,6 +35,7 @@ class MachineGate:
     def __init__(self, slots: int = CPU_SLOTS):
         self._cond = threading.Condition()
         self.slots, self.sharing, self.alone, self.wanting = slots, 0, False, 0
+        self.alone_since: float | None = None   # time.monotonic() when work took the machine alone; None: none holds it
 
     def enter_shared(self, timeout: float | None = None) -> bool:
         """Take a CPU slot (waiting up to `timeout` seconds; None: as long as it takes); True when taken."""
@@ -69,7 +71,7 @@ class MachineGate:
             try:
                 ok = self._cond.wait_for(lambda: not self.alone and self.sharing == 0, timeout)
                 if ok:
-                    self.alone = True
+                    self.alone, self.alone_since = True, time.monotonic()
                 return ok
             finally:
                 self.wanting -= 1
@@ -77,5 +79,15 @@ class MachineGate:
 
     def release_alone(self) -> None:
         with self._cond:
-            self.alone = False
+            self.alone, self.alone_since = False, None
             self._cond.notify_all()
+
+    def held_alone_for(self) -> float | None:
+        """Seconds the machine has been held alone so far; None while no work holds it alone.
+
+        >>> gate = MachineGate()
+        >>> gate.held_alone_for(), gate.acquire_alone(timeout=0), gate.held_alone_for() >= 0
+        (None, True, True)
+        """
+        since = self.alone_since
+        return None if since is None else time.monotonic() - since

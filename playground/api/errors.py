@@ -87,5 +87,21 @@ def too_many(message: str, retry_after: float) -> ApiError:
     return ApiError(429, message, "rate_limit_error", "rate_limit_exceeded", retry_after=retry_after)
 
 
+HELD_RETRY_S = 5.0   # Retry-After while the machine is held alone: a Serve run's end cannot be known ahead
+
+
+def machine_held(seconds: float) -> ApiError:
+    """429 at once for a request that arrives while work holds the machine alone (a Serve run): the engine loop
+    pauses until it ends, and a client told nothing would wait in silence.
+
+    >>> e = machine_held(12.4)
+    >>> e.status, e.headers, e.words, e.message.split(":")[0]
+    (429, {'Retry-After': '5'}, 'machine held alone', 'the machine is held alone by a Serve run (12 s so far)')
+    """
+    return ApiError(429, f"the machine is held alone by a Serve run ({seconds:.0f} s so far): no request is served "
+                         "until it ends; retry after the time given", "rate_limit_error", "machine_held_alone",
+                    retry_after=HELD_RETRY_S, words="machine held alone")
+
+
 def unavailable(message: str, retry_after: float | None = None) -> ApiError:
     return ApiError(503, message, "server_error", "model_not_ready", retry_after=retry_after)

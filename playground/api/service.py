@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from ..config import MAX_PROMPT_CHARS
 from ..serve.engine_loop import EngineLoop, Ticket
 from ..serve.room import Room
-from .errors import bad_request, context_exceeded, unavailable
-from .limits import Admission, ApiConfig, Guard
+from .errors import bad_request, context_exceeded, machine_held, unavailable
+from .limits import PRESENTER, Admission, ApiConfig, Guard
 from .prometheus import ServerMetrics
 from ..serve.conversations import Turn
 from .request_body import CHAT, MAX_KEY_CHARS, Asked, read_body, rendered, tokenizable
@@ -154,8 +154,12 @@ class ApiService:
             self.room.traffic.refused(error.status, error.message, client, error.words)
 
     def open(self, asked: Asked, client: str, received: Received | None = None) -> ServedRequest:
-        """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit), 503."""
+        """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit, or the machine
+        held alone by a Serve run: at once, for every client but the presenter's own workload), 503."""
         received = received or Received(time.time_ns())
+        held = self.room.gate.held_alone_for()
+        if held is not None and client != PRESENTER:   # told at once, never left waiting in silence
+            raise machine_held(held)
         loop = self.loop()
         self.could_fit(asked, min(self.config.limits.prompt_tokens, loop.capacity - 1))
         _, ids, chat = rendered(loop.engine, asked)

@@ -562,3 +562,23 @@ def test_the_app_with_the_endpoint_on_or_beyond_loopback_lets_only_the_presenter
         assert alone.served == "" and alone.alone_refused(None) == ""
     finally:
         registry.close()
+
+
+def test_a_client_is_told_at_once_while_a_serve_run_holds_the_machine_alone(served):
+    """An API stream sent while a Serve workload held the machine got its first token 46.5 s later, with no sign of
+    the wait: while the machine is held alone, each route answers 429 with Retry-After at once (a stream before
+    its first event), the refusal recorded with its reason; the machine released, the same request is served."""
+    gate = served.service.room.gate
+    assert gate.acquire_alone(timeout=30)
+    try:
+        for path, body in (("/v1/chat/completions", {"messages": QUESTION, "stream": True}),
+                           ("/v1/completions", {"prompt": "Hi"})):
+            r = httpx.post(served.url + path, json={"model": "m", "max_tokens": 2, **body},
+                           headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+            assert r.status_code == 429 and r.headers["Retry-After"] == "5", (path, r.status_code, r.text)
+            assert r.json()["error"]["code"] == "machine_held_alone"
+        assert [x.words for x in served.traffic.refusals[-2:]] == ["machine held alone"] * 2
+    finally:
+        gate.release_alone()
+    reply = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
+    assert reply.choices[0].message.content is not None
