@@ -534,6 +534,15 @@ def test_the_presenters_workload_joins_the_clients_batch_without_their_limits(ti
     for admission in held:
         guard.release(admission)
     s = Served(tiny_onnx_engine, config)
+    loop = s.service.engine_loop
+    step = loop.batcher.step
+
+    def step_once_all_are_in():   # the HTTP requests reach the loop one by one: the first step waits for the four
+        wait_for(lambda: len(loop.tickets) == 4, message="the four requests in the loop")
+        loop.batcher.step = step
+        return step()
+
+    loop.batcher.step = step_once_all_are_in
     try:
         source = RemoteSource(s.url + "/v1", api_key="presenter-key-9c1")
         w = Workload.build([RequestClass("short", "What is the capital of France?", 12, 1.0)], 4)
