@@ -14,7 +14,8 @@ blocks), `max_tokens` (required, as Anthropic's), `stop_sequences` (up to 4), `t
 "auto", "any" or a named tool render them all: nothing forces a call, tokens/tools.py). The key is read from
 `x-api-key` (where Anthropic's SDK sends it) or `Authorization: Bearer`; any `anthropic-version` or
 `anthropic-beta` header is accepted. Read and ignored: `metadata`, `thinking` (no reasoning model),
-`cache_control` on any block or tool (the prefix cache needs no marks), `service_tier`, `container`,
+`cache_control` on any block or tool (it names the request's session and the TTL asked, session_hint.py; the
+prefix cache needs no marks to keep blocks), `service_tier`, `container`,
 `mcp_servers`, `context_management`, tools of other types (Anthropic's server tools: `web_search_…`, `bash_…`,
 `text_editor_…`, `code_execution_…`, `computer_…`), and blocks of type `thinking` and `redacted_thinking`. Any
 other block (an image, a document) is a 400: this model reads text only.

@@ -20,8 +20,9 @@ Fields read (the others are ignored, as llama.cpp and vLLM ignore what they do n
 `top_logprobs` (chat) or `logprobs: N` (completions), `stream`, `stream_options.include_usage`, and the
 extras `top_k`, `ignore_eos` and `per_request_metrics` (true: vLLM's per-request `metrics` object in the
 response, which vLLM itself sends only when started with --enable-per-request-metrics). Which conversation a
-request continues (serve/conversations.py) is named by `prompt_cache_key`, else the route's `X-Session-Id`
-header, else `user` (each a string of up to MAX_KEY_CHARS). The extension object `x_playground` may name a
+request continues (serve/conversations.py) is named by the session it names (`session`, read on every route by
+session_hint.py: `prompt_cache_key`, `X-Session-Id` and the others), else `user` (each a string of up to
+MAX_KEY_CHARS). The extension object `x_playground` may name a
 chat template the project ships (`{"template": "thinking"}`: tokens/chat.py's TEMPLATES; default: the
 model's own), and `tools` (a list of objects, OpenAI's function tools) are rendered by a template that shows
 them (the "tools" one; the bundled model's own ignores them). Text a tokenizer cannot read (a lone surrogate) is refused with a 400 naming
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 import json
 
 from ..config import MAX_PROMPT_CHARS, MAX_TOP_CANDIDATES, GenerationSettings, check_text
+from ..serve.sessions import MAX_ID_CHARS
 from ..tokens.chat import MODEL, RenderedChat, check_template, render_chat
 from .errors import ApiError, bad_request
 
@@ -44,7 +46,7 @@ CHAT, COMPLETION = "chat", "completion"
 MAX_STOPS = 4
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 SETTINGS_PARAM = {"max_new_tokens": "max_tokens", "top_candidates": "top_logprobs"}   # engine name -> API name
-MAX_KEY_CHARS = 256   # a conversation key (prompt_cache_key, user, X-Session-Id) at most
+MAX_KEY_CHARS = MAX_ID_CHARS   # a conversation key (prompt_cache_key, user) at most, as a session id
 MAX_TOOLS = 128       # tool definitions one request may list
 
 
@@ -71,6 +73,7 @@ class Asked:
     user: str = ""                     # OpenAI's end-user id: a conversation key when no other is sent
     template: str = MODEL              # the chat template, by name (tokens/chat.py)
     tools: tuple[dict, ...] = ()       # function tools, for a template that renders them
+    session: object = None             # the serve.sessions.Session it names (session_hint.py), or None
 
     @property
     def tool_chars(self) -> int:

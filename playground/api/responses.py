@@ -20,7 +20,8 @@ the model reads (turn.py): instructions and tools in the system block, the items
 Read and ignored (never a 400), what Codex and the Agents SDK send that cannot apply to this model here:
 `reasoning` (no reasoning model), `include` (no encrypted reasoning or logprobs to include), `text` (plain
 text only: a JSON schema is not enforced), `truncation` (a prompt over the context is a 400 either way),
-`metadata` (echoed back), `service_tier`, `prompt_cache_key` and `user` (the prefix cache needs no key),
+`metadata` (echoed back), `service_tier`, `user` (the prefix cache needs no key), `prompt_cache_key` (it names the
+request's session: session_hint.py, as on every route),
 `safety_identifier`, `background`, `stream_options`, `top_logprobs`; tools of other types (`custom`,
 `web_search`, `web_search_preview`, `local_shell`, `file_search`, `mcp`, `code_interpreter`, `computer_use_preview`,
 `image_generation`: listed to no one, since the model can call only functions); input items of type
@@ -55,7 +56,8 @@ Stored responses (`store`, true by default as OpenAI's): the turn's whole histor
 previous response's before them, its own output after -- kept in memory under its id, so the next request names
 it with `previous_response_id` and sends only what is new. The store is bounded by count and bytes
 (ApiLimits.stored_responses, stored_bytes: PLAYGROUND_API_LIMITS), the oldest evicted first; an evicted or unknown
-id is a 400 (`previous_response_not_found`) that says which. A response that failed is not stored. A client that
+id is a 400 (`previous_response_not_found`) that says which. Each stored response remembers the session it was a
+turn of, so a request that continues it is a turn of the same session (`session_of`: session_hint.py's chain). A response that failed is not stored. A client that
 sends the whole history each turn with `store: false` (Codex) reads the same model input.
 
 >>> store = ResponseStore(responses=2, size=10_000)
@@ -100,6 +102,7 @@ class ResponseStore:
     def __init__(self, responses: int, size: int):
         self.responses, self.size = responses, size
         self._items: OrderedDict[str, tuple[tuple, int]] = OrderedDict()
+        self._sessions: dict[str, str] = {}                 # stored id -> the session it continues (session_of)
         self._gone: OrderedDict[str, str] = OrderedDict()   # evicted id -> why
         self.bytes = 0
         self.evicted = 0
@@ -108,7 +111,9 @@ class ResponseStore:
     def __len__(self) -> int:
         return len(self._items)
 
-    def put(self, response_id: str, items) -> None:
+    def put(self, response_id: str, items, session: str = "") -> None:
+        """Keep a response's history under its id; `session`: the session it was a turn of ("": it named none, so
+        a response that continues it is a turn of the chain that starts here: session_of)."""
         items = tuple(items)
         size = len(json.dumps(items, ensure_ascii=False).encode())
         with self._lock:
@@ -117,9 +122,11 @@ class ResponseStore:
                                           f"of {self.size:,} bytes")
                 return
             self._items[response_id] = (items, size)
+            self._sessions[response_id] = session or response_id
             self.bytes += size
             while len(self._items) > self.responses or self.bytes > self.size:
                 old, (_, old_size) = self._items.popitem(last=False)
+                self._sessions.pop(old, None)
                 self.bytes -= old_size
                 self.evicted += 1
                 self._forget(old, f"was evicted from this server's store of {self.responses:,} responses (the "
@@ -141,6 +148,12 @@ class ResponseStore:
         said = why or "is not known to this server (responses are kept in memory, until it restarts)"
         raise ApiError(400, f"previous response {response_id!r} {said}; send the whole conversation as input "
                             "instead", "invalid_request_error", "previous_response_not_found", "previous_response_id")
+
+    def session_of(self, response_id: str) -> str | None:
+        """The session a response that continues `response_id` is a turn of: the one that response was a turn of,
+        or, where it named none, the first response id of its chain; None when the id is not stored."""
+        with self._lock:
+            return self._sessions.get(response_id)
 
     def collect(self):
         """Prometheus: the store's responses and bytes, its bounds, and the evictions (a collector for /metrics)."""
@@ -166,6 +179,7 @@ class ResponsesTurn:
     parallel: bool
     store: bool
     echo: dict = field(default_factory=dict)   # the request's fields the response object repeats
+    chained: str | None = None   # the session of the stored response previous_response_id names (session_of)
 
 
 def read_responses(body, store: ResponseStore | None) -> ResponsesTurn:
@@ -200,7 +214,8 @@ def read_responses(body, store: ResponseStore | None) -> ResponsesTurn:
             "metadata": body.get("metadata") if isinstance(body.get("metadata"), dict) else {},
             "text": {"format": {"type": "text"}}, "truncation": "disabled",
             "reasoning": {"effort": None, "summary": None}}
-    return ResponsesTurn(asked, items, tools, parallel, stored, echo)
+    chained = store.session_of(previous) if previous and store is not None else None
+    return ResponsesTurn(asked, items, tools, parallel, stored, echo, chained)
 
 
 def tokenizable_text(value: str, param: str) -> str:

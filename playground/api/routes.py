@@ -31,6 +31,8 @@ A streamed answer is written as the loop makes each Step. When the client goes a
 the stream's coroutine, or a check every POLL_S finds the connection closed -- the request is cancelled,
 so its KV slot is free after the loop's next iteration; a non-streamed request is cancelled the same way.
 An agent route's stream (turn_route) ends with exactly one terminal event of its API, a failure on the way too.
+Every route reads the session a request names (session_hint.py: `cache_control`, `prompt_cache_key`, the Responses
+chain, `X-Session-Id`, `agent_hint`) onto what it asks, so its record says which session it is a turn of.
 Nothing about a request is logged: no prompt, no key. When it came and the client's `X-Request-ID` go
 on its Trace's `server` dict (service.Received), for a benchmark to match its records with ours.
 
@@ -57,6 +59,7 @@ from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
 from .responses import ResponseWriter, read_responses
 from .service import ApiService, Received, ServedRequest
+from .session_hint import read_session
 from .turn import Ending, ident
 from ..trace import StopReason
 
@@ -219,11 +222,12 @@ async def _whole(served: ServedRequest, request: Request):
 
 def completion_route(service: ApiService, kind: str):
     async def complete(request: Request):
-        received, client = Received(time.time_ns(), request.headers.get("x-request-id"),
-                                    request.headers.get("x-session-id")), ""
+        received, client = Received(time.time_ns(), request.headers.get("x-request-id")), ""
         try:
             client = _client(service, request)
-            asked = read_body(await _body(service, request), kind)
+            body = await _body(service, request)
+            asked = read_body(body, kind)
+            asked = replace(asked, session=read_session(body, request.headers.get("x-session-id")))
             if service.config.per_request_metrics:
                 asked = replace(asked, per_request_metrics=True)
             served = service.open(asked, client, received)
@@ -258,9 +262,14 @@ class ResponsesApi:
             raise engine_failed(body["error"]["message"])
         return JSONResponse(body)
 
+    @staticmethod
+    def chained(read) -> str | None:
+        return read.chained
+
     def ended(self, writer) -> None:
         if writer.turn.store and writer.ended not in (None, Ending.ERROR):
-            self.store.put(writer.id, writer.history())
+            session = writer.answer.asked.session
+            self.store.put(writer.id, writer.history(), session.id if session is not None else "")
 
 
 class MessagesApi:
@@ -272,6 +281,10 @@ class MessagesApi:
 
     def read(self, body):
         return read_messages(body)
+
+    @staticmethod
+    def chained(read) -> None:
+        return None
 
     def writer(self, turn, served: ServedRequest, service: ApiService):
         return MessageWriter(turn, served.answer, ident("msg_"), service.model_id)
@@ -335,8 +348,10 @@ def turn_route(service: ApiService, api):
         received, client = Received(time.time_ns(), request.headers.get("x-request-id")), ""
         try:
             client = _client(service, request)
-            read = api.read(await _body(service, request))
-            asked = read.asked
+            body = await _body(service, request)
+            read = api.read(body)
+            asked = replace(read.asked, session=read_session(body, request.headers.get("x-session-id"),
+                                                             api.chained(read)))
             if service.config.per_request_metrics:
                 asked = replace(asked, per_request_metrics=True)
             served = service.open(asked, client, received)

@@ -21,10 +21,12 @@ its loop once (ApiConfig.loop_size: serve/room.py). The backend it runs:
 serve.registry.batching_backend. Prefix caching is on unless `ApiConfig.prefix_cache` is 0: a request whose
 prompt begins as an earlier one's did copies those blocks' KV instead of computing them, and its usage says how
 many prompt tokens it did not compute (`prompt_tokens_details.cached_tokens`, from its Trace, as OpenAI reports it).
-Each request is a turn of a conversation (serve/conversations.py: by the client's key, `prompt_cache_key`, the
-`X-Session-Id` header or `user`, else by the longest common prefix with the client's recent sequences), and its
+Each request is a turn of a conversation (serve/conversations.py: by the client's key -- the session it names
+(`Asked.session`: session_hint.py's `cache_control`, `prompt_cache_key`, the Responses chain, `X-Session-Id`,
+`agent_hint`), else `user` -- else by the longest common prefix with the client's recent sequences), and its
 record of the lookup (serve/cache_miss.py: why the rest of its prompt was computed) is in its response as
-`x_playground.cache`.
+`x_playground.cache`. The session a request names goes with it into the loop and onto its record
+(`RequestRecord.session`).
 
 Left out: HTTP (routes.py) and authentication (the guard names the client before `open`).
 """
@@ -42,7 +44,7 @@ from .errors import bad_request, context_exceeded, machine_held, unavailable
 from .limits import PRESENTER, Admission, ApiConfig, Guard
 from .prometheus import ServerMetrics
 from ..serve.conversations import Turn
-from .request_body import CHAT, MAX_KEY_CHARS, Asked, read_body, rendered, tokenizable
+from .request_body import CHAT, Asked, read_body, rendered, tokenizable
 from .response_body import Answer
 from .responses import ResponseStore
 
@@ -55,7 +57,6 @@ class Received:
     """What the route knew of a request before reading its body: when it came, the client's X-Request-ID."""
     ns: int                        # time.time_ns() when the route received it
     x_request_id: str | None = None
-    session: str | None = None     # the client's X-Session-Id header: the conversation it continues
 
     def server_fields(self) -> dict:
         """The Trace's `server` entries.
@@ -175,7 +176,7 @@ class ApiService:
         request_id = ("chatcmpl-" if asked.kind == CHAT else "cmpl-") + secrets.token_hex(12)
         try:
             ticket = loop.submit(ids, settings, ignore_eos=asked.ignore_eos, request_id=request_id, client=client,
-                                 server=received.server_fields(), turn=turn_of(asked, chat, received))
+                                 server=received.server_fields(), turn=turn_of(asked, chat), session=asked.session)
         except ValueError as exc:
             admission.guard.release(admission)
             raise bad_request(str(exc), _param(asked)) from None
@@ -247,10 +248,10 @@ def cache_record(seq) -> dict | None:
     return seq.conversation.record.as_dict() if seq.conversation is not None else None
 
 
-def turn_of(asked: Asked, chat, received: Received) -> Turn:
-    """The request as a turn of a conversation: its key (`prompt_cache_key`, the X-Session-Id header, `user`, in
-    that order) and, for a chat, its messages and where each lies in its tokens."""
-    key = asked.prompt_cache_key or (received.session or "")[:MAX_KEY_CHARS] or asked.user
+def turn_of(asked: Asked, chat) -> Turn:
+    """The request as a turn of a conversation: its key (the session it names, session_hint.py, else `user`) and, for
+    a chat, its messages and where each lies in its tokens."""
+    key = asked.session.id if asked.session is not None else asked.user
     if chat is None:
         return Turn(key)
     return Turn(key, chat.messages, chat.spans, chat.tools, chat.template)

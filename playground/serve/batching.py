@@ -5,8 +5,8 @@ is written into the workload's record -- the Serve tab's continuous batching on 
     pool_capacity(lengths, window), pool_slots(16, capacity, backend)   # the pool sized for a workload or a room
     describe_pool(result, batcher, 16); record_iteration(it, batcher, records, result, clock)
 
-The harness (schedulers.py's `Scheduler`) releases each request at its arrival time; this one adds it to the
-batcher and steps the batcher while anything waits or runs. `record_iteration` writes what an iteration did
+The harness (schedulers.py's `Scheduler`) releases each request at its arrival time (a session's later turn
+when its predecessor has ended and its delay passed: sessions.Releases); this one adds it to the batcher and steps the batcher while anything waits or runs. `record_iteration` writes what an iteration did
 into a `WorkloadResult` -- admissions, prefill chunks, cached copies, preemptions, ends, the pass, KV in use and
 the slot map -- and is the same code for the live record of a room's clients (api/record.py).
 
@@ -22,6 +22,7 @@ from .batcher import BatchConfig, Batcher, Iteration
 from .prefix_cache import BLOCK_SIZE
 from .records import BatchStep, Preemption
 from .schedulers import Scheduler, fail, progress_line, request_ids, settings_for
+from .sessions import Releases
 
 MAX_POOL_BYTES = 2 * 2**30   # the slots are fewer when slots x capacity would take more memory than this
 
@@ -72,12 +73,11 @@ class ContinuousBatching(Scheduler):
         batcher = Batcher(engine, replace(self.config, slots=slots), capacity)
         describe_pool(result, batcher, self.config.slots)
         clock.restart(result)   # the requests arrive on a clock that starts once the pool is ready to take them
-        records = {}
+        records, releases = {}, Releases(result.records)
         pending = sorted((r for r in result.records if r.request.id in prompts), key=lambda r: r.arrival)
         try:
             while not report.cancelled and (pending or batcher.busy()):
-                while pending and pending[0].arrival <= clock.now():
-                    record = pending.pop(0)
+                for record in releases.take_due(pending, clock.now()):
                     text, ids = prompts[record.request.id]
                     record.prompt_tokens = len(ids)
                     try:
@@ -89,7 +89,10 @@ class ContinuousBatching(Scheduler):
                         continue
                     records[id(seq)] = record
                 if not batcher.busy():
-                    clock.wait_until(pending[0].arrival, report.event)
+                    first = releases.next(pending)
+                    if first is None:   # what is left waits for turns that never ran
+                        break
+                    clock.wait_until(first[1], report.event)
                     continue
                 record_iteration(batcher.step(), batcher, records, result, clock)
                 report(*progress_line(result))

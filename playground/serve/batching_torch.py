@@ -31,6 +31,7 @@ from .batching_torch_adapter import (ADMITTED, RequestStatus, TimedManager, batc
                                      paged_model, quiet_manager_log)
 from .records import BatchStep
 from .schedulers import Scheduler, progress_line, request_ids, settings_for
+from .sessions import Releases
 
 MAX_POOL_BLOCKS = 4096        # the most this scheduler asks for
 STALL_AFTER = 60.0            # seconds with requests in the manager, no event and no pass running: an error
@@ -90,12 +91,12 @@ class BatchingScheduler(Scheduler):
         clock.restart(result)   # the requests arrive on a clock that starts once the manager can take them
         self._live, self._detok, self._last_event = {}, {}, clock.now()
         pending = sorted((r for r in result.records if r.request.id in prompts), key=lambda r: r.arrival)
+        releases = Releases(result.records)
         with quiet_manager_log():
             manager.start()
             try:
                 while not report.cancelled:
-                    while pending and pending[0].arrival <= clock.now():
-                        r = pending.pop(0)
+                    for r in releases.take_due(pending, clock.now()):
                         ids = prompts[r.request.id][1]
                         r.prompt_tokens = len(ids)
                         manager.submit(f"req_{r.request.id}", ids, r.request.max_new_tokens,
@@ -111,7 +112,8 @@ class BatchingScheduler(Scheduler):
                         raise RuntimeError(f"the batching manager made no progress for {STALL_AFTER:.0f} s: its KV "
                                            f"pool ({pool.num_blocks} blocks) is too small for these requests: "
                                            "give it more blocks")
-                    wait = min(max(pending[0].arrival - clock.now(), 0.001), 0.05) if pending else 0.05
+                    first = releases.next(pending)
+                    wait = min(max(first[1] - clock.now(), 0.001), 0.05) if first else 0.05
                     self._drain(events, wait, records, prompts, result, clock)
                     report(*progress_line(result))
             finally:

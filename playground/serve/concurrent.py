@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 
 from .schedulers import Scheduler, drive, fail, progress_line, start_run
+from .sessions import Releases
 
 KV_SAMPLE_INTERVAL = 0.5   # seconds between samples of the server's own KV figure
 
@@ -77,7 +78,16 @@ class ConcurrentScheduler(Scheduler):
                     last_kv[record.request.id] = step.kv_bytes
                     result.kv.append((record.admitted + step.time, sum(last_kv.values())))
 
+        releases = Releases(result.records)
+
         def one(record):
+            if record.request.after is not None:   # a session's later turn: its predecessor's end, then its delay
+                while (at := releases.release_at(record)) is None:
+                    if not clock.wait_until(clock.now() + 0.05, report.event):
+                        return
+                if not clock.wait_until(at, report.event):
+                    return
+                record.released = clock.now()
             with slots:
                 if report.cancelled:
                     return
@@ -104,8 +114,8 @@ class ConcurrentScheduler(Scheduler):
             report(*progress_line(result))
 
         threads = []
-        for record in sorted(result.records, key=lambda r: r.arrival):
-            if not clock.wait_until(record.arrival, report.event, tick):
+        for record in sorted(result.records, key=lambda r: (r.request.after is not None, r.arrival)):
+            if record.request.after is None and not clock.wait_until(record.arrival, report.event, tick):
                 break
             thread = threading.Thread(target=one, args=(record,), daemon=True, name=f"serve-request-{record.request.id}")
             thread.start()

@@ -61,8 +61,9 @@ IDLE_WAIT_S = 1.0   # an idle loop wakes this often only to notice close(); a re
 class Ticket:
     """One request in the loop: its Sequence (Trace, stop reason) and a way to wait for its new Steps."""
 
-    def __init__(self, seq: Sequence, client: str = ""):
+    def __init__(self, seq: Sequence, client: str = "", session=None):
         self.seq, self.client = seq, client
+        self.session = session   # the sessions.Session the request named, or None
         self._listeners: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
@@ -145,16 +146,17 @@ class EngineLoop:
 
     def submit(self, ids: list[int], settings: GenerationSettings, *, prompt: str = "", text: str = "",
                ignore_eos: bool = False, request_id=None, client: str = "", server: dict | None = None,
-               turn=None) -> Ticket:
+               turn=None, session=None) -> Ticket:
         """Queue a request; ValueError when it cannot fit a slot or the loop is closed. `server`: what the
         endpoint knows of it (its Trace's `server` dict, filled before the observer is told); `turn`: a chat
-        request's conversations.Turn (its Trace gets the record of its prefix-cache lookup)."""
+        request's conversations.Turn (its Trace gets the record of its prefix-cache lookup); `session`: the
+        sessions.Session it named (its ticket carries it to the observer's record)."""
         if self._closed:
             raise ValueError("the engine loop is closed")
         with self._lock:
             seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client, turn)
             seq.trace.server.update(server or {})
-            ticket = self.tickets[id(seq)] = Ticket(seq, client)
+            ticket = self.tickets[id(seq)] = Ticket(seq, client, session)
             if self.observer is not None:
                 self.observer.submitted(ticket)
         self._wake.set()

@@ -9,6 +9,7 @@ Left out: batching (batching.py, batching_torch.py) and parallel requests to a s
 from __future__ import annotations
 
 from .schedulers import Scheduler, drive, fail, progress_line, start_run
+from .sessions import Releases
 
 
 class OneAtATime(Scheduler):
@@ -18,9 +19,12 @@ class OneAtATime(Scheduler):
     def _run(self, result, clock, report):
         if self.source.capabilities.kv_bytes:
             result.kv_unit, result.kv_note = "bytes", "measured KV-cache bytes of the running request"
-        for record in sorted(result.records, key=lambda r: r.arrival):
-            if not clock.wait_until(record.arrival, report.event):
+        releases = Releases(result.records)
+        pending = sorted(result.records, key=lambda r: r.arrival)
+        while (first := releases.next(pending)) is not None:
+            if not clock.wait_until(first[1], report.event):
                 return
+            record = releases.take(first[0], pending, clock.now())
             record.admitted = clock.now()
             try:
                 run = start_run(self.source, record.request)

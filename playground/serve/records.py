@@ -62,6 +62,9 @@ class RequestRecord:
     client: str = ""                     # and which of them, by a name that identifies no one: "page 2", "client 3"
     alone: str = ""                      # why it ran outside the room's engine loop, on a CPU slot of its own
     # (traffic.AloneReason: "speculative decoding"); "": it ran in the loop, or the record is no room's
+    session: object = None               # the sessions.Session the request named (the endpoint's), or None
+    released: float | None = None        # when a session's later turn was released (its predecessor's end + its
+    #                                      delay, or later); None: released at its arrival
     waiting_for: str | None = None       # our batching, while it waits for a slot: the latest plan's reason
 
     @property
@@ -81,7 +84,8 @@ class RequestRecord:
 
     @property
     def arrival(self) -> float:
-        return self.request.arrival
+        """When it was released: a session's later turn when its harness released it, else its planned arrival."""
+        return self.request.arrival if self.released is None else self.released
 
     @property
     def first_token(self) -> float | None:
@@ -158,6 +162,7 @@ class RequestRecord:
                 "preemptions": [p.to_dict() for p in self.preemptions],
                 "first_token_parts": None if self.wait_parts is None else self.wait_parts.as_dict(),
                 "waiting_for": self.waiting_for,
+                "session": None if self.session is None else self.session.to_dict(),
                 "trace": self.trace.to_dict() if self.trace is not None else None}
 
 

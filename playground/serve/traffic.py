@@ -16,6 +16,8 @@ from t0 instead (a page that starts watching at t0 sees a time base of its own).
 `keep_s` (finished requests, batches, KV samples, refusals) is dropped as the record grows. A request the
 endpoint refuses before it reaches the loop (a 400, a 429, …) is kept as a Refusal with its reason.
 
+A record carries the session its request named (`session`: sessions.Session, or None), as the endpoint read it.
+
 Each record and refusal carries who sent it by a name that identifies no one (`client_label`): an API client
 as the guard names it ("client 3", never its key or address), a page session as "page 1", "page 2", … in the
 order its first request came; the Watch view's share of each client (serve/shares.py) reads them.
@@ -95,7 +97,8 @@ class ClientTraffic:
                               self.clock.now(), seq.trace.ignore_eos)
             self._next_id += 1
             record = RequestRecord(request, prompt_tokens=len(seq.ids), origin=client_origin(ticket.client),
-                                   client=self.client_label(ticket.client), waiting_for=str(seq.wait))
+                                   client=self.client_label(ticket.client), waiting_for=str(seq.wait),
+                                   session=ticket.session)
             self.in_loop[id(seq)] = record
             self.result.records.append(record)
 

@@ -52,6 +52,9 @@ class Request:
     ignore_eos: bool = False  # run to the token budget (the sweeps: equal decode lengths)
     prompt_ids: tuple[int, ...] | None = None   # the exact ids the model reads (a replayed trace: no chat
     #                                             template applied; `prompt` is their text); None: `prompt` templated
+    session: str | None = None   # the agent session it is a turn of (a replayed session trace); None: none
+    after: int | None = None     # the id of its session's previous turn, released `delay` s after that one ends
+    delay: float = 0.0           # (sessions.Releases); `after` None: released at `arrival`
 
 
 @dataclass(frozen=True)
