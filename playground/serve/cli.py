@@ -7,6 +7,7 @@
     python -m playground.serve --sweep chunk --chunks 32,128,512 --out …   # a long document among chatters
     python -m playground.serve --workload results/serve/workload.json --scheduler … --out …  # replay
     python -m playground.serve --workload trace.jsonl --time-scale 0.5 --requests 32 --out …  # a Mooncake trace
+    python -m playground.serve --workload agent.json --time-scale 0.01 --out …   # sessions: Weka, ATIF (agent_trace.py)
     python -m playground.serve --preset "shared system prompt" --out results/prefix   # A and B differ by one setting
     python -m playground.serve --url http://127.0.0.1:8080/v1 --scheduler concurrent \
         --compare one-at-a-time --out …      # a server: concurrent against one at a time, on the server
@@ -14,7 +15,7 @@
 Writes DIR/workload.json (replayable), DIR/<scheduler>/requests/<id>.json (one per request: its
 timeline and Steps), DIR/<scheduler>.json (summary, batches, KV samples), DIR/perfetto.json (A and B as
 Chrome Trace Events, for ui.perfetto.dev), DIR/mooncake.jsonl (the workload as a Mooncake trace: one request a
-line), DIR/serve.html (standalone report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. A preset (presets.py) runs its own workload on
+line), DIR/sessions.jsonl (A's run as session lines: agent_trace.py), DIR/serve.html (standalone report); sweeps write DIR/sweep-<kind>.json and DIR/serve.html. A preset (presets.py) runs its own workload on
 our batching twice, A and B (DIR/batching-a, DIR/batching-b), and prints its finding in one sentence. Progress goes to stderr about once
 a second. Ctrl-C cancels every request (within one step) and still writes what was measured.
 
@@ -37,10 +38,11 @@ from ..prompts import SHORT_QUESTION, SUMMARIZE_INSTRUCTION, long_document
 from .registry import SCHEDULERS, Needs
 from .batching import BatchConfig
 from .presets import PRESETS
-from .run import SWEEP_KINDS, measure_preset, plan_sweep, run_sweep, run_workload, workload_setup
+from .run import SWEEP_KINDS, measure_preset, plan_sweep, replay_file, run_sweep, run_workload, workload_setup
 from .setup import Pick, WorkloadForm, interference_workload, pool_config
 from .sweeps import BATCH_SIZES, CHUNK_SIZES, RATES
-from .mooncake import BLOCK_TOKENS, is_trace, read_rows, results_jsonl, to_workload
+from .agent_trace import sessions_jsonl
+from .mooncake import BLOCK_TOKENS, results_jsonl
 from .workload import ARRIVALS, MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Workload, parse_mix
 
 
@@ -55,9 +57,10 @@ def parse_args(argv):
     p.add_argument("--arrival", choices=ARRIVALS, default=None, help="default: poisson with --rate, else all-at-once")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workload", type=Path, default=None,
-                   help="replay a workload.json, or a Mooncake trace (.jsonl), instead of drawing one")
+                   help="replay a workload.json, or a trace: Mooncake lines with or without AIPerf's session fields "
+                        "(.jsonl), a Weka trace or an ATIF trajectory (.json), instead of drawing one")
     p.add_argument("--time-scale", type=float, default=1.0,
-                   help="a Mooncake trace: its arrival gaps times this (0.5: twice as fast)")
+                   help="a trace: its arrival gaps and session delays times this (0.5: twice as fast)")
     p.add_argument("--block-size", type=int, default=BLOCK_TOKENS,
                    help="a Mooncake trace: prompt tokens per hash id (written traces use 512)")
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default="batching")
@@ -156,17 +159,13 @@ def setup(args, sources: dict) -> tuple[list, Workload]:
 
 
 def replayed(args, source) -> Workload:
-    """--workload: a workload.json as it was written, or a Mooncake trace read with `source`'s tokenizer."""
-    if is_trace(args.workload):
-        tokenizer = getattr(source, "tokenizer", None)
-        if tokenizer is None:
-            raise SystemExit("a Mooncake trace is replayed from token ids: pick a local --backend (its tokenizer)")
-        rows = read_rows(args.workload.read_text(encoding="utf-8").splitlines())
-        workload, notes = to_workload(rows, tokenizer, args.block_size, args.time_scale, args.requests or MAX_REQUESTS)
-        for note in notes:
-            print(f"{args.workload.name}: {note}", file=sys.stderr)
-        return workload
-    return Workload.from_dict(json.loads(args.workload.read_text()))
+    """--workload: a workload.json as it was written, or a trace (Mooncake lines with or without AIPerf's session
+    fields, a Weka trace, an ATIF trajectory) read with `source`'s tokenizer (run.replay_file)."""
+    workload, notes = replay_file(args.workload, source, args.time_scale, args.block_size,
+                                  args.requests or MAX_REQUESTS)
+    for note in notes:
+        print(f"{args.workload.name}: {note}", file=sys.stderr)
+    return workload
 
 
 def in_background(work, cancel: threading.Event):
@@ -289,11 +288,13 @@ def run_and_write(args, names: list[str], schedulers, workload, cancel, preset=N
 
 def write_exports(out: Path, results) -> None:
     """DIR/perfetto.json: A and B as Chrome Trace Events (open at ui.perfetto.dev); DIR/mooncake.jsonl: the
-    workload as a Mooncake trace."""
+    workload as a Mooncake trace; DIR/sessions.jsonl: A's run as session lines (agent_trace.py: each session's
+    turns with the gap before each, measured from the previous turn's end)."""
     from .perfetto import workload_json
     if results:
         (out / "perfetto.json").write_text(workload_json(results), encoding="utf-8")
         (out / "mooncake.jsonl").write_text(results_jsonl(results), encoding="utf-8")
+        (out / "sessions.jsonl").write_text(sessions_jsonl(results), encoding="utf-8")
 
 
 def run_preset(args, schedulers, workload, cancel) -> None:

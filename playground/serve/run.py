@@ -6,6 +6,7 @@ The Serve tab (ui/serve_tab.py, in a background job holding the machine alone) a
     schedulers, workload = workload_setup(picks, get_source, form, PRESETS[name])  # a preset's A and B
     results = run_workload(schedulers, workload, progress=lambda i: report, cancel=cancel)
     measured = measure_preset(preset, schedulers[0].source, results, report, cancel)   # its finding's keywords
+    workload, notes = replay_file("trace.jsonl", source, time_scale=0.5)       # a file: a workload.json or a trace
     plan = sweep_setup("rate", Pick("batching", "onnx"), get_source, rates="0.5,1", requests=8)
     sweep = run_sweep(plan, report, cancel, live=sweeps)                           # a point per rate
 
@@ -18,15 +19,20 @@ what is shown (the tab's frames, the CLI's files and JSON lines).
 """
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..trace import StopReason
 from .setup import (at_chunk, build_workload, interference_workload, make_scheduler, parse_chunks, parse_rates,
                     parse_sizes, preset_setup, prompt_counter, sweep_mix)
 from .sweeps import BATCH_SIZES, CHUNK_SIZES, RATES, Sweep, run_batch_sweep, run_chunk_sweep, run_rate_sweep
-from .workload import MAX_WORKLOAD_TOKENS, Workload, check_tokens
+from .agent_trace import to_workload
+from .trace_import import read_trace
+from .mooncake import BLOCK_TOKENS
+from .workload import MAX_REQUESTS, MAX_WORKLOAD_TOKENS, Workload, check_tokens
 
 if TYPE_CHECKING:
     from ..measure import ProgressFn
@@ -56,6 +62,20 @@ def workload_setup(picks: list[Pick], get_source: Callable[[str], Any], form: Wo
     if source.capabilities.local_tokenizer:
         check_tokens(workload, prompt_counter(source), limit)
     return schedulers, workload
+
+
+def replay_file(path, source, time_scale: float = 1.0, block_size: int = BLOCK_TOKENS,
+                limit: int = MAX_REQUESTS) -> tuple[Workload, list[str]]:
+    """A file replayed on `source`: a workload.json as it was written, or a trace -- Mooncake lines with or without
+    AIPerf's session fields, a Weka trace, an ATIF trajectory (agent_trace.py) -- read with `source`'s tokenizer, its
+    first `limit` turns, times × `time_scale`; (the workload, lines saying what was done). ValueError in words."""
+    trace = read_trace(path, block_size)
+    if trace is None:
+        return Workload.from_dict(json.loads(Path(path).read_text(encoding="utf-8"))), []
+    tokenizer = getattr(source, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("a trace is replayed from token ids: pick a local backend (its tokenizer)")
+    return to_workload(trace, tokenizer, time_scale, limit)
 
 
 def not_run(result: WorkloadResult) -> None:
