@@ -20,8 +20,8 @@ the model reads (turn.py): instructions and tools in the system block, the items
 Read and ignored (never a 400), what Codex and the Agents SDK send that cannot apply to this model here:
 `reasoning` (no reasoning model), `include` (no encrypted reasoning or logprobs to include), `text` (plain
 text only: a JSON schema is not enforced), `truncation` (a prompt over the context is a 400 either way),
-`metadata` (echoed back), `service_tier`, `user` (the prefix cache needs no key), `prompt_cache_key` (it names the
-request's session: session_hint.py, as on every route),
+`metadata` (echoed back), `service_tier`, `user`, `prompt_cache_key` (it names the request's session: session_hint.py,
+as on every route),
 `safety_identifier`, `background`, `stream_options`, `top_logprobs`; tools of other types (`custom`,
 `web_search`, `web_search_preview`, `local_shell`, `file_search`, `mcp`, `code_interpreter`, `computer_use_preview`,
 `image_generation`: listed to no one, since the model can call only functions); input items of type

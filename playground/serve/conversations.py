@@ -8,8 +8,9 @@
 
 The rule, for a stateless API (every turn sends the whole history):
 
-  1. a client's key: OpenAI's `prompt_cache_key`, else an `X-Session-Id` header, else OpenAI's `user` (the
-     endpoint reads them, in that order). The request continues the latest finished sequence of that key;
+  1. a client's key: the session the request names (api/session_hint.py, in its order: Anthropic's
+     `cache_control`, OpenAI's `prompt_cache_key`, the Responses chain, an `X-Session-Id` header, vLLM's
+     `agent_hint`), else OpenAI's `user`. The request continues the latest finished sequence of that key;
   2. else the longest common prefix: of the client's recently finished sequences (the newest RECENT of all
      clients', the oldest dropped first), the one sharing the longest beginning with this prompt, when that
      beginning is at least SIMILARITY of its prompt (as llama-server picks the slot whose prompt is most
