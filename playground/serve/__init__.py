@@ -8,7 +8,8 @@
 
 Modules, by concept:
 - requests: workload.py (requests, classes, arrivals, the lesson's classes, the token cap; the prompts themselves
-  are playground/prompts.py's);
+  are playground/prompts.py's), sessions.py (which agent session a request names; when a session's later turn is
+  released);
 - schedulers: registry.py (their names, what each needs, which one batches a source), schedulers.py (the
   harness every scheduler shares), one_at_a_time.py (first come, first served), batching.py (ours: continuous
   batching over KV slots, a workload run through the batcher), batcher.py (its loop: decide, run, apply), plan.py
@@ -28,7 +29,9 @@ Modules, by concept:
   preempted request's recompute replayed teacher-forced: why its greedy tokens parted), sweeps.py (batch-size and
   rate sweeps), report.py (a standalone HTML report),
   perfetto.py (a run as Chrome Trace Events, for ui.perfetto.dev), mooncake.py (Mooncake traces: replayed as a
-  workload, and every workload written as one);
+  workload, and every workload written as one), agent_trace.py (agent traces: Mooncake lines with AIPerf's session
+  fields, replayed with each session in order, and a run written as them), trace_import.py (Weka traces and ATIF
+  trajectories read as those lines);
 - setup.py (a Serve form, the tab's or the CLI's flags, read into picks and a workload form), run.py (a workload,
   a preset and a sweep built and run: the tab and the CLI both run through it), cli.py and __main__.py
   (`python -m playground.serve`).
