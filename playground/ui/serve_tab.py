@@ -44,7 +44,7 @@ from .machine_gate import MachineGate
 from .serve_job import ServeJob
 from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, layout
 from .remote_watch import watch_view
-from .serve_views import OUTPUTS, clients_view, goodput_markdown, sweep_roofline, sweep_view, view
+from .serve_views import OUTPUTS, clients_view, goodput_markdown, held_line, sweep_roofline, sweep_view, view
 
 
 def registry_source(registry):
@@ -338,7 +338,11 @@ def serve_tab(registry, room: Room, session=None, remote=None) -> list:
                    out.clients_shares]   # added last: an API client's earlier outputs keep their places
         watches = Watches()   # Stop watching asks the watch to draw its own last frame: none of it lands after
         def draw(_clock, t0, out, final=False):   # clients_view's signature: the endpoint's and the remote runs
-            return watch_view(traffic, remote, t0, out, final)
+            updates = watch_view(traffic, remote, t0, out, final)
+            held = held_line(None if final else gate.held_alone_for())   # who holds the machine, for how long
+            if held and out.clients_status in updates:
+                updates[out.clients_status] = f"{held}<br>{updates[out.clients_status]}"
+            return updates
         clock = traffic if traffic is not None else remote   # one clock for both (app.py)
         buttons.watch.click(watch_clients(clock, out, watches, clients_view=draw), None,
                             [*clients, out.clients_since], api_name="serve_watch", concurrency_limit=None)

@@ -174,6 +174,18 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
             out.clients_refused: refused_html(refusals)}
 
 
+def held_line(held_s: float | None) -> str:
+    """The Watch view's line while work holds the machine alone for `held_s` seconds so far ("" while none does).
+
+    >>> held_line(None), held_line(12.4)
+    ('', '⏸ A Serve run holds the machine alone (12.4 s so far): the engine loop waits for its end, and a new API request is told so at once (429, Retry-After).')
+    """
+    if held_s is None:
+        return ""
+    return (f"⏸ A Serve run holds the machine alone ({format_seconds(held_s)} so far): the engine loop waits for its "
+            "end, and a new API request is told so at once (429, Retry-After).")
+
+
 def refused_html(refusals) -> str:
     """The refused requests as a table, the latest first (an HTML table: every row drawn whatever the count).
 

@@ -4,6 +4,7 @@ the tiny model on ONNX Runtime -- failure cases first, then answers, batching, d
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -591,3 +592,30 @@ def test_a_client_is_told_at_once_while_a_serve_run_holds_the_machine_alone(serv
         gate.release_alone()
     reply = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
     assert reply.choices[0].message.content is not None
+
+
+@pytest.mark.slow
+def test_the_watch_view_says_the_machine_is_held_alone_and_for_how_long(served):
+    """The Watch view showed nothing of a Serve run holding the machine: while one does, its status says so, with
+    the seconds so far, and that a new API request is told at once; released, the line goes."""
+    from gradio_client import Client
+
+    from playground.ui import build_demo
+    demo = build_demo(served.service.engine_loop.engine, served.room)
+    _, url, _ = demo.queue().launch(prevent_thread_lock=True, server_port=free_port(), server_name="127.0.0.1",
+                                    quiet=True)
+    gate = served.room.gate
+    try:
+        job = Client(url, verbose=False).submit(api_name="/serve_watch")
+        assert gate.acquire_alone(timeout=30)
+        try:
+            wait_for(lambda: job.outputs() and "holds the machine alone" in job.outputs()[-1][1], timeout=30,
+                     message="the Watch view to say the machine is held")
+            assert re.search(r"holds the machine alone \([\d.]+ (ms|s) so far\)", job.outputs()[-1][1])
+        finally:
+            gate.release_alone()
+        wait_for(lambda: "holds the machine alone" not in job.outputs()[-1][1], timeout=30,
+                 message="the line to go once the machine is released")
+        job.cancel()
+    finally:
+        demo.close()
