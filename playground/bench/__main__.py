@@ -28,7 +28,8 @@
     the kvmem rows (kvmem.py: prefix caching, preemption, the prefill-chunk sweep), the aiperf row, the
     clients row (clients.py: misbehaving clients against the endpoint while one behaves), the loop row (loop.py:
     a lone Generate run through the shared engine loop against Engine.run), the room row (attendees.py: 24 people at
-    once through the page, the endpoint, both, and llama-server --parallel 24),
+    once through the page, the endpoint, both, and llama-server --parallel 24), the conversations row
+    (conversations.py: 8 chats of 6 turns at once through the endpoint and llama-server, rounds interleaved),
     and the speculative row (speculative.py: prompt-lookup speculative decoding against
     plain decoding on the default backend, tokens per forward pass and decode tok/s);
   - on the bundled model, the genai row (genai.py): ONNX Runtime GenAI's own builder's int4 graph of the same
@@ -55,8 +56,8 @@ import shlex
 import subprocess
 import sys
 
-from . import aiperf, backends, batch, breakdown, clients, fidelity, genai, interleaved, kld, kvmem, loop, paced, \
-    peer, prefill, quiet, remote, results, roofline, attendees, serve, speculative, ui
+from . import aiperf, attendees, backends, batch, breakdown, clients, conversations, fidelity, genai, interleaved, kld, \
+    kvmem, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .genai import GENAI
 from .rows import PREFILL, Stamp, say
@@ -83,7 +84,8 @@ def run_all(argv: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
                     *(["--model", model] if model else []), *ui.browser_flags()], check=True, env=child_env())
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
-        for command in ("batch", "serve", "kvmem", "aiperf", "clients", "loop", "room", "roofline", "speculative"):
+        for command in ("batch", "serve", "kvmem", "aiperf", "clients", "loop", "room", "conversations", "roofline",
+                        "speculative"):
             say(row_in_subprocess(command, model=model))
     if on_bundled:   # ONNX Runtime GenAI, the peer on ONNX Runtime: its graph (built once, cached), what it is
         say(row_in_subprocess("genai", label=GENAI))
@@ -119,6 +121,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "clients": (clients.main, "the API under misbehaving clients while one behaves: its TTFT, slots, RSS"),
     "loop": (loop.main, "a lone Generate run through the shared engine loop against Engine.run, alternating"),
     "room": (attendees.main, "N people at once: the page, the endpoint, half and half, llama-server --parallel N"),
+    "conversations": (conversations.main, "N chats of T turns at once: the endpoint and llama-server, interleaved"),
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),

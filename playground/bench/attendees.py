@@ -66,6 +66,7 @@ import math
 import os
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 
 from ..metrics import NEAREST_RANK, percentile
@@ -353,24 +354,8 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
               rounds: int = 1) -> tuple[dict, dict]:
     """(the page, endpoint and mixed paths' figures, what the app ran with: the model it names, keys, limits) on one
     app process; `rounds` rounds of the three, interleaved (merge_rounds)."""
-    import httpx
-
-    from .app_process import AppProcess
     keys = [f"room-person-{i + 1}" for i in range(people)]
-    env = {k: v for k, v in os.environ.items() if k not in ("PLAYGROUND_API_LIMITS", "PLAYGROUND_API_KEYS")}
-    env["PLAYGROUND_API_KEYS"] = ",".join(keys)
-    if limits:
-        env["PLAYGROUND_API_LIMITS"] = limits
-    args = ["app.py", "--openai-api", "--backend", backend] + (["--model", model] if model else [])
-    with AppProcess(args, env=env, proxied=False) as app:
-        base = app.url.rstrip("/") + "/v1"
-        deadline = time.monotonic() + 600
-        while httpx.get(app.url + "health", timeout=30).status_code != 200:   # the engine loop is loaded
-            if time.monotonic() > deadline:
-                raise TimeoutError("the app's endpoint did not become ready in 600 s")
-            time.sleep(0.5)
-        model_id = httpx.get(base + "/models", headers={"Authorization": f"Bearer {keys[0]}"},
-                             timeout=30).json()["data"][0]["id"]
+    with endpoint_app(model, backend, keys, limits) as (app, base, model_id):
         # warm-up: every person's first run (the page's first Generate, which opens their session as loading the
         # page does in a browser), then every key's first request, each a room at once (the batched graph's first
         # passes of many rows)
@@ -392,6 +377,31 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
     paths = {name: merge_rounds(figures) for name, figures in done.items()}
     paths["mixed"]["page_people"], paths["mixed"]["endpoint_people"] = half, people - half
     return paths, {"model": model_id, "api_keys": people, "limits": app_limits(limits)}
+
+
+@contextmanager
+def endpoint_app(model: str | None, backend: str, keys: list[str], limits: str | None = None):
+    """The app (app.py --openai-api on `backend`) in a subprocess on 127.0.0.1, its keys `keys`
+    (PLAYGROUND_API_KEYS) and limits `limits` (PLAYGROUND_API_LIMITS; None: its defaults), once its engine loop is
+    loaded (/health); yields (the AppProcess, its /v1 URL, the model its /v1/models names)."""
+    import httpx
+
+    from .app_process import AppProcess
+    env = {k: v for k, v in os.environ.items() if k not in ("PLAYGROUND_API_LIMITS", "PLAYGROUND_API_KEYS")}
+    env["PLAYGROUND_API_KEYS"] = ",".join(keys)
+    if limits:
+        env["PLAYGROUND_API_LIMITS"] = limits
+    args = ["app.py", "--openai-api", "--backend", backend] + (["--model", model] if model else [])
+    with AppProcess(args, env=env, proxied=False) as app:
+        base = app.url.rstrip("/") + "/v1"
+        deadline = time.monotonic() + 600
+        while httpx.get(app.url + "health", timeout=30).status_code != 200:   # the engine loop is loaded
+            if time.monotonic() > deadline:
+                raise TimeoutError("the app's endpoint did not become ready in 600 s")
+            time.sleep(0.5)
+        model_id = httpx.get(base + "/models", headers={"Authorization": f"Bearer {keys[0]}"},
+                             timeout=30).json()["data"][0]["id"]
+        yield app, base, model_id
 
 
 MEDIAN_FIGURES = ("ttft_p50_s", "ttft_p95_s", "last_done_s", "output_tps", "server_queued_p50_s",

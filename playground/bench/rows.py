@@ -13,7 +13,8 @@ relayed. Each family's rows are typed beside the code that measures them, one mo
 prefill.py, fidelity.py, kld.py, peer.py (llama-bench, the matmul peak, the kernel floor, the summary of
 ratios), interleaved.py (the rounds and their medians), genai.py (ONNX Runtime GenAI's graph), batch.py,
 breakdown.py, serve.py, kvmem.py (prefix cache, preemption, the chunk sweep), aiperf.py, clients.py, loop.py,
-attendees.py (the room row), roofline.py, speculative.py, ui.py (ui and ui-flat) and remote.py. Left out: types for the figures
+attendees.py (the room row), conversations.py,
+roofline.py, speculative.py, ui.py (ui and ui-flat) and remote.py. Left out: types for the figures
 nested in a row (a sweep's points, a scheduler's figures, the bounds): they stay dicts, their keys named in the
 row's comments and its module.
 """
