@@ -223,7 +223,8 @@ def _clients(out, traffic, remote=None):
         with gr.Row():
             export = gr.Button("Download the watch as a Perfetto trace", elem_id="serve-clients-export")
             out.clients_download = gr.File(label="Clients since you started watching: Chrome Trace Events (open at "
-                                           "ui.perfetto.dev)", interactive=False, elem_id="serve-clients-download")
+                                           "ui.perfetto.dev) and their sessions as session lines (replayable)",
+                                           file_count="multiple", interactive=False, elem_id="serve-clients-download")
         if traffic is not None or remote is None:
             caption(clients_text(traffic.reach if traffic is not None else []))
         out.clients_limits = gr.Markdown(servers_text(remote) if traffic is None and remote is not None else None,

@@ -30,6 +30,7 @@ import gradio as gr
 
 from ..serve import Workload
 from ..serve.batching import BatchConfig
+from ..serve.agent_trace import sessions_jsonl
 from ..serve.perfetto import watch_json
 from ..serve.presets import CACHE_POSITIONS, PRESETS
 from ..serve.run import SweepPlan, measure_preset, run_sweep, run_workload, sweep_setup, workload_setup
@@ -291,14 +292,16 @@ def unwatch_clients(traffic, out, watches: Watches, clients_view=clients_view):
 
 
 def export_watch(traffic):
-    """The Watch view's download: the clients' requests since the watch started as a Perfetto trace (a path for
-    the gr.File, written to the session's folder), or a warning before any watch."""
+    """The Watch view's download: the clients' requests since the watch started as a Perfetto trace and as session
+    lines (serve/agent_trace.py: each request's session, the gap before each turn; paths for the gr.File, written to
+    the session's folder), or a warning before any watch."""
     def export(t0, job: ServeJob):
         if t0 is None:
             gr.Warning("Press Watch first: the trace holds the requests since you started watching.")
             return None
-        [path] = job.watch_exports.write({"clients-perfetto.json": watch_json(traffic.since(t0))})
-        return path
+        watched = traffic.since(t0)
+        return job.watch_exports.write({"clients-perfetto.json": watch_json(watched),
+                                        "clients-sessions.jsonl": sessions_jsonl(watched)})
     return export
 
 

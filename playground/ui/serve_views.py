@@ -20,6 +20,7 @@ from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, 
 from ..charts.serve_sweeps import plot_sweep
 from ..serve.traffic import CLIENT_GONE, alone_line, endpoint_text, watch_counts, watch_line
 from ..serve import compare, lesson
+from ..serve.agent_trace import sessions_jsonl
 from ..serve.mooncake import results_jsonl
 from ..serve.perfetto import workload_json
 from ..serve.report import html_report
@@ -132,6 +133,7 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
         files["serve-report.html"] = html_report(job.results, expect=preset and preset.expect)
         files["serve-perfetto.json"] = workload_json(job.results)   # A and B as Chrome Trace Events
         files["serve-mooncake.jsonl"] = results_jsonl(job.results)   # the workload as a Mooncake trace
+        files["serve-sessions.jsonl"] = sessions_jsonl(job.results)  # A's run as session lines (agent_trace.py)
         updates[out.download] = job.exports.write(files)
     return updates
 

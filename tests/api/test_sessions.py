@@ -3,6 +3,8 @@ malformed TTL refused in each route's own shape, and the session carried through
 record (the Watch view's), on every route."""
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -10,6 +12,7 @@ from playground.api import ApiConfig
 from playground.api.errors import ApiError
 from playground.api.responses import ResponseStore, read_responses
 from playground.api.session_hint import read_session
+from playground.serve.agent_trace import sessions_jsonl
 from playground.serve.sessions import SessionSource
 from tests.api.test_openai_api import KEY, Served
 
@@ -191,3 +194,19 @@ def test_a_malformed_ttl_is_a_400_in_the_routes_own_shape(served, path, body, sh
         assert "cache_control.ttl" in error["message"] and '"5m" or "1h"' in error["message"]
     else:
         assert error["param"] == "agent_hint.cache_control.ttl" and "0 to 3600" in error["message"]
+
+
+def test_the_endpoints_sessions_export_as_session_lines_with_the_gap_from_each_turns_predecessor(served):
+    t0 = served.traffic.now()
+    for text in ("Hi", "Hi again"):
+        r = httpx.post(served.url + "/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": text}], "max_tokens": 2, "prompt_cache_key": "export-1"},
+            headers=AUTH, timeout=60)
+        assert r.status_code == 200
+    watched = served.traffic.since(t0)
+    rows = [json.loads(line) for line in sessions_jsonl(watched).splitlines()]
+    first, second = [row for row in rows if row.get("session_id") == "export-1"]
+    records = [r for r in watched.records if r.session is not None and r.session.id == "export-1"]
+    assert "timestamp" in first and "delay" not in first and "timestamp" not in second
+    assert second["delay"] == pytest.approx((records[1].arrival - records[0].finished) * 1000, abs=0.001)
+    assert [first["input_length"], second["input_length"]] == [len(r.trace.prompt_ids) for r in records]

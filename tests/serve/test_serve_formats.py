@@ -147,9 +147,11 @@ def test_the_watch_record_of_the_endpoints_clients_in_perfetto_counts_from_the_w
     assert "since the watch started" in doc["otherData"]["time"]
     job = ServeJob()
     try:
-        path = export_watch(traffic)(t0, job)
-        assert path.endswith("clients-perfetto.json")
+        path, sessions = export_watch(traffic)(t0, job)
+        assert path.endswith("clients-perfetto.json") and sessions.endswith("clients-sessions.jsonl")
         assert json.loads(open(path, encoding="utf-8").read())["traceEvents"]
+        lines = [json.loads(line) for line in open(sessions, encoding="utf-8")]
+        assert [row["input_length"] for row in lines] == [len(r.trace.prompt_ids) for r in watched.records]
     finally:
         job.close()
 
