@@ -56,6 +56,22 @@ WAITING_WORDS = {
 }
 
 
+# the same reasons in two or three words, for a sentence that names only the largest
+WAITED_FOR = {"the iteration in progress": "the iteration in progress", "no free slot": "a free slot",
+              "its turn among clients": "its turn among clients", "no KV budget": "KV budget",
+              "behind a request short of KV budget": "a request short of KV budget", MACHINE: "the machine"}
+
+
+def main_reason(waited) -> str | None:
+    """The reason of the most seconds among (reason, seconds) pairs, in a few words; None for none.
+
+    >>> main_reason((("the iteration in progress", 0.4), ("the machine", 7.2))), main_reason(())
+    ('the machine', None)
+    """
+    reason = max(waited, key=lambda x: x[1], default=(None, 0.0))[0]
+    return None if reason is None else WAITED_FOR.get(reason, reason)
+
+
 class Part(NamedTuple):
     key: str         # what an export names it: "waiting: <reason>", "copied", "computed", "machine", "others", …
     words: str       # what a reader reads

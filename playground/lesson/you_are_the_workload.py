@@ -25,13 +25,14 @@ from ..charts.serve import request_row, plot_gantt, shared_range
 from ..run_view import format_seconds
 from ..serve.summary import plural
 from ..serve.workload import Workload
+from ..wait_parts import main_reason
 from .lesson_step import StepResult
 
 ROOM_TITLE = "No two requests are the same"   # step 6's own title: the room is its workload
 LABELLED_ROWS = 8   # more requests than this: each group of rows is labelled once ("from the page (5)"), not each row
 ROW_PX, TOP_PX, BOTTOM_PX, LEGEND_PX = 22, 90, 60, 270   # a row at presenter mode's 18 px; the margins around the
 # plot (title and subtitle; the time axis's ticks and title); the legend at the right, one entry a line
-SHORT_NAMES = {"waiting (arrived, not admitted)": "waiting for a slot", "prefill phase (between its passes)":
+SHORT_NAMES = {"waiting (arrived, not admitted)": "waiting to be admitted", "prefill phase (between its passes)":
                "prefill, between passes", "prefill (its forward passes)": "prefill pass",
                "cached prefix copied in (not computed)": "cached prefix copied",
                "preempted: KV dropped, waiting again": "preempted", "recompute after a preemption": "recomputed"}
@@ -90,12 +91,15 @@ def rush_figures(rush) -> dict:
     recs = rush.records
     looped = [r for r in recs if not r.alone]
     waits = [r.waiting for r in looped if r.waiting is not None]
+    longest = max((r for r in looped if r.waiting is not None), key=lambda r: r.waiting, default=None)
     return {"requests": len(recs), "page": sum(r.origin == "page" for r in looped),
             "api": sum(r.origin == "API" for r in looped), "alone": len(recs) - len(looped),
             "alone_why": sorted({r.alone for r in recs if r.alone}),
             "span_s": max(r.arrival for r in recs) - min(r.arrival for r in recs),
             "most_rows": max((s.rows for r in looped for s in r.steps if s.rows), default=None),
             "longest_wait_s": max(waits, default=None), "not_admitted": len(looped) - len(waits),
+            "longest_wait_for": main_reason(longest.wait_parts.waited)
+            if longest is not None and longest.wait_parts is not None else None,
             "unfinished": sum(r.finished is None for r in recs)}
 
 
@@ -109,6 +113,9 @@ def room_sentence(f: dict) -> str:
     >>> print(room_sentence({"requests": 14, "page": 9, "api": 5, "span_s": 3.0, "most_rows": 8,
     ...                      "longest_wait_s": 1.2, "not_admitted": 0, "unfinished": 0}))
     You are the workload: 14 requests (9 from the page, 5 through the API) in 3.0 s, served in passes of up to 8 requests; the longest wait for a KV slot was 1.2 s.
+    >>> print(room_sentence({"requests": 4, "page": 4, "api": 0, "span_s": 0.2, "most_rows": 4, "longest_wait_s": 0.5,
+    ...                      "longest_wait_for": "the iteration in progress", "not_admitted": 0, "unfinished": 0}))
+    You are the workload: 4 requests (all from the page) in 200 ms, served in passes of up to 4 requests; the longest wait: 500 ms, most for the iteration in progress.
     >>> print(room_sentence({"requests": 3, "page": 3, "api": 0, "span_s": 0.4, "most_rows": 1,
     ...                      "longest_wait_s": 0.9, "not_admitted": 1, "unfinished": 2}))
     You are the workload so far: 3 requests (all from the page) in 400 ms, served one a pass; the longest wait for a KV slot was 900 ms.
@@ -124,7 +131,9 @@ def room_sentence(f: dict) -> str:
               f"all alone for {why}" if alone == n else ", ".join(parts))
     live = " so far" if f["unfinished"] else ""
     rows, wait = f["most_rows"], f["longest_wait_s"]
-    waited = ("none has a KV slot yet" if wait is None else f"the longest wait for a KV slot was {format_seconds(wait)}")
+    why = f.get("longest_wait_for")   # what the longest wait was mostly for: the batcher's reason
+    waited = ("none has a KV slot yet" if wait is None else f"the longest wait for a KV slot was {format_seconds(wait)}"
+              if why is None else f"the longest wait: {format_seconds(wait)}, most for {why}")
     for short, span in ((False, True), (True, True), (True, False)):
         passes = ("not served yet" if rows is None else ("one a pass" if short else "served one a pass") if rows == 1
                   else f"in passes of up to {rows}" if short else f"served in passes of up to {rows} requests")

@@ -74,6 +74,14 @@ def test_token_counts(js):
     assert_same("tokens", values, js("tokens", [[v] for v in values]), [tokens(v) for v in values])
 
 
+def test_prefill_words(js):
+    """The live status while the prompt is read: in one pass, or in the engine loop's chunks between other requests'
+    steps (a long prompt read 128 tokens an iteration was said to be read "in one pass")."""
+    from playground.ui.live.view import prefill_words
+    values = [(9, None), (7267, None), (845, 128), (128, 128), (129, 128), (37, 128), (12_345, 2048)]
+    assert_same("prefill", values, js("prefill", [list(v) for v in values]), [prefill_words(*v) for v in values])
+
+
 def test_milliseconds(js):
     seconds = [None, 0.0, 4e-7, 1e-6, 0.0005, 0.0015, 0.0025, 0.00402, 0.0125, 0.0424, 0.2505, 0.9999, 0.999_9, 1.0,
                2.381, 12.3456, 1234.5678, 86_400.0]
