@@ -8,7 +8,8 @@
 Every figure comes from the Trace the engine loop wrote: each Step's `time` (seconds since the request
 took a KV slot, the Trace's t0) and `wall_ns` (time.time_ns() at the same moment), the prompt's ids, the
 prefix cache's `cached_tokens`, `queued` (the seconds the batcher kept it waiting for a KV slot, on its own
-clock) and `server["received_ns"]` (when the route received the request). So:
+clock: the sum of the reasons in its wait parts, `trace.waits`, wait_parts.py, one set of marks) and
+`server["received_ns"]` (when the route received the request). So:
 
     prepared     received -> queued: the body read, templated and tokenized, the limits checked
     queued       queued -> a KV slot: waiting for the scheduler only, as vLLM's `queue_time_ms` (the Trace's

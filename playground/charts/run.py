@@ -209,6 +209,31 @@ def plot_timeline(trace) -> go.Figure:
     return as_figure(timeline_spec(trace))
 
 
+PART_NAMES = {"copied": ("cached tokens copied", SHARED), "computed": ("its prompt computed", PREFILL),
+              "machine": ("paused for the machine", WAITING), "others": ("other requests' steps", "#fcd9a8")}
+
+
+def first_token_bars(waits) -> list[dict]:
+    """The time to the first token as its parts (wait_parts.py), one bar each from the request's arrival, in the
+    order of WaitParts.named: a sum (its chunks and other requests' steps alternate), not the order they ran in.
+
+    >>> from playground.wait_parts import WaitParts
+    >>> bars = first_token_bars(WaitParts((("no free slot", 0.2),), computed=0.1, computed_tokens=300, chunks=3,
+    ...                                   chunk=128, others=0.3))
+    >>> [(b["name"], round(b["base"][0], 1), round(b["x"][0], 1)) for b in bars]
+    [('waiting: no free slot', 0.0, 200.0), ('its prompt computed', 200.0, 100.0), ("other requests' steps", 300.0, 300.0)]
+    """
+    bars, at = [], 0.0
+    for part in waits.named():
+        name, colour = PART_NAMES.get(part.key, (part.key, WAITING))
+        bars.append({"type": "bar", "name": name, "orientation": "h", "y": ["request"], "base": [at * 1e3],
+                     "x": [part.seconds * 1e3], "marker": {"color": colour},
+                     "hovertemplate": f"{html.escape(part.words)} (on the {part.clock}'s clock): %{{x:.1f}} ms"
+                                      "<extra>a part of the time to the first token</extra>"})
+        at += part.seconds
+    return bars
+
+
 def timeline_spec(trace) -> dict:
     """plot_timeline's figure as a spec."""
     queued = getattr(trace, "queued", None) if trace else None
@@ -221,14 +246,18 @@ def timeline_spec(trace) -> dict:
     layout["xaxis"].update(tickmode="array", **time_ticks((wait + steps[-1].time) * 1e3))
     thought = any(getattr(s, "thinking", False) for s in steps)
     data = []
-    if queued is not None:
+    waits = getattr(trace, "waits", None)
+    if queued is not None and waits is not None and steps[0].index == 0:
+        data += first_token_bars(waits)
+    elif queued is not None:
         data.append({"type": "bar", "name": "waiting for a turn", "orientation": "h", "y": ["request"], "base": [0.0],
                      "x": [wait * 1e3], "marker": {"color": WAITING},
                      "hovertemplate": "waiting for a turn: %{x:.1f} ms<extra></extra>"})
-    data.append({"type": "bar", "name": "prefill (TTFT: the first thought)" if thought else "prefill (TTFT)"
-                 if queued is None else "prefill, after the wait", "orientation": "h", "y": ["request"],
-                 "base": [wait * 1e3], "x": [steps[0].time * 1e3], "marker": {"color": PREFILL},
-                 "hovertemplate": "prefill + first token: %{x:.1f} ms<extra></extra>"})
+    if waits is None or queued is None:
+        data.append({"type": "bar", "name": "prefill (TTFT: the first thought)" if thought else "prefill (TTFT)"
+                     if queued is None else "prefill, after the wait", "orientation": "h", "y": ["request"],
+                     "base": [wait * 1e3], "x": [steps[0].time * 1e3], "marker": {"color": PREFILL},
+                     "hovertemplate": "prefill + first token: %{x:.1f} ms<extra></extra>"})
     decode = [s for s in steps[1:] if not getattr(s, "thinking", False)]
     parts = [("thinking", THINKING, [s for s in steps[1:] if getattr(s, "thinking", False)]),
              ("decode (the answer)" if thought else "decode", DECODE,

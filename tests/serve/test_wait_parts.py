@@ -369,4 +369,23 @@ def test_requests_held_back_while_work_runs_alone_name_the_machine(tiny_onnx_eng
         reasons = dict(t.trace.waits.waited)
         assert reasons["the machine"] > 0 and "no free slot" not in reasons
         assert_adds_up(t.trace)
-        assert WAITING_WORDS["the machine"] in wait_line(t.trace)
+        assert WAITING_WORDS["the machine"] in first_token_words(t.trace.waits, shown_from=0)
+
+
+def test_generates_timeline_draws_the_first_token_as_its_parts(scripted):
+    from playground.charts.run import plot_timeline
+    batcher, clock = scripted(BatchConfig(slots=4, prefill_chunk=128))
+    busy = batcher.add(prompt(10), settings(50), "busy")
+    batcher.step()
+    doc = batcher.add(prompt(300), settings(3), "doc")
+    clock.advance(0.05)
+    while batcher.busy() and not doc.done:
+        batcher.step()
+    bars = plot_timeline(doc.trace).data
+    names = [b.name for b in bars]
+    assert names[:3] == ["waiting: the iteration in progress", "its prompt computed", "other requests' steps"]
+    assert "waiting for a turn" not in names and not any(n.startswith("prefill") for n in names)
+    ends = [b.base[0] + b.x[0] for b in bars[:3]]
+    assert [b.base[0] for b in bars[1:3]] == pytest.approx(ends[:2])   # one after the other, from the arrival
+    assert ends[2] == pytest.approx((doc.trace.queued + doc.trace.steps[0].time) * 1e3)   # to the first token
+    assert busy.trace.steps
