@@ -184,13 +184,26 @@ async def _events(served: ServedRequest, request: Request):
         yield sse(incident(exc, request).body())
 
 
+def held_comment(served: ServedRequest) -> str | None:
+    """The wait event of a stream whose request waits while work holds the machine alone (a Serve run): an SSE
+    comment, which every SSE client skips (the OpenAI and Anthropic SDKs too) and a person reading the stream
+    sees: ": waiting: the machine is held alone by a Serve run (12 s so far)". None while the machine is not held."""
+    machine = served.loop.machine
+    held = None if machine is None else machine.held_alone_for()
+    return None if held is None else f": waiting: the machine is held alone by a Serve run ({held:.0f} s so far)\n\n"
+
+
 async def _stream(served: ServedRequest, request: Request):
     answer, trace = served.answer, served.ticket.trace
     try:
         for chunk in answer.first_chunks():
             yield sse(chunk)
-        async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
+        async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected, idle=True)) as updates:
             async for steps in updates:
+                if not steps:   # a wake-up with no Step: told why, where the machine is held alone
+                    if told := held_comment(served):
+                        yield told
+                    continue
                 for chunk in answer.chunks(steps):
                     yield sse(chunk)
                 if answer.stopped:
@@ -316,8 +329,12 @@ async def _turn_events(served: ServedRequest, request: Request, api, writer):
 async def _turn_stream(served: ServedRequest, request: Request, writer):
     for event in writer.opening():
         yield event
-    async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
+    async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected, idle=True)) as updates:
         async for steps in updates:
+            if not steps:
+                if told := held_comment(served):
+                    yield told
+                continue
             for event in writer.feed(steps):
                 yield event
             if writer.stopped:

@@ -101,15 +101,18 @@ class Ticket:
         done = self.done
         return self.seq.trace.steps[start:], done
 
-    async def updates(self, poll_s: float = 0.5, stop: Callable[[], object] | None = None):
+    async def updates(self, poll_s: float = 0.5, stop: Callable[[], object] | None = None, idle: bool = False):
         """The new Steps, a list per wake-up, until the request ends. Every `poll_s` s without one, the
-        awaitable `stop()` (e.g. request.is_disconnected) is asked whether to give up; then it returns."""
+        awaitable `stop()` (e.g. request.is_disconnected) is asked whether to give up; then it returns. With
+        `idle`, such a wake-up yields [] too (a stream may then tell its client why it waits)."""
         seen = 0
         async with aclosing(woken(self, poll_s)) as wakes:
             async for news in wakes:
                 if not news:
                     if stop is not None and await stop():
                         return
+                    if idle:
+                        yield []
                     continue
                 steps, done = self.read(seen)
                 if steps:

@@ -619,3 +619,40 @@ def test_the_watch_view_says_the_machine_is_held_alone_and_for_how_long(served):
         job.cancel()
     finally:
         demo.close()
+
+
+def test_a_stream_waiting_while_the_machine_is_held_alone_is_told_why(served):
+    """A stream already in the loop when a Serve run took the machine alone went silent after its role chunk: it
+    now gets the documented wait event (an SSE comment every SDK skips) at each poll while the machine is held,
+    then its tokens once released. In process: the presenter's own request is the one let in while it is held."""
+    import asyncio
+
+    from playground.api.limits import PRESENTER
+    from playground.api.request_body import CHAT, read_body
+    from playground.api.routes import POLL_S, _stream
+
+    class Connected:   # the stream's request, as starlette gives it: its client never leaves
+        async def is_disconnected(self):
+            return False
+
+    gate = served.room.gate
+    assert gate.acquire_alone(timeout=30)
+    served_request = served.service.open(read_body({"model": "m", "messages": QUESTION, "max_tokens": 3,
+                                                    "stream": True}, CHAT), PRESENTER)
+    events = []
+
+    async def read():
+        async for event in _stream(served_request, Connected()):
+            events.append(event)
+            if sum(e.startswith(": waiting: the machine is held alone") for e in events) == 2:
+                gate.release_alone()   # told twice, then the machine is let go: the tokens follow
+
+    try:
+        asyncio.run(asyncio.wait_for(read(), timeout=60))
+    finally:
+        if gate.alone:
+            gate.release_alone()
+    waits = [i for i, e in enumerate(events) if e.startswith(":")]
+    assert len(waits) == 2 and waits[0] == 1, events[:4]   # at once after the role chunk, at each POLL_S
+    assert events[-1] == "data: [DONE]\n\n" and any('"content"' in e for e in events[waits[-1]:])
+    assert POLL_S <= 1.0   # so a waiting client hears within a second
