@@ -24,7 +24,7 @@ NAMED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("engine", "roofline")),
     ("sources", ("playground", "registry", "speculative", "remote", "llamacpp", "compare",   # sources of Steps
                  "step_stream")),
-    ("views", ("run_view", "charts")),                                                     # Steps in words and figures
+    ("views", ("run_view", "chat_view", "charts")),                                                    # Steps in words and figures
     ("serve", ("serve",)),                                                                 # many requests at once
     ("experiments", ("experiments",)),
     ("top", ("lesson", "api")),

@@ -35,6 +35,7 @@ from ..tokens import TOKEN_CSS
 from .common import ASSETS, CPU_QUEUE, GENERATE_CONCURRENCY, SourceUnavailable, error_html, source
 from .compare_tab import compare_tab
 from .experiments_tab import experiments_tab
+from .chat_layout import CHAT_CSS, wire_chat
 from .generate_layout import generate_tab, wire_generate
 from .lesson_tab import lesson_tab
 from .live import LIVE_CSS, app_kwargs, live_head
@@ -90,7 +91,7 @@ def page_kwargs() -> dict:
     """The page's look, which Gradio 6 takes at launch (`demo.launch(**page_kwargs())`, or mount_gradio_app's same
     keywords), not from gr.Blocks: the css, the theme, and the head (Plotly.js, live/*.js: Generate draws in the
     browser; presenter.js: presenter mode's chart fonts)."""
-    css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
+    css = TOKEN_CSS + ANSWERS_CSS + LIVE_CSS + PRESENT_CSS + CHAT_CSS + ((ASSETS / "style.css").read_text() if (ASSETS / "style.css").exists() else "")
     return {"css": css, "theme": THEME, "head": live_head() + presenter_head()}
 
 
@@ -132,11 +133,12 @@ def build_demo(engine, room: Room | None = None, remote=None) -> gr.Blocks:
             lesson = lesson_tab(registry, room)
             serving = serve_tab(registry, room, session, remote)
         generate = wire_generate(c, registry, session, room, remote)
+        chatting = wire_chat(c, c.conversation, registry, session, room, remote)
         model_info = make_model_info(registry)
         demo.load(model_info, c.backend, info, api_name="model_info", concurrency_limit=None)
         demo.load(open_lesson_tab, None, tabs, api_visibility="private", queue=False)
         demo.load(lesson.opened, lesson.inputs, lesson.outputs, api_visibility="private", js=lesson.keys_js,
                   concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
         c.backend.change(model_info, c.backend, info, api_visibility="private", concurrency_limit=None)
-        gate_cpu_events(demo, CPU_QUEUE, room.gate, skip=[*serving, generate])   # CPU slots; a Serve workload alone
+        gate_cpu_events(demo, CPU_QUEUE, room.gate, skip=[*serving, generate, *chatting])   # CPU slots; a Serve workload alone
     return demo

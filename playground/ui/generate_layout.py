@@ -18,7 +18,8 @@ was a draft accepted or replaced, so the page colours the chips by it; at the en
 acceptance and the speedup against a plain run of the same prompt from the session's earlier runs
 (run_view.speculation_html), missing until there is one. The accordion "why" draws the last run's Steps on the
 roofline (playground/roofline.py: the machine's ceilings measured once, in a CPU slot, then FLOPs and bytes per
-Step) when asked.
+Step) when asked. "Send as a chat turn" sends the prompt as the next turn of a conversation, whose controls and view
+are an accordion under the metrics (chat_layout.py).
 API names: /generate and /stop (outputs named by OUTPUTS), /top_k, /metrics, /roofline.
 
 Left out: the handlers (generate_handlers.py); authentication and per-user quotas (the queue's limits and the
@@ -34,6 +35,7 @@ import gradio as gr
 from ..config import MAX_NEW_TOKENS_LIMIT
 from ..run_view import metrics_html
 from ..serve.room import Room
+from .chat_layout import chat_section, send_button
 from .common import (CPU_QUEUE, DEFAULT_USD_PER_M_INPUT, DEFAULT_USD_PER_M_OUTPUT, FRANCE, GENERATE_CONCURRENCY,
                      OPEN_QUESTION, SUMMARIZE, backend_dropdown, caption, long_document, reread_text)
 from .forms import form_inputs
@@ -71,10 +73,12 @@ def generate_tab(registry) -> SimpleNamespace:
             with gr.Row():
                 c.generate = gr.Button("Generate", variant="primary", elem_id="generate")
                 c.stop = gr.Button("Stop", variant="stop", elem_id="stop")
+                c.chat_send = send_button()   # the prompt as a turn of the conversation below (chat_layout.py)
             c.status = gr.Markdown(elem_classes="status", elem_id="status")
             # the run's essentials under its status, beside the controls: on screen with them after Generate
             gr.HTML(CHIPS_HTML, label="Output tokens", elem_id="chips", padding=True)
             c.metrics = gr.HTML(metrics_html(None), elem_id="metrics", padding=True)
+            c.conversation = chat_section()
         with gr.Column(scale=2):
             # made in GenerateForm's order (/generate's), placed below in the column's order
             c.temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", render=False)

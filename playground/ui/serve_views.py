@@ -171,7 +171,8 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
         fig.update_xaxes(title_text=WATCH_AXIS)
     slots = traffic.endpoint.get("slots")
     return {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line, out.clients_gantt: gantt,
-            out.clients_shares: shares_html(recs, refusals, result.now(), slots), out.clients_kv_map: kv_map,
+            out.clients_shares: shares_html(recs, refusals, result.now(), slots) + cache_html(recs),
+            out.clients_kv_map: kv_map,
             out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
             out.clients_refused: refused_html(refusals)}
 
@@ -233,6 +234,37 @@ def shares_html(records, refusals, now: float | None = None, slots: int | None =
     head = "".join(f"<th>{html.escape(h)}</th>" for h in SHARE_HEADERS)
     return (f'<p class="pg-shares">{html.escape(longest_wait(rows, records, now, slots))}</p>'
             f'<table class="pg-shares"><tr>{head}</tr>{body}</table>')
+
+
+CACHE_ROWS = 12   # requests the Watch view's cache table lists at most (the newest)
+CACHE_HEADERS = ("request", "client", "turn", "prompt tokens", "cached (share)", "cause")
+
+
+def cache_html(records, rows: int = CACHE_ROWS) -> str:
+    """Each request's record of its prefix-cache lookup (serve/cache_miss.py, as its Trace keeps it), the newest
+    `rows` first: its turn, prompt tokens, the share found in the cache and why the rest was computed; a request
+    without a record (a run outside a conversation) is left out, and the table says how many had one.
+
+    >>> from types import SimpleNamespace as S
+    >>> cache = {"turn": 2, "prompt_tokens": 40, "cached": 32, "cause": "no miss"}
+    >>> rec = S(client="page 1", request=S(id=3), trace=S(cache=cache))
+    >>> print(cache_html([rec, S(client="client 2", request=S(id=4), trace=S(cache={}))]))
+    <p class="pg-cache">The prefix cache, per request of a conversation: 1 of 2 requests (the newest 12 shown).</p><table class="pg-cache"><tr><th>request</th><th>client</th><th>turn</th><th>prompt tokens</th><th>cached (share)</th><th>cause</th></tr><tr><td>#3</td><td>page 1</td><td>2</td><td>40</td><td>32 (80%)</td><td>no miss</td></tr></table>
+    >>> cache_html([])
+    ''
+    """
+    kept = [r for r in records if r.trace is not None and r.trace.cache]
+    if not kept:
+        return ""
+
+    def share(c):
+        return f"{c['cached']:,} ({c['cached'] / c['prompt_tokens']:.0%})" if c["prompt_tokens"] else "—"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+        f"#{r.request.id}", r.client, r.trace.cache["turn"], f"{r.trace.cache['prompt_tokens']:,}",
+        share(r.trace.cache), r.trace.cache["cause"])) + "</tr>" for r in reversed(kept[-rows:]))
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in CACHE_HEADERS)
+    return (f'<p class="pg-cache">The prefix cache, per request of a conversation: {len(kept)} of {len(records)} '
+            f'requests (the newest {rows} shown).</p><table class="pg-cache"><tr>{head}</tr>{body}</table>')
 
 
 def sweep_roofline(sweep, source, ceilings):
