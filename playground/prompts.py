@@ -34,6 +34,11 @@ QUOTE_END = "\n\nThe three most important sentences of the document above, quote
 # writes sentences of its own)
 REREAD_END = "\n\nThe document above, again from its start:\n\n"
 REREAD_CHARS = 80
+# Lesson step 8's conversation: the France question of step 2, then three follow-ups, each turn sending the whole
+# conversation again
+CHAT_SYSTEM = "You are a helpful assistant. Answer in two sentences."
+CHAT_QUESTIONS = (SHORT_QUESTION, "How many people live there?", "Which river runs through it?",
+                  "Name one museum there.")
 
 
 def long_document() -> str:

@@ -1,9 +1,9 @@
-"""Lesson mode: the serving lesson as seven live steps, each backed by numbers measured on the spot.
+"""Lesson mode: the serving lesson as eight live steps, each backed by numbers measured on the spot.
 
     lesson = Lesson(source)                      # any step source: a local Engine or a server
     result = lesson.run(3, progress, cancel)     # a StepResult: title, takeaway, numbers, figures, html
     lesson.results[3]                            # kept, so going back shows it again
-    python -m playground.lesson --out DIR        # all seven into one standalone HTML handout
+    python -m playground.lesson --out DIR        # all eight into one standalone HTML handout
     lesson = Lesson(source, room=room)           # the app's room (serve/room.py), whose traffic record …
     lesson.from_room = True                      # … step 6 draws its requests: "you are the workload" (you_are_the_workload.py)
 
@@ -18,6 +18,9 @@
 |      |                                | room's own requests, as the app's engine loop recorded them|
 | 7    | Reuse the cache, make room     | a shared system prompt without and with the prefix cache;  |
 |      |                                | chats under a KV budget smaller than they need (preemption)|
+| 8    | A conversation reuses its past, | four turns of a chat: each prompt's tokens found in the    |
+|      | until something rewrites it    | cache, computed again, or new; then the same turns with a  |
+|      |                                | template that rewrites each answer, and the miss named     |
 
 Steps 3 and 4 read the run step 2 made (running it first if needed), so the lesson tells one story.
 Every takeaway is built from that step's own numbers, one finding a sentence, in about 35 words at most,
@@ -32,6 +35,7 @@ from typing import Any
 
 from ..measure import Progress
 from .lesson_step import RULE_OF_THUMB, SEED_SENTENCE, LessonStep, StepResult
+from .steps_chat import CHAT_TITLE, step_chat
 from .steps_run import step_decode, step_prefill, step_tokens
 from .steps_scale import MEMORY_TITLE, step_kv_cache, step_memory, step_mixed, step_scale
 from ..trace import StopReason
@@ -39,7 +43,7 @@ from ..trace import StopReason
 __all__ = ["RULE_OF_THUMB", "SEED_SENTENCE", "STEPS", "Lesson", "LessonStep", "StepResult"]
 
 class Lesson:
-    """One presenter's walk through the seven steps on one source; results are kept per step."""
+    """One presenter's walk through the eight steps on one source; results are kept per step."""
 
     def __init__(self, source, room=None):
         self.source = source
@@ -78,4 +82,5 @@ STEPS: dict[int, LessonStep] = {s.number: s for s in (
     LessonStep(5, "Cost and latency scale with tokens", step_scale),
     LessonStep(6, "No two requests are the same", step_mixed),
     LessonStep(7, MEMORY_TITLE, step_memory),
+    LessonStep(8, CHAT_TITLE, step_chat),
 )}
