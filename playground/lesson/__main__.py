@@ -1,4 +1,4 @@
-"""`python -m playground.lesson --out DIR [--backend NAME] [--model SPEC]`: the seven steps, run here, as a handout."""
+"""`python -m playground.lesson --out DIR [--backend NAME] [--model SPEC]`: the eight steps, run here, as a handout."""
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,4 @@
-"""The handout: the seven steps with this machine's numbers in one standalone HTML file (works offline).
+"""The handout: the eight steps with this machine's numbers in one standalone HTML file (works offline).
 
     path = write_handout(lesson, Path("out"))     # out/lesson.html, plotly.js inlined once
 

@@ -39,7 +39,10 @@ KEPT = ("no miss", "new conversation")   # causes that are no miss of the histor
 TAKEAWAY_WORDS = 35
 CHAT_TERMS = ('<p class="lesson-term"><b>Chat template</b>: how a conversation\'s messages are written out as the '
               'one prompt the model reads. Every turn sends the whole conversation again; the prefix cache keeps '
-              'what was read before, in blocks of 16 tokens.</p>')
+              'what was read before, in blocks of 16 tokens.</p>'
+              '<p class="lesson-term"><b>Reasoning template</b>: one, as Qwen3\'s with thinking off, that opens each '
+              'answer with an empty &lt;think&gt; block and leaves it out of the answers before: from the last answer '
+              'on, each turn\'s history differs from what the cache read.</p>')
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ def run_figures(turns: list[ChatTurn], prefix: str) -> dict:
             f"{prefix}new_tokens": [r.ribbon["new"] for r in records],
             f"{prefix}ideal_tokens": [r.ideal for r in records],
             f"{prefix}causes": [r.cause.value for r in records],
+            f"{prefix}first_difference": [r.first_difference for r in records],
             f"{prefix}ttft_s": [t.trace.metrics().ttft for t in turns],
             f"{prefix}answer_tokens": [len(t.trace.steps) for t in turns],
             f"{prefix}cached_share": found / asked if asked else None,
@@ -143,9 +147,10 @@ def chat_sentence(n: dict) -> str:
     if own is None or rewritten is None:
         return "Too few turns ran to compare what the cache gave back."
     kept = ": each history to its last full block." if miss is None else f"; {_missed(miss)}."
-    first = f"Turns 2–{turns} found {own:.0%} of their prompt tokens in the cache{kept}"
-    verb = (f"cut that to {rewritten:.0%}" if rewritten < own else f"kept {rewritten:.0%} too" if rewritten == own
-            else f"found {rewritten:.0%}")
+    first = f"Turns 2–{turns} found {round(own * 100)}% of their prompt tokens in the cache{kept}"
+    shown = round(own * 100), round(rewritten * 100)   # the word compares the shares as written
+    verb = (f"cut that to {shown[1]}%" if shown[1] < shown[0] else f"kept {shown[1]}% too" if shown[1] == shown[0]
+            else f"found {shown[1]}%")
     ending = f": {_missed(rewrite)}." if rewrite is not None else ", missing nothing."
     for who in ("A reasoning template, rewriting each answer,", "A reasoning template"):
         said = f"{first} {who} {verb}{ending}"

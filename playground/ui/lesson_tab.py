@@ -1,4 +1,4 @@
-"""The Lesson tab: the seven steps of playground/lesson/ for a presenter, one screen each.
+"""The Lesson tab: the eight steps of playground/lesson/ for a presenter, one screen each.
 
 Next / Previous (buttons, or the arrow keys when no text box has focus) move between steps; on a fresh
 page Next runs step 1. A step runs the first time it is shown (progress on screen, Stop cancels it) and

@@ -1,4 +1,4 @@
-"""A presenter walks the Lesson tab in Chromium (tiny model): seven steps forward and back, each with its
+"""A presenter walks the Lesson tab in Chromium (tiny model): eight steps forward and back, each with its
 measured takeaway (Next on a fresh page shows step 1); the arrow keys, a deep link (?lesson=N), presenter
 mode and the slow replay in place of step 2's answer."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pytest
 
 pytestmark = [pytest.mark.browser]
 TITLES = ["It works in tokens", "One token at a time", "Prefill, then decode", "The KV cache",
-          "Cost and latency scale with tokens", "No two requests are the same", "Reuse the cache, make room"]
+          "Cost and latency scale with tokens", "No two requests are the same", "Reuse the cache, make room",
+          "A conversation reuses its past, until something rewrites it"]
 
 
 def wait_for_step(page, n: int, timeout_s: float = 120) -> str:
@@ -26,7 +27,7 @@ def test_every_tab_has_one_button(browser_app):
     assert ids == ["generate", "tokens", "compare", "experiments", "lesson", "serve"]
 
 
-def test_walk_all_seven_steps_forward_and_back(browser_app):
+def test_walk_all_eight_steps_forward_and_back(browser_app):
     page, _ = browser_app
     page.locator("[role=tablist] [data-tab-id=lesson]").click()
     takeaways = {}
@@ -36,8 +37,9 @@ def test_walk_all_seven_steps_forward_and_back(browser_app):
         assert TITLES[n - 1] in page.locator("#lesson-title").inner_text()
     assert "8 words →" in takeaways[1] and "prediction steps" in takeaways[2] and "TTFT" in takeaways[3]
     assert "per token" in takeaways[4] and "extrapolated" in takeaways[5] and "queued behind" in takeaways[6]
-    assert "pick onnx-gguf4" in takeaways[7]   # the torch source: no prefix cache of ours to drive
-    for n in range(6, 0, -1):   # back: each step shows the result it kept, without running again
+    assert "pick onnx-gguf4" in takeaways[7] and "pick onnx-gguf4" in takeaways[8]   # the torch source: no prefix
+    # cache of ours to drive
+    for n in range(len(TITLES) - 1, 0, -1):   # back: each step shows the result it kept, without running again
         page.locator("#lesson-prev").click()
         assert wait_for_step(page, n) == takeaways[n]
         page.wait_for_function("document.querySelector('#lesson-status').innerText.includes('kept from earlier')",

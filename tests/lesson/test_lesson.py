@@ -1,4 +1,4 @@
-"""Lesson mode: the seven steps on the tiny model, their takeaways built from their own numbers, the handout."""
+"""Lesson mode: the eight steps on the tiny model, their takeaways built from their own numbers, the handout."""
 from __future__ import annotations
 
 import html
@@ -22,7 +22,7 @@ def lesson(tiny_engine):
 
 @pytest.mark.slow
 def test_every_step_runs_and_states_a_takeaway(lesson):
-    assert sorted(lesson.results) == list(STEPS) == [1, 2, 3, 4, 5, 6, 7]
+    assert sorted(lesson.results) == list(STEPS) == [1, 2, 3, 4, 5, 6, 7, 8]
     for n, r in lesson.results.items():
         assert r.number == n and r.title == STEPS[n].title and len(r.takeaway) > 40 and not r.cancelled
         assert len(r.takeaway.split()) <= 35, (n, r.takeaway)   # a room reads it at a glance
@@ -121,7 +121,7 @@ def test_step_seven_says_what_is_missing_without_our_batching(lesson):
 @pytest.mark.slow
 def test_the_handout_carries_the_same_numbers(lesson, tmp_path):
     page = write_handout(lesson, tmp_path).read_text()
-    assert page.count("<h2>") == 7 and page.count("plotly.js") >= 1
+    assert page.count("<h2>") == 8 and page.count("plotly.js") >= 1
     for r in lesson.results.values():
         assert f"<p class='takeaway'>{html.escape(r.takeaway)}</p>" in page
         for key, value in r.numbers.items():
@@ -136,7 +136,7 @@ def test_the_handout_cli_runs_headless(tmp_path, capsys, monkeypatch):
     assert main(["--out", str(tmp_path), "--backend", "torch"]) == 0
     out = capsys.readouterr().out
     page = (tmp_path / "lesson.html").read_text()
-    assert out.count("\n") >= 8 and len(page) > 1_000_000   # plotly.js inlined
+    assert out.count("\n") >= 9 and len(page) > 1_000_000   # plotly.js inlined
     assert "<p>tiny-random-llama on" in page   # not the bundled SmolLM2
 
 
@@ -144,8 +144,8 @@ def test_a_stopped_step_is_not_kept(tiny_engine):
     lesson, cancel = Lesson(tiny_engine), threading.Event()
     result = lesson.run(4, progress=lambda f, m: f > 0.2 and cancel.set(), cancel=cancel)
     assert result.cancelled and 4 not in lesson.results
-    with pytest.raises(ValueError, match="steps 1-7"):
-        lesson.run(8)
+    with pytest.raises(ValueError, match="steps 1-8"):
+        lesson.run(9)
 
 
 @pytest.mark.slow

@@ -1,9 +1,9 @@
 """Every comparative word a lesson step writes agrees with the figures it names, on runs made to come out each way.
 
-Steps 1, 2, 3 and 5 write no comparative word (counts, times and ratios: "0.9× the question's"); steps 4, 6 and 7
-do: each is fed runs where the thing compared wins and runs where it loses, so a word fixed in the text fails one
+Steps 1, 2, 3 and 5 write no comparative word (counts, times and ratios: "0.9× the question's"); steps 4, 6, 7 and
+8 do: each is fed runs where the thing compared wins and runs where it loses, so a word fixed in the text fails one
 of the two. Step 4 runs on the tiny model with its two comparisons replaced by recorded ones; steps 6 and 7's
-sentences are fed hand-made workload records.
+sentences are fed hand-made workload records, step 8's hand-made shares and misses.
 """
 from __future__ import annotations
 
@@ -177,3 +177,30 @@ class _Report:
 
     def __call__(self, fraction, message):
         pass
+
+
+# --- step 8: the cached share with each template, its comparative word, and the miss named
+
+@pytest.mark.parametrize("own, rewritten", [(0.77, 0.41), (0.5, 0.5), (0.4, 0.62), (0.503, 0.497)])
+@pytest.mark.parametrize("miss, rewrite", [
+    (None, {"turn": 2, "cause": "template rewrite", "position": 67}),
+    ({"turn": 3, "cause": "answer re-tokenized differently", "position": 120}, None),
+    ({"turn": 4, "cause": "evicted", "position": None}, {"turn": 2, "cause": "template rewrite", "position": 1203}),
+])
+def test_step_eight_words_follow_its_figures(own, rewritten, miss, rewrite):
+    from playground.lesson.steps_chat import chat_sentence
+    text = chat_sentence({"turns": 4, "cached_share": own, "miss": miss, "rewritten_cached_share": rewritten,
+                          "rewritten_miss": rewrite})
+    assert len(text.split()) <= 35, text
+    assert text.startswith(f"Turns 2–4 found {own:.0%} of their prompt tokens in the cache"), text
+    shown = [int(p) for p in re.findall(r"(\d+)%", text)]   # as written: the word compares what the room reads
+    assert shown == [round(own * 100), round(rewritten * 100)], text
+    word = re.search(r"A reasoning template.* (cut that to|kept|found) (\d+)%", text).group(1)
+    assert word == ("cut that to" if shown[1] < shown[0] else "kept" if shown[1] == shown[0] else "found"), text
+    assert ("each history to its last full block" in text) == (miss is None), text
+    for named in (miss, rewrite):
+        if named is not None and named["position"] is not None:
+            assert f"“{named['cause']}” at turn {named['turn']}'s token {named['position']}" in text, text
+        elif named is not None:
+            assert f"turn {named['turn']}: “{named['cause']}”" in text, text
+    assert text.endswith("missing nothing.") == (rewrite is None), text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from playground.lesson import STEPS
 from playground.engine import Engine
 from playground.registry import SourceRegistry
 
@@ -65,7 +66,7 @@ def test_lesson_step_seven_fits_1024x768_in_presenter_mode_with_its_numbers(onnx
     try:
         page.goto(onnx_page.url.split("?")[0] + "?present=1&lesson=7")
         page.wait_for_function("document.querySelector('#lesson-title') && document.querySelector('#lesson-title')"
-                               ".innerText.includes('Step 7 of 7')", timeout=120_000)
+                               f".innerText.includes('Step 7 of {len(STEPS)}')", timeout=120_000)
         page.wait_for_function("document.querySelector('#lesson-takeaway').innerText.includes('preemption')",
                                timeout=120_000)
         takeaway = page.locator("#lesson-takeaway").inner_text()

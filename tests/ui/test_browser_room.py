@@ -2,7 +2,7 @@
 text overflows its box and no Plotly title or label falls outside its figure; the console logs no error;
 presenter mode (?present=1) hides the header, sets text >= 20 px and chart fonts >= 18 px, and puts a
 lesson step's heading, takeaway and first chart above the fold at 1024x768, with every chart the takeaway
-names (steps 4, 6 and 7) and its legend whole; Next on a fresh page shows step 1."""
+names (steps 4, 6, 7 and 8) and its legend whole; Next on a fresh page shows step 1."""
 from __future__ import annotations
 
 import json
@@ -198,9 +198,11 @@ ON_ONE_SCREEN = f"""() => {{
 
 # The charts a step's takeaway names, by the label over each one's panel in the step's first figure: step 4's KV
 # cache and its run without it, step 6's two schedulers, step 7's runs without and with the prefix cache and under a
-# KV budget (one figure, one legend: a chart each did not fit 1024x768, side by side their legends were cut)
+# KV budget, step 8's conversation with the model's template and with the rewriting one (one figure, one legend: a
+# chart each did not fit 1024x768, side by side their legends were cut)
 NAMED = {4: ("Its size per step", "Step latency: "), 6: ("One at a time", "With continuous batching"),
-         7: ("Without prefix cache", "With prefix cache", "KV budget: ")}
+         7: ("Without prefix cache", "With prefix cache", "KV budget: "),
+         8: ("The model's own template", "A reasoning template")}
 # Each named panel (its label, plot area, tick labels) inside the window, and the figure's legend whole: inside the
 # figure and the window, clear of every panel's plot area and tick labels
 NAMED_SHOWN = """(labels) => {
@@ -270,7 +272,7 @@ WHERE = f"""() => ({{bottoms: [document.querySelector('#lesson-title'), document
 
 
 def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path):
-    """The lesson walked from a fresh page with Next, as a room sees it: each of the seven steps shows its
+    """The lesson walked from a fresh page with Next, as a room sees it: each of the eight steps shows its
     heading, takeaway and first chart (steps 1 and 2: chips, the replayed answer) without scrolling, in
     text >= 20 px and chart text >= 18 px."""
     page = open_page(browser_app, 1024, 768, "?present=1")
@@ -287,7 +289,7 @@ def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path
             except Exception:   # noqa: BLE001 - playwright's TimeoutError: the assert below says where things are
                 pass
             page.screenshot(path=str(tmp_path / f"lesson-step{n}-presenter-1024x768.png"))
-            if n == 7:   # on torch step 7 says what is missing, with no chart (on ONNX: the test after this one)
+            if n in (7, 8):   # on torch steps 7 and 8 say what is missing, with no chart (on ONNX: the tests after this)
                 assert page.evaluate(WHERE)["bottoms"][1] <= 768 and not page.evaluate(FIRST_VISUAL)
             else:
                 assert page.evaluate(ON_ONE_SCREEN), f"step {n} is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
@@ -297,7 +299,7 @@ def test_presenter_mode_fits_every_lesson_step_in_1024x768(browser_app, tmp_path
             assert fonts["small"] == [] and fonts["body"] >= 20, f"step {n}: {fonts}"
             assert fonts["tiny"] == [] and (n < 3 or fonts["chart"] >= 18), f"step {n}: {fonts}"
             assert "est_cost_usd" not in page.locator("body").inner_text()   # words, never a result's raw key
-        assert page.locator("#lesson-figure0 .js-plotly-plot").count() == 0   # step 7 on torch: none, it says why
+        assert page.locator("#lesson-figure0 .js-plotly-plot").count() == 0   # step 8 on torch: none, it says why
         page.get_by_role("tab", name="Generate").click()   # a tab drawn by ui/live/*.js, in presenter mode too
         generate(page)
         fonts = enlarged(page)
@@ -338,6 +340,28 @@ def test_presenter_mode_shows_every_chart_step_seven_names_on_our_batching(onnx_
         fonts = enlarged(page)
         assert fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
         assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_presenter_mode_shows_both_ribbons_step_eight_names_on_our_batching(onnx_app, tmp_path):
+    """Step 8 on our batching at 1024x768, opened by a deep link: its takeaway names the cached share with the model's
+    template and with the rewriting one, and the miss; both runs' ribbons, their labels and ticks, and their one
+    legend, whole, show under the takeaway without scrolling, in text >= 20 px and chart text >= 18 px."""
+    page = open_page(onnx_app, 1024, 768, "?present=1&lesson=8")
+    try:
+        lesson_step(page, 8)
+        page.wait_for_function("document.querySelector('#lesson-takeaway').innerText.includes('template rewrite')",
+                               timeout=120_000)
+        takeaway = page.locator("#lesson-takeaway").inner_text()
+        assert re.search(r"Turns 2–4 found \d+% of their prompt tokens in the cache", takeaway), takeaway
+        named_charts_shown(page, 8, tmp_path)
+        page.screenshot(path=str(tmp_path / "lesson-step8-presenter-1024x768.png"))
+        assert page.evaluate(ON_ONE_SCREEN), f"step 8 is not on one screen: {page.evaluate(WHERE)} ({tmp_path})"
+        fonts = enlarged(page)
+        assert fonts["small"] == [] and fonts["body"] >= 20 and fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
+        settle(page, OVERFLOWS)
+        assert page.evaluate(OVERFLOWS) == [] and page.errors == []
     finally:
         page.close()
 
