@@ -16,7 +16,7 @@ spaces.GPU calls), forms.py (a tab's inputs as one dataclass, read from Gradio's
 are playground/jobs.py's BackgroundJob;
 sources live in playground/registry.py.
 API names: /generate, /stop, /top_k, /metrics, /tokens, /model_info, /compare, /experiment,
-/cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_stop, /serve_sweep.
+/cancel_experiment, /lesson_next, /lesson_prev, /lesson_run, /lesson_stop, /serve, /serve_replay, /serve_stop, /serve_sweep.
 
 Left out: authentication and per-user quotas; the queue's limits and the CPU gate are the only guards.
 """

@@ -105,6 +105,12 @@ class ServeForm(WorkloadForm):
 
 
 @dataclass
+class ReplayForm(ServeForm):
+    """/serve_replay's inputs: the Serve form's, then the file replayed instead of its drawn workload."""
+    trace_file: str | None = None  # a workload.json or a trace (serve/run.py's replay_file); None: none chosen
+
+
+@dataclass
 class SweepForm:
     """The sweeps' inputs: /serve_sweep's, in this order."""
     kind: str
@@ -309,8 +315,13 @@ def _run_and_status(out, form, served: str = ""):
     """Run and Stop (over them, while the room is `served`, who may press Run and the presenter's key box), the
     status and lesson lines, the pool, the SLO boxes and the goodput; returns the buttons."""
     form.presenter_key = presenter_key_box(served, "serve-presenter-key")
+    form.trace_file = gr.File(label="Or replay a file instead of the workload above: a workload.json, Mooncake lines "
+                              "with or without AIPerf's session fields (.jsonl), a Weka trace or an ATIF trajectory "
+                              "(.json); a session's turns wait for each other, at the trace's own pace",
+                              file_types=[".json", ".jsonl"], type="filepath", elem_id="serve-trace-file")
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="serve-run")
+        replay = gr.Button("Replay the file", elem_id="serve-replay")
         stop = gr.Button("Stop", variant="stop", elem_id="serve-stop")
     out.status = gr.Markdown(elem_classes="status", elem_id="serve-status")
     out.lesson = gr.Markdown(elem_id="serve-lesson")
@@ -319,7 +330,7 @@ def _run_and_status(out, form, served: str = ""):
         slo_ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-slo-ttft", minimum=0)
         slo_tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-slo-tpot", minimum=0)
         out.goodput = gr.Markdown(elem_id="serve-goodput")
-    return run, stop, [slo_ttft, slo_tpot]
+    return run, replay, stop, [slo_ttft, slo_tpot]
 
 
 def layout(registry, traffic=None, remote=None, served: str = ""):
@@ -330,10 +341,10 @@ def layout(registry, traffic=None, remote=None, served: str = ""):
         _workload(form)
         _schedulers(registry, form)
         _kv_memory(form, out)
-        run, stop, slo = _run_and_status(out, form, served)
+        run, replay, stop, slo = _run_and_status(out, form, served)
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
         sweep, price, cost = _sweeps(registry, out, sweep_form, served)
         watch, unwatch, export = _clients(out, traffic, remote)
-    return out, form, sweep_form, SimpleNamespace(run=run, stop=stop, sweep=sweep, slo=slo, watch=watch,
+    return out, form, sweep_form, SimpleNamespace(run=run, replay=replay, stop=stop, sweep=sweep, slo=slo, watch=watch,
                                                      unwatch=unwatch, export=export, price=price, cost=cost)

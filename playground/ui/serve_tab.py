@@ -8,7 +8,7 @@ Sweeps (batch size, arrival rate with an SLO, prefill chunk on the interference 
 below with the same gate.
 Below the sweeps, what a token costs on this machine (serve/cost.py): a price per hour over the output tokens
 per hour measured by the batch-size sweep and the Generate tab's runs.
-API names: /serve, /serve_stop, /serve_sweep, /token_cost.
+API names: /serve, /serve_replay, /serve_stop, /serve_sweep, /token_cost.
 
 Each event leads to a named function: Run to ServeHandlers.serve (start_workload takes the typed ServeForm: its
 schedulers and workload from serve_setup), Stop to ServeHandlers.stop, Run sweep to ServeHandlers.sweep
@@ -16,7 +16,11 @@ schedulers and workload from serve_setup), Stop to ServeHandlers.stop, Run sweep
 and sweep_work. serve/run.py builds and runs the workload, the preset and the sweep, as for the CLI; this file
 reads the form, holds the machine and draws.
 
-Left out: more than two classes in the editor (the CLI replays any workload.json).
+"Replay the file" (ServeHandlers.replay) replays the chosen file (a workload.json or a trace: serve/run.py's
+replay_file) instead of the drawn workload, at the trace's own pace, on the same schedulers.
+
+Left out: more than two classes in the editor (a file replays any workload), and a time scale for a replayed
+trace (the CLI's --time-scale).
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from ..serve.batching import BatchConfig
 from ..serve.agent_trace import sessions_jsonl
 from ..serve.perfetto import watch_json
 from ..serve.presets import CACHE_POSITIONS, PRESETS
-from ..serve.run import SweepPlan, measure_preset, run_sweep, run_workload, sweep_setup, workload_setup
+from ..serve.run import SweepPlan, measure_preset, replay_file, run_sweep, run_workload, sweep_setup, workload_setup
 from ..serve.setup import Pick, pool_config
 from ..serve.cost import cost_markdown, measured_rates, token_costs
 from ..roofline import machine_ceilings
@@ -43,7 +47,7 @@ from .forms import form_inputs, read_form
 from ..serve.room import Room
 from .machine_gate import MachineGate
 from .serve_job import ServeJob
-from .serve_layout import DEFAULT_RATE, NONE, ServeForm, SweepForm, layout
+from .serve_layout import DEFAULT_RATE, NONE, ReplayForm, ServeForm, SweepForm, layout
 from .remote_watch import watch_view
 from .serve_views import OUTPUTS, clients_view, goodput_markdown, held_line, sweep_roofline, sweep_view, view
 
@@ -74,7 +78,13 @@ def serve_picks(form: ServeForm) -> list[Pick]:
 def serve_setup(registry, form: ServeForm, picks: list[Pick] | None = None) -> tuple[list, Workload]:
     """The schedulers and the workload that the form asks for (serve/run.py builds them); ValueError in words."""
     picks = serve_picks(form) if picks is None else picks
-    return workload_setup(picks, registry_source(registry), form, PRESETS.get(form.preset), registry.names)
+    replay = None
+    if getattr(form, "trace_file", None):
+        if form.preset in PRESETS:
+            raise ValueError("a preset runs its own workload: pick no preset to replay a file")
+        replay = lambda source: replay_file(form.trace_file, source)[0]   # noqa: E731
+    return workload_setup(picks, registry_source(registry), form, PRESETS.get(form.preset), registry.names,
+                          replay=replay)
 
 
 def apply_preset(name: str):
@@ -157,6 +167,15 @@ class ServeHandlers:
 
     def serve(self, values: dict):
         yield from self.start_workload(read_form(ServeForm, self.forms.serve, values), values[self.forms.job])
+
+    def replay(self, values: dict):
+        """Replay the chosen file (a workload.json or a trace) on the form's schedulers instead of its workload."""
+        form = read_form(ReplayForm, self.forms.serve, values)
+        if not form.trace_file:
+            yield self.status(warn("Choose a file to replay first: a workload.json, a .jsonl trace, a Weka trace or "
+                                   "an ATIF trajectory"))
+            return
+        yield from self.start_workload(form, values[self.forms.job])
 
     def sweep(self, values: dict):
         yield from self.start_sweep(read_form(SweepForm, self.forms.sweep, values), values[self.forms.job])
@@ -331,7 +350,11 @@ def serve_tab(registry, room: Room, session=None, remote=None) -> list:
                             concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
     swept = buttons.sweep.click(handlers.sweep, form_inputs(SweepForm, sweep_form, states=[job]), outputs, api_name="serve_sweep",
                                 concurrency_limit=GENERATE_CONCURRENCY, concurrency_id=CPU_QUEUE)
-    buttons.stop.click(handlers.stop, job, outputs, api_name="serve_stop", cancels=[run, swept], concurrency_limit=None)
+    replayed = buttons.replay.click(handlers.replay, form_inputs(ReplayForm, form, states=[job]), outputs,
+                                    api_name="serve_replay", concurrency_limit=GENERATE_CONCURRENCY,
+                                    concurrency_id=CPU_QUEUE)
+    buttons.stop.click(handlers.stop, job, outputs, api_name="serve_stop", cancels=[run, swept, replayed],
+                       concurrency_limit=None)
     cost_inputs = [buttons.price, job] + ([session] if session is not None else [])   # no model call: no queue
     buttons.cost.click(token_cost, cost_inputs, out.token_cost, api_name="token_cost", concurrency_limit=None)
     swept.then(token_cost, cost_inputs, out.token_cost, api_visibility="private", concurrency_limit=None)

@@ -106,3 +106,23 @@ def test_the_cli_refuses_a_setup_it_cannot_build_in_words(sources, flags, messag
     args = cli.parse_args(["--out", "unused", "--backend", "onnx", *flags])
     with pytest.raises(SystemExit, match=message):
         cli.setup(args, dict(sources))
+
+
+def test_the_tab_and_the_cli_replay_a_session_trace_file_alike(sources):
+    """The Serve tab's "Replay the file" and the CLI's --workload read a trace through run.replay_file: the same
+    requests, each session's later turns waiting for their predecessors."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from playground.ui.serve_layout import ReplayForm
+    trace = Path(__file__).resolve().parents[1] / "data" / "agent_traces" / "aiperf_weka_one_subagent.json"
+    form = ReplayForm(**asdict(serve_form("batching", NONE)), trace_file=str(trace))
+    schedulers, workload = serve_setup(registry_of(sources), form)
+    args = cli.parse_args(cli_flags("batching", NONE) + ["--workload", str(trace)])
+    _, cli_workload = cli.setup(args, dict(sources))
+    assert workload == cli_workload
+    assert [(r.session, r.after, r.delay) for r in workload.requests] == [
+        ("trace_sa", None, 0.0), ("trace_sa", 0, 0.5), ("trace_sa::agent_001", None, 0.0)]
+    with pytest.raises(ValueError, match="pick no preset to replay a file"):
+        serve_setup(registry_of(sources), ReplayForm(**asdict(serve_form("batching", "batching", preset="shared system prompt")),
+                                                     trace_file=str(trace)))
