@@ -129,7 +129,7 @@ class Sequence:
     tokens_read: int = 0
     chunk_end: float = 0.0         # when its latest chunk ended
     paused: float = 0.0            # seconds the engine loop paused while it held a slot (before its first token)
-    paused_mark: float = 0.0       # the batcher's `paused` total when it last took a slot
+    paused_mark: float = 0.0       # the batcher's `paused_s` when it last took a slot
 
     @property
     def done(self) -> bool:
@@ -190,7 +190,7 @@ class Batcher:
         self.conversations = Conversations() if self.cache is not None else None
         self.budget = KVBudget(self.config.kv_budget) if self.config.kv_budget else None
         self.looked_up = self.cached = self.preemptions = 0   # prompt tokens looked up, found cached; preemptions
-        self.paused, self.paused_since = 0.0, None   # seconds paused in all (the engine loop's pause), since when
+        self.paused_s, self.paused_since = 0.0, None   # seconds paused in all (the engine loop's pause), since when
         self.lock = threading.Lock()   # add and cancel may come from other threads than step's
 
     # --- requests in and out
@@ -266,7 +266,7 @@ class Batcher:
     def resume(self) -> None:
         """Iterations may run again (the next plan says what each waiting request waits for)."""
         if self.paused_since is not None:
-            self.paused += self.clock() - self.paused_since
+            self.paused_s += self.clock() - self.paused_since
             self.paused_since = None
 
     def busy(self) -> bool:
@@ -347,7 +347,7 @@ class Batcher:
         if self.cache is not None:
             self._keep(seq, context, victim.hashes)
         it.preempted.append((seq, self.clock(), seq.length))
-        seq.paused += self.paused - seq.paused_mark
+        seq.paused += self.paused_s - seq.paused_mark
         self._let_go(seq)
         seq.prefill_ids, seq.hashes = context, list(victim.hashes)
         seq.read = seq.length = 0
@@ -385,7 +385,7 @@ class Batcher:
             seq.blocks = admission.blocks
         seq.joined = self.clock()
         seq.account_wait(None, seq.joined)
-        seq.paused_mark = self.paused
+        seq.paused_mark = self.paused_s
         if seq.admitted is None:
             seq.admitted = seq.t_prev = seq.joined
             seq.trace.queued = sum(seq.waited.values())   # its arrival -> now, by reason: the same marks
@@ -503,7 +503,7 @@ class Batcher:
         its copies and chunks (the sampling after its last chunk counted in them), the pauses while it held a slot,
         and what is left: other requests' steps."""
         computing = seq.computing + (t - seq.chunk_end if seq.chunks_read else 0.0)
-        paused = seq.paused + self.paused - seq.paused_mark
+        paused = seq.paused + self.paused_s - seq.paused_mark
         waited = tuple((str(reason), s) for reason, s in seq.waited.items() if s > 0)
         others = (t - seq.arrived) - sum(s for _, s in waited) - seq.copying - computing - paused
         seq.trace.waits = WaitParts(waited, seq.copying, seq.trace.cached_tokens, computing, seq.tokens_read,

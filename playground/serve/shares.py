@@ -187,7 +187,7 @@ def slots_held(records, start: float, end: float) -> Counter:
 def waited_for(record) -> tuple[tuple[str, float], ...] | None:
     """What a request waited for before its slot, by the batcher's reasons: (reason, seconds) from its wait parts once
     admitted; (its latest plan's reason, None) while it waits; None where no reason is known (another scheduler)."""
-    parts = getattr(record.trace, "waits", None) if record.trace is not None else None
+    parts = getattr(getattr(record, "trace", None), "waits", None)
     if record.admitted is not None:
         return None if parts is None else parts.waited
     reason = getattr(record, "waiting_for", None)
