@@ -30,7 +30,8 @@ Per turn (1..T), over the N conversations: served, TTFT p50 / p95 (nearest rank;
 streamed token as the client sees it, a wait for a slot included), prompt tokens and cached prompt tokens p50 and the
 share of the turn's prompt tokens that were cached (ours: `usage.prompt_tokens_details.cached_tokens`; llama-server:
 `timings.cache_n`), and output tok/s p50 (each answer's tokens after its first over the time from its first token to
-its last: its decode rate); ours also the causes its `x_playground.cache` records name (serve/cache_miss.py). Per
+its last: its decode rate); ours also what its `x_playground.cache` records say (serve/cache_miss.py): the most the
+cache could have found (`ideal_tokens_p50`) and the causes they name. Per
 path: the TTFT p95 over turns 2..T (`later_ttft_p95_s`: every later turn of every conversation pooled), the output
 tokens over the wall time from the first request to the last answer (`output_tps`). Each figure is the median of
 its rounds, each round's kept. The ratio the target names:
@@ -69,10 +70,9 @@ LLAMA_SLOTS = 4
 MESSAGE_TOKENS = 8    # the chat template's own tokens around one message, at most (SmolLM2's: 5)
 HEAD_TOKENS = 64      # the template's head and a conversation's tag (SmolLM2's default system prompt: ~30)
 CONTEXT_STEP = 256    # conversation_tokens is rounded up to a multiple of this
-TIMEOUT_S = 600.0     # one turn's wait for the end of its answer, at most
 TARGETS = {"ttft_p95_later_turns_vs_llama": ("<=", 0.8)}
 TURN_MEDIANS = ("ttft_p50_s", "ttft_p95_s", "prompt_tokens_p50", "cached_tokens_p50", "cached_share",
-                "output_tps_p50")
+                "output_tps_p50", "ideal_tokens_p50")
 PATH_MEDIANS = ("later_ttft_p95_s", "wall_s", "output_tps")
 
 
@@ -81,8 +81,8 @@ class ConversationsRow(Row):
     """N conversations of T turns at once through our endpoint and llama-server, rounds interleaved
     (conversations.conversations_row). Each path's dict: served, requests, statuses, later_ttft_p95_s, wall_s,
     output_tokens, output_tps, turns ({"1": turn 1's dict, ...}: served, ttft_p50_s, ttft_p95_s, prompt_tokens_p50,
-    cached_tokens_p50, cached_share, output_tps_p50; ours also causes), load, validity, and rounds when more than
-    one."""
+    cached_tokens_p50, cached_share, output_tps_p50; ours also ideal_tokens_p50 and causes), load, validity, and
+    rounds when more than one."""
 
     bench: str = field(default="conversations", init=False)
     backend: str                          # the app's batching backend
@@ -208,6 +208,7 @@ class Turn:
     prompt_tokens: int | None = None
     cached: int | None = None        # cached prompt tokens as the path reads them (CACHED)
     cause: str | None = None         # ours: x_playground.cache's cause
+    ideal: int | None = None         # ours: x_playground.cache's ideal (the most the cache could have found)
 
     @property
     def served(self) -> bool:
@@ -280,7 +281,8 @@ def stream_turn(http, url: str, body: dict, headers: dict, turn: int, path: str)
     if t.prompt_tokens is None and timings.get("prompt_n") is not None:   # llama-server's prompt_n: computed only
         t.prompt_tokens = timings["prompt_n"] + (timings.get("cache_n") or 0)
     t.cached = read_cached(final, path)
-    t.cause = ((final.get("x_playground") or {}).get("cache") or {}).get("cause")
+    record = (final.get("x_playground") or {}).get("cache") or {}
+    t.cause, t.ideal = record.get("cause"), record.get("ideal")
     return t, "".join(text)
 
 
@@ -310,13 +312,13 @@ def chatter(base_url: str, key: str | None, questions: list[str], tokens: int, p
 def turn_figures(turns: list[Turn], conversations: int) -> dict:
     """One turn's figures over the conversations (`turns`: that turn of each conversation that reached it).
 
-    >>> ts = [Turn(2, ttft=0.1, last=0.5, tokens=5, prompt_tokens=100, cached=64, cause="no miss"),
-    ...       Turn(2, ttft=0.3, last=1.3, tokens=5, prompt_tokens=120, cached=96, cause="no miss")]
+    >>> ts = [Turn(2, ttft=0.1, last=0.5, tokens=5, prompt_tokens=100, cached=64, cause="no miss", ideal=64),
+    ...       Turn(2, ttft=0.3, last=1.3, tokens=5, prompt_tokens=120, cached=96, cause="no miss", ideal=96)]
     >>> f = turn_figures(ts, 3)
     >>> f["served"], f["ttft_p50_s"], f["ttft_p95_s"], f["cached_tokens_p50"], f["cached_share"], f["output_tps_p50"]
     ('2/3', 0.2, 0.3, 80.0, 0.727, 7.0)
-    >>> f["causes"]
-    {'no miss': 2}
+    >>> f["ideal_tokens_p50"], f["causes"]
+    (80.0, {'no miss': 2})
     """
     served = [t for t in turns if t.served]
     prompts = [t.prompt_tokens for t in served]
@@ -329,6 +331,9 @@ def turn_figures(turns: list[Turn], conversations: int) -> dict:
            "ttft_p95_s": rounded(percentile([t.ttft for t in served], 95, NEAREST_RANK), 3),
            "prompt_tokens_p50": median(prompts, 1), "cached_tokens_p50": median(cached, 1), "cached_share": share,
            "output_tps_p50": median((t.output_tps for t in served), 1)}
+    ideals = [t.ideal for t in served if t.ideal is not None]
+    if ideals:
+        out["ideal_tokens_p50"] = median(ideals, 1)
     causes: dict[str, int] = {}
     for t in served:
         if t.cause is not None:
@@ -459,7 +464,8 @@ def run_round(base_url: str, keys: list, questions: list[list[str]], tokens: int
     """The conversations at once on one server, in a load window (`servers`: the bench's, their CPU its own)."""
     window = LoadWindow.start(servers)
     done, _ = press_together([chatter(base_url, keys[i], tagged(q, i, round_), tokens, path,
-                                      f"{path}-{round_ + 1}-{i + 1}") for i, q in enumerate(questions)])
+                                      f"{path}-{round_ + 1}-{i + 1}") for i, q in enumerate(questions)],
+                             requests=len(questions[0]))
     load = window.stop()
     chats = [c if isinstance(c, Chat) else Chat(c.pressed, [Turn(1, status=c.status)]) for c in done]
     return path_figures(chats, len(questions[0]), load)
@@ -517,7 +523,7 @@ def conversations_row(model: str | None = None, conversations: int = CONVERSATIO
         _, evicted_after = prefix_cache(app.url, keys[0])
     if server is not None:
         llama = {"parallel": LLAMA_SLOTS, "ctx": LLAMA_SLOTS * need, "threads": threads,
-                 "cache_prompt": "on (its default)", "cache_ram": "its default (--cache-ram 8192 MiB)",
+                 "cache_prompt": "not sent: its default, on", "cache_ram": "--cache-ram not given: its default",
                  "configuration": llama_choice().summary(), **merge_rounds(theirs_rounds)}
     ratios, each, check = later_ratios(ours_rounds, theirs_rounds)
     return ConversationsRow(

@@ -72,10 +72,10 @@ def test_our_stream_gives_the_cached_tokens_of_usage_and_the_cause_of_its_record
     ours = sse(chunk("Hel"), chunk("lo"), chunk(" there"),
                {"choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 3,
                                          "prompt_tokens_details": {"cached_tokens": 96}},
-                "timings": {"cache_n": 95, "prompt_n": 25}, "x_playground": {"cache": {"cause": "no miss"}}})
+                "timings": {"cache_n": 95, "prompt_n": 25}, "x_playground": {"cache": {"cause": "no miss", "ideal": 112}}})
     turn, answer = read(ours, "ours")
     assert answer == "Hello there" and turn.served and turn.turn == 2
-    assert (turn.tokens, turn.prompt_tokens, turn.cached, turn.cause) == (3, 120, 96, "no miss")
+    assert (turn.tokens, turn.prompt_tokens, turn.cached, turn.cause, turn.ideal) == (3, 120, 96, "no miss", 112)
     assert 0 <= turn.ttft <= turn.last <= turn.done
 
 
@@ -96,7 +96,7 @@ def test_a_turns_figures_say_missing_where_a_server_gave_no_cached_count():
     served = [Turn(3, ttft=0.2, last=1.2, tokens=11, prompt_tokens=200, cached=None)]
     f = turn_figures(served + [Turn(3, status="ReadError")], 3)
     assert f["served"] == "1/3" and f["cached_tokens_p50"] is None and f["cached_share"] is None
-    assert f["output_tps_p50"] == 10.0 and f["ttft_p95_s"] == 0.2 and "causes" not in f
+    assert f["output_tps_p50"] == 10.0 and f["ttft_p95_s"] == 0.2 and "causes" not in f and "ideal_tokens_p50" not in f
 
 
 def test_the_later_turns_p95_leaves_out_the_first_turns():
@@ -182,6 +182,7 @@ def test_the_conversations_row_serves_every_turn_through_the_app_and_reads_its_c
     assert second["cached_tokens_p50"] > first["cached_tokens_p50"], ours
     assert second["cached_share"] > first["cached_share"], ours
     assert first["causes"] == {"new conversation": 4}, ours
+    assert second["ideal_tokens_p50"] >= second["cached_tokens_p50"] > 0, ours   # the most it could have found
     assert sum(second["causes"].values()) == 4 and "new conversation" not in second["causes"], ours
     assert 0 < ours["later_ttft_p95_s"] == second["ttft_p95_s"]   # with two turns, the later turns are turn 2
     assert "skipped" in row["llama_server"] and row["ratios"]["ttft_p95_later_turns_vs_llama"] is None
