@@ -104,3 +104,19 @@ def test_concurrent_requests_to_llama_server_with_its_own_kv_figure(llama_server
     firsts = sorted(r.first_token for r in result.records)
     assert firsts[1] < min(r.last_token for r in result.records)   # two were decoding at the same time
     assert result.kv_unit == "tokens" and result.kv_total == 4096 and max(v for _, v in result.kv) > 0
+
+
+def test_concurrent_requests_keep_each_sessions_turns_in_order_with_their_gaps():
+    """A session's later turn is sent when its predecessor has ended and its gap passed (sessions.Releases)."""
+    from dataclasses import replace
+    server = ThreadSafeFakeSource()
+    first = Workload.build([Q], 4)
+    turns = [replace(first.requests[0], session="a"), replace(first.requests[1], session="b"),
+             replace(first.requests[2], session="a", after=0, delay=0.2),
+             replace(first.requests[3], session="b", after=1, delay=0.1)]
+    result = ConcurrentScheduler(server).run(replace(first, requests=tuple(turns)))
+    records = result.records
+    assert all(r.stop_reason == "length" for r in records)
+    for later, earlier in ((records[2], records[0]), (records[3], records[1])):
+        assert later.released >= earlier.finished + later.request.delay and later.admitted >= later.released
+    assert records[0].released is None and records[1].released is None   # first turns: at their arrival
