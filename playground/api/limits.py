@@ -22,7 +22,10 @@ each client known by its address). A key is compared in constant time and never 
 record: clients are named "client 1", "client 2", … in the order they first came. Limits from
 PLAYGROUND_API_LIMITS ("name=value,…", names as in ApiLimits). The prefix cache's size in KV positions from
 PLAYGROUND_API_PREFIX_CACHE (0: off; unset: sized when the model loads from the memory the KV slots leave,
-serve/room.py's cache_positions). PLAYGROUND_API_PER_REQUEST_METRICS=1 puts
+serve/room.py's cache_positions). A session's cached blocks are held across its gaps for the TTL it asks, at
+most PLAYGROUND_API_SESSION_SHARE of the cache (a share from 0 to 1; 0.5 unset); a session that asks no TTL (named
+by prompt_cache_key, the Responses chain, X-Session-Id) is held PLAYGROUND_API_SESSION_TTL seconds (300 unset; 0:
+only sessions that ask a TTL are held). PLAYGROUND_API_PER_REQUEST_METRICS=1 puts
 vLLM's per-request `metrics` object in every response (as vLLM's --enable-per-request-metrics does; without it a
 request asks with `"per_request_metrics": true`). The KV slots (requests the engine holds at once) from
 PLAYGROUND_API_SLOTS; unset or 0: sized when the model loads from the memory the machine has then and the context
@@ -51,7 +54,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, fields, replace
 
-from ..serve.room import MOST_SLOTS, LoopSize
+from ..serve.room import MOST_SLOTS, SESSION_SHARE, SESSION_TTL_S, LoopSize
 from .errors import bad_request, too_many, unauthorized
 
 WINDOW_S = 60.0
@@ -99,6 +102,8 @@ class ApiConfig:
     trust_forwarded: bool = False  # name clients by X-Forwarded-For's last address (added by a known proxy)
     presenter_key: str | None = field(default=None, repr=False)   # the app's own Serve tab: no per-client limits
     per_request_metrics: bool = False   # every response carries vLLM's `metrics` object (not only those asking)
+    session_share: float = SESSION_SHARE   # the share of the prefix cache sessions may hold across their gaps
+    session_ttl: float = SESSION_TTL_S     # seconds a session that asks no TTL is held (0: only those asking)
 
     @classmethod
     def from_env(cls, **overrides) -> "ApiConfig":
@@ -107,13 +112,35 @@ class ApiConfig:
         cache = parse_positions(os.environ.get("PLAYGROUND_API_PREFIX_CACHE"), None)
         metrics = os.environ.get("PLAYGROUND_API_PER_REQUEST_METRICS", "").strip().lower() in ("1", "true", "yes")
         slots = parse_slots(os.environ.get("PLAYGROUND_API_SLOTS"))
+        share = parse_number(os.environ.get("PLAYGROUND_API_SESSION_SHARE"), SESSION_SHARE, 1.0,
+                             "PLAYGROUND_API_SESSION_SHARE", "share of the prefix cache sessions may hold")
+        ttl = parse_number(os.environ.get("PLAYGROUND_API_SESSION_TTL"), SESSION_TTL_S, 86_400.0,
+                           "PLAYGROUND_API_SESSION_TTL", "seconds a session that asks no TTL is held")
         return cls(keys, limits, trust_forwarded=bool(os.environ.get("SPACE_ID")),
-                   **{"prefix_cache": cache, "per_request_metrics": metrics, "slots": slots, **overrides})
+                   **{"prefix_cache": cache, "per_request_metrics": metrics, "slots": slots,
+                      "session_share": share, "session_ttl": ttl, **overrides})
 
     @property
     def loop_size(self) -> LoopSize:
         """The engine loop's size these settings ask for (the room sizes its loop once: serve/room.py)."""
-        return LoopSize(self.slots, self.capacity, self.prefix_cache)
+        return LoopSize(self.slots, self.capacity, self.prefix_cache, self.session_share, self.session_ttl)
+
+
+def parse_number(text: str | None, default: float, most: float, name: str, what: str) -> float:
+    """A number from 0 to `most` (an environment variable `name`: the `what`), `default` when unset; ValueError else.
+
+    >>> parse_number(None, 0.5, 1.0, "X", "a share"), parse_number(" 0.25 ", 0.5, 1.0, "X", "a share")
+    (0.5, 0.25)
+    """
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= most:
+        raise ValueError(f"{name}: {text.strip()!r} is not a number from 0 to {most:g} (the {what})")
+    return value
 
 
 def parse_slots(text: str | None) -> int:

@@ -24,6 +24,11 @@ and beside them under OpenTelemetry's GenAI semantic conventions.
     playground:prefix_cache_positions           gauge  positions it keeps now (a prompt's blocks, and the ones
                                                        requests generated)
     playground:prefix_cache_evictions_total     counter  blocks evicted (least recently used first)
+    playground:prefix_cache_session_held_positions  gauge  positions held for sessions across their gaps now (a
+                                                           TTL asked, at most the operator's share of the budget)
+    playground:prefix_cache_evictions_by_reason_total  counter  blocks evicted, by reason: least recently used (no
+                                                       session held it), TTL expired, over the held share, pressure
+                                                       (evicted while a session held it: nothing else was left)
 
 OpenTelemetry's GenAI metrics (semantic conventions, gen_ai.*), spelled as OpenTelemetry's Prometheus exporter
 spells them (dots as underscores; the unit "s" as the suffix _seconds; an annotation unit such as {token} dropped):
@@ -60,6 +65,7 @@ import time
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..serve.prefix_cache import Reason
 from .errors import ENGINE_ERROR
 
 # vLLM's buckets (seconds), so its dashboards' quantiles read the same
@@ -101,6 +107,10 @@ class _Live:
                                  labels=LABEL)
         evicted = CounterMetricFamily("playground:prefix_cache_evictions", "Prefix-cache blocks evicted, least "
                                       "recently used first", labels=LABEL)
+        session_held = GaugeMetricFamily("playground:prefix_cache_session_held_positions", "KV positions the prefix "
+                                         "cache holds for sessions across their gaps", labels=LABEL)
+        by_reason = CounterMetricFamily("playground:prefix_cache_evictions_by_reason", "Prefix-cache blocks "
+                                        "evicted, by reason", labels=LABEL + ("reason",))
         if loop is not None:
             batcher = loop.batcher
             held = batcher.holders()
@@ -113,7 +123,10 @@ class _Live:
             budget.add_metric([model], cache.capacity * cache.block_size if cache is not None else 0)
             kept.add_metric([model], len(cache) * cache.block_size if cache is not None else 0)
             evicted.add_metric([model], cache.evicted if cache is not None else 0)
-        return [running, waiting, usage, queries, hits, budget, kept, evicted]
+            session_held.add_metric([model], cache.held_positions() if cache is not None else 0)
+            for reason in Reason:
+                by_reason.add_metric([model, reason.value], cache.by_reason[reason] if cache is not None else 0)
+        return [running, waiting, usage, queries, hits, budget, kept, evicted, session_held, by_reason]
 
 
 class ServerMetrics:

@@ -31,7 +31,8 @@ Modules, by concept:
   perfetto.py (a run as Chrome Trace Events, for ui.perfetto.dev), mooncake.py (Mooncake traces: replayed as a
   workload, and every workload written as one), agent_trace.py (agent traces: Mooncake lines with AIPerf's session
   fields, replayed with each session in order, and a run written as them), trace_import.py (Weka traces and ATIF
-  trajectories read as those lines);
+  trajectories read as those lines), session_gaps.py (a trace's session gaps against the prefix cache alone: each
+  session's blocks held, evictable or evicted, and why);
 - setup.py (a Serve form, the tab's or the CLI's flags, read into picks and a workload form), run.py (a workload,
   a preset and a sweep built and run: the tab and the CLI both run through it), cli.py and __main__.py
   (`python -m playground.serve`).

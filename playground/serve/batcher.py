@@ -79,6 +79,8 @@ class BatchConfig:
     prefill_chunk: int = 128     # prompt tokens read per iteration (a longer prompt is read in chunks)
     prefix_cache: int = 0        # positions of KV the prefix cache may keep (blocks of 16); 0: no prefix caching
     kv_budget: int = 0           # positions the running requests may hold in all; 0: no limit but the slots
+    session_share: float = 0.0   # the share of the prefix cache sessions may hold across their gaps (0: none)
+    session_ttl: float = 0.0     # seconds a session that asks no TTL is held (0: only those that ask one are)
 
     def validate(self) -> "BatchConfig":
         if not 1 <= self.slots <= 64 or not 1 <= self.prefill_chunk <= 4096:
@@ -89,6 +91,9 @@ class BatchConfig:
         if self.kv_budget and not BLOCK_SIZE <= self.kv_budget <= 1 << 20:
             raise ValueError(f"the KV budget must be 0 (no limit) or {BLOCK_SIZE}-{1 << 20} positions; "
                              f"got {self.kv_budget}")
+        if not 0.0 <= self.session_share <= 1.0 or not 0.0 <= self.session_ttl <= 86_400.0:
+            raise ValueError(f"the sessions' share of the prefix cache must be 0-1 and their default TTL 0-86400 s; "
+                             f"got {self.session_share} and {self.session_ttl}")
         return self
 
 
@@ -122,6 +127,7 @@ class Sequence:
     wait: WaitReason = WaitReason.IN_PROGRESS    # what it waits for now (the latest plan's reason)
     wait_since: float | None = None              # since when: not yet in `waited` (None: it holds a slot)
     turn: object = None            # a chat request's conversations.Turn (its record is made at admission), or None
+    session: object = None         # the sessions.Session it named: its blocks are held across the gap after it
     conversation: object = None    # its conversations.TurnRecord, once admitted
     copying: float = 0.0           # until its first token: seconds copying cached blocks into its slot
     computing: float = 0.0         # its own prefill chunks, and its first token sampled
@@ -186,7 +192,8 @@ class Batcher:
         self.table = SlotTable(self.kv)
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []   # holding a slot, in order of admission: the last is preempted first
-        self.cache = PrefixCache(self.config.prefix_cache // BLOCK_SIZE) if self.config.prefix_cache else None
+        self.cache = PrefixCache(self.config.prefix_cache // BLOCK_SIZE, held_share=self.config.session_share) \
+            if self.config.prefix_cache else None
         self.conversations = Conversations() if self.cache is not None else None
         self.budget = KVBudget(self.config.kv_budget) if self.config.kv_budget else None
         self.looked_up = self.cached = self.preemptions = 0   # prompt tokens looked up, found cached; preemptions
@@ -196,9 +203,10 @@ class Batcher:
     # --- requests in and out
 
     def add(self, ids: list[int], settings: GenerationSettings, request_id=None, prompt: str = "", text: str = "",
-            ignore_eos: bool = False, client: str = "", turn=None, arrived: float | None = None) -> Sequence:
+            ignore_eos: bool = False, client: str = "", turn=None, arrived: float | None = None,
+            session=None) -> Sequence:
         """Queue a request (its prompt's token ids; `client`: who sent it; `turn`: a chat request's
-        conversations.Turn; `arrived`: when it arrived on the batcher's clock, if before now: a workload's request
+        conversations.Turn; `session`: the sessions.Session it named; `arrived`: when it arrived on the batcher's clock, if before now: a workload's request
         released between two iterations); ValueError when it cannot fit a slot."""
         settings = settings.validate()
         if not ids or len(ids) >= self.capacity:
@@ -217,7 +225,7 @@ class Batcher:
         seq = Sequence(request_id, list(ids), settings, trace, sampler, Detokenizer(b.tokenizer, ids),
                        frozenset() if ignore_eos else b.eos_token_ids, prefill_ids=list(ids),
                        hashes=block_hashes(ids) if self.cache is not None else [], arrived=arrived,
-                       client=client, wait_since=arrived, turn=turn,
+                       client=client, wait_since=arrived, turn=turn, session=session,
                        wait=WaitReason.IN_PROGRESS if self.paused_since is None else WaitReason.MACHINE)
         trace.prefill_chunk = self.config.prefill_chunk
         with self.lock:
@@ -511,11 +519,15 @@ class Batcher:
 
     def _finish(self, seq: Sequence, reason: str, it: Iteration) -> None:
         """End `seq` (it holds a slot): with prefix caching its context's full blocks are kept first, the ones it
-        generated too, and its conversation remembers it."""
+        generated too, held for its session's TTL, and its conversation remembers it."""
         seq.trace.stop_reason = reason
         if self.cache is not None:
             context = seq.ids + [s.token_id for s in seq.trace.steps]
-            self._keep(seq, context, block_hashes(context[:seq.length]))
+            hashes = block_hashes(context[:seq.length])
+            self._keep(seq, context, hashes)
+            if seq.session is not None:
+                ttl = seq.session.ttl_s if seq.session.ttl_s is not None else self.config.session_ttl
+                self.cache.retain(hashes, seq.session.id, ttl)
             self.conversations.finished(seq)
         self._let_go(seq)
         it.finished.append(seq)

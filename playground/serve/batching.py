@@ -22,7 +22,7 @@ from .batcher import BatchConfig, Batcher, Iteration
 from .prefix_cache import BLOCK_SIZE
 from .records import BatchStep, Preemption
 from .schedulers import Scheduler, fail, progress_line, request_ids, settings_for
-from .sessions import Releases
+from .sessions import Releases, trace_session
 
 MAX_POOL_BYTES = 2 * 2**30   # the slots are fewer when slots x capacity would take more memory than this
 
@@ -83,7 +83,8 @@ class ContinuousBatching(Scheduler):
                     try:
                         # it arrived at its time, maybe during the iteration just run: that wait is its own
                         seq = batcher.add(ids, settings_for(record.request), record.request.id, record.request.prompt,
-                                          text, record.request.ignore_eos, arrived=clock.start + record.arrival)
+                                          text, record.request.ignore_eos, arrived=clock.start + record.arrival,
+                                          session=trace_session(record.request.session))
                     except ValueError as exc:   # e.g. it could never fit the KV budget: it ends, the others run
                         fail(record, clock, exc)
                         continue

@@ -21,7 +21,8 @@ The record says:
     cached sequence had them, and the message and part of it they lie in, on both sides;
   - one cause (`Cause`), first that applies: below one block (the prompt leaves no full block to reuse); a new
     conversation; evicted (fewer blocks found than the ideal, and the eviction log names the first missing
-    block: when, and what took its room); unknown (fewer found and no eviction on record); then, where the
+    block: when, why (least recently used, a session's TTL expired, released over the held share, or pressure) and
+    what took its room); unknown (fewer found and no eviction on record); then, where the
     prompt parts from the cached sequence, what changed there: tools reordered or changed (a tools line),
     volatile system prompt (the system block, while every other message is unchanged), earlier turn edited
     (a message's content differs), answer re-tokenized differently (the previous answer sent back as the same
@@ -104,7 +105,8 @@ class CacheRecord:
     before: tuple[str, ...] = ()    # the AROUND tokens before the difference, decoded
     now: tuple[str, ...] = ()       # this prompt's tokens from the difference on
     then: tuple[str, ...] = ()      # the cached sequence's tokens from the difference on
-    evicted: dict | None = None     # cause evicted: {"at", "seconds_before", "by", "block", "log_bound"}
+    evicted: dict | None = None     # cause evicted: {"at", "seconds_before", "by", "block", "reason", "session",
+    #                                 "log_bound"}: reason is prefix_cache.Reason's (TTL expired, pressure, …)
     spans: tuple = field(default=(), repr=False)   # this prompt's MessageSpans: the ribbon's hover
 
     def as_dict(self, text: bool = True) -> dict:
@@ -186,10 +188,11 @@ def _cause(n, cached, ideal, common, previous, first, prompt, spans, messages, t
             now = time.time() if now is None else now
             ago = max(0.0, now - eviction.at)
             by = eviction.by or "an unnamed request"
+            why = eviction.reason.value + (f" (session {eviction.session})" if eviction.session else "")
             return Cause.EVICTED, (f"{lost} tokens of the history were cached and evicted {ago:.1f} s before this "
-                                   f"lookup, their room taken by {by}"), {
+                                   f"lookup ({why}), their room taken by {by}"), {
                 "at": eviction.at, "seconds_before": round(ago, 3), "by": eviction.by, "block": eviction.block,
-                "log_bound": EVICTION_LOG}
+                "reason": eviction.reason.value, "session": eviction.session, "log_bound": EVICTION_LOG}
         return Cause.UNKNOWN, (f"{lost} tokens of the history were not in the cache, and the eviction log (the last "
                                f"{EVICTION_LOG} evictions) has no record of them: never kept (a cache full of "
                                "blocks running requests held) or evicted before the log's oldest entry"), None

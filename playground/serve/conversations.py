@@ -103,7 +103,7 @@ class Conversations:
             eviction = cache.evictions.get(hashes[found // BLOCK_SIZE])
         record = explain(seq.ids, found, finished.previous if finished else None, spans=turn.spans,
                          messages=turn.messages, tools=turn.tools, decode=decode, eviction=eviction,
-                         conversation=turn.key or (name or ""), matched_by=matched_by)
+                         conversation=turn.key or (name or ""), matched_by=matched_by, now=cache.clock())
         return TurnRecord(record, name)
 
     def finished(self, seq) -> None:

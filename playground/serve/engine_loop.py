@@ -157,7 +157,7 @@ class EngineLoop:
         if self._closed:
             raise ValueError("the engine loop is closed")
         with self._lock:
-            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client, turn)
+            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client, turn, session=session)
             seq.trace.server.update(server or {})
             ticket = self.tickets[id(seq)] = Ticket(seq, client, session)
             if self.observer is not None:

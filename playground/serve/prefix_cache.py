@@ -26,6 +26,27 @@ next turn of a conversation, whose prompt is the whole history, finds it again u
 label of the request whose block was inserted), the newest EVICTION_LOG of them (the oldest dropped
 first), so a turn that missed can say its blocks were evicted, when and by whom (cache_miss.py).
 
+A session's blocks are held across its gap (`retain`): when a turn of a session ends, its whole chain is held for
+the TTL the session asked (Anthropic's cache_control "5m"/"1h", vLLM's agent_hint; the operator's default for a
+session named otherwise), while a tool runs and the model waits. Session-held blocks are evicted last: the least
+recently used block that no request and no session holds goes first; only when nothing else is left (pressure)
+is a held one evicted anyway. At most `held_share` of the budget is held at once: past it, the oldest holds are
+released (a chain from its tail, so its beginning is held longest). Time is the cache's `clock` (time.time
+unless given one: a test's fake clock). Each eviction's `reason` says why that block went (`Reason`): least
+recently used (never held), TTL expired, released over the held share, or pressure (still held).
+
+>>> now = [0.0]
+>>> cache = PrefixCache(capacity=2, block_size=4, clock=lambda: now[0], held_share=0.5)
+>>> a, b = cache.insert(1, [1] * 4, lambda: []), cache.insert(2, [2] * 4, lambda: [])
+>>> cache.retain([1], "s1", 300.0), cache.held_positions()   # block 1 held 300 s for session s1
+(1, 4)
+>>> cache.insert(3, [3] * 4, lambda: [], by="req 3") is not None, 1 in cache.blocks, 2 in cache.blocks
+(True, True, False)
+>>> cache.evictions[2].reason.value, cache.evictions[2].by
+('least recently used', 'req 3')
+>>> now[0] = 301.0; _ = cache.insert(4, [4] * 4, lambda: [], by="req 4"); cache.evictions[1].reason.value
+'TTL expired'
+
 >>> a, b = block_hashes(list(range(40)), 16), block_hashes([7] * 16 + list(range(16, 40)), 16)
 >>> len(a), a[1] == b[1]     # two full blocks; block 1 has the same tokens, after another block 0
 (2, False)
@@ -50,9 +71,10 @@ contiguous run of positions, so a cached block is copied into it).
 from __future__ import annotations
 
 import hashlib
+import enum
 import itertools
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,23 +110,49 @@ class CachedBlock:
     kv: list                      # one array per past input: [kv_heads, block_size, head_dim] (a copy)
     refs: int = 0                 # running requests holding it
     id: int = field(default_factory=lambda: next(_numbers))   # a short name for drawing it
+    hold: "Hold | None" = None    # a session holds it across its gap (None: no session does)
+    ended: "Reason | None" = None  # why its latest session hold ended (None: never held, or used since)
+
+
+class Reason(str, enum.Enum):
+    """Why a block was evicted."""
+    LRU = "least recently used"        # no session held it: the least recently used block went first
+    EXPIRED = "TTL expired"            # a session held it; its TTL ran out before the room was needed
+    SHARE = "over the held share"      # a session held it; newer holds took the held share and released it
+    PRESSURE = "pressure"              # a session still held it, and every other block was held or in use
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A session's hold on a block: which session, since when and until when (the cache's clock)."""
+    session: str
+    since: float
+    until: float
 
 
 @dataclass(frozen=True)
 class Eviction:
-    """One block evicted: when (time.time()), what took its room (the inserting request's label; "" unnamed)."""
+    """One block evicted: when (the cache's clock: time.time()), what took its room (the inserting request's label;
+    "" unnamed), why (`Reason`), and the session that held it last ("" none)."""
     hash: int
     at: float
     by: str
     block: int     # the evicted block's id
+    reason: Reason = Reason.LRU
+    session: str = ""
 
 
 class PrefixCache:
-    def __init__(self, capacity: int, block_size: int = BLOCK_SIZE):
+    def __init__(self, capacity: int, block_size: int = BLOCK_SIZE, clock=time.time, held_share: float = 0.0):
         if capacity < 0 or block_size < 1:
             raise ValueError(f"a prefix cache holds 0 or more blocks of 1 or more positions; got {capacity}, "
                              f"{block_size}")
-        self.capacity, self.block_size = int(capacity), int(block_size)
+        if not 0.0 <= held_share <= 1.0:
+            raise ValueError(f"the share of the prefix cache sessions may hold is from 0 to 1; got {held_share}")
+        self.capacity, self.block_size, self.clock = int(capacity), int(block_size), clock
+        self.held_most = int(self.capacity * held_share)   # blocks sessions may hold at once
+        self.holds: OrderedDict[int, CachedBlock] = OrderedDict()   # session-held blocks, the oldest hold first
+        self.by_reason: Counter = Counter()                           # Reason -> blocks evicted for it
         self.blocks: OrderedDict[int, CachedBlock] = OrderedDict()   # least recently used first
         self.evicted = 0
         self.evictions: OrderedDict[int, Eviction] = OrderedDict()   # hash -> its latest eviction, oldest first
@@ -128,6 +176,7 @@ class PrefixCache:
         """A running request holds `blocks`: they are not evicted until it releases them."""
         for block in blocks:
             block.refs += 1
+            block.ended = None   # used again: its eviction, if any, is a plain one
             self.blocks.move_to_end(block.hash)
 
     def release(self, blocks) -> None:
@@ -153,17 +202,79 @@ class PrefixCache:
         self.evictions.pop(h, None)   # cached again: its eviction is no longer why it is missing
         return block
 
+    def retain(self, hashes, session: str, ttl_s: float | None) -> int:
+        """Hold the cached blocks of `hashes` (a chain, first block first) for `session` until `ttl_s` seconds from
+        now (a hold already longer is kept); past the held share the oldest holds are released. Returns the blocks
+        held now for this call (0: none cached, no TTL, or no share)."""
+        if not ttl_s or ttl_s <= 0 or self.held_most == 0:
+            return 0
+        now, mine = self.clock(), []
+        for h in reversed(list(hashes)):   # the chain's beginning is held last: the newest hold, released last
+            block = self.blocks.get(h)
+            if block is None:
+                continue
+            until = max(now + ttl_s, block.hold.until if block.hold is not None else now)
+            block.hold, block.ended = Hold(session, now, until), None
+            self.holds.pop(h, None)
+            self.holds[h] = block
+            mine.append(h)
+        while len(self.holds) > self.held_most:
+            self._end_hold(next(iter(self.holds.values())), Reason.SHARE)
+        return sum(h in self.holds for h in mine)
+
+    def _end_hold(self, block: CachedBlock, why: Reason) -> None:
+        self.holds.pop(block.hash, None)
+        block.hold, block.ended = None, why
+
+    def expire(self) -> None:
+        """End the session holds whose TTL has run out (their blocks become evictable as any other)."""
+        now = self.clock()
+        for block in [b for b in self.holds.values() if b.hold.until <= now]:
+            self._end_hold(block, Reason.EXPIRED)
+
     def _evict_one(self, by: str) -> bool:
-        for h, block in self.blocks.items():   # least recently used first
-            if block.refs == 0:
-                del self.blocks[h]
-                self.evicted += 1
-                self.evictions.pop(h, None)
-                self.evictions[h] = Eviction(h, time.time(), by, block.id)
-                while len(self.evictions) > self.log_bound:
-                    self.evictions.popitem(last=False)
-                return True
-        return False
+        self.expire()
+        # least recently used first: a block no session holds, then (pressure) a held one
+        victim = next((b for b in self.blocks.values() if b.refs == 0 and b.hold is None), None)
+        if victim is None:
+            victim = next((b for b in self.blocks.values() if b.refs == 0), None)
+        if victim is None:
+            return False
+        h = victim.hash
+        if victim.hold is not None:
+            reason, session = Reason.PRESSURE, victim.hold.session
+            self.holds.pop(h, None)
+        else:
+            reason, session = victim.ended or Reason.LRU, ""
+        del self.blocks[h]
+        self.evicted += 1
+        self.by_reason[reason] += 1
+        self.evictions.pop(h, None)
+        self.evictions[h] = Eviction(h, self.clock(), by, victim.id, reason, session)
+        while len(self.evictions) > self.log_bound:
+            self.evictions.popitem(last=False)
+        return True
 
     def held(self) -> int:
         return sum(b.refs > 0 for b in self.blocks.values())
+
+    def held_positions(self) -> int:
+        """Positions sessions hold now (a hold whose TTL ran out is not counted); it changes nothing, so another
+        thread (/metrics) may read it while the loop runs."""
+        now = self.clock()
+        return sum((h := b.hold) is not None and h.until > now for b in list(self.holds.values())) * self.block_size
+
+    def chain_state(self, hashes) -> dict:
+        """Where the blocks of `hashes` (a session's chain) are now: {"held", "evictable", "evicted": {reason: n},
+        "missing"}: held for a session, cached and evictable, evicted (by the log's reason), or neither on record."""
+        now = self.clock()
+        out = {"held": 0, "evictable": 0, "evicted": {}, "missing": 0}
+        for h in hashes:
+            block, gone = self.blocks.get(h), self.evictions.get(h)
+            if block is not None:
+                out["held" if block.hold is not None and block.hold.until > now else "evictable"] += 1
+            elif gone is not None:
+                out["evicted"][gone.reason.value] = out["evicted"].get(gone.reason.value, 0) + 1
+            else:
+                out["missing"] += 1
+        return out

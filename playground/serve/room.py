@@ -18,7 +18,8 @@ A room without a backend our batching runs (`backend` None) has no loop: its gat
 The loop's size is set once, when the engine loads: KV slots of `capacity` positions (at most the model's
 window), as many as the memory available allows for a room of ROOM people (room_slots), or `slots` when asked;
 prefix caching on unless `prefix_cache` is 0: its size in positions, or, unset, sized from the memory the slots
-leave (cache_positions), so a room's conversations keep their histories between turns.
+leave (cache_positions), so a room's conversations keep their histories between turns. A session's blocks are held
+across its gaps for the TTL it asks (`session_ttl` when it asks none), at most `session_share` of the cache.
 
 Left out: HTTP, keys and limits (api/), gradio (ui/).
 """
@@ -45,6 +46,8 @@ MOST_CACHE_POSITIONS = 1 << 20   # BatchConfig's bound
 ROOM = 30          # people the defaults serve at once, one request each (a workshop's room)
 MOST_SLOTS = 32    # KV slots the loop gives itself at most: a room of ROOM held at once, as rows of one decode step
 KV_SHARE = 0.25    # the share of the memory available at load the KV slots may take at most
+SESSION_SHARE = 0.5   # the share of the prefix cache's blocks sessions may hold across their gaps at most
+SESSION_TTL_S = 300.0   # seconds a session that asks no TTL (prompt_cache_key, X-Session-Id, …) is held: vLLM's default
 PRESENTER_KEY_ENV = "PLAYGROUND_PRESENTER_KEY"   # the human presenter's key: who may take the machine alone
 
 
@@ -52,10 +55,13 @@ PRESENTER_KEY_ENV = "PLAYGROUND_PRESENTER_KEY"   # the human presenter's key: wh
 class LoopSize:
     """The engine loop's size: `slots` (0: room_slots from the memory available at load), `capacity` (positions
     per slot: prompt + new tokens of one request, at most the model's window), `prefix_cache` (positions; 0: off;
-    None: cache_positions from the memory available at load)."""
+    None: cache_positions from the memory available at load), `session_share` and `session_ttl` (a session's
+    blocks held across its gaps: prefix_cache.py's retain)."""
     slots: int = 0
     capacity: int = 1024
     prefix_cache: int | None = None
+    session_share: float = SESSION_SHARE   # the share of the prefix cache sessions may hold across their gaps
+    session_ttl: float = SESSION_TTL_S     # seconds a session that asks no TTL is held (0: only those asking)
 
 
 def room_slots(capacity: int, position_bytes: int, available_bytes: int, share: float = KV_SHARE,
@@ -192,7 +198,8 @@ class Room:
             capacity = min(self.size.capacity, int(engine.backend.context_window))
             slots = loop_slots(self.size.slots, capacity, engine.backend)
             cache = loop_cache(self.size.prefix_cache, slots * capacity, engine.backend)
-            batch = BatchConfig(slots=slots, prefix_cache=cache)
+            batch = BatchConfig(slots=slots, prefix_cache=cache, session_share=self.size.session_share,
+                                session_ttl=self.size.session_ttl)
             self.engine_loop = EngineLoop(engine, batch, capacity, self.traffic, self.gate)
             if self.traffic is not None:
                 self.traffic.described(context=capacity, window=int(engine.backend.context_window), slots=slots,

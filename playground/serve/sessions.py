@@ -65,6 +65,16 @@ class Session:
         return {"id": self.id, "source": self.source.value, "ttl_s": self.ttl_s}
 
 
+def trace_session(session_id) -> Session | None:
+    """A replayed request's Session (its trace's session_id, no TTL asked: the operator's default applies); None
+    for a request of no session.
+
+    >>> trace_session("a").source.value, trace_session(None)
+    ('trace', None)
+    """
+    return None if session_id is None else Session(str(session_id), SessionSource.TRACE)
+
+
 def anthropic_ttl(value, param: str) -> float:
     """Seconds of an Anthropic `cache_control.ttl` ("5m" when absent); ValueError naming `param` otherwise."""
     if value is None:

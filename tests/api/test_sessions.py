@@ -210,3 +210,32 @@ def test_the_endpoints_sessions_export_as_session_lines_with_the_gap_from_each_t
     assert "timestamp" in first and "delay" not in first and "timestamp" not in second
     assert second["delay"] == pytest.approx((records[1].arrival - records[0].finished) * 1000, abs=0.001)
     assert [first["input_length"], second["input_length"]] == [len(r.trace.prompt_ids) for r in records]
+
+
+def test_a_sessions_blocks_are_held_after_its_turn_and_metrics_show_them(served):
+    text = "Tell me about trains and the stations they stop at on the way to the sea. " * 3
+    r = httpx.post(served.url + "/v1/completions", json={"prompt": text, "max_tokens": 4},
+                   headers={**AUTH, "X-Session-Id": "held-1"}, timeout=60)
+    assert r.status_code == 200, r.text
+    cache = served.service.engine_loop.batcher.cache
+    held = {b.hold.session for b in cache.holds.values()}
+    assert "held-1" in held and ApiConfig().session_ttl == 300.0   # no TTL asked: the operator's default
+    metrics = httpx.get(served.url + "/metrics", headers=AUTH).text
+    line = next(x for x in metrics.splitlines() if x.startswith("playground:prefix_cache_session_held_positions{"))
+    assert float(line.split()[-1]) == cache.held_positions() >= 16
+    reasons = {x.split('reason="')[1].split('"')[0] for x in metrics.splitlines()
+               if x.startswith("playground:prefix_cache_evictions_by_reason_total{")}
+    assert reasons == {"least recently used", "TTL expired", "over the held share", "pressure"}
+
+
+def test_the_operators_session_settings_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_API_SESSION_SHARE", "0.25")
+    monkeypatch.setenv("PLAYGROUND_API_SESSION_TTL", "60")
+    config = ApiConfig.from_env()
+    assert (config.loop_size.session_share, config.loop_size.session_ttl) == (0.25, 60.0)
+    monkeypatch.setenv("PLAYGROUND_API_SESSION_SHARE", "2")
+    with pytest.raises(ValueError, match="PLAYGROUND_API_SESSION_SHARE: '2' is not a number from 0 to 1"):
+        ApiConfig.from_env()
+    monkeypatch.setenv("PLAYGROUND_API_SESSION_SHARE", "half")
+    with pytest.raises(ValueError, match="PLAYGROUND_API_SESSION_SHARE"):
+        ApiConfig.from_env()
