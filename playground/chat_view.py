@@ -26,6 +26,10 @@ from .trace import StopReason
 from .units import format_seconds
 
 
+ENDS = {StopReason.EOS: "the model ended its turn", StopReason.LENGTH: "max new tokens reached",
+        StopReason.CONTEXT: "the window is full", StopReason.CANCELLED: "stopped", StopReason.ERROR: "failed"}
+
+
 def _esc(text) -> str:
     return html.escape(str(text), quote=True)
 
@@ -94,7 +98,7 @@ def turn_words(number: int, turn) -> str:
     wait = ("TTFT with the wait: missing (no token yet)" if trace is None or not trace.steps else
             "TTFT with the wait: missing (the wait was not measured)" if ttft is None else
             f"TTFT {format_seconds(ttft)}, {format_seconds(trace.queued)} of it waiting for a turn")
-    end = "running" if trace is None or not trace.finished else str(trace.stop_reason)
+    end = "running" if trace is None or not trace.finished else ENDS.get(trace.stop_reason, str(trace.stop_reason))
     note = f" · {turn.note}" if turn.note else ""
     return f"Turn {number}{note} · {prompt_words(turn.record)} · {wait} · {end}"
 
@@ -105,7 +109,8 @@ def turns_html(turns, bound: str) -> str:
         return f'<div class="pg-chat"><p class="pg-bound">No turns yet. {_esc(bound)}</p></div>'
     blocks = []
     for k, turn in enumerate(turns, 1):
-        answer = turn.answer or ("…" if turn.trace is not None and not turn.trace.finished else "(no answer)")
+        answer = turn.answer if turn.answer.strip() else visible(turn.answer.encode()) if turn.answer else (
+            "…" if turn.trace is not None and not turn.trace.finished else "(no answer)")
         cancelled = turn.trace is not None and turn.trace.stop_reason == StopReason.CANCELLED
         blocks.append(
             f'<div class="pg-turn" data-turn="{k}"><div class="pg-turn-head">{_esc(turn_words(k, turn))}</div>'

@@ -44,6 +44,8 @@ LABELS = {"cached": "found in the cache", "recomputed": "unchanged, computed aga
 IDEAL, ACTUAL, PROMPT, DIFFERS = "#9ca3af", "#0d9488", "#374151", "#dc2626"
 ROWS = 12           # turns the ribbon draws at most (the newest)
 EMPTY = "Send a turn to see this chart"
+# the legend under the plot: a half-width chart has no room for it beside its title
+BELOW = dict(orientation="h", x=0, y=0, xanchor="left", yanchor="bottom", yref="container")
 
 
 def as_record(record) -> dict:
@@ -111,8 +113,8 @@ def plot_ribbon(records, tokens=None, rows: int = ROWS) -> go.Figure:
     left_out = max(0, len(records) - rows)
     records, texts = records[left_out:], texts[left_out:]
     subtitle = f"the latest {len(records)} turns of {len(records) + left_out}" if left_out else ""
-    fig = _figure(titled("Each turn's prompt: what the cache gave back", subtitle), "prompt token (position)", "",
-                  height=150 + 34 * max(1, len(records)))
+    fig = _figure(titled("Each turn's prompt, token by token", subtitle), "prompt token (position)", "",
+                  height=190 + 34 * max(1, len(records)))
     if not records:
         return _empty(fig, EMPTY)
     width = max(r["prompt_tokens"] for r in records)
@@ -142,7 +144,7 @@ def plot_ribbon(records, tokens=None, rows: int = ROWS) -> go.Figure:
                                        for p, n, c in parted]))
     fig.update_yaxes(autorange="reversed", type="category", categoryorder="array", categoryarray=names)
     fig.update_xaxes(range=[-0.5, width - 0.5])
-    return fig.update_layout(margin=dict(l=80, r=20, t=90 if subtitle else 70, b=50))
+    return fig.update_layout(margin=dict(l=80, r=20, t=90 if subtitle else 60, b=110), legend=BELOW)
 
 
 def _hover(record: dict, position: int, kind: str, text) -> str:
@@ -156,7 +158,7 @@ def plot_reuse(records, current: int | None = None) -> go.Figure:
     in full blocks) against the actual (what the lookup found), with each prompt's length as a line; `current`, a
     turn number, is outlined. The hover names each turn's cause."""
     records = [as_record(r) for r in records]
-    fig = _figure("Reuse per turn: ideal against actual", "turn", "prompt tokens")
+    fig = _figure(titled("Reuse per turn", "ideal against actual"), "turn", "prompt tokens", height=380)
     if not records:
         return _empty(fig, EMPTY)
     turns = [r["turn"] for r in records]
@@ -173,4 +175,4 @@ def plot_reuse(records, current: int | None = None) -> go.Figure:
                              hovertemplate="turn %{x}: prompt %{y} tokens<extra></extra>"))
     if len(turns) <= 20:   # one tick per turn while they fit
         fig.update_xaxes(tickmode="array", tickvals=turns)
-    return fig.update_layout(barmode="group")
+    return fig.update_layout(barmode="group", legend=BELOW, margin=dict(l=60, r=20, t=80, b=130))

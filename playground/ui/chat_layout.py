@@ -36,6 +36,7 @@ CHAT_CSS = """
 #chat-view .pg-miss { font-size: 0.9em; }
 #chat-view .pg-miss code { white-space: pre-wrap; word-break: break-all; }
 #chat-view .pg-miss mark { background: #fde68a; }
+#chat-view .pg-answer { white-space: pre-wrap; }
 #chat-view .pg-bound { color: #6b7280; font-size: 0.9em; }
 """
 RIBBON_CAPTION = ("Each turn's prompt, token by token: teal was found in the prefix cache, orange was unchanged from "
@@ -63,7 +64,7 @@ def chat_section() -> SimpleNamespace:
             c.template = gr.Radio([(label, name) for name, label in SWITCHES.items()], value="model",
                                   label="Template (one switch per classic miss)", elem_id="chat-template", scale=2)
         with gr.Row():
-            c.turn = gr.Number(None, label="Turn", precision=0, minimum=1, elem_id="chat-turn", min_width=90)
+            c.turn = gr.Number(None, label="Turn", precision=0, elem_id="chat-turn", min_width=90)
             c.retry = gr.Button("Retry that turn", size="sm", elem_id="chat-retry")
             c.edit = gr.Button("Edit: the prompt box as that turn", size="sm", elem_id="chat-edit")
             c.new = gr.Button("New conversation", size="sm", elem_id="chat-new")
