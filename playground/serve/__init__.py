@@ -15,7 +15,8 @@ Modules, by concept:
   batching over KV slots, a workload run through the batcher), batcher.py (its loop: decide, run, apply), plan.py
   (an iteration's decisions as a value: who is admitted, decoded, read, preempted, and who waits and why),
   slots.py (the slot table, the KV budget) and prefix_cache.py (its prefix cache; a prompt's blocks and the ones a
-  request generated), conversations.py (which conversation a request continues) and cache_miss.py (a turn's
+  request generated), conversations.py (which conversation a request continues), page_chat.py (a page's conversation: its turns, the ids
+  it generated, its bounds and export) and cache_miss.py (a turn's
   record of its lookup: where and why its prompt missed),
   batching_torch.py and batching_torch_adapter.py (transformers' continuous-batching manager), concurrent.py
   (requests in parallel to a server that batches them), engine_loop.py (our batching as a live service: one
