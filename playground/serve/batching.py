@@ -54,6 +54,7 @@ class ContinuousBatching(Scheduler):
         check_batchable(backend)
         self.config = c = (config or BatchConfig()).validate()
         extras = [f"prefix cache {c.prefix_cache:,} positions" if c.prefix_cache else "",
+                  f"sessions hold {c.session_share:.0%} of it" if c.prefix_cache and c.session_share else "",
                   f"KV budget {c.kv_budget:,} positions" if c.kv_budget else ""]
         self.label = " · ".join([self.label, *(x for x in extras if x)])   # A and B say how they differ
 

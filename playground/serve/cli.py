@@ -77,6 +77,11 @@ def parse_args(argv):
                    help="batching: positions of KV the prefix cache keeps (0: off)")
     p.add_argument("--kv-budget", type=int, default=BatchConfig.kv_budget,
                    help="batching: positions the running requests may hold in all (0: no limit); preempts beyond")
+    p.add_argument("--session-share", type=float, default=BatchConfig.session_share,
+                   help="batching: the share of the prefix cache a replayed trace's sessions may hold across their "
+                        "gaps (0: none)")
+    p.add_argument("--session-ttl", type=float, default=BatchConfig.session_ttl,
+                   help="batching: seconds a session's blocks are held after each turn (with --session-share)")
     p.add_argument("--preset", choices=list(PRESETS), default=None,
                    help="a KV-memory workload on our batching, A and B differing by one setting")
     p.add_argument("--max-batch-tokens", type=int, default=256, help="batching-torch: tokens per forward pass")
@@ -117,7 +122,8 @@ def picks(args) -> list[Pick]:
     names = [args.scheduler] + ([args.compare] if args.compare and args.compare != args.scheduler else [])
     if args.preset:
         names = ["batching"]   # the preset sets A and B itself
-    batch = BatchConfig(args.slots, args.prefill_chunk, args.prefix_cache, args.kv_budget)
+    batch = BatchConfig(args.slots, args.prefill_chunk, args.prefix_cache, args.kv_budget, args.session_share,
+                        args.session_ttl)
     pool = pool_config(args.num_blocks, args.max_batch_tokens, args.manager_scheduler)
     return [Pick(name, source_name(name, args), batch, pool) for name in names]
 

@@ -9,6 +9,7 @@ from playground.config import GenerationSettings
 from playground.serve.agent_trace import read_rows
 from playground.serve.batcher import BatchConfig
 from playground.serve.cache_miss import Previous, explain
+from playground.serve.cli import parse_args, picks
 from playground.serve.conversations import Turn
 from playground.serve.engine_loop import EngineLoop, LoopRun
 from playground.serve.prefix_cache import PrefixCache, Reason
@@ -215,3 +216,13 @@ def test_a_session_that_asked_a_short_ttl_finds_it_expired(tiny_onnx_engine):
     assert record["cause"] == "evicted" and record["evicted"]["reason"] == "TTL expired"
     assert record["evicted"]["by"].startswith("other-") and record["evicted"]["seconds_before"] >= 0
     assert "TTL expired" in record["detail"]
+
+
+def test_the_cli_holds_a_replayed_traces_sessions_when_asked():
+    args = parse_args(["--out", "x", "--scheduler", "batching", "--prefix-cache", "1024", "--session-share", "0.5",
+                       "--session-ttl", "30"])
+    batch = picks(args)[0].batch
+    assert (batch.session_share, batch.session_ttl) == (0.5, 30.0)
+    assert picks(parse_args(["--out", "x"]))[0].batch.session_share == 0.0   # off unless asked
+    with pytest.raises(ValueError, match="share of the prefix cache"):
+        BatchConfig(prefix_cache=1024, session_share=1.5).validate()
