@@ -227,3 +227,25 @@ def test_the_bound_in_turns_is_said_and_held(tab, tiny_onnx_engine):
     assert f"Bound: {MAX_TURNS} of {MAX_TURNS} turns kept" in shown["chat_view"]
     ribbon = next(t for t in shown["ribbon"].data if t.type == "heatmap")
     assert len(ribbon.y) == 12 and "the latest 12 turns of 64" in shown["ribbon"].layout.title.subtitle.text
+
+
+def test_the_watch_view_lists_each_turns_record(tiny_onnx_engine):
+    from playground.api import ClientTraffic
+    from playground.ui.serve_views import cache_html
+    traffic = ClientTraffic()
+    room = Room(lambda: tiny_onnx_engine, tiny_onnx_engine.info.name, LoopSize(slots=2, capacity=512), MachineGate(),
+                traffic)
+    try:
+        room.loop_for(room.backend)
+        names = SimpleNamespace(**{n: n for n in (*CHAT_OUTPUTS, "system", "template", "turn", "chat", "files")})
+        tab = ChatTab(tab_by_name(SourceRegistry.fixed(tiny_onnx_engine), room), names)
+        page = Page()
+        for question in QUESTIONS[:2]:
+            ask(tab, page, question)
+        table = cache_html(traffic.snapshot().records)
+        second = page.turns[1].trace
+        share = f"{second.cached_tokens} ({second.cached_tokens / len(second.prompt_ids):.0%})"
+        assert "new conversation" in table and "no miss" in table and share in table, table
+        assert "2 of 2 requests" in table
+    finally:
+        room.close()
