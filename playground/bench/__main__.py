@@ -30,8 +30,10 @@
     a lone Generate run through the shared engine loop against Engine.run), the room row (attendees.py: 24 people at
     once through the page, the endpoint, both, and llama-server --parallel 24), the conversations row
     (conversations.py: 8 chats of 6 turns at once through the endpoint and llama-server, rounds interleaved),
-    and the speculative row (speculative.py: prompt-lookup speculative decoding against
-    plain decoding on the default backend, tokens per forward pass and decode tok/s);
+    the sessions row (sessions.py: agents with tool gaps of 2-10 s under a prefix cache too small to keep them,
+    without and with session retention, interleaved; ~4 min), and the speculative row (speculative.py:
+    prompt-lookup speculative decoding against plain decoding on the default backend, tokens per forward pass and
+    decode tok/s);
   - on the bundled model, the genai row (genai.py): ONNX Runtime GenAI's own builder's int4 graph of the same
     GGUF (built once, cached), its nodes a token and ops, its greedy answer; "skipped" and why where it cannot run;
   - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench,
@@ -57,7 +59,7 @@ import subprocess
 import sys
 
 from . import aiperf, attendees, backends, batch, breakdown, clients, conversations, fidelity, genai, interleaved, kld, \
-    kvmem, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, speculative, ui
+    kvmem, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, sessions, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .genai import GENAI
 from .rows import PREFILL, Stamp, say
@@ -84,8 +86,8 @@ def run_all(argv: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
                     *(["--model", model] if model else []), *ui.browser_flags()], check=True, env=child_env())
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
-        for command in ("batch", "serve", "kvmem", "aiperf", "clients", "loop", "room", "conversations", "roofline",
-                        "speculative"):
+        for command in ("batch", "serve", "kvmem", "aiperf", "clients", "loop", "room", "conversations", "sessions",
+                        "roofline", "speculative"):
             say(row_in_subprocess(command, model=model))
     if on_bundled:   # ONNX Runtime GenAI, the peer on ONNX Runtime: its graph (built once, cached), what it is
         say(row_in_subprocess("genai", label=GENAI))
@@ -122,6 +124,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "loop": (loop.main, "a lone Generate run through the shared engine loop against Engine.run, alternating"),
     "room": (attendees.main, "N people at once: the page, the endpoint, half and half, llama-server --parallel N"),
     "conversations": (conversations.main, "N chats of T turns at once: the endpoint and llama-server, interleaved"),
+    "sessions": (sessions.main, "agents with tool gaps under a small prefix cache, without and with retention"),
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),
