@@ -17,7 +17,8 @@ and sweep_work. serve/run.py builds and runs the workload, the preset and the sw
 reads the form, holds the machine and draws.
 
 "Replay the file" (ServeHandlers.replay) replays the chosen file (a workload.json or a trace: serve/run.py's
-replay_file) instead of the drawn workload, at the trace's own pace, on the same schedulers.
+replay_file) instead of the drawn workload, at the trace's own pace, on the same schedulers; A's sessions are then
+drawn as a timeline (charts/sessions.py), each gap's blocks as A's prefix cache alone keeps them (trace_gaps).
 
 Left out: more than two classes in the editor (a file replays any workload), and a time scale for a replayed
 trace (the CLI's --time-scale).
@@ -37,6 +38,9 @@ from ..serve.batching import BatchConfig
 from ..serve.agent_trace import sessions_jsonl
 from ..serve.perfetto import watch_json
 from ..serve.presets import CACHE_POSITIONS, PRESETS
+from ..serve.session_gaps import replay_gaps
+from ..serve.trace_import import read_trace
+from ..serve.workload import MAX_REQUESTS
 from ..serve.run import SweepPlan, measure_preset, replay_file, run_sweep, run_workload, sweep_setup, workload_setup
 from ..serve.setup import Pick, pool_config
 from ..serve.cost import cost_markdown, measured_rates, token_costs
@@ -85,6 +89,18 @@ def serve_setup(registry, form: ServeForm, picks: list[Pick] | None = None) -> t
         replay = lambda source: replay_file(form.trace_file, source)[0]   # noqa: E731
     return workload_setup(picks, registry_source(registry), form, PRESETS.get(form.preset), registry.names,
                           replay=replay)
+
+
+def trace_gaps(form: ServeForm, side: BatchConfig) -> list:
+    """The replayed trace's session gaps as side A's prefix cache alone would keep them (session_gaps.replay_gaps:
+    `side`'s budget in the trace's blocks, its session share and TTL); [] for no trace, a workload.json, or no
+    cache. ValueError in words for a file that is not a trace."""
+    path = getattr(form, "trace_file", None)
+    trace = read_trace(path) if path else None
+    if trace is None or side.prefix_cache < trace.block_size:
+        return []
+    return replay_gaps(trace.rows[:MAX_REQUESTS], side.prefix_cache // trace.block_size, side.session_share,
+                       side.session_ttl)[0]
 
 
 def apply_preset(name: str):
@@ -198,6 +214,10 @@ class ServeHandlers:
             yield self.status(warn(str(exc)))
             return
         job.preset = PRESETS.get(form.preset)
+        try:
+            job.gaps = trace_gaps(form, picks[0].batch)
+        except ValueError:   # replay_file read the same file above: a file it took is not refused here
+            job.gaps = []
         if (yield from self.machine_alone()):
             job.run(lambda job: workload_work(schedulers, workload, job), self.gate)
             yield from job.follow(lambda final, tick: view(job, self.out, charts=tick % 3 == 0, final=final),

@@ -18,6 +18,7 @@ import gradio as gr
 from ..charts.serve import (on_time_axis, plot_gantt, plot_itl, plot_kv_in_use, plot_kv_map, plot_throughput,
                             request_rows, shared_range)
 from ..charts.serve_sweeps import plot_sweep
+from ..charts.sessions import plot_session_timeline
 from ..serve.traffic import CLIENT_GONE, alone_line, endpoint_text, watch_counts, watch_line
 from ..serve import compare, lesson
 from ..serve.agent_trace import sessions_jsonl
@@ -41,7 +42,7 @@ SHARE_HEADERS = ["client", "requests", "output tokens (share)", "wait for a slot
 WATCH_AXIS = "seconds since you started watching"
 OUTPUTS = ("status", "lesson", "gantt_a", "gantt_b", "classes_a", "classes_b", "throughput_a", "throughput_b",
            "kv_a", "kv_b", "kv_map_a", "kv_map_b", "requests_a", "requests_b", "pool", "goodput", "download",
-           "sweep_plot", "sweep_roofline", "itl_a", "itl_b")
+           "sweep_plot", "sweep_roofline", "itl_a", "itl_b", "session_timeline")
 
 
 def _s(v):
@@ -123,6 +124,8 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
                 updates[getattr(out, f"{name}_{side}")] = on_time_axis(plot(result), x_range)
     if job.results:
         updates[out.pool] = pool_markdown(job.results)
+        if charts or final:   # A's sessions: turns measured, their gaps' blocks as the cache alone keeps them
+            updates[out.session_timeline] = plot_session_timeline(job.results[0].records, getattr(job, "gaps", None))
     if final and job.results:
         updates[out.goodput] = goodput_markdown(job.results, *job.slo)
     if final and job.results:

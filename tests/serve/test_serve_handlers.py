@@ -95,3 +95,31 @@ def test_a_new_slo_rejudges_the_stored_records_and_a_bad_one_is_refused():
     assert job.slo == (2.0, 0.5)
     rejudge(3, 0, job)
     assert job.slo == (3.0, None)
+
+
+def test_a_replayed_traces_sessions_are_drawn_with_each_gaps_blocks(handlers, tmp_path):
+    from playground.ui.serve_layout import ReplayForm
+    trace = tmp_path / "agents.jsonl"
+    trace.write_text(
+        '{"session_id": "a", "timestamp": 0, "input_length": 12, "output_length": 2, "hash_ids": [1]}\n'
+        '{"timestamp": 10, "input_length": 12, "output_length": 2, "hash_ids": [7]}\n'
+        '{"session_id": "a", "delay": 50, "input_length": 20, "output_length": 2, "hash_ids": [1, 2]}\n')
+    form = ReplayForm(**{**vars(serve_form(scheduler_a="batching", scheduler_b=NONE, prefix_cache_a=True)),
+                         "trace_file": str(trace)})
+    handlers.forms.serve.trace_file = "trace_file"   # ReplayForm's one field more
+    job = ServeJob()
+    frames = list(handlers.replay({**vars(form), "job": job}))
+    assert [(g.session, g.turn) for g in job.gaps] == [("a", 1)]
+    fig = frames[-1]["session_timeline"]
+    turns, = [t for t in fig.data if t.name == "turn"]
+    assert list(turns.y) == ["a", "a"] and all("TTFT" in text for text in turns.text)
+    assert {t.name for t in fig.data} - {"turn"} <= {f"{s} (predicted)" for s in ("held", "evictable", "evicted")}
+    assert len(fig.data) > 1   # the gap's block drawn under it
+    job.close()
+
+
+def test_a_drawn_workload_has_no_session_gaps(handlers):
+    job = ServeJob()
+    frames = list(handlers.serve({**vars(serve_form(scheduler_b=NONE)), "job": job}))
+    assert job.gaps == [] and not frames[-1]["session_timeline"].data
+    job.close()
