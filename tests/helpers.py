@@ -196,3 +196,20 @@ def require_llama() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{exc} (CI must run `make llama` before the server tests; `make test` does)")
         pytest.skip(str(exc))
+
+
+def long_tiny_folder():
+    """The tiny model with 2048 positions, saved as a transformers folder once under the cache (a tools block alone is
+    ~450 of its byte-level tokens: more than the plain tiny model's 512)."""
+    from pathlib import Path
+
+    from playground.config import default_cache_dir
+    from playground.tiny import build_tiny_model
+    folder = Path(default_cache_dir()) / "onnx" / "tiny-2048-source"
+    if not (folder / "config.json").is_file():
+        model, tokenizer = build_tiny_model(context=2048)
+        staging = folder.with_name(folder.name + ".partial")
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        staging.rename(folder)
+    return folder

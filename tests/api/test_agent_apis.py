@@ -6,7 +6,6 @@ the tokens; the forward passes, the Steps and the route's reading of them are th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import anthropic
 import httpx
@@ -21,6 +20,7 @@ from playground.serve import batcher
 from playground.trace import StopReason
 from tests.api.test_openai_api import KEY, Served
 from tests.fakes import ScriptedAnswers
+from tests.helpers import long_tiny_folder
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
 WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
@@ -33,17 +33,8 @@ LIMITS = ApiLimits(prompt_tokens=1900, max_tokens=256, tokens_per_minute=10**9, 
 def long_tiny_engine():
     """The tiny model with 2048 positions on ONNX Runtime (saved and exported once, cached like the tiny one)."""
     from playground.backends import create_backend
-    from playground.config import default_cache_dir
     from playground.engine import Engine
-    from playground.tiny import build_tiny_model
-    folder = Path(default_cache_dir()) / "onnx" / "tiny-2048-source"
-    if not (folder / "config.json").is_file():
-        model, tokenizer = build_tiny_model(context=2048)
-        staging = folder.with_name(folder.name + ".partial")
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        staging.rename(folder)
-    return Engine(create_backend("onnx", str(folder)))
+    return Engine(create_backend("onnx", str(long_tiny_folder())))
 
 
 @pytest.fixture(scope="module")

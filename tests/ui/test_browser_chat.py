@@ -64,3 +64,35 @@ def test_two_turns_show_the_ribbon_and_the_cached_tokens_then_the_thinking_switc
             assert errors == [], errors
         finally:
             browser.close()
+
+
+@pytest.mark.parametrize(("switch", "cause", "where"), [
+    ("clock", "volatile system prompt", "(system, template)"),
+    ("tools", "tools reordered or changed", "(system, tools"),
+])
+def test_the_clock_and_tools_switches_name_their_miss_at_the_system_block(switch, cause, where):
+    """The two other classic misses, one switch each: a system prompt that carries the time (a second later, the
+    history is unchanged but the system block is not), and the tool list sent in another order (on the tiny model
+    with 2048 positions: the tools block alone is more than the plain one's 512)."""
+    from playground.tokens.chat import clock_text
+    from tests.helpers import long_tiny_folder, wait_for
+
+    sync_api = require_browser()
+    model = str(long_tiny_folder()) if switch == "tools" else "tiny"
+    with app_with("", model=model) as url, sync_api.sync_playwright() as p:
+        browser, page = open_page(p, url)
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            open_chat(page)
+            page.locator("#chat-template").get_by_text(switch, exact=False).click()
+            send(page, "Which train goes to Paris?", 1)
+            sent = clock_text()
+            wait_for(lambda: clock_text() != sent, message="the clock to show another second")
+            send(page, "How long does it take?", 2)
+            why = page.locator("#chat-view .pg-turn").nth(1).locator(".pg-miss").inner_text()
+            assert cause in why and "First difference: token" in why, why
+            assert where in why, why
+            assert errors == [], errors
+        finally:
+            browser.close()

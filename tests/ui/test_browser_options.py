@@ -58,11 +58,11 @@ class Watched:
 
 
 @contextlib.contextmanager
-def app_with(option: str, endpoint: str | None = None):
-    """The app as `app.py --model tiny --backend onnx <option>` sets it up, on a free 127.0.0.1 port."""
+def app_with(option: str, endpoint: str | None = None, model: str = "tiny"):
+    """The app as `app.py --model <model> --backend onnx <option>` sets it up, on a free 127.0.0.1 port."""
     import app
     port = free_port()
-    registry = app.make_registry("tiny", "onnx", endpoints=[endpoint] if endpoint else None,
+    registry = app.make_registry(model, "onnx", endpoints=[endpoint] if endpoint else None,
                                  llama_server=option == "--llama-server")
     traffic, config = app.serve_the_endpoint(registry, port) if option == "--openai-api" else (None, None)
     demo, room = app.make_app(registry, traffic, config)
