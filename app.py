@@ -113,7 +113,10 @@ def make_room(registry: SourceRegistry, traffic: ClientTraffic | None = None, co
     without a loop (ValueError with `traffic`: the endpoint was asked for, and cannot run)."""
     if traffic is not None:
         batching_backend(registry.names, registry.default)   # the endpoint was asked for: say why it cannot run
-    return Room.for_registry(registry, (config or ApiConfig.from_env()).loop_size, traffic=traffic)
+    room = Room.for_registry(registry, (config or ApiConfig.from_env()).loop_size, traffic=traffic)
+    if SELF_SOURCE in registry.names:   # a Serve workload on it joins the room's loop, never holds the machine alone
+        room.loop_sources.add(SELF_SOURCE)
+    return room
 
 
 def make_demo(registry: SourceRegistry, room: Room | None = None, remote: RemoteRecord | None = None):

@@ -132,6 +132,7 @@ class Room:
         self.gate = gate or MachineGate()
         self.traffic = traffic
         self.engine_loop: EngineLoop | None = None
+        self.loop_sources: set[str] = set()   # sources whose requests run through this loop (the app's endpoint)
         self.served = ""   # why others reach the room (ports.room_served): "" when this machine alone does
         self._presenter: bytes | None = None   # the presenter key's digest (set_presenter_key); None: no key set
         self.error: str | None = None       # why the engine failed to load

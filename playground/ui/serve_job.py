@@ -28,10 +28,11 @@ class ServeJob(BackgroundJob):
         self.measured: dict = {}   # what a preset measured after its runs: its finding's keywords (presets.py)
         self.gaps: list = []       # a replayed trace's session gaps as the prefix cache alone keeps them (session_gaps)
 
-    def run(self, work, gate: MachineGate) -> None:
-        """Run `work(job)` in a thread holding the machine alone (the caller acquired `gate` alone)."""
+    def run(self, work, gate: MachineGate | None) -> None:
+        """Run `work(job)` in a thread holding the machine alone (the caller acquired `gate` alone), or, with no
+        gate, as one more client of the room's engine loop."""
         self.results, self.sweeps, self.measured = [], [], {}
-        self.start(work, done=gate.release_alone, name="serve-workload")
+        self.start(work, done=None if gate is None else gate.release_alone, name="serve-workload")
 
     def close(self) -> None:
         self.cancel.set()

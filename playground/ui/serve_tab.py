@@ -218,8 +218,9 @@ class ServeHandlers:
             job.gaps = trace_gaps(form, picks[0].batch)
         except ValueError:   # replay_file read the same file above: a file it took is not refused here
             job.gaps = []
-        if (yield from self.machine_alone()):
-            job.run(lambda job: workload_work(schedulers, workload, job), self.gate)
+        joins = self.joins_loop([p.runs_on for p in picks])
+        if joins or (yield from self.machine_alone()):
+            job.run(lambda job: workload_work(schedulers, workload, job), None if joins else self.gate)
             yield from job.follow(lambda final, tick: view(job, self.out, charts=tick % 3 == 0, final=final),
                                   every=1.0)
 
@@ -235,8 +236,9 @@ class ServeHandlers:
         except ValueError as exc:
             yield self.status(warn(str(exc)))
             return
-        if (yield from self.machine_alone()):
-            job.run(lambda job: sweep_work(plan, job), self.gate)
+        joins = self.joins_loop([sweep_pick(form).runs_on])
+        if joins or (yield from self.machine_alone()):
+            job.run(lambda job: sweep_work(plan, job), None if joins else self.gate)
             yield from job.follow(lambda final, tick: sweep_view(job, self.out, final), every=1.0)
 
     def stop(self, job: ServeJob):
@@ -263,6 +265,12 @@ class ServeHandlers:
             for line in self.registry.loading(name):
                 yield self.status(loading_line(line))
         return not job.running()
+
+    def joins_loop(self, names: list[str]) -> bool:
+        """Whether every source named sends its requests through the room's own engine loop (Room.loop_sources: the
+        app's own endpoint). Such a workload takes nothing alone: its requests join the loop as one more client's,
+        and the machine held alone would keep that loop waiting for it while the run waited for the loop."""
+        return self.room is not None and bool(names) and all(n in self.room.loop_sources for n in names)
 
     def machine_alone(self):
         """Wait for the machine alone (saying so); False, with a warning, when it stayed busy for a minute."""

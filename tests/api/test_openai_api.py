@@ -470,6 +470,8 @@ def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypa
     assert paths[-1] == "/playground/live/{run_id}"
     traffic, config = app.serve_the_endpoint(registry, 7999)
     assert app.SELF_SOURCE in registry.names and config.presenter_key and config.presenter_key not in repr(config)
+    assert app.make_room(registry, traffic, config).loop_sources == {app.SELF_SOURCE}   # a Serve run on it joins
+    assert app.make_room(app.make_registry("tiny", "onnx")).loop_sources == set()
     registry.close()
 
 

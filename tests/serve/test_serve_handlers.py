@@ -123,3 +123,31 @@ def test_a_drawn_workload_has_no_session_gaps(handlers):
     frames = list(handlers.serve({**vars(serve_form(scheduler_b=NONE)), "job": job}))
     assert job.gaps == [] and not frames[-1]["session_timeline"].data
     job.close()
+
+
+def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_holding_the_machine(tiny_onnx_engine):
+    """The Serve tab's source "this app's endpoint" sends the workload through the room's own engine loop. Held alone
+    by the run, the machine would leave that loop waiting for it while the run waited for the loop's answers: the
+    run joins the loop as one more client instead, and the machine is never held alone."""
+    from playground.api import ApiConfig
+    from playground.remote.source import RemoteSource
+    from tests.api.test_openai_api import Served
+
+    s = Served(tiny_onnx_engine, ApiConfig(slots=4, capacity=512, presenter_key="presenter-key-7f2"))
+    try:
+        registry = SourceRegistry(lambda name, progress: RemoteSource(s.url + "/v1", api_key="presenter-key-7f2"),
+                                  ["this app's endpoint"], default="this app's endpoint")
+        s.room.loop_sources.add("this app's endpoint")   # as app.make_room marks the app's own endpoint
+        names = lambda cls: SimpleNamespace(**{f.name: f.name for f in fields(cls)})   # noqa: E731
+        forms = SimpleNamespace(serve=names(ServeForm), sweep=names(SweepForm), job="job")
+        handlers = ServeHandlers(registry, forms, SimpleNamespace(**{n: n for n in OUTPUTS}), s.room.gate, s.room)
+        job = ServeJob()
+        form = serve_form(scheduler_a="concurrent", source_a="this app's endpoint", scheduler_b=NONE, source_b=NONE)
+        frames = list(handlers.serve({**vars(form), "job": job}))
+        assert "done" in frames[-1]["status"], frames[-1]["status"]
+        assert len(job.results[0].records) == 3 and all(r.stop_reason in ("eos", "length")
+                                                         for r in job.results[0].records)
+        assert len(s.traffic.snapshot().records) == 3   # the room's record has the run's requests
+        job.close()
+    finally:
+        s.stop()
