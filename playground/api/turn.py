@@ -45,6 +45,10 @@ class Ending(enum.Enum):
     CANCELLED = StopReason.CANCELLED.value   # the client went away, or the server stopped the request
 
 
+# How a turn that the engine ended itself ends in the APIs' words (next_token.py decided the reason)
+ENDINGS = {StopReason.EOS: Ending.END, StopReason.LENGTH: Ending.LENGTH, StopReason.CONTEXT: Ending.LENGTH}
+
+
 def ident(prefix: str) -> str:
     """A fresh id for an item or a response: `prefix` and 24 hex digits."""
     return prefix + secrets.token_hex(12)
@@ -205,11 +209,7 @@ class TurnWriter:
             return Ending.TOOL_CALL
         if self.answer.stopped:
             return Ending.STOP
-        if trace.stop_reason == StopReason.EOS:
-            return Ending.END
-        if trace.stop_reason in (StopReason.LENGTH, StopReason.CONTEXT):
-            return Ending.LENGTH
-        return Ending.CANCELLED
+        return ENDINGS.get(trace.stop_reason, Ending.CANCELLED)
 
     # --- the API's shapes (subclasses)
 

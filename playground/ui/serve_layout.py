@@ -315,10 +315,11 @@ def _run_and_status(out, form, served: str = ""):
     """Run and Stop (over them, while the room is `served`, who may press Run and the presenter's key box), the
     status and lesson lines, the pool, the SLO boxes and the goodput; returns the buttons."""
     form.presenter_key = presenter_key_box(served, "serve-presenter-key")
-    form.trace_file = gr.File(label="Or replay a file instead of the workload above: a workload.json, Mooncake lines "
-                              "with or without AIPerf's session fields (.jsonl), a Weka trace or an ATIF trajectory "
-                              "(.json); a session's turns wait for each other, at the trace's own pace",
-                              file_types=[".json", ".jsonl"], type="filepath", elem_id="serve-trace-file")
+    form.trace_file = gr.File(label="Or replay a file instead (.json, .jsonl)", file_types=[".json", ".jsonl"],
+                              type="filepath", elem_id="serve-trace-file")
+    gr.Markdown("The file replaces the workload above: a workload.json, Mooncake lines with or without AIPerf's "
+                "session fields (.jsonl), a Weka trace or an ATIF trajectory (.json). A session's turns wait for each "
+                "other, at the trace's own pace.")
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="serve-run")
         replay = gr.Button("Replay the file", elem_id="serve-replay")

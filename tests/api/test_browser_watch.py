@@ -36,11 +36,12 @@ GANTT = """() => { const gd = document.querySelector('#serve-clients-gantt .js-p
     traces: gd.data.map((t) => ({name: t.name, y: t.y, symbol: t.marker && t.marker.symbol}))}; }"""
 # Each client's share as the Watch view shows it: the sentence above the table, the table's rows by column
 SHARES = """() => { const box = document.querySelector('#serve-clients-shares');
-  const head = [...box.querySelectorAll('th')].map((th) => th.innerText);
-  return {sentence: box.querySelector('p').innerText, top: box.getBoundingClientRect().top,
-    width: box.querySelector('table').getBoundingClientRect().right, window: innerWidth,
+  const table = box.querySelector('table.pg-shares');   // the clients' shares (the prefix cache's table follows it)
+  const head = [...table.querySelectorAll('th')].map((th) => th.innerText);
+  return {sentence: box.querySelector('p.pg-shares').innerText, top: box.getBoundingClientRect().top,
+    width: table.getBoundingClientRect().right, window: innerWidth,
     gantt: document.querySelector('#serve-clients-gantt').getBoundingClientRect().bottom,
-    rows: [...box.querySelectorAll('tr')].slice(1).map((tr) =>
+    rows: [...table.querySelectorAll('tr')].slice(1).map((tr) =>
       Object.fromEntries([...tr.querySelectorAll('td')].map((td, i) => [head[i], td.innerText])))}; }"""
 
 
