@@ -291,7 +291,12 @@ def chatter(base_url: str, key: str | None, questions: list[str], tokens: int, p
     each time with the answers as the text received; stops at a turn that brought no answer."""
     def press(http) -> Chat:
         chat, messages = Chat(time.perf_counter()), []
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # A fresh connection per turn: llama-server at times closes a connection right after a streamed answer
+        # although it answered with Keep-Alive (seen while another connection was streaming), and a turn sent
+        # on it gets no response at all (httpx's RemoteProtocolError "Server disconnected without sending a
+        # response"; the server lives on and never logs that request). Both paths get the same: a loopback
+        # connect, well under a millisecond of each TTFT.
+        headers = {"Connection": "close", **({"Authorization": f"Bearer {key}"} if key else {})}
         for i, question in enumerate(questions):
             messages.append({"role": "user", "content": question})
             body = {"model": "conversations", "messages": messages, "max_tokens": tokens, "temperature": 0,

@@ -92,6 +92,18 @@ def test_a_refused_turn_is_counted_not_raised():
     assert turn.status == "429" and not turn.served and answer == "" and turn.cached is None
 
 
+def test_each_turn_asks_for_a_connection_of_its_own_so_none_goes_out_on_one_the_server_dropped():
+    sent = []
+
+    def answer(request):
+        sent.append((request.headers.get("connection"), request.headers.get("authorization")))
+        return httpx.Response(200, content=sse(chunk("Hi")))
+    with httpx.Client(transport=httpx.MockTransport(answer)) as http:
+        chat = conv.chatter("http://server/v1", "k", ["One?", "Two?", "Three?"], 1, "ours", "c-1")(http)
+    assert [t.served for t in chat.turns] == [True, True, True]
+    assert sent == [("close", "Bearer k")] * 3
+
+
 def test_a_turns_figures_say_missing_where_a_server_gave_no_cached_count():
     served = [Turn(3, ttft=0.2, last=1.2, tokens=11, prompt_tokens=200, cached=None)]
     f = turn_figures(served + [Turn(3, status="ReadError")], 3)
