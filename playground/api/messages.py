@@ -58,7 +58,7 @@ from .errors import ApiError, bad_request, engine_failed
 from .request_body import Asked
 from .response_body import Answer
 from .responses import sse_event
-from .turn import Chat, Ending, TurnWriter, ident, text_of
+from .turn import Chat, Ending, TurnWriter, client_tools, ident, text_of
 
 ROLES = ("user", "assistant")
 IGNORED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
@@ -156,26 +156,7 @@ def _block(chat: Chat, role: str, block, param: str) -> None:
 
 def _tools(value) -> tuple:
     """Client tools in the chat form the system block lists; Anthropic's server tools are left out."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise bad_request("tools must be a list", "tools")
-    out = []
-    for i, tool in enumerate(value):
-        if not isinstance(tool, dict):
-            raise bad_request(f"tools[{i}] must be an object", f"tools[{i}]")
-        if tool.get("type") not in (None, "custom"):
-            continue
-        if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise bad_request(f"tools[{i}].name must be the tool's name", f"tools[{i}].name")
-        function = {"name": tool["name"]}
-        if isinstance(tool.get("description"), str):
-            function["description"] = tool["description"]
-        if isinstance(tool.get("input_schema"), dict):
-            function["parameters"] = tool["input_schema"]
-        out.append({"type": "function", "function": function})
-    text_of(json.dumps(out, ensure_ascii=False), "tools", ("text",))
-    return tuple(out)
+    return client_tools(value, (None, "custom"), "input_schema", "tool", ("text",))
 
 
 STOP_REASONS = {Ending.END: "end_turn", Ending.STOP: "stop_sequence", Ending.TOOL_CALL: "tool_use",

@@ -83,7 +83,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from ..tokens.tools import ToolCall
 from .errors import ApiError, bad_request
 from .request_body import Asked
-from .turn import Chat, Ending, TurnWriter, ident, text_of
+from .turn import Chat, Ending, TurnWriter, client_tools, ident, text_of
 from .response_body import Answer
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
@@ -298,26 +298,7 @@ def _arguments(text: str):
 
 def _tools(value) -> tuple:
     """Function tools in the chat form the system block lists; tools of other types are left out."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise bad_request("tools must be a list", "tools")
-    out = []
-    for i, tool in enumerate(value):
-        if not isinstance(tool, dict):
-            raise bad_request(f"tools[{i}] must be an object", f"tools[{i}]")
-        if tool.get("type") != "function":
-            continue
-        if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise bad_request(f"tools[{i}].name must be the function's name", f"tools[{i}].name")
-        function = {"name": tool["name"]}
-        if isinstance(tool.get("description"), str):
-            function["description"] = tool["description"]
-        if isinstance(tool.get("parameters"), dict):
-            function["parameters"] = tool["parameters"]
-        out.append({"type": "function", "function": function})
-    text_of(json.dumps(out, ensure_ascii=False), "tools", TEXT_PARTS)
-    return tuple(out)
+    return client_tools(value, ("function",), "parameters", "function", TEXT_PARTS)
 
 
 def sse_event(event: dict) -> str:

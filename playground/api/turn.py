@@ -25,6 +25,7 @@ Left out: the APIs' own shapes (responses.py, messages.py) and HTTP (routes.py).
 from __future__ import annotations
 
 import enum
+import json
 import secrets
 from dataclasses import dataclass, field
 
@@ -47,6 +48,32 @@ class Ending(enum.Enum):
 
 # How a turn that the engine ended itself ends in the APIs' words (next_token.py decided the reason)
 ENDINGS = {StopReason.EOS: Ending.END, StopReason.LENGTH: Ending.LENGTH, StopReason.CONTEXT: Ending.LENGTH}
+
+
+def client_tools(value, kinds: tuple, schema: str, noun: str, parts) -> tuple:
+    """A route's `tools` in the chat form the system block lists: those whose `type` is one of `kinds` (the others
+    are left out), each named, described and with its parameters' JSON schema under `schema`; 400 naming the field
+    when malformed, or when the tools as text are not text (`parts`: request_body.text_of's)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise bad_request("tools must be a list", "tools")
+    out = []
+    for i, tool in enumerate(value):
+        if not isinstance(tool, dict):
+            raise bad_request(f"tools[{i}] must be an object", f"tools[{i}]")
+        if tool.get("type") not in kinds:
+            continue
+        if not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise bad_request(f"tools[{i}].name must be the {noun}'s name", f"tools[{i}].name")
+        function = {"name": tool["name"]}
+        if isinstance(tool.get("description"), str):
+            function["description"] = tool["description"]
+        if isinstance(tool.get(schema), dict):
+            function["parameters"] = tool[schema]
+        out.append({"type": "function", "function": function})
+    text_of(json.dumps(out, ensure_ascii=False), "tools", parts)
+    return tuple(out)
 
 
 def ident(prefix: str) -> str:
