@@ -31,9 +31,9 @@
     once through the page, the endpoint, both, and llama-server --parallel 24), the conversations row
     (conversations.py: 8 chats of 6 turns at once through the endpoint and llama-server, rounds interleaved),
     the sessions row (sessions.py: agents with tool gaps of 2-10 s under a prefix cache too small to keep them,
-    without and with session retention, interleaved; ~4 min), and the speculative row (speculative.py:
-    prompt-lookup speculative decoding against plain decoding on the default backend, tokens per forward pass and
-    decode tok/s);
+    ours without and with session retention and llama-server on the same trace, interleaved; ~5 min), and the
+    speculative row (speculative.py: prompt-lookup speculative decoding against plain decoding on the default
+    backend, tokens per forward pass and decode tok/s);
   - on the bundled model, the genai row (genai.py): ONNX Runtime GenAI's own builder's int4 graph of the same
     GGUF (built once, cached), its nodes a token and ops, its greedy answer; "skipped" and why where it cannot run;
   - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench,
@@ -124,7 +124,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "loop": (loop.main, "a lone Generate run through the shared engine loop against Engine.run, alternating"),
     "room": (attendees.main, "N people at once: the page, the endpoint, half and half, llama-server --parallel N"),
     "conversations": (conversations.main, "N chats of T turns at once: the endpoint and llama-server, interleaved"),
-    "sessions": (sessions.main, "agents with tool gaps under a small prefix cache, without and with retention"),
+    "sessions": (sessions.main, "agents with tool gaps: ours without and with retention, and llama-server"),
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),

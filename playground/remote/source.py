@@ -6,12 +6,14 @@
     for step in run: ...                                       # streamed; run.cancel() stops it at any moment
     run.trace.server                                           # the server's own figures, labelled by origin
     source.run_ids(ids, settings, ignore_eos=True)             # exact token ids (llama.cpp, vLLM)
+    RemoteSource(url, reuse_prefix=True)                        # its runs from exact ids keep the server's prompt cache
 
 t0 is taken as the request is sent (after prompt_ids asked the server's /tokenize, which is no part of
 the request); each Step is one event, stamped on arrival. The prompt ids come from the server's own
 /tokenize where it has one, else a local copy of the same tokenizer, else cl100k_base (labelled an
 approximation in `trace.server["prompt_ids_source"]`). Runs from exact ids ask the server not to reuse a
-cached prefix, so a repeat measures a real prefill.
+cached prefix, so a repeat measures a real prefill; with `reuse_prefix` they leave the server's prompt cache as it
+ships (llama.cpp's `cache_prompt` on), so a replayed trace measures what the server reuses.
 
 Left out: n > 1 choices, tool calls, and servers that only speak the Responses API.
 """
@@ -37,8 +39,9 @@ log = logging.getLogger(__name__)
 class RemoteSource:
     def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None, *,
                  connect_timeout: float = 5.0, read_timeout: float = 120.0, figure_interval: float = 1.0,
-                 clock: Callable[[], float] = time.perf_counter, note: str = ""):
+                 clock: Callable[[], float] = time.perf_counter, note: str = "", reuse_prefix: bool = False):
         self.client = ServerClient(base_url, api_key, connect_timeout, read_timeout)
+        self.reuse_prefix = reuse_prefix   # runs from exact ids: the server's prompt cache left on (else a fresh prefill)
         self.clock, self.figure_interval = clock, figure_interval
         listed = self.client.get_json("/v1/models")
         entries = {m["id"]: m for m in (listed.get("data") if isinstance(listed, dict) else None) or []
@@ -118,7 +121,7 @@ class RemoteSource:
                              if self.capabilities.exact_ids else f"run from exact token ids ({self.kind.name} takes "
                                                                   "text only)"))
         self._check_length(len(ids))
-        body = {"prompt": ids, "ignore_eos": ignore_eos, **self.kind.fresh_prefill()}
+        body = {"prompt": ids, "ignore_eos": ignore_eos, **({} if self.reuse_prefix else self.kind.fresh_prefill())}
         trace = Trace("", "", ids, settings, *self._trace_fields(), ignore_eos=ignore_eos)
         return self._start("/v1/completions", body, trace, exact=True)
 

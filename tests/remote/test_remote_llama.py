@@ -74,6 +74,17 @@ def test_an_exact_id_run_ignores_eos_and_prefills_afresh_each_time(remote):
         assert trace.server["timings"]["prompt_n"] == 11 and trace.server["timings"]["cache_n"] == 0
 
 
+def test_with_reuse_prefix_a_repeat_of_exact_ids_is_served_from_the_servers_prompt_cache(llama_server):
+    """As a replayed trace needs it (the sessions bench row): llama-server's prompt cache as it ships."""
+    source = RemoteSource(llama_server.url, figure_interval=0, reuse_prefix=True)
+    ids = source.encode(SEED_SENTENCE + " A sentence of its own, so no other test's prompt is cached.")
+    first, second = (source.run_ids(ids, GenerationSettings(max_new_tokens=4), ignore_eos=True).wait()
+                     for _ in range(2))
+    assert first.server["timings"]["prompt_n"] + first.server["timings"]["cache_n"] == len(ids)
+    assert second.server["timings"]["cache_n"] >= len(ids) - 1   # all but the last prompt token reused
+    assert second.server["timings"]["prompt_n"] + second.server["timings"]["cache_n"] == len(ids)
+
+
 def test_the_prefill_and_depth_experiments_run_on_the_server(remote):
     sweep = EXPERIMENTS["prefill"].run(remote, {"min_length": 8, "max_length": 64, "points": 3, "repeats": 1})
     assert [p.length for p in sweep.points] == [8, 23, 64] and all(p.median > 0 for p in sweep.points)
