@@ -6,7 +6,8 @@ is written into the workload's record -- the Serve tab's continuous batching on 
     describe_pool(result, batcher, 16); record_iteration(it, batcher, records, result, clock)
 
 The harness (schedulers.py's `Scheduler`) releases each request at its arrival time (a session's later turn
-when its predecessor has ended and its delay passed: sessions.Releases); this one adds it to the batcher and steps the batcher while anything waits or runs. `record_iteration` writes what an iteration did
+when its predecessor has ended and its delay passed: sessions.Releases); this one adds it to the batcher and steps the batcher while anything waits or runs. When a session's later turn is released, the prefix cache's state of
+its predecessor's chain is measured (`gap_blocks`: held, evictable, evicted by reason) into its record. `record_iteration` writes what an iteration did
 into a `WorkloadResult` -- admissions, prefill chunks, cached copies, preemptions, ends, the pass, KV in use and
 the slot map -- and is the same code for the live record of a room's clients (api/record.py).
 
@@ -19,7 +20,7 @@ from dataclasses import replace
 
 from ..backends.onnx_batch import check_batchable, position_bytes
 from .batcher import BatchConfig, Batcher, Iteration
-from .prefix_cache import BLOCK_SIZE
+from .prefix_cache import BLOCK_SIZE, block_hashes
 from .records import BatchStep, Preemption
 from .schedulers import Scheduler, fail, progress_line, request_ids, settings_for
 from .sessions import Releases, trace_session
@@ -79,6 +80,7 @@ class ContinuousBatching(Scheduler):
         try:
             while not report.cancelled and (pending or batcher.busy()):
                 for record in releases.take_due(pending, clock.now()):
+                    record.gap_blocks = gap_blocks(batcher, releases.by_id.get(record.request.after))
                     text, ids = prompts[record.request.id]
                     record.prompt_tokens = len(ids)
                     try:
@@ -105,6 +107,17 @@ class ContinuousBatching(Scheduler):
             result.pool["moves"] = batcher.table.moves
             result.pool.update(looked_up=batcher.looked_up, cached=batcher.cached, preemptions=batcher.preemptions,
                                evicted=batcher.cache.evicted if batcher.cache is not None else 0)
+
+
+def gap_blocks(batcher: Batcher, previous) -> dict | None:
+    """Where the blocks `previous` (a session turn's record, ended) kept in the prefix cache are now
+    (PrefixCache.chain_state: held, evictable, evicted by reason, missing): its prompt and what it generated, up to the
+    last position it wrote KV for, as the batcher kept and held them. None: no cache, no previous turn, or none ran."""
+    if batcher.cache is None or previous is None or previous.trace is None:
+        return None
+    trace = previous.trace
+    context = [*trace.prompt_ids, *(i for i in trace.output_ids if i is not None)]
+    return batcher.cache.chain_state(block_hashes(context[:len(context) - 1]))
 
 
 def describe_pool(result, batcher: Batcher, asked_slots: int) -> None:

@@ -12,6 +12,8 @@
 | memory pressure                    | every slot's memory  | a KV budget of a third of demand   | preemptions, recompute,       |
 |                                    |                      |                                    | teacher-forced agreement      |
 | a long document among chatters     | prefill chunk 512    | prefill chunk 32                   | the chatters' ITL, doc TTFT   |
+| two agents with tool gaps:         | sessions held 30 s   | sessions not held (the same small  | TTFT and cached share of the  |
+|   retention on vs off              | across their gaps    | prefix cache and share)            | turn after a gap, the blocks  |
 
 Both sides run our continuous batching (scheduler `batching`) on the same source, so the one setting is the
 only difference. Every request is greedy, so A and B can be compared token for token; after the memory-pressure
@@ -19,7 +21,10 @@ runs, the requests whose tokens parted are replayed teacher-forced through the r
 one-at-a-time pass (agreement.py), and the finding gives that agreement beside the count of changed outputs.
 
 >>> list(PRESETS)
-['shared system prompt', 'many questions about one document', 'memory pressure', 'a long document among chatters']
+['shared system prompt', 'many questions about one document', 'memory pressure', 'a long document among chatters', 'two agents with tool gaps: retention on vs off']
+
+The agents' preset (session_preset.py) replays a built-in session trace in real time (its `trace`), so the Serve tab
+draws its sessions' timeline on both sides.
 
 Left out: drawing (charts/serve.py) and the tab's controls (ui/serve_layout.py).
 """
@@ -35,6 +40,8 @@ from ..charts.serve import decode_itl
 from ..metrics import percentile
 from ..prompts import SUMMARIZE_INSTRUCTION, fit_to_window, long_document
 from .agreement import Agreement, agreement_clause, recompute_agreement
+from .session_preset import ABOUT, NAME as AGENTS, TURNS, retention_configs, retention_finding, two_agents, \
+    two_agents_trace
 from .batching import BatchConfig
 from .summary import NO_DIRECTION, Expectation, more_or_fewer, plural, rows_clause, served, throughput, verdict
 from .workload import Request, Workload, arrival_times, check_count
@@ -246,6 +253,7 @@ class Preset:
     expect: Expectation = NO_DIRECTION           # B's output tokens/s against A's, and why
     measure: Callable[..., dict] | None = None   # (source, result A, result B, cancel) -> the finding's keywords,
     #                                              measured after both runs (the machine still held)
+    trace: Callable[[], object] | None = None    # () -> the agent_trace.SessionTrace its workload replays (None: none)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
@@ -257,4 +265,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            memory_pressure, _pressure_configs, pressure_finding, 12, None, PRESSURE, measure_pressure),
     Preset("a long document among chatters", "a document's prefill chunks among decoding chatters: A reads 512 "
            "prompt tokens per iteration, B 32", long_document_among_chatters, _chunk_configs, chunk_finding, 8, 4.0),
+    Preset(AGENTS, ABOUT, two_agents, retention_configs, retention_finding, len(two_agents_trace().rows), None,
+           trace=two_agents_trace),
 )}

@@ -66,6 +66,8 @@ class RequestRecord:
     released: float | None = None        # when a session's later turn was released (its predecessor's end + its
     #                                      delay, or later); None: released at its arrival
     waiting_for: str | None = None       # our batching, while it waits for a slot: the latest plan's reason
+    gap_blocks: dict | None = None       # our batching, a session's later turn: its previous turn's blocks in the
+    #                                      prefix cache when it was released (PrefixCache.chain_state), measured
 
     @property
     def wait_parts(self):
@@ -161,7 +163,7 @@ class RequestRecord:
                 "cache_copies": [{"start": a, "end": b, "tokens": n} for a, b, n in self.cache_copies],
                 "preemptions": [p.to_dict() for p in self.preemptions],
                 "first_token_parts": None if self.wait_parts is None else self.wait_parts.as_dict(),
-                "waiting_for": self.waiting_for,
+                "waiting_for": self.waiting_for, "gap_blocks": self.gap_blocks,
                 "session": None if self.session is None else self.session.to_dict(),
                 "trace": self.trace.to_dict() if self.trace is not None else None}
 

@@ -26,7 +26,8 @@ class ServeJob(BackgroundJob):
         self.slo: tuple[float | None, float | None] = DEFAULT_SLO   # (TTFT, TPOT) seconds the goodput is judged by
         self.roofline = None   # the last batch-size sweep on the roofline (a figure), once its ceilings are measured
         self.measured: dict = {}   # what a preset measured after its runs: its finding's keywords (presets.py)
-        self.gaps: list = []       # a replayed trace's session gaps as the prefix cache alone keeps them (session_gaps)
+        self.gaps: list = []       # a replayed trace's session gaps per side, as its prefix cache alone would keep them
+        #                            (session_gaps; [] for no trace)
 
     def run(self, work, gate: MachineGate | None) -> None:
         """Run `work(job)` in a thread holding the machine alone (the caller acquired `gate` alone), or, with no

@@ -331,7 +331,7 @@ def _run_and_status(out, form, served: str = ""):
         slo_ttft = gr.Number(DEFAULT_SLO[0], label="SLO: TTFT ≤ (s; 0: no limit)", elem_id="serve-slo-ttft", minimum=0)
         slo_tpot = gr.Number(DEFAULT_SLO[1], label="SLO: TPOT ≤ (s; 0: no limit)", elem_id="serve-slo-tpot", minimum=0)
         out.goodput = gr.Markdown(elem_id="serve-goodput")
-    out.session_timeline = gr.Plot(label="A's sessions (a replayed trace): each turn, and in each gap its blocks",
+    out.session_timeline = gr.Plot(label="Sessions (a replayed trace, A and B): each turn, and in each gap its blocks",
                                    elem_id="serve-session-timeline")
     return run, replay, stop, [slo_ttft, slo_tpot]
 

@@ -17,8 +17,10 @@ and sweep_work. serve/run.py builds and runs the workload, the preset and the sw
 reads the form, holds the machine and draws.
 
 "Replay the file" (ServeHandlers.replay) replays the chosen file (a workload.json or a trace: serve/run.py's
-replay_file) instead of the drawn workload, at the trace's own pace, on the same schedulers; A's sessions are then
-drawn as a timeline (charts/sessions.py), each gap's blocks as A's prefix cache alone keeps them (trace_gaps).
+replay_file) instead of the drawn workload, at the trace's own pace, on the same schedulers; the preset "two agents
+with tool gaps" replays a built-in trace (serve/session_preset.py). The sessions of both sides are then drawn as a
+timeline (charts/sessions.py): each gap's blocks as our batching measured them when the next turn came, else as each
+side's prefix cache alone would keep them (trace_gaps, labelled predicted).
 
 Left out: more than two classes in the editor (a file replays any workload), and a time scale for a replayed
 trace (the CLI's --time-scale).
@@ -91,16 +93,28 @@ def serve_setup(registry, form: ServeForm, picks: list[Pick] | None = None) -> t
                           replay=replay)
 
 
-def trace_gaps(form: ServeForm, side: BatchConfig) -> list:
-    """The replayed trace's session gaps as side A's prefix cache alone would keep them (session_gaps.replay_gaps:
-    `side`'s budget in the trace's blocks, its session share and TTL); [] for no trace, a workload.json, or no
-    cache. ValueError in words for a file that is not a trace."""
+def session_trace(form: ServeForm, preset=None):
+    """The session trace the run replays: the preset's own, or the chosen file's; None for neither, or a
+    workload.json. ValueError in words for a file that is not a trace."""
+    if preset is not None:
+        return preset.trace() if preset.trace is not None else None
     path = getattr(form, "trace_file", None)
-    trace = read_trace(path) if path else None
+    return read_trace(path) if path else None
+
+
+def trace_gaps(trace, side: BatchConfig) -> list:
+    """The trace's session gaps as `side`'s prefix cache alone would keep them (session_gaps.replay_gaps: its budget
+    in the trace's blocks, its session share and TTL); [] for no trace or no cache."""
     if trace is None or side.prefix_cache < trace.block_size:
         return []
     return replay_gaps(trace.rows[:MAX_REQUESTS], side.prefix_cache // trace.block_size, side.session_share,
                        side.session_ttl)[0]
+
+
+def side_configs(schedulers, picks: list[Pick]) -> list[BatchConfig]:
+    """Each side's batching settings: its scheduler's own (our batching: a preset's), else what its pick asked."""
+    return [s.config if isinstance(getattr(s, "config", None), BatchConfig) else p.batch
+            for s, p in zip(schedulers, picks)]
 
 
 def apply_preset(name: str):
@@ -215,9 +229,10 @@ class ServeHandlers:
             return
         job.preset = PRESETS.get(form.preset)
         try:
-            job.gaps = trace_gaps(form, picks[0].batch)
+            trace = session_trace(form, job.preset)
         except ValueError:   # replay_file read the same file above: a file it took is not refused here
-            job.gaps = []
+            trace = None
+        job.gaps = [] if trace is None else [trace_gaps(trace, c) for c in side_configs(schedulers, picks)]
         joins = self.joins_loop([p.runs_on for p in picks])
         if joins or (yield from self.machine_alone()):
             job.run(lambda job: workload_work(schedulers, workload, job), None if joins else self.gate)

@@ -109,6 +109,16 @@ def lesson_text(job) -> str:
     return "\n".join(lines)
 
 
+def session_timeline(job):
+    """The sessions of the job's runs on one timeline (charts/sessions.py): one run's as they are, A's and B's a row
+    per side; each side's predicted gaps from `job.gaps` where its turns did not measure them."""
+    gaps = list(getattr(job, "gaps", None) or [])
+    gaps += [[]] * (len(job.results) - len(gaps))
+    if len(job.results) == 1:
+        return plot_session_timeline(job.results[0].records, gaps[0])
+    return plot_session_timeline(sides=[(side, r.records, g) for side, r, g in zip("AB", job.results, gaps)])
+
+
 def view(job, out, charts: bool = True, final: bool = False) -> dict:
     updates = {out.status: status_text(job), out.lesson: lesson_text(job)}
     x_range = shared_range(job.results)   # A and B on one time axis: the faster run looks faster
@@ -124,8 +134,8 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
                 updates[getattr(out, f"{name}_{side}")] = on_time_axis(plot(result), x_range)
     if job.results:
         updates[out.pool] = pool_markdown(job.results)
-        if charts or final:   # A's sessions: turns measured, their gaps' blocks as the cache alone keeps them
-            updates[out.session_timeline] = plot_session_timeline(job.results[0].records, getattr(job, "gaps", None))
+        if charts or final:   # the sessions: turns measured, their gaps' blocks measured (else predicted)
+            updates[out.session_timeline] = session_timeline(job)
     if final and job.results:
         updates[out.goodput] = goodput_markdown(job.results, *job.slo)
     if final and job.results:
