@@ -40,7 +40,7 @@ from ..charts.serve import decode_itl
 from ..metrics import percentile
 from ..prompts import SUMMARIZE_INSTRUCTION, fit_to_window, long_document
 from .agreement import Agreement, agreement_clause, recompute_agreement
-from .session_preset import ABOUT, NAME as AGENTS, TURNS, retention_configs, retention_finding, two_agents, \
+from .session_preset import ABOUT, NAME as AGENTS, retention_configs, retention_finding, two_agents, \
     two_agents_trace
 from .batching import BatchConfig
 from .summary import NO_DIRECTION, Expectation, more_or_fewer, plural, rows_clause, served, throughput, verdict

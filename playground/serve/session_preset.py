@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..metrics import percentile
+from ..units import precise_duration
 from .agent_trace import SessionRow, SessionTrace, to_workload
 from .batcher import BatchConfig
 from .prefix_cache import BLOCK_SIZE
@@ -132,10 +133,10 @@ def retention_finding(a, b) -> str:
     ...                                     prompt_tokens=128, steps=[1])
     >>> run = lambda ttft, cached: S(records=[turn(0, "a", 0.5, 0), turn(1, "a", ttft, cached), turn(2, None, 1.0, 0)])
     >>> print(retention_finding(run(0.1, 96), run(0.4, 0)))  # doctest: +NORMALIZE_WHITESPACE
-    After a tool gap, the next turn was faster with retention: TTFT p50 0.10 s with it (A) against 0.40 s without
+    After a tool gap, the next turn was faster with retention: TTFT p50 100 ms with it (A) against 400 ms without
     (B), 0.25×; 75% of those turns' prompt tokens were found cached with it against 0% without (1 turn each).
     >>> print(retention_finding(run(0.6, 0), run(0.4, 0)))  # doctest: +NORMALIZE_WHITESPACE
-    After a tool gap, the next turn was not faster with retention: TTFT p50 0.60 s with it (A) against 0.40 s
+    After a tool gap, the next turn was not faster with retention: TTFT p50 600 ms with it (A) against 400 ms
     without (B), 1.50×; 0% of those turns' prompt tokens were found cached with it against 0% without (1 turn each).
     """
     ta, ca, na = after_gap_figures(a)
@@ -146,6 +147,6 @@ def retention_finding(a, b) -> str:
     ratio = f", {ta / tb:.2f}×" if tb else ""
     pct = lambda x: "missing" if x is None else f"{x:.0%}"   # noqa: E731
     each = f"{na} turn{'s' * (na != 1)} each" if na == nb else f"{na} turns on A, {nb} on B"
-    return (f"After a tool gap, the next turn was {word} with retention: TTFT p50 {ta:.2f} s with it (A) against "
-            f"{tb:.2f} s without (B){ratio}; {pct(ca)} of those turns' prompt tokens were found cached with it "
+    return (f"After a tool gap, the next turn was {word} with retention: TTFT p50 {precise_duration(ta)} with it (A) "
+            f"against {precise_duration(tb)} without (B){ratio}; {pct(ca)} of those turns' prompt tokens were found cached with it "
             f"against {pct(cb)} without ({each}).")

@@ -82,3 +82,45 @@ def test_lesson_step_seven_fits_1024x768_in_presenter_mode_with_its_numbers(onnx
         assert "cached prefix copied in" in page.locator("#lesson-figure0").inner_text()   # the cached run's Gantt
     finally:
         page.close()
+
+
+def test_the_agents_preset_says_what_it_does_then_runs_both_sides_onto_the_session_timeline(onnx_page):
+    """The preset "two agents with tool gaps: retention on vs off": its line says what A and B do before Run; after
+    both sides ran, the session timeline has each side's agents with every turn's TTFT and cached share, each gap's
+    blocks as measured, and the lesson ends with the sentence on the turn after a gap."""
+    from playground.serve.session_preset import NAME
+    page = onnx_page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(onnx_page.url)
+        page.wait_for_selector("#generate", timeout=60_000)
+        page.get_by_role("tab", name="Serve").click()
+        page.get_by_text("KV memory: presets, prefix caching, a KV budget (our batching)").click()
+        page.locator("#serve-preset input").click()
+        page.get_by_role("option", name=NAME).click()
+        page.wait_for_function("document.querySelector('#serve-preset-about').innerText.includes('B does not')",
+                               timeout=30_000)
+        assert "A holds each agent's blocks across its gaps" in page.locator("#serve-preset-about").inner_text()
+        page.locator("#serve-run").click()
+        page.wait_for_function("(document.querySelector('#serve-status').innerText.match(/: done/g) || [])"
+                               ".length >= 2", timeout=300_000)
+        page.wait_for_function("document.querySelector('#serve-lesson').innerText.includes('After a tool gap')",
+                               timeout=30_000)
+        lesson = page.locator("#serve-lesson").inner_text()
+        assert "with retention: TTFT p50" in lesson and "without (B)" in lesson
+        page.wait_for_function("document.querySelector('#serve-session-timeline .js-plotly-plot') !== null",
+                               timeout=30_000)
+        drawn = page.evaluate("""() => {
+            const plot = document.querySelector('#serve-session-timeline .js-plotly-plot');
+            const turns = plot.data.find(t => t.name === 'turn');
+            return {rows: [...new Set(turns.y)].sort(), texts: turns.text,
+                    parts: plot.data.filter(t => t.name !== 'turn').map(t => t.y[0] + ' / ' + t.name),
+                    shown: plot.textContent};
+        }""")
+        assert drawn["rows"] == ["A · agent 1", "A · agent 2", "B · agent 1", "B · agent 2"]
+        assert len(drawn["texts"]) == 12 and all("TTFT" in t and "cached" in t for t in drawn["texts"])
+        assert "A · agent 1 / held (measured)" in drawn["parts"]
+        assert any(p.startswith("B · agent") and "evicted · least recently used (measured)" in p
+                   for p in drawn["parts"])
+        assert "B · agent 2" in drawn["shown"] and "held (measured)" in drawn["shown"]   # axis and legend on the page
+    finally:
+        page.close()

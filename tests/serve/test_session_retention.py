@@ -1,7 +1,10 @@
 """A session's blocks held across its gap (serve/prefix_cache.py's retain, serve/session_gaps.py): evicted last,
 released when the TTL runs out or past the held share, evicted anyway under pressure; each eviction's reason in the
-log and in the next turn's cache record. Time is a fake clock: nothing sleeps."""
+log and in the next turn's cache record. Time is a fake clock (nothing sleeps), except in the replay of the agents'
+preset on the engine, whose gaps are real seconds and whose block states our batching measures."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -12,8 +15,11 @@ from playground.serve.cache_miss import Previous, explain
 from playground.serve.cli import parse_args, picks
 from playground.serve.conversations import Turn
 from playground.serve.engine_loop import EngineLoop, LoopRun
+from playground.serve import SCHEDULERS
 from playground.serve.prefix_cache import PrefixCache, Reason
+from playground.serve.presets import PRESETS
 from playground.serve.session_gaps import first_eviction, replay_gaps
+from playground.serve.session_preset import NAME, after_gap_turns
 from playground.serve.sessions import Session, SessionSource
 from playground.tokens.chat import render_chat
 
@@ -226,3 +232,29 @@ def test_the_cli_holds_a_replayed_traces_sessions_when_asked():
     assert picks(parse_args(["--out", "x"]))[0].batch.session_share == 0.0   # off unless asked
     with pytest.raises(ValueError, match="share of the prefix cache"):
         BatchConfig(prefix_cache=1024, session_share=1.5).validate()
+
+
+def first_measured_eviction(result) -> int | None:
+    """The index, in the order the turns were released, of the first gap whose session found a block of its chain
+    evicted, as our batching measured it (RequestRecord.gap_blocks); None: none did."""
+    turns = sorted(after_gap_turns(result.records), key=lambda r: r.released)
+    return next((k for k, r in enumerate(turns) if r.gap_blocks["evicted"]), None)
+
+
+@pytest.mark.slow
+def test_on_the_engine_shrinking_the_budget_moves_the_first_measured_eviction_earlier(tiny_onnx_engine):
+    """The agents' preset trace replayed in real time on the tiny model, sessions held for 30 s, under a prefix cache
+    of 40, 24 and 16 blocks: 40 keeps every gap's blocks; 24 holds the first gap's and then releases the oldest holds
+    past its share; 16 loses blocks from the first gap on. Each state is measured in the engine's own cache."""
+    preset = PRESETS[NAME]
+    workload = preset.build(tiny_onnx_engine, preset.requests, None, 0)
+    held, _ = preset.configs(workload, len, BatchConfig())
+    firsts, results = {}, {}
+    for blocks in (40, 24, 16):
+        config = replace(held, prefix_cache=blocks * 16)
+        results[blocks] = SCHEDULERS["batching"].create(tiny_onnx_engine, batch=config).run(workload)
+        firsts[blocks] = first_measured_eviction(results[blocks])
+    assert firsts[40] is None
+    assert firsts[24] is not None and firsts[16] is not None and firsts[16] < firsts[24], firsts
+    states = [r.gap_blocks for r in results[24].records if r.gap_blocks is not None]
+    assert any(s["held"] and s["evicted"] for s in states), states   # retained and evicted blocks in one gap
