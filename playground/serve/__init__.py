@@ -26,7 +26,8 @@ Modules, by concept:
   on a remote server as a live record, the server's own figures beside each);
 - results: records.py (per-request timelines), summary.py (percentiles, throughput, goodput, the lesson
   sentence), shares.py (each client's share of the engine and who waited longest), cost.py (a token's price on
-  this machine), presets.py (KV-memory workloads run on A and B that differ by one setting), agreement.py (a
+  this machine), presets.py (KV-memory workloads run on A and B that differ by one setting) with session_preset.py
+  (its two agents with tool gaps, retention on and off), agreement.py (a
   preempted request's recompute replayed teacher-forced: why its greedy tokens parted), sweeps.py (batch-size and
   rate sweeps), report.py (a standalone HTML report),
   perfetto.py (a run as Chrome Trace Events, for ui.perfetto.dev), mooncake.py (Mooncake traces: replayed as a
