@@ -167,6 +167,12 @@ class ScriptedAnswers:
             with self.lock:
                 self.queue.append(ids + ([] if cut else [self.tokenizer.eos_token_id]))
 
+    def add_ids(self, ids, end: bool = True) -> None:
+        """An answer as these ids, whatever its text would tokenize to (then the end-of-sequence token unless not
+        `end`)."""
+        with self.lock:
+            self.queue.append(list(ids) + ([self.tokenizer.eos_token_id] if end else []))
+
     def sampler(self, settings):
         from playground.sampling import Sampler
         with self.lock:

@@ -220,8 +220,10 @@ def _whole_record(run) -> dict | None:
 
 
 def splice(chat: RenderedChat, answers: dict[int, tuple[int, ...]], decode) -> RenderedChat:
-    """`chat` with the content of each message index in `answers` replaced by those ids, where the rendered content's
-    tokens read as the same text (a template that rewrites an answer keeps its own); spans shifted to match.
+    """`chat` with the content of each message index in `answers` replaced by those ids, where the template rendered
+    that content unchanged: its tokens read as the ids' text, or as the message's text (an answer cut inside a
+    multi-byte character has ids for bytes its text lacks; the model read them all). A template that rewrites an
+    answer keeps its own. Spans shifted to match.
 
     >>> spans = (MessageSpan(0, 2, 0, "user", "content"), MessageSpan(2, 4, 1, "assistant", "content"),
     ...          MessageSpan(4, 5, None, "assistant", "generation prompt"))
@@ -229,13 +231,19 @@ def splice(chat: RenderedChat, answers: dict[int, tuple[int, ...]], decode) -> R
     >>> out = splice(chat, {1: (7, 8, 9)}, lambda ids: "same")
     >>> out.ids, [(s.start, s.end) for s in out.spans]
     ([1, 2, 7, 8, 9, 9], [(0, 2), (2, 5), (5, 6)])
+    >>> cut = RenderedChat("", [1, 2, 30, 9], spans[:1] + (MessageSpan(2, 3, 1, "assistant", "content"),
+    ...                    MessageSpan(3, 4, None, "assistant", "generation prompt")),
+    ...                    ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": "A"}), "model")
+    >>> text = {(30,): "A", (30, 240): "A\ufffd"}   # 240: half a character
+    >>> splice(cut, {1: (30, 240)}, lambda ids: text[tuple(ids)]).ids
+    [1, 2, 30, 240, 9]
     """
     ids, spans, shift = [], [], 0
     last = 0
     for span in chat.spans:
         piece = chat.ids[span.start:span.end]
         generated = answers.get(span.message) if span.part == "content" and span.role == "assistant" else None
-        if generated is not None and generated and decode(list(piece)) == decode(list(generated)):
+        if generated and decode(list(piece)) in (decode(list(generated)), _content(chat, span.message)):
             piece = list(generated)
         ids += piece
         spans.append(replace(span, start=span.start + shift, end=span.start + shift + len(piece)))
@@ -243,3 +251,8 @@ def splice(chat: RenderedChat, answers: dict[int, tuple[int, ...]], decode) -> R
         last = span.end
     ids += chat.ids[last:]
     return replace(chat, ids=ids, spans=tuple(spans))
+
+
+def _content(chat: RenderedChat, message: int) -> str | None:
+    """The text message `message` was sent with (None: no such message)."""
+    return chat.messages[message].get("content") if 0 <= message < len(chat.messages) else None

@@ -249,3 +249,23 @@ def test_the_watch_view_lists_each_turns_record(tiny_onnx_engine):
         assert "2 of 2 requests" in table
     finally:
         room.close()
+
+
+def test_an_answer_cut_inside_a_character_goes_back_as_the_ids_generated(tab, tiny_onnx_engine, monkeypatch):
+    """An answer cut by max new tokens inside a multi-byte character (here two of an emoji's four byte tokens) has
+    no text for those bytes, yet the model read them: the next turn's history is still the ids generated, so it finds
+    the whole sequence up to its last full block."""
+    from playground.serve import batcher
+    from tests.fakes import ScriptedAnswers
+    script = ScriptedAnswers(tiny_onnx_engine.tokenizer)
+    monkeypatch.setattr(batcher, "Sampler", script.sampler)
+    script.add("Two hours 🚄", cut=True)   # 13 byte-level tokens, the emoji's four last
+    page = Page(max_new_tokens=11)
+    ask(tab, page, QUESTIONS[0])
+    first = page.turns[0]
+    assert len(first.trace.steps) == 11 and first.answer == "Two hours "   # the cut left half a character
+    ask(tab, page, QUESTIONS[1])
+    second = page.turns[1]
+    whole = first.prompt_ids + [s.token_id for s in first.trace.steps]
+    assert second.prompt_ids[:len(whole)] == whole
+    assert second.record["cause"] == "no miss" and second.trace.cached_tokens >= 16 * ((len(whole) - 1) // 16)
