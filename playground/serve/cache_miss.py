@@ -26,7 +26,9 @@ The record says:
     prompt parts from the cached sequence, what changed there: tools reordered or changed (a tools line),
     volatile system prompt (the system block, while every other message is unchanged), earlier turn edited
     (a message's content differs), answer re-tokenized differently (the previous answer sent back as the same
-    text, read as other ids than were generated), template rewrite (the same messages rendered otherwise);
+    text, read as other ids than were generated: they part inside its text or right after it, as when the answer
+    was cut inside a character whose bytes its text cannot carry), template rewrite (the same messages rendered
+    otherwise);
     below one block again when the shared history is shorter than a block; else no miss.
 
 Unknown is "unknown", never a zero: a record without messages (a raw prompt) places a difference nowhere.
@@ -225,7 +227,8 @@ def _changed(first, prompt, previous, spans, messages, tools):
         sent = messages[now.message]["content"] if now.message is not None else None
         if now.message is not None and messages[now.message]["role"] == "assistant" and sent != previous.answer:
             return Cause.EDITED, f"message {now.message} (the previous answer) was sent back changed", None
-        if sent == previous.answer and now.part == "content":
+        content = next((s for s in spans if s.message == now.message and s.part == "content"), None)
+        if sent == previous.answer and content is not None and first >= content.start:
             return Cause.RETOKENIZED, (f"message {now.message} is the previous answer's text, read as other token "
                                        "ids than were generated"), None
         return Cause.TEMPLATE, "the template rendered the previous answer otherwise than it was generated", None

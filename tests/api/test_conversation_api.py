@@ -8,10 +8,13 @@ import openai
 import pytest
 
 from playground.api import ApiConfig
+from playground.serve import batcher
 from tests.api.test_openai_api import KEY, Served
+from tests.fakes import ScriptedAnswers
 
 SYSTEM = {"role": "system", "content": "You answer in one short sentence about travel by train."}
-QUESTIONS = ["Which train goes to Paris?", "How long does it take?", "Is there a dining car?"]
+QUESTIONS = ["Which train goes to Paris?", "How long does it take?", "Is there a dining car?", "Can I bring a bicycle?",
+             "Where do I buy a ticket?", "Is it cheaper at night?"]
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +24,19 @@ def served(tiny_onnx_engine):
     s.stop()
 
 
-def chat(served, turns: int, stream: bool = False, **extra):
-    """[(usage, x_playground.cache)] of `turns` turns, each answer sent back as the next turn's history."""
+@pytest.fixture
+def script(tiny_onnx_engine, monkeypatch):
+    scripted = ScriptedAnswers(tiny_onnx_engine.tokenizer)
+    monkeypatch.setattr(batcher, "Sampler", scripted.sampler)
+    return scripted
+
+
+def chat(served, turns: int, stream: bool = False, max_tokens: int = 12, **extra):
+    """[(usage, x_playground.cache)] of `turns` turns, each answer sent back as text as the next turn's history."""
     sdk, messages, out = served.sdk(), [SYSTEM], []
     for question in QUESTIONS[:turns]:
         messages.append({"role": "user", "content": question})
-        kwargs = dict(model="m", messages=messages, max_tokens=12, temperature=0, **extra)
+        kwargs = dict(model="m", messages=messages, max_tokens=max_tokens, temperature=0, **extra)
         if stream:
             chunks = list(sdk.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs))
             last, text = chunks[-1], "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -41,7 +51,9 @@ def chat(served, turns: int, stream: bool = False, **extra):
 
 
 def test_a_conversation_keyed_by_prompt_cache_key_finds_its_history_and_says_so(served):
-    turns = chat(served, 3, extra_body={"prompt_cache_key": "trip-1"})
+    """Six turns with the model's own template, each answer sent back as its text (which reads as the ids generated):
+    from turn 2 on, each finds at least 16·⌊(previous prompt + previous answer − 1)/16⌋ tokens."""
+    turns = chat(served, 6, extra_body={"prompt_cache_key": "trip-1"})
     (usage, record), rest = turns[0], turns[1:]
     assert usage.prompt_tokens_details.cached_tokens == 0 and record["cause"] == "new conversation"
     assert record["cached"] == 0 and record["ribbon"]["new"] == usage.prompt_tokens
@@ -50,7 +62,39 @@ def test_a_conversation_keyed_by_prompt_cache_key_finds_its_history_and_says_so(
         assert usage.prompt_tokens_details.cached_tokens == record["cached"] >= bound > 0
         assert record["matched_by"] == "key" and record["conversation"] == "trip-1"
         assert record["cause"] == "no miss" and record["prompt_tokens"] == usage.prompt_tokens
-    assert [r["turn"] for _, r in turns] == [1, 2, 3]
+    assert [r["turn"] for _, r in turns] == [1, 2, 3, 4, 5, 6]
+
+
+def test_six_scripted_answers_sent_back_as_text_find_their_history(served, script):
+    """The same bound with answers of words (the plain tiny model repeats one token), each the ids its text reads as."""
+    script.add("Eurostar goes there.", "About two hours.", "Yes, one.", "Yes, folded.", "At the station.", "Often.")
+    turns = chat(served, 6, extra_body={"prompt_cache_key": "trip-words"})
+    for (usage, record), (before, _) in zip(turns[1:], turns):
+        bound = 16 * ((before.prompt_tokens + before.completion_tokens - 1) // 16)
+        assert usage.prompt_tokens_details.cached_tokens == record["cached"] >= bound > 0
+        assert record["cause"] == "no miss" and record["first_difference"] is None
+
+
+@pytest.mark.parametrize("answer", ["ids", "cut"])
+def test_an_answer_whose_text_reads_as_other_ids_is_named_as_re_tokenized(served, script, tiny_onnx_engine, answer):
+    """Turn 1's answer as ids its text does not tokenize to ("Yes, one." with the space and "one." byte by byte), or
+    cut by max tokens inside an emoji (its text has no bytes for the last two ids): the client sends the text back,
+    and turn 2's record says so at the answer, the tokens computed again the prompt less the common prefix's blocks."""
+    tok = tiny_onnx_engine.tokenizer
+    if answer == "ids":
+        generated = tok.convert_tokens_to_ids([*"Yes,", "Ġ", *"one."])
+        assert generated != tok("Yes, one.", add_special_tokens=False)["input_ids"]
+        script.add_ids(generated)
+    else:
+        script.add("Two hours 🚄", cut=True)   # 13 byte-level tokens, the emoji's 4 last: cut at 11
+    turns = chat(served, 2, max_tokens=11, extra_body={"prompt_cache_key": f"trip-{answer}"})
+    (before, _), (usage, record) = turns
+    assert record["cause"] == "answer re-tokenized differently", record
+    assert record["message"]["message"] == 2 and record["message"]["role"] == "assistant"
+    assert record["was"]["part"] == "answer"
+    assert before.prompt_tokens <= record["first_difference"] < before.prompt_tokens + before.completion_tokens
+    assert record["recomputed"] == usage.prompt_tokens - 16 * (record["common_prefix"] // 16)
+    assert usage.prompt_tokens_details.cached_tokens == 16 * (record["first_difference"] // 16)
 
 
 def test_a_streamed_turn_carries_the_record_on_its_last_chunk(served):
@@ -58,10 +102,14 @@ def test_a_streamed_turn_carries_the_record_on_its_last_chunk(served):
     assert turns[1][1]["cause"] == "no miss" and turns[1][0].prompt_tokens_details.cached_tokens > 0
 
 
-def test_the_reasoning_template_names_a_template_rewrite_at_the_think_block(served):
+def test_the_reasoning_template_names_a_template_rewrite_at_the_think_block(served, tiny_onnx_engine):
+    from playground.tokens.chat import render_chat
     turns = chat(served, 2, extra_body={"prompt_cache_key": "trip-thinking", "x_playground": {"template": "thinking"}})
     usage, record = turns[1]
     assert record["cause"] == "template rewrite" and record["was"]["part"] == "generation prompt"
+    think = render_chat(tiny_onnx_engine.tokenizer, [SYSTEM, {"role": "user", "content": QUESTIONS[0]}],
+                        template="thinking").spans[-1]   # turn 1's generation prompt: its empty <think> block last
+    assert think.part == "generation prompt" and think.start <= record["first_difference"] < think.end
     assert "".join(record["then"]).startswith("<think>")
     assert record["recomputed"] == usage.prompt_tokens - 16 * (record["common_prefix"] // 16)
     spans = record["spans"]   # every prompt token in a message's part: the ribbon's hover

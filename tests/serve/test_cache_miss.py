@@ -127,6 +127,25 @@ def test_the_answer_sent_back_as_the_same_text_but_other_ids_is_re_tokenized():
     assert r.first_difference == prev.prompt + 20
 
 
+def test_an_answer_whose_text_lacks_its_last_ids_is_re_tokenized():
+    """An answer cut inside a multi-byte character: its text has no bytes for the last ids generated, so the prompt
+    parts from the cached sequence right after the answer's text, where the template closes the message."""
+    prev = first_turn(answer="a1")
+    ids, spans = second_turn(answer=ANSWER[:23])
+    r = explain(ids, 80, prev, spans=spans, messages=M2)
+    assert r.cause is Cause.RETOKENIZED and r.first_difference == prev.prompt + 23
+    assert (r.message.message, r.message.part, r.was.part) == (2, "template", "answer")
+
+
+def test_an_answer_rendered_after_a_header_the_generation_prompt_lacked_is_a_template_rewrite():
+    prev = first_turn(answer="a1")
+    ids, spans = chat(*block(1, 0, SYSTEM), *block(2, 1, QUESTION), (2, "assistant", "template", [903, 950, 777]),
+                      (2, "assistant", "content", ANSWER), (2, "assistant", "template", [999, 950]),
+                      *block(2, 3, NEXT), *GEN)
+    r = explain(ids, 48, prev, spans=spans, messages=M2)
+    assert r.cause is Cause.TEMPLATE and r.first_difference == prev.prompt and r.message.part == "template"
+
+
 def test_the_answer_sent_back_changed_is_an_edited_turn():
     prev = first_turn(answer="something else")
     ids, spans = second_turn(answer=ANSWER[:20] + [888])
