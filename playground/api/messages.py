@@ -22,7 +22,8 @@ other block (an image, a document) is a 400: this model reads text only.
 
 The stream (SSE, each with its `event:` line): `message_start` (the message with empty content), then per block
 `content_block_start`, `content_block_delta`… (`text_delta`, or one `input_json_delta` with a call's whole
-input), `content_block_stop`; then `message_delta` (stop_reason, stop_sequence, usage) and `message_stop`. A
+input), `content_block_stop`; then `message_delta` (stop_reason, stop_sequence, usage, and the turn's record of its
+prefix-cache lookup as `x_playground.cache`, as the whole message has it: serve/cache_miss.py) and `message_stop`. A
 failure after the stream began is an `error` event, the last.
 
     ending                   stop_reason
@@ -219,10 +220,13 @@ class MessageWriter(TurnWriter):
             said = "the request was cancelled before the model finished"
             return [sse_event({"type": "error", "error": {"type": Ending.CANCELLED.value, "message": said}})]
         delta = {"stop_reason": STOP_REASONS[ending], "stop_sequence": self.stop_sequence(ending)}
-        return [sse_event({"type": "message_delta", "delta": delta, "usage": self.usage(trace)}),
+        return [sse_event({"type": "message_delta", "delta": delta, "usage": self.usage(trace),
+                           **self.answer.extension(trace)}),
                 sse_event({"type": "message_stop"})]
 
     def whole(self, trace) -> dict:
-        """The message, not streamed: every Step already fed (an error is the route's 500, a cancel its client gone)."""
+        """The message, not streamed: every Step already fed (an error is the route's 500, a cancel its client gone),
+        with the turn's record of its prefix-cache lookup (`x_playground`)."""
         self.close(trace)
-        return self.message(trace, STOP_REASONS.get(self.ended), self.stop_sequence(self.ended))
+        return {**self.message(trace, STOP_REASONS.get(self.ended), self.stop_sequence(self.ended)),
+                **self.answer.extension(trace)}

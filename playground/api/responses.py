@@ -50,7 +50,9 @@ before the request takes a KV slot: a client waiting for the machine has heard f
     client: it is gone)                            `cancelled`; an error is never reported as one
 
 `usage`: `input_tokens` (the prompt, after the template), `input_tokens_details.cached_tokens` (of them, read from
-the prefix cache, not computed), `output_tokens` (`output_tokens_details.reasoning_tokens` 0), `total_tokens`.
+the prefix cache, not computed), `output_tokens` (`output_tokens_details.reasoning_tokens` 0), `total_tokens`. The
+response as it ended (whole, or in the terminal event) carries the turn's record of its prefix-cache lookup as
+`x_playground.cache` (serve/cache_miss.py), as a chat completion does.
 
 Stored responses (`store`, true by default as OpenAI's): the turn's whole history -- the items it was given, the
 previous response's before them, its own output after -- kept in memory under its id, so the next request names
@@ -390,14 +392,17 @@ class ResponseWriter(TurnWriter):
         return [self.event(kind, response=final)]
 
     def final(self, ending: Ending, trace, failure: str | None) -> dict:
+        """The response as it ended, with the turn's record of its prefix-cache lookup (`x_playground`)."""
+        mine = self.answer.extension(trace)
         if ending == Ending.ERROR:
             return self.response("failed", trace, error={"code": "server_error",
-                                                         "message": failure or trace.error or "the engine failed"})
+                                                         "message": failure or trace.error or "the engine failed"},
+                                 **mine)
         if ending == Ending.LENGTH:
-            return self.response("incomplete", trace, incomplete_details={"reason": "max_output_tokens"})
+            return self.response("incomplete", trace, incomplete_details={"reason": "max_output_tokens"}, **mine)
         if ending == Ending.CANCELLED:
-            return self.response("incomplete", trace, incomplete_details={"reason": Ending.CANCELLED.value})
-        return self.response("completed", trace)
+            return self.response("incomplete", trace, incomplete_details={"reason": Ending.CANCELLED.value}, **mine)
+        return self.response("completed", trace, **mine)
 
     def whole(self, trace, failure: str | None = None) -> dict:
         """The response object, not streamed: every Step already fed."""

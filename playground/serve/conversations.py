@@ -11,11 +11,15 @@ The rule, for a stateless API (every turn sends the whole history):
   1. a client's key: the session the request names (api/session_hint.py, in its order: Anthropic's
      `cache_control`, OpenAI's `prompt_cache_key`, the Responses chain, an `X-Session-Id` header, vLLM's
      `agent_hint`), else OpenAI's `user`. The request continues the latest finished sequence of that key;
-  2. else the longest common prefix: of the client's recently finished sequences (the newest RECENT of all
-     clients', the oldest dropped first), the one sharing the longest beginning with this prompt, when that
-     beginning is at least SIMILARITY of its prompt (as llama-server picks the slot whose prompt is most
-     like the new one, `--slot-prompt-similarity`);
+  2. else (no key, or a key with no finished sequence yet) the longest common prefix: of the client's recently
+     finished sequences that no key named (the newest RECENT of all clients', the oldest dropped first), the one
+     sharing the longest beginning with this prompt, when that beginning is at least SIMILARITY of its prompt (as
+     llama-server picks the slot whose prompt is most like the new one, `--slot-prompt-similarity`). So a
+     Responses chain is one conversation from its first response, which names no session: the second names the
+     chain by the first one's id, and continues it by its prefix; from the third on, by that key;
   3. else it starts a new conversation.
+
+A keyed request is always its key's conversation, found by key or by prefix.
 
 A conversation is always within one client (a page session, an API key or address: the Batcher's `client`),
 so a record never shows another client's tokens. A request with no `Turn` (a Serve workload, a page's Generate
@@ -25,6 +29,10 @@ a difference in none).
 >>> book = Conversations()
 >>> book.pick("client 1", "", [1, 2, 3]) is None           # nothing finished yet: a new conversation
 True
+>>> book.book["c · k"] = Finished("c · k", "c", "k", Previous((1, 2, 3, 4), 3))
+>>> book.book["conversation 1"] = Finished("conversation 1", "c", "", Previous((7, 8, 9, 4), 3))
+>>> [(f.name, how) for f, how in (book.pick("c", "k", [7, 8, 9, 4, 5]), book.pick("c", "new", [7, 8, 9, 4, 5]))]
+[('c · k', 'key'), ('conversation 1', 'prefix')]
 
 Left out: persistence (the book lives as long as the engine loop) and forgetting by age (only by count).
 """
@@ -77,9 +85,8 @@ class Conversations:
 
     def pick(self, client: str, key: str, ids) -> tuple[Finished, str] | None:
         """(the finished turn this prompt continues, "key" or "prefix"), or None: a new conversation."""
-        if key:
-            found = self.book.get(_keyed(client, key))
-            return (found, "key") if found is not None else None
+        if key and (found := self.book.get(_keyed(client, key))) is not None:
+            return found, "key"
         best, most = None, 0
         prompt = np.asarray(ids, np.int64)
         for finished in self.book.values():
@@ -96,7 +103,7 @@ class Conversations:
         turn = seq.turn
         picked = self.pick(seq.client, turn.key, seq.ids)
         finished, matched_by = picked if picked is not None else (None, "none")
-        name = finished.name if finished is not None else _keyed(seq.client, turn.key) if turn.key else None
+        name = _keyed(seq.client, turn.key) if turn.key else finished.name if finished is not None else None
         eviction = None
         hashes = seq.hashes or block_hashes(seq.ids)
         if found // BLOCK_SIZE < len(hashes):

@@ -359,6 +359,7 @@ def test_anthropics_ignored_fields_are_no_400():
 class _Trace:
     def __init__(self, reason, error=None):
         self.stop_reason, self.error, self.cached_tokens, self.steps = reason, error, 0, []
+        self.cache = None   # no record of a cache lookup
 
 
 @pytest.mark.parametrize("reason, kind, status", [

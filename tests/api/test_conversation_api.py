@@ -169,3 +169,76 @@ def test_tools_sent_in_another_order_are_named_at_the_tools_block(served):
     record = second.model_extra["x_playground"]["cache"]
     assert record["cause"] == "tools reordered or changed" and "reordered" in record["detail"]
     assert record["message"]["part"] == "tools" and record["message"]["name"] == "fares"
+
+
+# --- the agent routes: a Responses chain and a Messages conversation, each turn with its pick and record
+
+ANSWERS = ["The Eurostar.", "About two hours.", "Yes, a bar.", "Yes, folded."]
+
+
+def check_turns(turns, conversation, matched_by) -> None:
+    """[(prompt tokens, answer tokens, cached tokens, x_playground.cache)] of one conversation's turns: the first new,
+    each later one continuing it, found as `matched_by` says (one per later turn), up to the previous sequence's
+    last full block."""
+    (_, _, cached, record), rest = turns[0], turns[1:]
+    assert record["cause"] == "new conversation" and record["turn"] == 1 and cached == record["cached"] == 0
+    assert len(matched_by) == len(rest)
+    for k, ((prompt, answer, _, _), (_, _, cached, record), how) in enumerate(zip(turns, rest, matched_by), 2):
+        bound = 16 * ((prompt + answer - 1) // 16)
+        assert record["turn"] == k and record["cause"] == "no miss", record
+        assert (record["conversation"], record["matched_by"]) == (conversation, how)
+        assert cached == record["cached"] >= bound > 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_chain_is_one_conversation_and_each_response_says_its_record(served, script, stream):
+    """Each turn sends only its question and the previous response's id: the chain's first response names the
+    conversation (api/session_hint.py), and every response carries x_playground.cache (a stream's on its terminal
+    event's response), the turn's record beside usage.input_tokens_details.cached_tokens. The answers are scripted
+    words: the plain tiny model writes only whitespace, which these APIs send as no text."""
+    script.add(*ANSWERS)
+    sdk, previous, turns, first = served.sdk(), None, [], None
+    for question in QUESTIONS[:4]:
+        kwargs = dict(model="m", input=question, instructions=f"({'streamed' if stream else 'whole'}) {SYSTEM['content']}",
+                      previous_response_id=previous, max_output_tokens=12, temperature=0)
+        if stream:
+            events = list(sdk.responses.create(stream=True, **kwargs))
+            response = events[-1].response   # the terminal event's (max_output_tokens reached: incomplete)
+            assert events[-1].type in ("response.completed", "response.incomplete")
+            assert all("x_playground" not in e.response.model_extra for e in events[:-1] if hasattr(e, "response"))
+        else:
+            response = sdk.responses.create(**kwargs)
+        usage = response.usage
+        turns.append((usage.input_tokens, usage.output_tokens, usage.input_tokens_details.cached_tokens,
+                      response.model_extra["x_playground"]["cache"]))
+        previous, first = response.id, first or response.id
+    check_turns(turns, first, ["prefix", "key", "key"])   # the first response named no key: found by its prefix
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_messages_conversation_is_picked_by_its_prefix_and_each_message_says_its_record(served, script, stream):
+    """Anthropic's Messages API, the whole history sent each turn and no key: each turn continues the client's
+    sequence its prompt begins with (the longest common prefix), and every message carries x_playground.cache (a
+    stream's on its message_delta, beside the final usage). The answers are scripted words, as above."""
+    import anthropic
+    script.add(*ANSWERS)
+    client = anthropic.Anthropic(base_url=served.url, api_key=KEY, max_retries=0, timeout=60)
+    messages, turns = [], []
+    system = f"[{'streamed' if stream else 'whole'}] {SYSTEM['content']}"   # an opening of its own: no other's prefix
+    for question in QUESTIONS[:4]:
+        messages.append({"role": "user", "content": question})
+        kwargs = dict(model="m", max_tokens=12, system=system, messages=messages, extra_body={"temperature": 0})
+        if stream:
+            with client.messages.stream(**kwargs) as events:
+                delta = next(e for e in events if e.type == "message_delta")
+                message = events.get_final_message()
+            record = delta.model_extra["x_playground"]["cache"]
+        else:
+            message = client.messages.create(**kwargs)
+            record = message.model_extra["x_playground"]["cache"]
+        usage = message.usage
+        prompt = usage.input_tokens + usage.cache_read_input_tokens
+        turns.append((prompt, usage.output_tokens, usage.cache_read_input_tokens, record))
+        messages.append({"role": "assistant", "content": "".join(b.text for b in message.content)})
+    check_turns(turns, turns[1][3]["conversation"], ["prefix"] * 3)
+    assert turns[1][3]["conversation"].startswith("conversation ")
