@@ -39,7 +39,7 @@ EVICTED = "evicted · "   # an evicted part's name: this, then its reason (prefi
 COLOURS = {"held": "#0d9488", "evictable": "#d97706", "evicted": "#dc2626", "missing": "#9ca3af", "turn": "#2563eb",
            EVICTED + "least recently used": "#dc2626", EVICTED + "TTL expired": "#9333ea",
            EVICTED + "over the held share": "#db2777", EVICTED + "pressure": "#7f1d1d"}
-EMPTY = "Replay a trace with sessions to see their turns and gaps"
+EMPTY = "Replay a trace with sessions, or run the preset \"two agents with tool gaps\", to see their turns and gaps"
 TITLE = "Sessions: each turn (its TTFT, its cached share) and, in each gap, its blocks"
 SUBTITLE = ("turns measured; a gap's blocks measured in the engine's prefix cache when the next turn came, "
             "else predicted by the cache alone on the trace's clock")

@@ -55,7 +55,7 @@ class ContinuousBatching(Scheduler):
         check_batchable(backend)
         self.config = c = (config or BatchConfig()).validate()
         extras = [f"prefix cache {c.prefix_cache:,} positions" if c.prefix_cache else "",
-                  f"sessions hold {c.session_share:.0%} of it" if c.prefix_cache and c.session_share else "",
+                  session_hold(c) if c.prefix_cache and c.session_share else "",
                   f"KV budget {c.kv_budget:,} positions" if c.kv_budget else ""]
         self.label = " · ".join([self.label, *(x for x in extras if x)])   # A and B say how they differ
 
@@ -107,6 +107,16 @@ class ContinuousBatching(Scheduler):
             result.pool["moves"] = batcher.table.moves
             result.pool.update(looked_up=batcher.looked_up, cached=batcher.cached, preemptions=batcher.preemptions,
                                evicted=batcher.cache.evicted if batcher.cache is not None else 0)
+
+
+def session_hold(c: BatchConfig) -> str:
+    """How a config holds sessions' blocks across their gaps, for its label.
+
+    >>> session_hold(BatchConfig(session_share=0.5, session_ttl=30)), session_hold(BatchConfig(session_share=0.5))
+    ('sessions held 30 s, at most 50% of it', 'sessions held only for a TTL they ask, at most 50% of it')
+    """
+    held = f"held {c.session_ttl:g} s" if c.session_ttl else "held only for a TTL they ask"
+    return f"sessions {held}, at most {c.session_share:.0%} of it"
 
 
 def gap_blocks(batcher: Batcher, previous) -> dict | None:

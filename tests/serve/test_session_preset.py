@@ -54,10 +54,12 @@ def test_the_preset_says_before_the_click_what_it_runs_on_each_side():
     assert shown["n"] == len(two_agents_trace().rows) and shown["scheduler_b"] == "batching"
 
 
-def test_a_and_b_differ_by_the_ttl_alone_under_a_small_prefix_cache():
+def test_a_and_b_differ_by_the_ttl_alone_under_a_small_prefix_cache_and_their_labels_say_so(tiny_onnx_engine):
     a, b = PRESET.configs(None, len, BatchConfig(slots=4))
     assert a.session_ttl == TTL_S and b.session_ttl == 0.0
     assert replace(a, session_ttl=0.0) == b and a.prefix_cache == CACHE_BLOCKS * BLOCK_SIZE and a.session_share > 0
+    label_a, label_b = (SCHEDULERS["batching"].create(tiny_onnx_engine, batch=c).label for c in (a, b))
+    assert "sessions held 30 s" in label_a and "sessions held only for a TTL they ask" in label_b
 
 
 def test_the_trace_is_two_agents_whose_later_turns_wait_seconds_after_their_predecessor(tiny_onnx_engine):
