@@ -210,8 +210,11 @@ def tiktoken_cache(aiperf: Path, folder: Path) -> Path:
     return folder
 
 
-def aiperf_command(aiperf: Path, url: str, model: str, concurrency: int, artifacts: Path) -> list[str]:
-    return [str(aiperf), "profile", "--model", model, "--url", url, "--endpoint-type", "chat", "--streaming",
+def aiperf_command(aiperf: Path, url: str, model: str, concurrency: int, artifacts: Path,
+                   endpoint_type: str = "chat") -> list[str]:
+    """AIPerf's command line for one run; `endpoint_type`: its API mode ("chat": /v1/chat/completions, the row's;
+    "responses": /v1/responses)."""
+    return [str(aiperf), "profile", "--model", model, "--url", url, "--endpoint-type", endpoint_type, "--streaming",
             "--tokenizer", "cl100k_base", "--use-server-token-count",
             "--isl", str(PROMPT_TOKENS), "--isl-stddev", "0", "--osl", str(OUTPUT_TOKENS),
             "--extra-inputs", "ignore_eos:true", "--concurrency", str(concurrency),
@@ -219,11 +222,13 @@ def aiperf_command(aiperf: Path, url: str, model: str, concurrency: int, artifac
             "--artifact-dir", str(artifacts), "--export-level", "records", "--ui-type", "none"]
 
 
-def run_aiperf(aiperf: Path, url: str, model: str, concurrency: int, workdir: Path) -> list[Timing]:
-    """One AIPerf run; its records (RuntimeError with the end of its output when it fails)."""
-    artifacts = workdir / f"concurrency-{concurrency}"
+def run_aiperf(aiperf: Path, url: str, model: str, concurrency: int, workdir: Path,
+               endpoint_type: str = "chat") -> list[Timing]:
+    """One AIPerf run in `endpoint_type`'s mode; its records (RuntimeError with the end of its output when it
+    fails)."""
+    artifacts = workdir / f"{endpoint_type}-concurrency-{concurrency}"
     env = {**os.environ, **OFFLINE_ENV, "TIKTOKEN_CACHE_DIR": str(tiktoken_cache(aiperf, workdir / "tiktoken"))}
-    out = subprocess.run(aiperf_command(aiperf, url, model, concurrency, artifacts), env=env, cwd=workdir,
+    out = subprocess.run(aiperf_command(aiperf, url, model, concurrency, artifacts, endpoint_type), env=env, cwd=workdir,
                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     export = artifacts / "profile_export.jsonl"
     if out.returncode != 0 or not export.is_file():

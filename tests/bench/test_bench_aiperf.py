@@ -134,3 +134,34 @@ def test_the_bench_looks_for_aiperf_where_make_aiperf_puts_it(monkeypatch):
     if (root / venv / "bin" / "aiperf").is_file():   # installed here: found without PATH's help
         monkeypatch.setenv("PATH", "")
         assert aiperf.find_aiperf() == root / venv / "bin" / "aiperf"
+
+
+def _installed_aiperf() -> Path | None:
+    try:
+        return aiperf.find_aiperf()
+    except FileNotFoundError:
+        return None
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+@pytest.mark.skipif(_installed_aiperf() is None, reason="aiperf is not installed: `make aiperf` (.venv-aiperf)")
+def test_aiperfs_responses_mode_streams_every_request_from_our_responses_route(tiny_onnx_engine, tmp_path):
+    """AIPerf's own Responses mode (`--endpoint-type responses`, aiperf 0.13.0) against /v1/responses, streamed:
+    every request has a TTFT from the route's `response.output_text.delta` events and is the server's record of
+    the same X-Request-ID, which streamed tokens up to the output length asked. (AIPerf 0.13.0 reads the server's usage only from
+    `response.completed`; a run to `max_output_tokens` ends in `response.incomplete`, as OpenAI's API ends it, so its
+    records carry no output count here: not asserted.)"""
+    exe = _installed_aiperf()
+    endpoint = aiperf.Endpoint(tiny_onnx_engine)
+    try:
+        client = aiperf.run_aiperf(exe, endpoint.url, endpoint.service.model_id, 2, tmp_path,
+                                   endpoint_type="responses")
+        server = endpoint.timings()
+    finally:
+        endpoint.close()
+    assert len(client) == aiperf.REQUESTS
+    assert all(t.ttft_ms > 0 for t in client)
+    pairs = aiperf.match(client, server)
+    assert len(pairs) == aiperf.REQUESTS and all(0 < p.server.tokens <= aiperf.OUTPUT_TOKENS for p in pairs)
+    assert all(p.client.ttft_ms >= p.server.ttft_ms for p in pairs)   # the client's TTFT includes the server's
