@@ -74,7 +74,7 @@ GAPS_S = (2.0, 10.0)       # a tool gap's seconds, drawn uniformly
 PREFIX_BLOCKS = 6          # an agent's first turn's blocks (BLOCK_SIZE tokens each)
 GROW_BLOCKS = 2            # blocks a later turn adds (the answer before it and the tool's result)
 FILLER_BLOCKS = 12         # a filler row's blocks, none shared
-FILLER_EVERY_S = 0.5
+FILLER_EVERY_S = 1.0       # a filler every this many seconds: 192 prefill tokens a second, light enough for a shared machine
 START_EVERY_S = 1.0        # the agents' first turns, this far apart
 OUTPUT_TOKENS = 8
 SHARE = 0.5
@@ -162,7 +162,7 @@ def script(agents: int = AGENTS, turns: int = TURNS, gaps=GAPS_S, seed: int = SE
     >>> [(r.get("session_id"), r.get("delay"), len(r["hash_ids"])) for r in rows][:3]
     [('agent 1', None, 6), ('agent 1', 1000.0, 8), ('agent 2', None, 6)]
     >>> sum("session_id" not in r for r in rows)   # over 3 s (agent 2's start, its gap, a gap's margin)
-    6
+    3
     """
     if agents < 1 or turns < 1 or not 0 < gaps[0] <= gaps[1]:
         raise ValueError(f"the trace needs agents >= 1, turns >= 1 and gaps 0 < LOW <= HIGH; got {agents}, {turns} "
