@@ -290,16 +290,20 @@ def turn_figures(records, cached=ours_cached) -> dict:
 
 
 def pooled(runs: list[dict]) -> dict:
-    """A path's figures over its rounds: each the median of the rounds', the busiest round's load and the validity
-    over all; the rounds kept when more than one.
+    """A path's figures over its rounds: each the median of the rounds' (a count served: the fewest), the busiest
+    round's load and the validity over all; the rounds kept when more than one.
 
     >>> pooled([{"turns": {"1": {"served": 2, "ttft_p50_s": 0.2, "cached_share": 0.0}}, "after_gap_ttft_p50_s": 0.1,
     ...          "fillers_ttft_p50_s": None}])["turns"]["1"]
     {'served': 2, 'ttft_p50_s': 0.2, 'cached_share': 0.0}
     """
-    out = {"turns": {t: {k: median([r["turns"].get(t, {}).get(k) for r in runs], 4) for k in v}
+    def merged(name, values):
+        values = list(values)
+        return min(v or 0 for v in values) if name.endswith("served") else median(values, 4)
+
+    out = {"turns": {t: {k: merged(k, (r["turns"].get(t, {}).get(k) for r in runs)) for k in v}
                      for t, v in runs[0]["turns"].items()},
-           **{k: median([r.get(k) for r in runs], 4) for k in runs[0] if k not in ("turns", "load")}}
+           **{k: merged(k, (r.get(k) for r in runs)) for k in runs[0] if k not in ("turns", "load")}}
     loads = [r["load"] for r in runs if "load" in r]
     if loads:
         out["load"], out["validity"] = busiest(loads), validity(loads)
@@ -335,6 +339,8 @@ def verdict(without: dict, with_retention: dict, retention_ratio: float | None, 
     'With retention, the turn after a gap had a lower TTFT p50 than without: 0.100 s against 0.300 s (ratio 0.33), its cached share 0.90 against 0.20.'
     >>> verdict(h, w, 3.0, {"after_gap_ttft_p50_s": 0.05, "after_gap_cached_share": 0.95})
     'With retention, the turn after a gap did not have a lower TTFT p50 than without: 0.300 s against 0.100 s (ratio 3.00), its cached share 0.20 against 0.90. llama-server on the same trace: 0.050 s, cached share 0.95.'
+    >>> verdict(w, h, 0.33, {"after_gap_ttft_p50_s": None}).endswith("answered no turn after a gap (its TTFT missing).")
+    True
     >>> verdict(w, {"after_gap_ttft_p50_s": None}, None, {"error": "no llama-server"})
     'The after-gap TTFT p50 was not measured on both of our paths: no verdict. llama-server on the same trace: not run (no llama-server).'
     """
@@ -350,6 +356,8 @@ def verdict(without: dict, with_retention: dict, retention_ratio: float | None, 
         return head
     if "after_gap_ttft_p50_s" not in llama:
         return f"{head} llama-server on the same trace: not run ({llama.get('error') or llama.get('skipped')})."
+    if llama["after_gap_ttft_p50_s"] is None:
+        return f"{head} llama-server on the same trace answered no turn after a gap (its TTFT missing)."
     return (f"{head} llama-server on the same trace: {_s(llama['after_gap_ttft_p50_s'])}, cached share "
             f"{_share(llama.get('after_gap_cached_share'))}.")
 

@@ -90,6 +90,10 @@ def test_rounds_keep_their_load_and_the_busiest_is_the_paths():
     p = pooled([one, two])
     assert p["load"] == busy and p["validity"]["valid"] is False and "not quiet" in p["validity"]["reason"]
     assert p["after_gap_cached_share"] == 0.7 and p["turns"]["2"]["ttft_p95_s"] == 0.3
+    cut = {**turn_figures([_rec(0, "a", 1.0, 0), _rec(1, "a", None, 0, steps=False)]), "load": quiet}
+    fewest = pooled([one, cut, two])   # a round whose turn 2 was not answered: the fewest served, as an int
+    assert fewest["turns"]["2"]["served"] == 0 and fewest["after_gap_served"] == 0
+    assert fewest["turns"]["1"]["served"] == 1 and isinstance(fewest["turns"]["1"]["served"], int)
     assert pooled([one])["validity"]["valid"] is True
 
 
@@ -117,6 +121,9 @@ def test_the_sentence_without_figures_gives_no_verdict_and_names_why_llama_serve
                    {"error": "LlamaCppMissing: make llama"})
     assert text.startswith("The after-gap TTFT p50 was not measured on both of our paths: no verdict.")
     assert "lower" not in text and text.endswith("not run (LlamaCppMissing: make llama).")
+    silent = verdict({"after_gap_ttft_p50_s": 0.3}, {"after_gap_ttft_p50_s": 0.2}, 0.67,
+                     {"after_gap_ttft_p50_s": None, "after_gap_served": 0})
+    assert silent.endswith("llama-server on the same trace answered no turn after a gap (its TTFT missing).")
     assert "llama-server" not in verdict({"after_gap_ttft_p50_s": 0.3}, {"after_gap_ttft_p50_s": 0.2}, 0.67, None)
 
 
