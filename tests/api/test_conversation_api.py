@@ -24,6 +24,11 @@ def served(tiny_onnx_engine):
     s.stop()
 
 
+def opening(label: str) -> dict:
+    """A system message of a test's own: its blocks are in no other test's prompt (the cache is the module's)."""
+    return {"role": "system", "content": f"({label}) {SYSTEM['content']}"}
+
+
 @pytest.fixture
 def script(tiny_onnx_engine, monkeypatch):
     scripted = ScriptedAnswers(tiny_onnx_engine.tokenizer)
@@ -31,9 +36,9 @@ def script(tiny_onnx_engine, monkeypatch):
     return scripted
 
 
-def chat(served, turns: int, stream: bool = False, max_tokens: int = 12, **extra):
+def chat(served, turns: int, stream: bool = False, max_tokens: int = 12, system: dict = SYSTEM, **extra):
     """[(usage, x_playground.cache)] of `turns` turns, each answer sent back as text as the next turn's history."""
-    sdk, messages, out = served.sdk(), [SYSTEM], []
+    sdk, messages, out = served.sdk(), [system], []
     for question in QUESTIONS[:turns]:
         messages.append({"role": "user", "content": question})
         kwargs = dict(model="m", messages=messages, max_tokens=max_tokens, temperature=0, **extra)
@@ -68,7 +73,7 @@ def test_a_conversation_keyed_by_prompt_cache_key_finds_its_history_and_says_so(
 def test_six_scripted_answers_sent_back_as_text_find_their_history(served, script):
     """The same bound with answers of words (the plain tiny model repeats one token), each the ids its text reads as."""
     script.add("Eurostar goes there.", "About two hours.", "Yes, one.", "Yes, folded.", "At the station.", "Often.")
-    turns = chat(served, 6, extra_body={"prompt_cache_key": "trip-words"})
+    turns = chat(served, 6, system=opening("words"), extra_body={"prompt_cache_key": "trip-words"})
     for (usage, record), (before, _) in zip(turns[1:], turns):
         bound = 16 * ((before.prompt_tokens + before.completion_tokens - 1) // 16)
         assert usage.prompt_tokens_details.cached_tokens == record["cached"] >= bound > 0
@@ -87,7 +92,7 @@ def test_an_answer_whose_text_reads_as_other_ids_is_named_as_re_tokenized(served
         script.add_ids(generated)
     else:
         script.add("Two hours 🚄", cut=True)   # 13 byte-level tokens, the emoji's 4 last: cut at 11
-    turns = chat(served, 2, max_tokens=11, extra_body={"prompt_cache_key": f"trip-{answer}"})
+    turns = chat(served, 2, max_tokens=11, system=opening(answer), extra_body={"prompt_cache_key": f"trip-{answer}"})
     (before, _), (usage, record) = turns
     assert record["cause"] == "answer re-tokenized differently", record
     assert record["message"]["message"] == 2 and record["message"]["role"] == "assistant"
@@ -198,9 +203,10 @@ def test_a_responses_chain_is_one_conversation_and_each_response_says_its_record
     words: the plain tiny model writes only whitespace, which these APIs send as no text."""
     script.add(*ANSWERS)
     sdk, previous, turns, first = served.sdk(), None, [], None
+    instructions = opening(f"{'streamed' if stream else 'whole'} chain")["content"]
     for question in QUESTIONS[:4]:
-        kwargs = dict(model="m", input=question, instructions=f"({'streamed' if stream else 'whole'}) {SYSTEM['content']}",
-                      previous_response_id=previous, max_output_tokens=12, temperature=0)
+        kwargs = dict(model="m", input=question, instructions=instructions, previous_response_id=previous,
+                      max_output_tokens=12, temperature=0)
         if stream:
             events = list(sdk.responses.create(stream=True, **kwargs))
             response = events[-1].response   # the terminal event's (max_output_tokens reached: incomplete)
@@ -224,7 +230,7 @@ def test_a_messages_conversation_is_picked_by_its_prefix_and_each_message_says_i
     script.add(*ANSWERS)
     client = anthropic.Anthropic(base_url=served.url, api_key=KEY, max_retries=0, timeout=60)
     messages, turns = [], []
-    system = f"[{'streamed' if stream else 'whole'}] {SYSTEM['content']}"   # an opening of its own: no other's prefix
+    system = opening(f"{'streamed' if stream else 'whole'} messages")["content"]
     for question in QUESTIONS[:4]:
         messages.append({"role": "user", "content": question})
         kwargs = dict(model="m", max_tokens=12, system=system, messages=messages, extra_body={"temperature": 0})
