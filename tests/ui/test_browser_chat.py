@@ -76,8 +76,10 @@ def test_two_turns_show_the_ribbon_and_the_cached_tokens_then_the_thinking_switc
         page.locator("#chat-template").get_by_text("thinking", exact=False).click()
         send(page, "Which train goes to Paris?", 1)
         n = said_prompt(send(page, "How long does it take?", 2))[0]
-        why = page.locator("#chat-view .pg-turn").nth(1).locator(".pg-miss").inner_text().replace(",", "")
+        card = page.locator("#chat-view .pg-turn").nth(1).locator(".pg-miss")
+        why = card.inner_text().replace(",", "")
         assert "template rewrite" in why and "generation prompt" in why, why
+        assert card.locator("code mark").nth(1).inner_text().startswith("<think>"), why   # the cached one's tokens
         first_difference = int(re.search(r"First difference: token (\d+)", why).group(1))
         think = render_chat(build_tiny_tokenizer(), [{"role": "user", "content": "Which train goes to Paris?"}],
                             template="thinking").spans[-1]   # turn 1's generation prompt, its <think> block last
