@@ -143,10 +143,33 @@ class BackgroundRun(BackgroundJob):
                 self.run.cancel()   # nobody has asked for tokens in `lease` seconds: stop within a step
 
     def __iter__(self) -> Iterator[list]:
+        return self.batches()
+
+    def batches(self, idle: float | None = None) -> Iterator[list]:
+        """The Steps in batches, as iterating does; with `idle` (seconds), also [] after each `idle` seconds without
+        a Step (a consumer may then say why none comes: the machine held by other work).
+
+        >>> held = threading.Event()
+        >>> class Held:   # its one Step once `held` is set
+        ...     def __iter__(self):
+        ...         held.wait(30)
+        ...         yield "step"
+        >>> seen = []
+        >>> for batch in BackgroundRun(Held()).batches(idle=0.05):
+        ...     seen.append(batch)
+        ...     held.set()
+        >>> seen[0], seen[-1]
+        ([], ['step'])
+        """
         last = -float("inf")
         while True:
             self._waiting = True
-            batch = [self._steps.get()]
+            try:
+                batch = [self._steps.get(timeout=idle)]
+            except queue.Empty:
+                self._waiting, self.asked = False, time.monotonic()
+                yield []
+                continue
             self._waiting, self.asked = False, time.monotonic()
             interval = self.interval()
             if batch[0] is not None and self.asked - last < interval:

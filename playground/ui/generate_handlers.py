@@ -191,9 +191,18 @@ def follow(tab: GenerateTab, run, engine, form: GenerateForm, session: Session, 
             waited = True
         if waited:
             yield live(c, own)   # its turn came: the status says it reads the prompt
-        for _ in background:   # Steps were made since the last update (the run's thread added them to the stream)
+        paused = False
+        # Steps were made since the last update (the run's thread added them to the stream); in the loop, also a
+        # wake-up each WAIT_POLL_S without one, so a run the machine's holder paused mid-answer says so
+        for batch in background.batches(idle=None if loop is None else WAIT_POLL_S):
             if run.trace.finished:
                 break                 # the last steps go out with the final update, never after Stop's
+            if not batch:
+                if loop.paused != paused:
+                    paused = loop.paused
+                    yield {c.status: paused_line(loop)} if paused else live(c, own)
+                continue
+            paused = False
             yield live(c, own)
         background.wait_ended(WRITER_GRACE_S)   # the run's thread has added its last Steps
     finally:   # the handler was closed (event cancelled, tab gone): stop the run too
@@ -289,6 +298,17 @@ def waiting_line(loop, run) -> str:
     if ahead is None and not loop.paused:
         return "Reading the prompt…"
     return waiting_words(MACHINE if loop.paused else run.waiting_for(), ahead, loop.slots, loop.in_flight())
+
+
+def paused_line(loop) -> str:
+    """The status of a run in the engine loop while the loop waits for the machine (work that needs it alone holds
+    it): its answer stops until then.
+
+    >>> from types import SimpleNamespace as NS
+    >>> paused_line(NS(slots=8, in_flight=lambda: 3))[:70]
+    'Waiting for the machine: a Serve workload has the machine alone (its f'
+    """
+    return waiting_words(MACHINE, 0, loop.slots, loop.in_flight())
 
 
 def alone_reason(engine, room: Room, speculate: bool) -> str:

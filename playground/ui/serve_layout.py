@@ -42,7 +42,9 @@ ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate,
          f"at most {MAX_REQUESTS} requests and 60,000 tokens (prompts + new tokens) per workload.")
 PRESENTER_ONLY = ("This room is served ({served}): a run here would stall everyone's requests, so only the presenter "
                   "may start one, with the presenter key (the app's PLAYGROUND_PRESENTER_KEY) typed below. An attendee "
-                  "sends a workload of their own through the endpoint instead, as one more client of the engine loop.")
+                  "runs a workload of their own on the source “this app's endpoint” instead: it takes nothing alone "
+                  "and joins the engine loop as one more client, taking turns with everyone else (its figures are "
+                  "shared ones).")
 SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of positions in one buffer per layer, as "
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "

@@ -211,14 +211,16 @@ class ServeHandlers:
         yield from self.start_sweep(read_form(SweepForm, self.forms.sweep, values), values[self.forms.job])
 
     def start_workload(self, form: ServeForm, job: ServeJob):
-        """Build the form's schedulers and workload, wait for the machine alone, run them, redraw once a second."""
-        if (refusal := self.refusal(form.presenter_key)):
-            yield refusal
-            return
+        """Build the form's schedulers and workload, wait for the machine alone (or join the room's loop), run them,
+        redraw once a second."""
         try:
             picks = serve_picks(form)
         except (ValueError, TypeError) as exc:
             yield self.status(warn(str(exc)))
+            return
+        joins = self.joins_loop([p.runs_on for p in picks])
+        if not joins and (refusal := self.refusal(form.presenter_key)):
+            yield refusal
             return
         if not (yield from self.load(job, [p.runs_on for p in picks])):
             return
@@ -233,15 +235,16 @@ class ServeHandlers:
         except ValueError:   # replay_file read the same file above: a file it took is not refused here
             trace = None
         job.gaps = [] if trace is None else [trace_gaps(trace, c) for c in side_configs(schedulers, picks)]
-        joins = self.joins_loop([p.runs_on for p in picks])
         if joins or (yield from self.machine_alone()):
             job.run(lambda job: workload_work(schedulers, workload, job), None if joins else self.gate)
             yield from job.follow(lambda final, tick: view(job, self.out, charts=tick % 3 == 0, final=final),
                                   every=1.0)
 
     def start_sweep(self, form: SweepForm, job: ServeJob):
-        """Make the sweep's scheduler and inputs, wait for the machine alone, sweep, redraw once a second."""
-        if (refusal := self.refusal(form.presenter_key)):
+        """Make the sweep's scheduler and inputs, wait for the machine alone (or join the room's loop), sweep, redraw
+        once a second."""
+        joins = self.joins_loop([sweep_pick(form).runs_on])
+        if not joins and (refusal := self.refusal(form.presenter_key)):
             yield refusal
             return
         if not (yield from self.load(job, [sweep_pick(form).runs_on])):
@@ -251,7 +254,6 @@ class ServeHandlers:
         except ValueError as exc:
             yield self.status(warn(str(exc)))
             return
-        joins = self.joins_loop([sweep_pick(form).runs_on])
         if joins or (yield from self.machine_alone()):
             job.run(lambda job: sweep_work(plan, job), None if joins else self.gate)
             yield from job.follow(lambda final, tick: sweep_view(job, self.out, final), every=1.0)
@@ -266,7 +268,8 @@ class ServeHandlers:
 
     def refusal(self, key: str) -> dict | None:
         """The status saying why the person who typed `key` may not take the machine alone (the room is served and
-        it is not the presenter's key), before anything loads; None: they may."""
+        it is not the presenter's key), before anything loads; None: they may. A run that joins the room's loop
+        (joins_loop) takes nothing alone: anyone may start it, as one more client taking turns with the others."""
         why = "" if self.room is None else self.room.alone_refused(key)
         return self.status(warn(why)) if why else None
 

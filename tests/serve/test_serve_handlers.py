@@ -130,7 +130,8 @@ def test_a_drawn_workload_has_no_session_gaps(handlers):
 def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_holding_the_machine(tiny_onnx_engine):
     """The Serve tab's source "this app's endpoint" sends the workload through the room's own engine loop. Held alone
     by the run, the machine would leave that loop waiting for it while the run waited for the loop's answers: the
-    run joins the loop as one more client instead, and the machine is never held alone."""
+    run joins the loop as one more client instead, and the machine is never held alone. Taking nothing alone, it
+    needs no presenter key while the room is served: an attendee's run."""
     from playground.api import ApiConfig
     from playground.remote.source import RemoteSource
     from tests.api.test_openai_api import Served
@@ -140,6 +141,11 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
         registry = SourceRegistry(lambda name, progress: RemoteSource(s.url + "/v1", api_key="presenter-key-7f2"),
                                   ["this app's endpoint"], default="this app's endpoint")
         s.room.loop_sources.add("this app's endpoint")   # as app.make_room marks the app's own endpoint
+        s.room.served = "the OpenAI-compatible endpoint is on"   # a served room, whose presenter has a key
+        s.room.set_presenter_key("the-presenters-own")
+        taken = []
+        acquire = s.room.gate.acquire_alone
+        s.room.gate.acquire_alone = lambda *a, **k: taken.append(1) or acquire(*a, **k)
         names = lambda cls: SimpleNamespace(**{f.name: f.name for f in fields(cls)})   # noqa: E731
         forms = SimpleNamespace(serve=names(ServeForm), sweep=names(SweepForm), job="job")
         handlers = ServeHandlers(registry, forms, SimpleNamespace(**{n: n for n in OUTPUTS}), s.room.gate, s.room)
@@ -150,6 +156,7 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
         assert len(job.results[0].records) == 3 and all(r.stop_reason in ("eos", "length")
                                                          for r in job.results[0].records)
         assert len(s.traffic.snapshot().records) == 3   # the room's record has the run's requests
+        assert taken == [] and form.presenter_key == ""   # no key typed, and the machine never asked for alone
         job.close()
     finally:
         s.stop()

@@ -189,3 +189,50 @@ def test_a_speculative_run_is_in_the_rooms_record_counted_alone_with_its_reason(
     takeaway = room_step(traffic).takeaway
     assert "2 requests (1 from the page, 1 alone for speculative decoding)" in takeaway, takeaway
     assert len(takeaway.split()) <= 35
+
+
+def test_a_run_paused_mid_answer_by_a_serve_workload_says_it_waits_for_the_machine(tiny_onnx_engine):
+    """A page whose run was mid-answer when a Serve run took the machine alone kept its "generating…" while no
+    token came: at the next poll without a Step it names the wait, and it goes on once the machine is released."""
+    gate, asked = MachineGate(), threading.Event()
+
+    class Taking(ClientTraffic):   # after the loop's third iteration, a Serve workload asks for the machine alone
+        iterations = 0
+
+        def iterated(self, it, batcher):
+            super().iterated(it, batcher)
+            self.iterations += 1
+            if self.iterations == 3:
+                threading.Thread(target=gate.acquire_alone, args=(60,), daemon=True).start()
+                while not (gate.wanting or gate.alone):   # it has asked before this iteration ends
+                    time.sleep(0.005)
+                asked.set()
+
+    traffic = Taking()
+    service = Room(lambda: tiny_onnx_engine, tiny_onnx_engine.info.name, LoopSize(slots=4, capacity=256), gate,
+                   traffic)
+    try:
+        service.loop_for(service.backend)
+        session, statuses = Session(), []
+        press = threading.Thread(target=lambda: statuses.extend(
+            u.get("status", "") for u in handler(tiny_onnx_engine, service, gate)(values(session, max_new_tokens=40))))
+        press.start()
+        deadline = time.monotonic() + 60
+        while not (asked.is_set() and gate.alone) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert gate.alone, "the workload never had the machine"
+        held_at = len(session.trace.steps)
+        while not any("a Serve workload has the machine alone" in s for s in list(statuses)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        told = [s for s in list(statuses) if "a Serve workload has the machine alone" in s]
+        assert told and not session.trace.finished and len(session.trace.steps) == held_at < 40
+        gate.release_alone()
+        press.join(60)
+    finally:
+        if gate.alone:
+            gate.release_alone()
+        service.close()
+    assert len(session.trace.steps) == 40 and "finished" in statuses[-1]
+    after = statuses[statuses.index(told[0]) + 1:]
+    assert any("generating" in s for s in after), after   # released: the page says it generates again
