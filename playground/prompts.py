@@ -67,9 +67,33 @@ def cut_to_window(tokenizer, context_window: int | None, text: str, max_new_toke
 
 
 def fit_to_window(source, text: str, max_new_tokens: int, allowance: int = TEMPLATE_ALLOWANCE) -> tuple[str, bool]:
-    """(text, cut?): `text` cut by `source`'s tokenizer so a chat request with it leaves room for `max_new_tokens`."""
-    return cut_to_window(getattr(source, "tokenizer", None), source.info.context_window, text, max_new_tokens,
-                         allowance)
+    """(text, cut?): `text` cut by `source`'s tokenizer so a chat request with it leaves room for `max_new_tokens`;
+    a source without a local tokenizer that counts tokens itself (`encode`: a server's /tokenize) by that count."""
+    tokenizer, window = getattr(source, "tokenizer", None), source.info.context_window
+    if tokenizer is None and window and callable(getattr(source, "encode", None)):
+        return cut_by_count(source.encode, window, text, max_new_tokens, allowance)
+    return cut_to_window(tokenizer, window, text, max_new_tokens, allowance)
+
+
+def cut_by_count(encode, context_window: int, text: str, max_new_tokens: int,
+                 allowance: int = TEMPLATE_ALLOWANCE) -> tuple[str, bool]:
+    """(text, cut?): `text` cut by characters until `encode(text)` (token ids, counted where the text is read: a
+    server) leaves `allowance` and `max_new_tokens` room in the window: each cut in proportion to the excess, a
+    little more, then counted again.
+
+    >>> words = lambda text: text.split()   # a word a token
+    >>> text, cut = cut_by_count(words, 64, "lorem ipsum " * 100, 8, allowance=16)
+    >>> cut, len(words(text)) <= 64 - 8 - 16, len(words(text)) > 30
+    (True, True, True)
+    >>> cut_by_count(words, 64, "short", 8, allowance=16)
+    ('short', False)
+    """
+    room = max(16, context_window - max_new_tokens - allowance)
+    count, cut = len(encode(text)), False
+    while count > room and len(text) > 1:
+        text, cut = text[:max(1, int(len(text) * room / count * 0.97))], True
+        count = len(encode(text))
+    return text, cut
 
 
 def long_prompt(tokenizer, context_window: int | None, max_new_tokens: int,

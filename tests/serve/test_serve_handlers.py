@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from playground.prompts import SUMMARIZE_INSTRUCTION, long_document
 from playground.registry import SourceRegistry
 from playground.ui.machine_gate import MachineGate
 from playground.ui.serve_job import ServeJob
@@ -131,7 +132,8 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
     """The Serve tab's source "this app's endpoint" sends the workload through the room's own engine loop. Held alone
     by the run, the machine would leave that loop waiting for it while the run waited for the loop's answers: the
     run joins the loop as one more client instead, and the machine is never held alone. Taking nothing alone, it
-    needs no presenter key while the room is served: an attendee's run."""
+    needs no presenter key while the room is served: an attendee's run. The tab's default long document, cut to a
+    local source's window by its tokenizer, is cut to the endpoint's by the endpoint's own count."""
     from playground.api import ApiConfig
     from playground.remote.source import RemoteSource
     from tests.api.test_openai_api import Served
@@ -150,7 +152,10 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
         forms = SimpleNamespace(serve=names(ServeForm), sweep=names(SweepForm), job="job")
         handlers = ServeHandlers(registry, forms, SimpleNamespace(**{n: n for n in OUTPUTS}), s.room.gate, s.room)
         job = ServeJob()
-        form = serve_form(scheduler_a="concurrent", source_a="this app's endpoint", scheduler_b=NONE, source_b=NONE)
+        # the tab's own long document, longer than the endpoint's window: cut by the endpoint's own count to fit
+        form = serve_form(scheduler_a="concurrent", source_a="this app's endpoint", scheduler_b=NONE, source_b=NONE,
+                          long_prompt=SUMMARIZE_INSTRUCTION + long_document())
+        assert len(tiny_onnx_engine.tokenizer(form.long_prompt)["input_ids"]) > 512
         frames = list(handlers.serve({**vars(form), "job": job}))
         assert "done" in frames[-1]["status"], frames[-1]["status"]
         assert len(job.results[0].records) == 3 and all(r.stop_reason in ("eos", "length")
