@@ -20,10 +20,19 @@ and press at the same moment. Four paths, one after another:
     endpoint    the same N through the app's OpenAI-compatible /v1/chat/completions, streamed, one key each,
                 EOS ignored
     mixed       half of them through the page and half through the endpoint, at once
+    attendee    the mixed room again, and at the same moment one more person, an attendee, presses the Serve tab's
+                Run: its default workload (16 requests, Poisson at 2 a second; `--attendee-requests`) on "this app's
+                endpoint", the run an attendee may start in a served room (serve_attendee.py: it joins the engine
+                loop as one more client). Its figures are the others', the N people's; the attendee's own run is
+                kept beside them (`attendee_runs`: its seconds and status line)
+    browser     N Chromium pages press Generate at one moment, timed in the page from the click to the first chip
+                drawn (the Steps its live channel brings) and to the run's final update drawn: the page as a browser
+                reads it (room_browser.py; skipped without Chromium and Playwright, or with --no-browser)
     llama-server  the same N through llama.cpp's `llama-server --parallel N` on the bundled GGUF, with the same
                 threads (`-t`), N slots of SLOT_CONTEXT positions, EOS ignored; the app is stopped first
 
-The paths run in rounds (ROUNDS, `--rounds`): page, endpoint, mixed, then again, on one app process; then
+The paths run in rounds (ROUNDS, `--rounds`): page, endpoint, mixed, attendee, browser, then again, on one app
+process (the mixed room without the attendee and with it interleaved, round by round); then
 llama-server as many times. A path's timings are the medians of its rounds (merge_rounds; each round's are kept):
 one room's last done varies by a tenth from one run to the next on a quiet 2-core machine, more than the
 targets' margins. Every person asks its own question (QUESTIONS, tagged with the path, the round and the person,
@@ -39,6 +48,9 @@ not. The ratios the issue's "Done when" names:
 
     page_vs_endpoint_ttft_p95, page_vs_endpoint_last_done      page / endpoint          (target <= 1.15)
     mixed_vs_endpoint_ttft_p95, mixed_vs_endpoint_last_done    mixed / endpoint         (target <= 1.15)
+    browser_vs_endpoint_ttft_p95, browser_vs_endpoint_last_done  browser / endpoint     (target <= 1.25)
+    attendee_vs_mixed_ttft_p95                                 the others beside the attendee's run / the mixed room
+                                                               without it, each the median of its rounds (<= 1.25)
     endpoint_vs_llama_ttft_p95                                 endpoint / llama-server  (target <= 1.0)
     endpoint_vs_llama_tps                                      output tok/s, endpoint / llama-server (>= 2.0)
     served_share_min                                           the fewest served of N on any path (>= 1)
@@ -50,14 +62,15 @@ Each path records its load (quiet.LoadWindow, the app's or llama-server's CPU co
 two ratios to llama-server are printed only from a quiet machine (quiet.validity over both windows, as every
 ratio to llama.cpp), the others whatever the load, with it beside them.
 
-Every path is read as the bytes arrive (httpx), each person with a client of its own opened before the press (as a
-browser tab or an SDK client is); a page person parses Gradio's updates only until its first Step, then only the
-last (Gradio's /call sends each update whole). Not gradio_client: its own work per request is the client's,
-not the page's, and 24 of them in one process on 2 cores start their runs up to a second late (a handler that
-only yields: 24 gradio_client submits reached it 0.2-1.0 s after the press, 24 httpx calls 0.08-0.09 s).
-Left out: a browser (the page's own JavaScript; the ui row measures its cost), people on other machines
-(loopback only), and which Steps carried requests of both kinds in the mixed room (the server's record has it,
-the clients do not).
+The page is measured twice. `page` is its /generate event through Gradio's own HTTP API, read as the bytes arrive
+(httpx), each person with a client of its own opened before the press (as a browser tab or an SDK client is); a page
+person parses Gradio's updates only until its first Step, then only the last (Gradio's /call sends each update
+whole). Not gradio_client: its own work per request is the client's, not the page's, and 24 of them in one process on
+2 cores start their runs up to a second late (a handler that only yields: 24 gradio_client submits reached it
+0.2-1.0 s after the press, 24 httpx calls 0.08-0.09 s). `browser` is what a person at the page sees (GRADIO_NOTE
+says why the two differ); the target holds on it. Its Chromium runs on the app's machine, beside the server.
+Left out: people on other machines (loopback only), and which Steps carried requests of both kinds in the mixed room
+(the server's record has it, the clients do not).
 """
 from __future__ import annotations
 
@@ -66,12 +79,15 @@ import math
 import os
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 
+from ..chromium import chromium_path
 from ..metrics import NEAREST_RANK, percentile
 from .quiet import LoadWindow, cpu_flags, gated, validity
+from .room_browser import BrowserRoom
 from .rows import Row, parser, say_timed
+from .serve_attendee import attendee_client
 from .stats import median, ratio, rounded, targets_met, targets_text
 
 
@@ -94,6 +110,9 @@ class RoomRow(Row):
     page: dict
     endpoint: dict
     mixed: dict                           # with page_people and endpoint_people
+    attendee: dict                        # the mixed room beside an attendee's Serve run: the others' figures
+    browser: dict                         # the page in Chromium: click to first chip drawn; or why it was skipped
+    note: str                             # how the page's two figures differ (GRADIO_NOTE)
     llama_server: dict                    # its path's figures with parallel, slot_context, configuration; or why not
     ratios: dict[str, float | None]       # the issue's "Done when" ratios (room.TARGETS)
     llama_validity: dict | None           # quiet.validity of the two ratios to llama-server (null when not valid)
@@ -115,9 +134,19 @@ TOPICS = ("the sea", "a lighthouse", "a train journey", "the moon", "a small bak
           "a forgotten song", "the northern lights", "a market day", "a beekeeper", "a tide pool")
 TARGETS = {"page_vs_endpoint_ttft_p95": ("<=", 1.15), "page_vs_endpoint_last_done": ("<=", 1.15),
            "mixed_vs_endpoint_ttft_p95": ("<=", 1.15), "mixed_vs_endpoint_last_done": ("<=", 1.15),
+           "browser_vs_endpoint_ttft_p95": ("<=", 1.25), "browser_vs_endpoint_last_done": ("<=", 1.25),
+           "attendee_vs_mixed_ttft_p95": ("<=", 1.25),
            "endpoint_vs_llama_ttft_p95": ("<=", 1.0), "endpoint_vs_llama_tps": (">=", 2.0),
            "served_share_min": (">=", 1.0)}
 LLAMA_RATIOS = ("endpoint_vs_llama_ttft_p95", "endpoint_vs_llama_tps")
+ATTENDEE_REQUESTS = 16   # the Serve tab's default workload
+GRADIO_NOTE = ("page: the /generate event through Gradio's HTTP API, its first update holding a Step; every update "
+               "goes through Gradio's queue whole (the stream so far, each time), at the handler's pace in a busy loop "
+               "(n x 50 ms beside n requests, the first Step never held back): ttft_parts splits it into submit, "
+               "queued, first_token and delivery. browser: the page in Chromium, click to first chip drawn; its chips "
+               "come through the live channel as each Step is made, not through Gradio's updates, so the browser's "
+               "figure is the one a person waits on, and the target holds on it. The Chromium pages run on the "
+               "app's cores.")
 
 
 def question(path: str, person: int, round_: int = 0) -> str:
@@ -338,33 +367,89 @@ def ttft_parts(answer: Answer, trace: dict) -> dict | None:
             "delivery": round(answer.pressed_wall + answer.ttft - first_wall, 3)}
 
 
+def attendee_person(client, requests: int):
+    """The attendee pressing the Serve tab's Run (serve_attendee.press_run, on Gradio's `client`, opened before the
+    press): an Answer with no token, its status the run's status line."""
+    from .serve_attendee import press_run
+
+    def press(http) -> Answer:
+        answer = Answer(time.perf_counter())
+        answer.done, answer.status = press_run(client, requests, TIMEOUT_S)
+        return answer
+    return press
+
+
 # --- the paths
 
-def run_path(people: list, servers: tuple = ()) -> dict:
+def run_path(people: list, servers: tuple = (), attendee=None) -> dict:
     """The people pressing together, in a load window (`servers`: the bench's servers, their CPU its own); the
-    path's figures."""
+    path's figures. `attendee`: one more person pressing at the same moment (attendee_person), outside the
+    figures: its run's seconds and status line go to `attendee`."""
     window = LoadWindow.start(servers)
-    answers, first = press_together(people)
+    answers, first = press_together(people + ([attendee] if attendee else []))
     load = window.stop()
+    answers, theirs = answers[:len(people)], answers[len(people):]
     read_page_traces(answers)
+    figures = path_figures(answers, first, load)
+    if theirs:
+        figures["attendee"] = {"done_s": rounded(theirs[0].done, 3), "status": theirs[0].status}
+    return figures
+
+
+def browser_path(room, prompts: list[str], tokens: int, servers: tuple = ()) -> dict:
+    """N pages of `room` (room_browser.BrowserRoom) pressing Generate at one moment, in a load window; the path's
+    figures from what each page drew (times in seconds from its own click)."""
+    window = LoadWindow.start(servers)
+    seen = room.press(prompts, tokens)
+    load = window.stop()
+    answers = [seen_answer(s) for s in seen]
+    first = min((a.pressed for a in answers if a.status == "200"), default=0.0)
     return path_figures(answers, first, load)
 
 
+def seen_answer(seen) -> Answer:
+    """A page's run as its browser drew it (room_browser.PageSeen: milliseconds) as an Answer (seconds).
+
+    >>> from playground.bench.room_browser import PageSeen
+    >>> a = seen_answer(PageSeen(clicked=1000.0, first=1250.0, done=3000.0, tokens=5))
+    >>> a.ttft, a.done, a.tokens, a.status, a.served
+    (0.25, 2.0, 5, '200', True)
+    >>> seen_answer(PageSeen(clicked=1000.0, first=None, done=None, tokens=0)).status
+    'no end drawn'
+    """
+    if seen.clicked is None:
+        return Answer(0.0, status="no click seen")
+    answer = Answer(seen.clicked / 1e3, tokens=seen.tokens)
+    if seen.first is not None:
+        answer.ttft = (seen.first - seen.clicked) / 1e3
+    if seen.done is None:   # not served: its end never showed
+        answer.status, answer.tokens = "no end drawn", 0
+    else:
+        answer.done = (seen.done - seen.clicked) / 1e3
+    return answer
+
+
 def app_paths(model: str | None, backend: str, people: int, tokens: int, limits: str | None,
-              rounds: int = 1) -> tuple[dict, dict]:
-    """(the page, endpoint and mixed paths' figures, what the app ran with: the model it names, keys, limits) on one
-    app process; `rounds` rounds of the three, interleaved (merge_rounds)."""
+              rounds: int = 1, attendee_requests: int = ATTENDEE_REQUESTS, browser: bool = True) -> tuple[dict, dict]:
+    """(the page, endpoint, mixed, attendee and browser paths' figures, what the app ran with: the model it names,
+    keys, limits) on one app process; `rounds` rounds of the five, interleaved (merge_rounds). `browser` False, or
+    no Chromium here: the browser path says why it was skipped."""
     keys = [f"room-person-{i + 1}" for i in range(people)]
-    with endpoint_app(model, backend, keys, limits) as (app, base, model_id):
+    why_not = browser_missing() if browser else "--no-browser"
+    with endpoint_app(model, backend, keys, limits) as (app, base, model_id), \
+            (nullcontext() if why_not else BrowserRoom(app.url, people)) as pages:
         # warm-up: every person's first run (the page's first Generate, which opens their session as loading the
         # page does in a browser), then every key's first request, each a room at once (the batched graph's first
         # passes of many rows)
         sessions = [f"room-person-{i + 1}" for i in range(people)]
         press_together([page_person(app.url, backend, "Warm up.", 2, sessions[i]) for i in range(people)])
         press_together([openai_person(base, key, "Warm up.", 2) for key in keys])
+        if pages is not None:   # each page's first run (the batched graph's first passes in the browser's pace)
+            pages.press(["Warm up."] * people, 2)
         servers = (app.server,)
         half = people // 2
-        done: dict[str, list] = {"page": [], "endpoint": [], "mixed": []}
+        attendee = attendee_client(app.url)
+        done: dict[str, list] = {"page": [], "endpoint": [], "mixed": [], "attendee": [], "browser": []}
         for r in range(rounds):   # the paths interleaved: a round of each, then the next round
             done["page"].append(run_path([page_person(app.url, backend, question("page", i, r), tokens,
                                                       sessions[i]) for i in range(people)], servers))
@@ -374,9 +459,33 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
                                                        sessions[i]) for i in range(half)]
                                           + [openai_person(base, keys[i], question("mixed", i, r), tokens)
                                              for i in range(half, people)], servers))
-    paths = {name: merge_rounds(figures) for name, figures in done.items()}
-    paths["mixed"]["page_people"], paths["mixed"]["endpoint_people"] = half, people - half
+            done["attendee"].append(run_path([page_person(app.url, backend, question("attendee", i, r), tokens,
+                                                          sessions[i]) for i in range(half)]
+                                             + [openai_person(base, keys[i], question("attendee", i, r), tokens)
+                                                for i in range(half, people)], servers,
+                                             attendee_person(attendee, attendee_requests)))
+            if pages is not None:
+                done["browser"].append(browser_path(pages, [question("browser", i, r) for i in range(people)],
+                                                    tokens, servers))
+    paths = {name: merge_rounds(figures) for name, figures in done.items() if figures}
+    for name in ("mixed", "attendee"):
+        paths[name]["page_people"], paths[name]["endpoint_people"] = half, people - half
+    paths["attendee"]["attendee_requests"] = attendee_requests
+    paths["attendee"]["attendee_runs"] = [f["attendee"] for f in done["attendee"]]
+    paths["attendee"].pop("attendee", None)
+    if why_not:
+        paths["browser"] = {"skipped": why_not}
     return paths, {"model": model_id, "api_keys": people, "limits": app_limits(limits)}
+
+
+def browser_missing() -> str:
+    """Why the browser path cannot run here ("" when it can): Chromium or Playwright missing."""
+    import importlib.util
+    if not os.path.exists(chromium_path()):
+        return f"no Chromium at {chromium_path()} (make browser)"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed"
+    return ""
 
 
 @contextmanager
@@ -495,12 +604,18 @@ def room_ratios(paths: dict, llama: dict) -> tuple[dict, dict | None]:
     (1.1, 0.5, 3.0)
     >>> ratios["served_share_min"], check["valid"]
     (1.0, True)
+    >>> ratios["browser_vs_endpoint_ttft_p95"], ratios["attendee_vs_mixed_ttft_p95"]   # paths not run: no ratio
+    (None, None)
     """
     page, endpoint, mixed = paths["page"], paths["endpoint"], paths["mixed"]
     out = {"page_vs_endpoint_ttft_p95": ratio(page["ttft_p95_s"], endpoint["ttft_p95_s"]),
            "page_vs_endpoint_last_done": ratio(page["last_done_s"], endpoint["last_done_s"]),
            "mixed_vs_endpoint_ttft_p95": ratio(mixed["ttft_p95_s"], endpoint["ttft_p95_s"]),
            "mixed_vs_endpoint_last_done": ratio(mixed["last_done_s"], endpoint["last_done_s"])}
+    browser, attendee = paths.get("browser") or {}, paths.get("attendee") or {}
+    out["browser_vs_endpoint_ttft_p95"] = ratio(browser.get("ttft_p95_s"), endpoint["ttft_p95_s"])
+    out["browser_vs_endpoint_last_done"] = ratio(browser.get("last_done_s"), endpoint["last_done_s"])
+    out["attendee_vs_mixed_ttft_p95"] = ratio(attendee.get("ttft_p95_s"), mixed["ttft_p95_s"])
     check = None
     if "served" in llama:
         check = validity([endpoint["load"], llama["load"]])
@@ -508,13 +623,14 @@ def room_ratios(paths: dict, llama: dict) -> tuple[dict, dict | None]:
         out["endpoint_vs_llama_tps"] = gated(ratio(endpoint["output_tps"], llama["output_tps"]), check)
     else:
         out.update(dict.fromkeys(LLAMA_RATIOS))
-    every = [*paths.values()] + ([llama] if "served" in llama else [])
+    every = [p for p in paths.values() if "served" in p] + ([llama] if "served" in llama else [])
     out["served_share_min"] = round(min(p["served"] / p["people"] for p in every), 3)
     return out, check
 
 
 def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_TOKENS, limits: str | None = None,
-             backend: str | None = None, rounds: int = ROUNDS) -> RoomRow:
+             backend: str | None = None, rounds: int = ROUNDS, attendee_requests: int = ATTENDEE_REQUESTS,
+             browser: bool = True) -> RoomRow:
     from ..api import batching_backend
     from ..backends import available_backends, default_backend_name
     from ..backends.onnx_backend import physical_cores
@@ -525,12 +641,13 @@ def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_T
     threads = physical_cores()   # ONNX Runtime's intra-op threads in the app; llama-server's -t
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    paths, app = app_paths(model, name, people, tokens, limits, rounds)
+    paths, app = app_paths(model, name, people, tokens, limits, rounds, attendee_requests, browser)
     llama = llama_path(people, tokens, threads, rounds) if model is None else \
         {"skipped": "llama-server runs the bundled GGUF only"}
     ratios, check = room_ratios(paths, llama)
     return RoomRow(backend=name, people=people, new_tokens=tokens, threads=threads, rounds=rounds, **app,
-                   page=paths["page"], endpoint=paths["endpoint"], mixed=paths["mixed"], llama_server=llama,
+                   page=paths["page"], endpoint=paths["endpoint"], mixed=paths["mixed"], attendee=paths["attendee"],
+                   browser=paths["browser"], note=GRADIO_NOTE, llama_server=llama,
                    ratios=ratios, llama_validity=check, cpu_flags=cpu_flags(), targets=targets_text(TARGETS),
                    targets_met=targets_met(ratios, TARGETS))
 
@@ -543,5 +660,9 @@ def main(argv: list[str]) -> None:
     p.add_argument("--backend", default=None, help="a backend our batching runs (default: the app's)")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds of every path, interleaved; each figure "
                                                                f"their median (default {ROUNDS})")
+    p.add_argument("--attendee-requests", type=int, default=ATTENDEE_REQUESTS,
+                   help=f"the attendee's Serve workload: its requests (default {ATTENDEE_REQUESTS}, the tab's own)")
+    p.add_argument("--no-browser", action="store_true", help="leave out the browser path (Chromium pages)")
     args = p.parse_args(argv)
-    say_timed(lambda: room_row(args.model, args.people, args.tokens, args.limits, args.backend, args.rounds))
+    say_timed(lambda: room_row(args.model, args.people, args.tokens, args.limits, args.backend, args.rounds,
+                               args.attendee_requests, not args.no_browser))

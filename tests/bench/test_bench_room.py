@@ -53,6 +53,8 @@ def test_the_ratios_are_the_figures_own_and_those_to_llama_server_need_a_quiet_m
     ratios, check = room_ratios(paths, _path(4.0, 10.0, 10.0, served=3))
     assert ratios == {"page_vs_endpoint_ttft_p95": 1.5, "page_vs_endpoint_last_done": 1.2,
                       "mixed_vs_endpoint_ttft_p95": 1.1, "mixed_vs_endpoint_last_done": 1.1,
+                      "browser_vs_endpoint_ttft_p95": None, "browser_vs_endpoint_last_done": None,
+                      "attendee_vs_mixed_ttft_p95": None,
                       "endpoint_vs_llama_ttft_p95": 0.5, "endpoint_vs_llama_tps": 4.0, "served_share_min": 0.75}
     assert check["valid"]
     busy, check = room_ratios(paths, _path(4.0, 10.0, 10.0, load=BUSY))
@@ -62,13 +64,29 @@ def test_the_ratios_are_the_figures_own_and_those_to_llama_server_need_a_quiet_m
     assert check is None and skipped["endpoint_vs_llama_tps"] is None and skipped["served_share_min"] == 1.0
 
 
+def test_the_browser_and_the_attendees_room_are_ratios_of_their_own_paths():
+    """The browser's figures against the endpoint's; the room beside an attendee's Serve run against the same room
+    without it (each the median of its rounds); a skipped browser path gives no ratio and no served share."""
+    paths = {"page": _path(3.0, 6.0, 30.0), "endpoint": _path(2.0, 5.0, 40.0), "mixed": _path(2.0, 5.5, 35.0),
+             "attendee": _path(2.4, 6.0, 33.0, served=3), "browser": _path(2.2, 5.5, 36.0)}
+    ratios, _ = room_ratios(paths, {"skipped": "llama-server runs the bundled GGUF only"})
+    assert (ratios["browser_vs_endpoint_ttft_p95"], ratios["browser_vs_endpoint_last_done"]) == (1.1, 1.1)
+    assert ratios["attendee_vs_mixed_ttft_p95"] == 1.2 and ratios["served_share_min"] == 0.75
+    skipped, _ = room_ratios({**paths, "browser": {"skipped": "no Chromium"}}, {"skipped": "bundled GGUF only"})
+    assert skipped["browser_vs_endpoint_ttft_p95"] is None and skipped["attendee_vs_mixed_ttft_p95"] == 1.2
+
+
 @pytest.mark.subprocess
 def test_the_room_row_serves_every_person_on_the_apps_paths_and_counts_their_tokens():
-    """The tiny model: the app started with --openai-api and a key a person; llama-server skipped (bundled only)."""
-    row = attendees.room_row("tiny", people=2, tokens=3, rounds=2).to_json()
+    """The tiny model: the app started with --openai-api and a key a person; llama-server skipped (bundled only); the
+    attendee's Serve run of 2 requests on this app's endpoint beside the mixed room; the browser's pages where
+    Chromium is installed."""
+    row = attendees.room_row("tiny", people=2, tokens=3, rounds=2, attendee_requests=2).to_json()
     assert row["bench"] == "room" and row["api_keys"] == 2 and row["limits"]["in_flight"] >= 2
     assert row["rounds"] == 2
-    for name in ("page", "endpoint", "mixed"):
+    browsing = attendees.browser_missing() == ""
+    assert ("skipped" in row["browser"]) is not browsing, row["browser"]
+    for name in ("page", "endpoint", "mixed", "attendee") + (("browser",) if browsing else ()):
         p = row[name]
         assert (p["served"], p["people"]) == (2, 2), p
         assert len(p["rounds"]) == 2 and p["statuses"] == {"200": 4}, p   # both rounds' people, each answered
@@ -84,6 +102,11 @@ def test_the_room_row_serves_every_person_on_the_apps_paths_and_counts_their_tok
     assert set(parts) == {"submit", "queued", "first_token", "delivery"} and min(parts.values()) >= -0.002, parts
     assert sum(parts.values()) == pytest.approx(row["page"]["ttft_p95_s"], abs=0.005), parts
     assert (row["mixed"]["page_people"], row["mixed"]["endpoint_people"]) == (1, 1)
+    runs = row["attendee"]["attendee_runs"]   # the attendee's run, in each round, joined the loop without a key
+    assert len(runs) == 2 and all(": done" in r["status"] for r in runs), runs
+    assert row["ratios"]["attendee_vs_mixed_ttft_p95"] == round(row["attendee"]["ttft_p95_s"]
+                                                                / row["mixed"]["ttft_p95_s"], 2)
+    assert "live channel" in row["note"]
     assert "skipped" in row["llama_server"] and row["ratios"]["endpoint_vs_llama_tps"] is None
     assert row["ratios"]["page_vs_endpoint_ttft_p95"] == round(row["page"]["ttft_p95_s"]
                                                                / row["endpoint"]["ttft_p95_s"], 2)
