@@ -30,6 +30,9 @@ client's next request.
 A streamed answer is written as the loop makes each Step. When the client goes away -- Starlette cancels
 the stream's coroutine, or a check every POLL_S finds the connection closed -- the request is cancelled,
 so its KV slot is free after the loop's next iteration; a non-streamed request is cancelled the same way.
+While work holds the machine alone (a Serve run) a stream in the loop gets a wait event every POLL_S (an SSE
+comment, held_comment), and a non-streamed request in the loop is answered within POLL_S with the 429 a request
+arriving then gets (errors.machine_held: Retry-After), its request cancelled (_wait_whole).
 An agent route's stream (turn_route) ends with exactly one terminal event of its API, a failure on the way too.
 Every route reads the session a request names (session_hint.py: `cache_control`, `prompt_cache_key`, the Responses
 chain, `X-Session-Id`, `agent_hint`) onto what it asks, so its record says which session it is a turn of.
@@ -47,13 +50,15 @@ import time
 import traceback
 from contextlib import aclosing
 from dataclasses import replace
+from typing import Callable
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
-from .errors import ApiError, bad_request, engine_failed, internal, too_large
+from .errors import ApiError, bad_request, engine_failed, internal, machine_held, too_large
+from .limits import PRESENTER
 from .messages import MessageWriter, anthropic_error, read_messages
 from .request_body import CHAT, COMPLETION, read_body
 from .response_body import DONE, sse
@@ -218,13 +223,33 @@ async def _stream(served: ServedRequest, request: Request):
         served.end()
 
 
+async def _wait_whole(served: ServedRequest, request: Request, read: Callable[[list], bool]) -> None:
+    """Give `read` each wake-up's new Steps until it says the answer stopped or the request ends. A non-streaming
+    client has no event to be told a wait with: when work takes the machine alone while its request is in the loop
+    (waiting or answering), it is answered at the next check (every POLL_S) with the 429 a request arriving then
+    gets (machine_held: Retry-After), and its request is cancelled; the app's own workload (PRESENTER) waits."""
+    async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected, idle=True)) as updates:
+        async for steps in updates:
+            if not steps:
+                machine = served.loop.machine
+                held = None if machine is None or served.ticket.client == PRESENTER else machine.held_alone_for()
+                if held is not None:
+                    raise machine_held(held)   # the caller's `finally` cancels the request (ServedRequest.end)
+                continue
+            if read(steps):
+                return
+
+
+def _read_answer(served: ServedRequest) -> Callable[[list], bool]:
+    def read(steps) -> bool:
+        served.answer.read(steps)
+        return served.answer.stopped
+    return read
+
+
 async def _whole(served: ServedRequest, request: Request):
     try:
-        async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
-            async for steps in updates:
-                served.answer.read(steps)
-                if served.answer.stopped:
-                    break
+        await _wait_whole(served, request, _read_answer(served))
         trace = served.ticket.trace
         if trace.stop_reason == StopReason.ERROR:
             return error_response(loop_failed(served))
@@ -250,8 +275,18 @@ def completion_route(service: ApiService, kind: str):
         if asked.stream:
             return StreamingResponse(_events(served, request), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return await _whole(served, request)
+        return await _told(service, client, _whole(served, request))
     return guarded(complete)
+
+
+async def _told(service: ApiService, client: str, answered):
+    """A non-streaming request's answer (a coroutine); its 429 for the machine held alone listed in the Watch view
+    as a request arriving then is."""
+    try:
+        return await answered
+    except ApiError as error:
+        service.refused(error, client)
+        raise
 
 
 # --- the agent APIs: /v1/responses (responses.py) and /v1/messages (messages.py), one turn each
@@ -346,12 +381,11 @@ async def _turn_stream(served: ServedRequest, request: Request, writer):
 
 
 async def _turn_whole(served: ServedRequest, request: Request, api, writer):
+    def read(steps) -> bool:
+        writer.feed(steps)
+        return writer.stopped
     try:
-        async with aclosing(served.ticket.updates(POLL_S, request.is_disconnected)) as updates:
-            async for steps in updates:
-                writer.feed(steps)
-                if writer.stopped:
-                    break
+        await _wait_whole(served, request, read)
         return api.whole(writer, served.ticket.trace)
     finally:
         served.end()
@@ -380,7 +414,7 @@ def turn_route(service: ApiService, api):
         if asked.stream:
             return StreamingResponse(_turn_events(served, request, api, writer), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return await _turn_whole(served, request, api, writer)
+        return await _told(service, client, _turn_whole(served, request, api, writer))
     return guarded(turn, api.shape)
 
 

@@ -475,6 +475,21 @@ def test_the_endpoint_is_off_unless_the_flag_or_the_env_var_asks_for_it(monkeypa
     registry.close()
 
 
+def watched_values(frames: list) -> list:
+    """Each output's latest value over the Watch view's frames as Gradio's client gives them (an output a frame
+    leaves out, unchanged or a chart between draws, comes as a bare update).
+
+    >>> watched_values([["a", {"plot": "1"}, "c"], ["b", {"__type__": "update"}, {"props": {}, "__type__": "update"}]])
+    ['b', {'plot': '1'}, 'c']
+    """
+    def left_out(value) -> bool:
+        return isinstance(value, dict) and value.get("__type__") == "update" and "value" not in value
+    latest = list(frames[0])
+    for frame in frames[1:]:
+        latest = [old if left_out(new) else new for old, new in zip(latest, frame)]
+    return latest
+
+
 @pytest.mark.slow
 def test_the_serve_tab_draws_the_clients_requests_live(served):
     """Watching counts from its own start: a request from before it is left out, one sent after it is drawn
@@ -496,9 +511,12 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
         served.sdk().chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
         with pytest.raises(openai.AuthenticationError):
             served.sdk(key="wrong").chat.completions.create(model="any", messages=QUESTION, max_tokens=5)
-        while "1 admitted" not in job.outputs()[-1][1] and time.monotonic() < wait_until:
+        def drawn():   # each output's latest value: a frame leaves out what has not changed, a chart between draws
+            return watched_values(job.outputs())
+
+        while not ("1 admitted" in drawn()[1] and '"decode"' in drawn()[2]["plot"]) and time.monotonic() < wait_until:
             time.sleep(0.1)
-        limits, status, gantt, kv_map, classes, refused, shares = job.outputs()[-1][:7]
+        limits, status, gantt, kv_map, classes, refused, shares = drawn()[:7]
         job.cancel()
         watched_for = time.monotonic() - watched_at
     finally:
@@ -611,16 +629,61 @@ def test_the_watch_view_says_the_machine_is_held_alone_and_for_how_long(served):
         job = Client(url, verbose=False).submit(api_name="/serve_watch")
         assert gate.acquire_alone(timeout=30)
         try:
-            wait_for(lambda: job.outputs() and "holds the machine alone" in job.outputs()[-1][1], timeout=30,
-                     message="the Watch view to say the machine is held")
-            assert re.search(r"holds the machine alone \([\d.]+ (ms|s) so far\)", job.outputs()[-1][1])
+            wait_for(lambda: job.outputs() and "holds the machine alone" in watched_values(job.outputs())[1],
+                     timeout=30, message="the Watch view to say the machine is held")
+            assert re.search(r"holds the machine alone \([\d.]+ (ms|s) so far\)", watched_values(job.outputs())[1])
         finally:
             gate.release_alone()
-        wait_for(lambda: "holds the machine alone" not in job.outputs()[-1][1], timeout=30,
+        wait_for(lambda: "holds the machine alone" not in watched_values(job.outputs())[1], timeout=30,
                  message="the line to go once the machine is released")
         job.cancel()
     finally:
         demo.close()
+
+
+@pytest.mark.parametrize("path, body, code", [
+    ("/v1/chat/completions", {"messages": QUESTION, "max_tokens": 64, "ignore_eos": True},
+     lambda r: r.json()["error"]["code"]),
+    ("/v1/messages", {"messages": QUESTION, "max_tokens": 64}, lambda r: r.json()["error"]["type"])])
+def test_a_whole_answer_in_the_loop_when_the_machine_is_taken_alone_gets_a_429(served, path, body, code):
+    """A non-streaming request already in the loop when a Serve run took the machine alone waited in silence until
+    the run ended: it has no event to be told with, so it is answered at the next check with the 429 a request
+    arriving then gets (Retry-After), its request cancelled and its place given back, the refusal listed. Both CPU
+    slots are held first, so the request waits in the loop, unanswered, when the hold begins."""
+    gate, loop = served.room.gate, served.service.engine_loop
+    settle(loop)
+    taken = [gate.enter_shared(timeout=30) for _ in range(gate.slots)]   # the loop cannot step: the request waits
+    replies, held = [], threading.Event()
+    asking = threading.Thread(target=lambda: replies.append(httpx.post(
+        served.url + path, json={"model": "m", **body}, timeout=120,
+        headers={"Authorization": f"Bearer {KEY}", "anthropic-version": "2023-06-01"})))
+    holding = threading.Thread(target=lambda: held.set() if gate.acquire_alone(timeout=60) else None)
+    try:
+        assert all(taken)
+        asking.start()
+        wait_for(lambda: loop.in_flight() == 1, timeout=60, message="the request to be in the loop")
+        holding.start()
+        wait_for(lambda: gate.wanting == 1, timeout=30, message="the Serve run to ask for the machine")
+        for _ in taken:
+            gate.leave_shared()
+        taken = []
+        assert held.wait(timeout=60)
+        asking.join(timeout=60)
+        assert replies, "no answer while the machine is held alone"
+        r = replies[0]
+        assert r.status_code == 429 and r.headers["Retry-After"] == "5", (r.status_code, r.text)
+        assert code(r) in ("machine_held_alone", "rate_limit_error"), r.text
+        assert "held alone" in r.text and served.traffic.refusals[-1].words == "machine held alone"
+    finally:
+        for _ in taken:
+            gate.leave_shared()
+        holding.join(timeout=60)
+        if gate.alone:
+            gate.release_alone()
+    settle(loop)   # the request was cancelled: its place in the loop and its client's are free
+    assert loop.in_flight() == 0 and not loop.batcher.busy()
+    reply = served.sdk().chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
+    assert reply.choices[0].message.content is not None
 
 
 def test_a_stream_waiting_while_the_machine_is_held_alone_is_told_why(served):
