@@ -16,7 +16,8 @@ carried. The loop thread sleeps on an event while nothing is waiting or running 
 read the new Steps from the request's own Trace (the one record every view reads), so nothing is copied or
 timed twice. A request's Trace starts (t0) when it takes a KV slot; `trace.queued` is how long it waited
 for one. An `observer` (the live record of client traffic, serve/traffic.py) is told of each request as it is
-submitted and of each iteration, in the loop thread, before the readers are woken.
+submitted and of each iteration, in the loop thread, before the readers are woken, and of the loop's pause (its
+waiting requests then wait for the machine: no plan is made to say so).
 
 With a `machine` (machine.py's MachineGate) the loop holds one of its CPU slots while it has work, for all
 of its requests, and lets go between two iterations when work that needs the machine alone asks for it
@@ -129,7 +130,7 @@ class EngineLoop:
                  observer=None, machine=None):
         self.engine = engine
         self.batcher = Batcher(engine, config, capacity)
-        self.observer = observer   # .submitted(ticket) and .iterated(iteration, batcher), or None
+        self.observer = observer   # .submitted(ticket), .iterated(iteration, batcher), .paused(batcher), or None
         self.machine = machine     # a MachineGate (machine.py), or None: the loop takes the CPU as it comes
         self.holding = False       # whether the loop holds one of the machine's CPU slots
         self.paused = False        # whether it waits for the machine (work that needs it alone holds it)
@@ -227,6 +228,8 @@ class EngineLoop:
         entered = self.machine.enter_shared(timeout=0)
         if not entered:
             self.batcher.pause()   # its requests' waits count for the machine from now (before `paused` says so)
+            if self.observer is not None:
+                self.observer.paused(self.batcher)   # the record of each waiting request says so too
         self.paused = not entered
         if self.paused:
             self.paused = not self.machine.enter_shared(timeout=IDLE_WAIT_S)

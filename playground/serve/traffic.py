@@ -112,6 +112,17 @@ class ClientTraffic:
                 self.in_loop.pop(id(seq), None)
             self._forget(self.clock.since(it.end) - self.keep_s)
 
+    def paused(self, batcher) -> None:
+        """The loop paused (Batcher.pause: work that needs the machine holds it): each request waiting for a slot now
+        waits for what the batcher says (the machine), not the reason of the last plan made before the pause."""
+        with batcher.lock:
+            waiting = list(batcher.waiting)
+        with self._lock:
+            for seq in waiting:
+                record = self.in_loop.get(id(seq))
+                if record is not None and seq.wait_since is not None:
+                    record.waiting_for = str(seq.wait)
+
     # --- a run of the room outside the loop
 
     def alone(self, run, client: str, pressed: float, why: AloneReason):

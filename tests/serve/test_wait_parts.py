@@ -45,6 +45,7 @@ class FakeKV:
 
     def __init__(self, clock, slots, capacity):
         self.clock, self.slots, self.capacity, self.position_bytes = clock, slots, capacity, 1
+        self.nbytes = slots * capacity   # one byte a position: what a record of the pool reads
 
     def move(self, *_):
         pass
@@ -389,3 +390,63 @@ def test_generates_timeline_draws_the_first_token_as_its_parts(scripted):
     assert [b.base[0] for b in bars[1:3]] == pytest.approx(ends[:2])   # one after the other, from the arrival
     assert ends[2] == pytest.approx((doc.trace.queued + doc.trace.steps[0].time) * 1e3)   # to the first token
     assert busy.trace.steps
+
+
+def test_a_request_waiting_when_the_loop_pauses_is_watched_as_waiting_for_the_machine(scripted):
+    """Recorded iterations, as the Watch view records them: a request a plan left waiting for a slot, then the loop
+    paused (work took the machine alone): its record names the batcher's reason now, the machine, not the reason
+    of the last plan made before the pause; its hover and the longest-wait sentence say so; resumed, the next plan
+    names its reason again, and its parts count both."""
+    from types import SimpleNamespace
+
+    from playground.charts.serve import waiting_hover
+    from playground.serve.shares import client_shares, longest_wait
+    from playground.serve.traffic import ClientTraffic
+    batcher, clock = scripted(BatchConfig(slots=1, prefill_chunk=128))
+    traffic = ClientTraffic()
+    seqs = [batcher.add(prompt(8), settings(6), rid, client=f"client {rid}") for rid in (1, 2)]
+    for seq in seqs:
+        traffic.submitted(SimpleNamespace(seq=seq, client=seq.client, session=None))
+    traffic.iterated(batcher.step(), batcher)   # the first takes the one slot; the plan leaves the second waiting
+    waiting = traffic.in_loop[id(seqs[1])]
+    assert waiting.waiting_for == "no free slot"
+    clock.advance(0.5)
+    batcher.pause()
+    traffic.paused(batcher)
+    clock.advance(2.0)
+    assert waiting.waiting_for == "the machine" == str(seqs[1].wait)
+    assert waiting_hover(waiting, 2.5).endswith("now waiting for the machine (work that needs it alone held it)")
+    records = traffic.snapshot().records
+    sentence = longest_wait(client_shares(records, now=3.0), records, now=3.0, slots=1)
+    assert "still waiting, now waiting for the machine" in sentence, sentence
+    batcher.resume()
+    traffic.iterated(batcher.step(), batcher)
+    assert waiting.waiting_for == "no free slot"   # the next plan's reason
+    while batcher.busy():
+        traffic.iterated(batcher.step(), batcher)
+    waited = dict(seqs[1].trace.waits.waited)
+    assert set(waited) - {"the iteration in progress"} == {"no free slot", "the machine"}
+    assert waited["the machine"] == pytest.approx(2.0) and waited["no free slot"] > 0.5
+
+
+def test_the_engine_loop_tells_its_record_when_it_pauses(tiny_onnx_engine):
+    """A request that came while the loop was free, then found the machine's CPU slots taken: the loop pauses, and
+    the record the Watch view reads says the machine (at its submission it said the iteration in progress)."""
+    from playground.machine import MachineGate
+    from playground.serve.engine_loop import EngineLoop
+    from playground.serve.traffic import ClientTraffic
+    gate, traffic = MachineGate(), ClientTraffic()
+    loop = EngineLoop(tiny_onnx_engine, BatchConfig(slots=2), capacity=128, observer=traffic, machine=gate)
+    taken = [gate.enter_shared(timeout=5) for _ in range(gate.slots)]   # both CPU slots: the loop cannot step
+    try:
+        assert all(taken)
+        ticket = loop.submit([5, 6, 7], GenerationSettings(max_new_tokens=2, top_candidates=1), client="c")
+        wait_for(lambda: loop.paused, 30, "the loop to pause")
+        wait_for(lambda: traffic.in_loop[id(ticket.seq)].waiting_for == "the machine", 30,
+                 "the record to say the machine")
+    finally:
+        for _ in taken:
+            gate.leave_shared()
+    wait_for(lambda: ticket.done, 60, "the request to end")
+    loop.close()
+    assert dict(ticket.trace.waits.waited).get("the machine", 0) > 0
