@@ -353,9 +353,17 @@ def _tenures(result) -> list[tuple[int, int, list[tuple[float, int]]]]:
     return done
 
 
-def plot_kv_map(result, max_points: int = 300) -> go.Figure:
+COMPACT_POINTS = 12   # samples a tenure keeps at most in a compact KV map (a live view's: redrawn while it grows)
+
+
+def plot_kv_map(result, max_points: int = 300, compact: bool = False) -> go.Figure:
     """The KV pool as slots over time: a band per slot, filled by the request holding it, as high as the
-    share of the slot's positions it holds (allocation at admission, growth with each token, release)."""
+    share of the slot's positions it holds (allocation at admission, growth with each token, release).
+
+    `compact` (a live view that redraws it while hundreds of requests pass): the same bands, each tenure's
+    samples thinned to COMPACT_POINTS, drawn as one trace a colour (the bands of one colour are shapes of one
+    trace, apart) rather than one a tenure, with no legend entry a request: a band's end, hovered, names its
+    request."""
     fig = _figure(_title("KV memory map", result), "seconds since the workload started",
                   "KV slot", height=380)
     pool = result.pool or {}
@@ -366,7 +374,9 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
         return _empty(fig, "no iteration yet")
     capacity, classes = pool["capacity"], {r.request.id: r.request.cls for r in result.records}
     palette, keyed = qualitative.Plotly + qualitative.D3, set()
-    for slot, rid, samples in _tenures(result):
+    if compact:
+        _draw_tenures(fig, _tenures(result), capacity, classes, palette)
+    for slot, rid, samples in () if compact else _tenures(result):
         samples = samples[::max(1, len(samples) // max_points)] + ([samples[-1]] if len(samples) > max_points else [])
         xs, ys = [], []
         for (t, n), nxt in zip(samples, samples[1:] + [None]):
@@ -388,7 +398,8 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
         rows += 1
     key = [f"{pool['slots']} slots × {capacity} positions = {pool['bytes'] / 2**20:.0f} MiB",
            *([f"KV budget: {pool['kv_budget']:,} positions (a smaller memory)"] if pool.get("kv_budget") else []),
-           "a band's height: the positions its request holds", "colour: request"]
+           "a band's height: the positions its request holds",
+           "colour: request" + (" (hover a band's end for its number)" if compact else "")]
     key = "<br>".join(key)
     lines = key.count("<br>") + 1 + -(-len(keyed) // 5)   # the key under the x axis: about five requests a line
     below = 80 + 24 * lines             # the x axis's ticks and title, then the key, anchored to the bottom edge
@@ -397,6 +408,31 @@ def plot_kv_map(result, max_points: int = 300) -> go.Figure:
                                   title=dict(text=key, side="top")),
                       margin=dict(l=60, r=20, t=80, b=below), height=max(300, 160 + 20 * rows) + below)
     return fig
+
+
+def _draw_tenures(fig, tenures, capacity: int, classes: dict, palette, most: int = COMPACT_POINTS) -> None:
+    """plot_kv_map's bands, compact: one trace a colour, each tenure a closed shape of it (None between two), its
+    samples thinned to `most` (the last kept) and joined by straight lines, times in ms; one unseen point a tenure
+    (at its band's end) holds its hover: the slot, the request, the most positions it held."""
+    shapes: dict[int, tuple[list, list]] = {}
+    hover: tuple[list, list, list] = ([], [], [])
+    for slot, rid, samples in tenures:
+        held = max(n for _, n in samples)
+        if len(samples) > most:
+            samples = samples[::-(-len(samples) // most)] + [samples[-1]]
+        xs, ys = shapes.setdefault(rid % len(palette), ([], []))
+        low = slot - 0.45
+        band = [(samples[0][0], low), *((t, low + 0.9 * n / capacity) for t, n in samples), (samples[-1][0], low)]
+        xs += [round(x, 3) for x, _ in band] + [None]
+        ys += [round(y, 3) for _, y in band] + [None]
+        hover[0].append(round(samples[-1][0], 3))
+        hover[1].append(round(low + 0.45 * held / capacity, 3))
+        hover[2].append(f"slot {slot}: request #{rid} ({classes.get(rid, '')}), up to {held} of {capacity} positions")
+    for colour, (xs, ys) in sorted(shapes.items()):
+        fig.add_scatter(x=xs, y=ys, fill="toself", mode="lines", line=dict(width=1, color=palette[colour]),
+                        showlegend=False, hoverinfo="skip", name="")
+    fig.add_scatter(x=hover[0], y=hover[1], text=hover[2], mode="markers", marker=dict(size=10, opacity=0),
+                    hoverinfo="text", showlegend=False, name="requests")
 
 
 def _draw_prefix_cache(fig, cache_map, capacity: int, row: int, classes: dict) -> None:

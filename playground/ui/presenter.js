@@ -9,6 +9,7 @@ line reaches MIN too) and margins that grow to fit (automargin); a legend under 
 of the grown axis labels' way (one held at the figure's bottom edge gets a bottom margin that holds both); the lesson's first figure (FIT) is made short enough to end inside the
 window, so a step's heading, takeaway and first chart show together without scrolling. The values it
 replaced are kept on the figure's div and put back when presenter mode is switched off.
+The Watch view's figures (LIVE), redrawn every few seconds, get the same fonts before they are drawn (beforeDraw).
 Left out: ui/live/charts.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
 chart redrawn many times a second is not relaid out after each redraw. */
 (function () {
@@ -116,6 +117,57 @@ chart redrawn many times a second is not relaid out after each redraw. */
     try { window.Plotly.relayout(gd, {[key]: value}); } catch (e) { console.warn("presenter legend", e); }
   }
 
+  // A figure Gradio redraws every few seconds (LIVE: the Serve tab's Watch view) gets its presenter fonts before it is
+  // drawn: Plotly.react, wrapped, enlarges the layout it is given, so the figure is drawn once, not drawn and then
+  // relaid out by the pass (two whole redraws each update). Its next update draws it as it came when presenting ends.
+  const LIVE = "#serve-clients";
+  function fontOf(obj, key, size) {   // obj[key].size raised to `size`; the amount it grew, where it was set smaller
+    const had = obj[key] && obj[key].size;
+    obj[key] = Object.assign({}, obj[key]);
+    if (!(had >= size)) obj[key].size = size;
+    return had && had < size ? size - had : 0;
+  }
+  function beforeDraw(data, layout) {
+    layout.font = Object.assign({}, layout.font);
+    if (!(layout.font.size >= MIN)) layout.font.size = MIN;
+    let taller = 0;
+    if (layout.title && typeof layout.title === "object") {
+      const title = layout.title = Object.assign({}, layout.title);
+      taller += fontOf(title, "font", least(title.text, TITLE));
+      if (title.subtitle && title.subtitle.text) {
+        title.subtitle = Object.assign({}, title.subtitle);
+        taller += fontOf(title.subtitle, "font", MIN);
+      }
+    }
+    if (taller && layout.margin && layout.margin.t != null) layout.margin = Object.assign({}, layout.margin, {t: layout.margin.t + Math.ceil(2 * taller)});
+    if (layout.legend) { layout.legend = Object.assign({}, layout.legend); fontOf(layout.legend, "font", MIN); }
+    for (const key of Object.keys(layout)) {
+      if (!AXIS.test(key) || !layout[key]) continue;
+      const axis = layout[key] = Object.assign({}, layout[key], {automargin: true});
+      fontOf(axis, "tickfont", MIN);
+      if (axis.title && typeof axis.title === "object") {
+        axis.title = Object.assign({}, axis.title);
+        fontOf(axis.title, "font", least(axis.title.text));
+      }
+    }
+    if (layout.annotations) layout.annotations = layout.annotations.map((a) => { a = Object.assign({}, a); fontOf(a, "font", least(a.text)); return a; });
+    let labelled = false;
+    (data || []).forEach((t) => { if (t.text != null && t.mode !== "markers") { labelled = true; fontOf(t, "textfont", MIN); } });
+    if (labelled) layout.uniformtext = {minsize: MIN, mode: "show"};
+  }
+  function wrapReact() {   // window.Plotly may be replaced (Gradio's own Plotly loads after the page's): each pass looks
+    const P = window.Plotly;
+    if (!P || P.__presentWrapped) return;
+    const react = P.react;
+    P.react = function (gd, data, layout, config) {
+      if (on() && layout && gd && gd.closest && gd.closest(LIVE)) {
+        try { beforeDraw(data, layout); } catch (e) { console.warn("presenter fonts", e); }
+      }
+      return react.apply(this, arguments);
+    };
+    P.__presentWrapped = true;
+  }
+
   // the switch shows body.present: Gradio draws it unticked and may draw it again (its value is never set)
   const SWITCH = "#present input";
   function sync() {
@@ -125,7 +177,7 @@ chart redrawn many times a second is not relaid out after each redraw. */
   }
 
   const plots = () => [...document.querySelectorAll(".js-plotly-plot")].filter((gd) => gd.offsetParent !== null);
-  function pass() { sync(); if (on()) plots().forEach((gd) => { enlarge(gd); clearLegend(gd); fit(gd); }); }
+  function pass() { sync(); wrapReact(); if (on()) plots().forEach((gd) => { enlarge(gd); clearLegend(gd); fit(gd); }); }
   setInterval(pass, 1000);
 
   function set(value) {

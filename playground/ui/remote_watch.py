@@ -50,8 +50,9 @@ def server_table(records) -> str:
     return f'<table class="pg-remote"><tr>{head}</tr>{rows}</table>'
 
 
-def remote_view(remote, t0: float, out, final: bool = False) -> dict:
-    """The page's remote runs since t0 (the watch's start on the record's clock, times counted from it)."""
+def remote_view(remote, t0: float, out, final: bool = False, charts: bool = True) -> dict:
+    """The page's remote runs since t0 (the watch's start on the record's clock, times counted from it); `charts`:
+    the Gantt and the KV map are drawn too (left out of the frame when False)."""
     result = remote.since(t0)
     if final:
         result = replace(result, done=True)
@@ -61,23 +62,26 @@ def remote_view(remote, t0: float, out, final: bool = False) -> dict:
                        f"{remote_line(recs, remote.servers)}")
     if any(r.steps for r in recs):
         line += f"<br>{html.escape(lesson(result))}"
-    x_range = shared_range([result])
-    gantt = plot_gantt(result, result.now(), x_range, cancelled_means="stopped or left", wide=True)
-    kv_map = on_time_axis(plot_kv_map(result), x_range)
-    for fig in (gantt, kv_map):
-        fig.update_xaxes(title_text=WATCH_AXIS)
-    return {out.clients_limits: servers_text(remote), out.clients_status: line,
-            out.clients_gantt: gantt, out.clients_kv_map: kv_map,
-            out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
-            out.clients_refused: FAILED_HERE, out.clients_server: server_table(recs)}
+    updates = {out.clients_limits: servers_text(remote), out.clients_status: line,
+               out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
+               out.clients_refused: FAILED_HERE, out.clients_server: server_table(recs)}
+    if charts or final:
+        x_range = shared_range([result])
+        gantt = plot_gantt(result, result.now(), x_range, cancelled_means="stopped or left", wide=True)
+        kv_map = on_time_axis(plot_kv_map(result, compact=True), x_range)
+        for fig in (gantt, kv_map):
+            fig.update_xaxes(title_text=WATCH_AXIS)
+        updates.update({out.clients_gantt: gantt, out.clients_kv_map: kv_map})
+    return updates
 
 
-def watch_view(traffic, remote, t0: float, out, final: bool = False) -> dict:
+def watch_view(traffic, remote, t0: float, out, final: bool = False, charts: bool = True) -> dict:
     """The Watch view's frame: the endpoint's clients (`traffic`) and the page's remote runs (`remote`), either may
-    be None; with both, one clock counts t0 for both (the app gives the remote record the endpoint's)."""
+    be None; with both, one clock counts t0 for both (the app gives the remote record the endpoint's). `charts`:
+    the Gantt and the KV map are drawn too."""
     if traffic is None:
-        return remote_view(remote, t0, out, final)
-    updates = clients_view(traffic, t0, out, final)
+        return remote_view(remote, t0, out, final, charts)
+    updates = clients_view(traffic, t0, out, final, charts)
     if remote is not None:
         recs = remote.since(t0).records
         updates[out.clients_status] += "<br>" + html.escape(remote_line(recs, remote.servers))

@@ -299,6 +299,39 @@ class ServeHandlers:
 
 
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
+CHARTS_EVERY = 4      # the Watch view's frames (one a second) a chart is redrawn in: every fourth, and the last
+UNSENT = object()
+
+
+class Frames:
+    """What one watch sends each second: an output only when its value differs from the one this watch sent last
+    (a line, a table), the charts and the table per class only when drawn (every CHARTS_EVERY-th frame and the last). The page then redraws
+    what changed, not every output each second: a chart redrawn is the browser's largest task.
+
+    >>> frames = Frames()
+    >>> [frames.charts() for _ in range(CHARTS_EVERY + 1)]
+    [True, False, False, False, True]
+    >>> frames.changed({"line": "a", "table": {"value": [[1]]}}), frames.changed({"line": "b", "table": {"value": [[1]]}})
+    ({'line': 'a', 'table': {'value': [[1]]}}, {'line': 'b'})
+    """
+
+    def __init__(self, every: int = CHARTS_EVERY):
+        self.every, self.count, self._sent = every, 0, {}
+
+    def charts(self) -> bool:
+        """Whether this frame redraws the charts (counting frames)."""
+        self.count += 1
+        return (self.count - 1) % self.every == 0
+
+    def changed(self, updates: dict) -> dict:
+        out = {}
+        for key, value in updates.items():
+            if isinstance(value, (str, dict)) and self._sent.get(key, UNSENT) == value:
+                continue
+            if isinstance(value, (str, dict)):
+                self._sent[key] = value
+            out[key] = value
+        return out
 
 
 class Watches:
@@ -328,14 +361,15 @@ class Watches:
 
 def watch_clients(traffic, out, watches: Watches, cancel_after: float = WATCH_FOR, clients_view=clients_view):
     """Redraw the endpoint's clients about once a second, counting time from the moment watching starts (a
-    generator: Stop watching, or closing the page, ends it; the start goes to out.clients_since). `clients_view`:
-    how a frame is drawn (remote_watch.watch_view's, with the page's remote runs); `traffic` keeps the clock."""
+    generator: Stop watching, or closing the page, ends it; the start goes to out.clients_since): the lines and
+    tables that changed each second, the charts every CHARTS_EVERY seconds (Frames). `clients_view`: how a frame
+    is drawn (remote_watch.watch_view's, with the page's remote runs); `traffic` keeps the clock."""
     def watch():
         start, t0 = time.monotonic(), traffic.now()
-        stop = watches.start(t0)
+        stop, frames = watches.start(t0), Frames()
         try:
             while time.monotonic() - start < cancel_after:
-                yield {**clients_view(traffic, t0, out), out.clients_since: t0}
+                yield {**frames.changed(clients_view(traffic, t0, out, charts=frames.charts())), out.clients_since: t0}
                 if stop.wait(1.0):
                     yield clients_view(traffic, t0, out, final=True)
                     return
@@ -409,15 +443,18 @@ def serve_tab(registry, room: Room, session=None, remote=None) -> list:
                    out.clients_classes, out.clients_refused] + ([out.clients_server] if remote is not None else []) + [
                    out.clients_shares]   # added last: an API client's earlier outputs keep their places
         watches = Watches()   # Stop watching asks the watch to draw its own last frame: none of it lands after
-        def draw(_clock, t0, out, final=False):   # clients_view's signature: the endpoint's and the remote runs
-            updates = watch_view(traffic, remote, t0, out, final)
+        def draw(_clock, t0, out, final=False, charts=True):   # clients_view's: the endpoint's and the remote runs
+            updates = watch_view(traffic, remote, t0, out, final, charts)
             held = held_line(None if final else gate.held_alone_for())   # who holds the machine, for how long
             if held and out.clients_status in updates:
                 updates[out.clients_status] = f"{held}<br>{updates[out.clients_status]}"
             return updates
         clock = traffic if traffic is not None else remote   # one clock for both (app.py)
+        # no progress overlay on the outputs: the status line says what the watch is doing, and an overlay's
+        # timers and animation on each of the eight outputs cost the page work every frame
         buttons.watch.click(watch_clients(clock, out, watches, clients_view=draw), None,
-                            [*clients, out.clients_since], api_name="serve_watch", concurrency_limit=None)
+                            [*clients, out.clients_since], api_name="serve_watch", concurrency_limit=None,
+                            show_progress="hidden")
         buttons.unwatch.click(unwatch_clients(clock, out, watches, clients_view=draw), out.clients_since, clients,
                               api_visibility="private", concurrency_limit=None)
         buttons.export.click(export_watch(clock), [out.clients_since, job], out.clients_download,

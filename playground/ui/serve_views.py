@@ -151,10 +151,11 @@ def view(job, out, charts: bool = True, final: bool = False) -> dict:
     return updates
 
 
-def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
+def clients_view(traffic, t0: float, out, final: bool = False, charts: bool = True) -> dict:
     """The endpoint's clients since t0 (the watch's start, on the record's clock; times counted from it): the
     limits, one line counting every state, the Gantt (each refused request on a row of its own), the KV map,
-    p50/p95 per class, the refusals. `final`: the watch has stopped (the charts are no longer "running")."""
+    p50/p95 per class, the refusals. `final`: the watch has stopped (the charts are no longer "running");
+    `charts`: the Gantt, the KV map and the table per class are drawn too (left out of the frame when False)."""
     result, refusals = traffic.since(t0), traffic.refused_since(t0)
     if final:
         result = replace(result, done=True)
@@ -174,20 +175,42 @@ def clients_view(traffic, t0: float, out, final: bool = False) -> dict:
         counts = Counter((x.status, x.reason) for x in refusals)
         line += "<br>" + html.escape(f"{len(refusals)} refused: " + "; ".join(
             f"{status} ×{n} ({reason})" for (status, reason), n in counts.most_common()))
-    x_range = shared_range([result])   # the Gantt and the map on one time axis, the last refusal on it too
+    slots = traffic.endpoint.get("slots")
+    updates = {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line,
+               out.clients_shares: shares_html(recs, refusals, result.now(), slots) + cache_html(recs),
+               out.clients_refused: refused_html(refusals)}
+    if charts or final:   # the table of percentiles with them: a Dataframe redrawn is a large task too
+        updates.update(dict(zip((out.clients_gantt, out.clients_kv_map), watch_charts(result, refusals))))
+        updates[out.clients_classes] = gr.update(value=class_rows(result), headers=CLASS_HEADERS)
+    return updates
+
+
+WATCH_ROWS = 24   # requests the Watch view's timeline draws at most: the newest (one a client in a room of 24)
+
+
+def watch_charts(result, refusals, rows: int = WATCH_ROWS):
+    """The Watch view's timeline and KV memory map on one time axis (the last refusal on it too): the newest `rows`
+    requests, the axis from the first of them to now, the title saying how many of all there are (the download
+    holds every one); the map from the same moment."""
+    recs = result.records
+    shown = sorted(recs, key=lambda r: r.arrival)[-rows:]
+    if len(shown) < len(recs):
+        start = shown[0].arrival
+        result = replace(result, records=shown, slot_map=[s for s in result.slot_map if s[0] >= start],
+                         cache_map=[c for c in result.cache_map if c[0] >= start])
+        refusals = [x for x in refusals if x.time >= start]
+    x_range = shared_range([result])
     if x_range and refusals:
         x_range = [x_range[0], max(x_range[1], refusals[-1].time * 1.03)]
-    gantt = plot_gantt(result, result.now(), x_range, refusals=refusals, cancelled_means=CLIENT_GONE,
-                       wide=True)
-    kv_map = on_time_axis(plot_kv_map(result), x_range)
+    if x_range and len(shown) < len(recs):
+        x_range[0] = shown[0].arrival
+    gantt = plot_gantt(result, result.now(), x_range, refusals=refusals, cancelled_means=CLIENT_GONE, wide=True)
+    if len(shown) < len(recs):
+        gantt.layout.title.text += f" · the newest {len(shown)} of {len(recs)} requests"
+    kv_map = on_time_axis(plot_kv_map(result, compact=True), x_range)
     for fig in (gantt, kv_map):
         fig.update_xaxes(title_text=WATCH_AXIS)
-    slots = traffic.endpoint.get("slots")
-    return {out.clients_limits: endpoint_text(traffic.endpoint), out.clients_status: line, out.clients_gantt: gantt,
-            out.clients_shares: shares_html(recs, refusals, result.now(), slots) + cache_html(recs),
-            out.clients_kv_map: kv_map,
-            out.clients_classes: gr.update(value=class_rows(result), headers=CLASS_HEADERS),
-            out.clients_refused: refused_html(refusals)}
+    return gantt, kv_map
 
 
 def held_line(held_s: float | None) -> str:

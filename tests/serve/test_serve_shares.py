@@ -132,3 +132,28 @@ def test_the_watch_title_says_running_only_while_a_request_runs():
     assert plot_gantt(traffic.since(0.0)).layout.title.text.endswith("(none running now)")
     traffic.result.records.append(record(1, "client 1", 0.6, 0.7, None, None, tokens=1))
     assert plot_gantt(traffic.since(0.0)).layout.title.text.endswith("(running…)")
+
+
+def test_the_watch_view_draws_the_newest_requests_and_a_compact_kv_map():
+    """The Watch view redrew every request since watching began, a row each, and a KV map trace and legend entry a
+    request: with a room streaming for 30 s its page spent most of its time redrawing them. The timeline now draws
+    the newest WATCH_ROWS requests from the first of them, its title saying of how many; the map draws its bands
+    one trace a colour, every band there, with no legend entry a request."""
+    from playground.ui.serve_views import WATCH_ROWS, watch_charts
+    traffic = ClientTraffic()
+    n = WATCH_ROWS + 12
+    result = traffic.result
+    result.pool = {"kind": "slots", "slots": 4, "capacity": 64, "bytes": 4 * 64}
+    for i in range(n):
+        result.records.append(record(i, f"client {i % 4}", 0.5 * i, 0.5 * i + 0.1, 0.5 * i + 0.4, StopReason.EOS,
+                                     tokens=3))
+        result.slot_map += [(0.5 * i + 0.1 * k, ((i % 4, i, 8 * k),)) for k in (1, 2, 3)]
+    gantt, kv_map = watch_charts(traffic.since(0.0), [Refusal(0.2, 429, "too many", "client 1")])
+    assert len(gantt.layout.yaxis.categoryarray) == WATCH_ROWS   # the old refusal went with the old rows
+    assert gantt.layout.title.text.endswith(f" · the newest {WATCH_ROWS} of {n} requests")
+    assert gantt.layout.xaxis.range[0] == 0.5 * 12
+    bands = [t for t in kv_map.data if t.fill == "toself"]
+    assert len(bands) <= 20 < WATCH_ROWS and not any(t.showlegend for t in kv_map.data)   # 20 colours
+    assert sum(x is None for t in bands for x in t.x) == WATCH_ROWS   # a band a request shown, apart
+    hovers = next(t for t in kv_map.data if t.name == "requests").text
+    assert len(hovers) == WATCH_ROWS and hovers[-1] == f"slot {(n - 1) % 4}: request #{n - 1} (short), up to 24 of 64 positions"
