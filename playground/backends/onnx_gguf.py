@@ -56,6 +56,15 @@ VARIANTS = {   # name suffix -> (decode plan, prefill plan); chosen by the kld a
     "int8x2": ({}, LAYERS_FP32),         # int8x2 decode throughout: fp32's top token but at near-ties
     "int8": ("int8", "int8"),            # llama.cpp's arithmetic (int8 activations per block of 32)
     "fp32": ("fp32", "fp32"),            # accuracy level 0 throughout, fp32 head: the exact reference
+    **{lever: ({**HEAD_INT8X2, **dict.fromkeys(("qkv", "o", "gate_up", "down"), lever)}, LAYERS_FP32)
+       for lever in ("fzp", "q8zp", "int8nr")},   # the levers below: the default's layers, one thing changed
+}
+
+LEVERS = {   # variants measured against the default by `make bench`'s levers row (bench/levers.py); not backends
+    "fzp": "the Q4_1 minimums in MatMulNBits' float zero points, -m/d (no term beside)",
+    "q8zp": "8-bit blocks 16q + o with integer zero points (no term; up to d/32 dropped)",
+    "int8nr": "the minimums' term dropped (4-bit zero points alone; up to d/2 dropped)",
+    "int8": "the LM head in one int8 pass (onnx-gguf4-int8)",
 }
 
 

@@ -29,6 +29,12 @@ Modes (what MatMulNBits does with the activations x):
              relative) for ~1.2x the one-pass time of a layer at one row (~1.4x CPU per token with the split
              nodes); twice the work on long prompts.
 
+  - the levers (LEVERS; measured against the default by `make bench`'s levers row, not backends): the Q4_1
+    minimum in MatMulNBits' own zero points alone, no term beside, at accuracy level 4: "fzp" float zero
+    points -m/d (ONNX Runtime's CPU kernel leaves such a matrix unpacked and dequantizes all of it to fp32 on
+    every call: fp32 arithmetic, slow), "q8zp" 8-bit blocks with integer zero points (up to d/32 dropped, twice
+    the weight bytes), "int8nr" the 4-bit zero points with the remainder dropped (up to d/2: what the term is worth).
+
     >>> hi_lo(np.array([[1.0, 0.3, -0.0049]], np.float32))[0].tolist()   # hi on the grid of 1/127
     [[1.0, 0.29921260476112366, -0.007874015718698502]]
 
@@ -42,9 +48,9 @@ from onnx import helper, numpy_helper
 from .gguf_blocks import BLOCK, NBitsWeight, pack_pairs
 
 MS = "com.microsoft"
-LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4}
+LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4, "fzp": 4, "q8zp": 4, "int8nr": 4}
 GROUPS = ("qkv", "o", "gate_up", "down", "head")   # the MatMulNBits of a layer, and the LM head
-MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d"}
+MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d", "fzp": "z", "q8zp": "e", "int8nr": "n"}
 HI_LO = "hi_lo"   # an int8x2 MatMulNBits reads `<stem>/hi_lo`: its activation rows, hi rows then lo rows
 
 
@@ -78,7 +84,12 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
     """Nodes and initializers computing y = x . w^T from the blocks, x in [batch, seq, K] (see module doc)."""
     n, k = w.shape
     c = _Consts(stem)
+    lever_zero_points = None
+    if w.minimums is not None and mode in LEVERS:   # the minimum in the zero points alone, no term beside
+        w, lever_zero_points = LEVERS[mode](w)
     ins = [x, c.add("B", w.packed), c.add("scales", w.scales.reshape(-1))]
+    if lever_zero_points is not None:
+        ins.append(c.add("zero_points", lever_zero_points))
     nodes, minimum_term = [], []
     if w.minimums is not None:
         means = f"{stem}/block_means"
@@ -127,11 +138,50 @@ def integer_zero_points(w: NBitsWeight) -> tuple[np.ndarray, np.ndarray]:
     return z.astype(np.uint8), (m + z * d).astype(np.float32)
 
 
+def float_zero_points(w: NBitsWeight) -> tuple[NBitsWeight, np.ndarray]:
+    """Lever "fzp": Q4_1's d*q + m as d*(q - z), z = -m/d a float zero point per block (float32 [N * K/32], the
+    scales' type; 0 where d = 0). Returns the blocks without minimums and z.
+
+    >>> w = NBitsWeight(np.zeros((1, 1, 16), np.uint8), np.float32([[0.5]]), np.float32([[-1.7]]), 4)
+    >>> round(float(float_zero_points(w)[1][0]), 4)
+    3.4
+    """
+    d, m = w.scales.astype(np.float64), w.minimums.astype(np.float64)
+    z = np.where(d == 0, 0, -m / np.where(d == 0, 1, d)).astype(np.float32)
+    return NBitsWeight(w.packed, w.scales, None, w.bits), z.reshape(-1)
+
+
+def eight_bit_zero_points(w: NBitsWeight) -> tuple[NBitsWeight, np.ndarray]:
+    """Lever "q8zp": Q4_1 as 8-bit blocks, codes 16 q + o, scale d/16 (exact), zero point z = round(-16 m/d) + o
+    (o in 0..15 keeps z >= 0): d*q + m = (d/16) (16 q + o - z) + e, |e| <= d/32, and e is dropped.
+
+    >>> w = NBitsWeight(np.zeros((1, 1, 16), np.uint8), np.float32([[0.5]]), np.float32([[-1.7]]), 4)
+    >>> w8, z = eight_bit_zero_points(w)
+    >>> w8.bits, int(z[0]), float(w8.scales[0, 0] * (w8.codes()[0, 0, 0] + 128 - z[0]))   # -1.7 to within 0.5/32
+    (8, 54, -1.6875)
+    """
+    d, m = w.scales.astype(np.float64), w.minimums.astype(np.float64)
+    zr = np.round(-16 * m / np.where(d == 0, 1, d))
+    o = np.clip(-zr, 0, 15)
+    z = np.clip(zr + o, 0, 255)
+    codes = (16 * w.codes() + o[..., None]).astype(np.uint8)
+    return NBitsWeight(codes, (w.scales / np.float32(16)).astype(np.float32), None, 8), z.astype(np.uint8).reshape(-1)
+
+
+def zero_points_only(w: NBitsWeight) -> tuple[NBitsWeight, np.ndarray]:
+    """Lever "int8nr": int8's 4-bit zero points z = round(-m/d) with the remainder r = m + z d (up to d/2) dropped:
+    what the minimums' term is worth. Returns the blocks without minimums and the packed zero points."""
+    return NBitsWeight(w.packed, w.scales, None, w.bits), pack_zero_points(integer_zero_points(w)[0])
+
+
 def pack_zero_points(z: np.ndarray) -> np.ndarray:
     """uint8 [N, blocks] -> MatMulNBits' 4-bit zero points: two per byte, low nibble first, each row padded."""
     padded = np.zeros((z.shape[0], z.shape[1] + z.shape[1] % 2), np.uint8)
     padded[:, :z.shape[1]] = z
     return pack_pairs(padded).reshape(-1)
+
+
+LEVERS = {"fzp": float_zero_points, "q8zp": eight_bit_zero_points, "int8nr": zero_points_only}   # mode -> (blocks, zp)
 
 
 def _int8_term(stem: str, means: str, weights: np.ndarray, c: _Consts) -> list:

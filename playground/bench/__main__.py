@@ -37,7 +37,9 @@
   - on the bundled model, the genai row (genai.py): ONNX Runtime GenAI's own builder's int4 graph of the same
     GGUF (built once, cached), its nodes a token and ops, its greedy answer; "skipped" and why where it cannot run;
   - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench,
-    onnx-gguf4 / onnx-gguf4-int8 and ONNX Runtime GenAI alternating, 3 rounds, the ratios taken within each round);
+    onnx-gguf4 / onnx-gguf4-int8 and ONNX Runtime GenAI alternating, 3 rounds, the ratios taken within each round),
+    then the levers rows (levers.py: each lever on the default's decode graph against the default, nodes a token
+    and tokens per CPU second on one core, rounds interleaved; ~3 min);
   - last, the remote row (remote.py): this client against a llama-server the bench starts on the
     same model.
 
@@ -59,7 +61,7 @@ import subprocess
 import sys
 
 from . import aiperf, attendees, backends, batch, breakdown, clients, conversations, fidelity, genai, interleaved, kld, \
-    kvmem, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, sessions, speculative, ui
+    kvmem, levers, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, sessions, speculative, ui
 from .process import CHILD, child_env, row_in_subprocess
 from .genai import GENAI
 from .rows import PREFILL, Stamp, say
@@ -96,6 +98,8 @@ def run_all(argv: list[str]) -> None:
         # the batch row's); its rows go straight to this output
         subprocess.run([sys.executable, "-m", "playground.bench", "interleaved", "onnx-gguf4", "onnx-gguf4-int8",
                         "--rounds", "3"], check=True, env=child_env())
+        # the default's decode graph, one lever at a time, on one core (its rows go straight to this output)
+        subprocess.run([sys.executable, "-m", "playground.bench", "levers"], check=True, env=child_env())
     if not on_bundled:
         return
     if not args.speed:
@@ -130,6 +134,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),
     "remote": (remote.main, "this client against a llama-server (started here, or at a URL)"),
     "interleaved": (interleaved.main, "ratios to llama.cpp, llama-bench, our backends and ONNX Runtime GenAI alternating"),
+    "levers": (levers.main, "levers on the default's decode graph against it: nodes, tokens per CPU second"),
     "genai": (genai.main, "ONNX Runtime GenAI's graph of the bundled model: its nodes, ops, a greedy answer"),
     "results": (results.main, "the dated results page of a stamped JSON-lines file"),
     "paced-app": (paced.main, "the app over a PacedEngine on --port (what the ui-flat row starts)"),

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backends.onnx_gguf import LEVERS
 from ..metrics import percentile
 from .process import row_in_subprocess
 from .genai import GENAI
@@ -430,12 +431,12 @@ def score_in_blocks(logits, records, next_tokens, block: int = 128) -> dict[str,
 def backend_row(name: str, base_path: Path, reference: Path, llama: dict | None = None,
                 model: str | None = None) -> KldRow:
     """Backend `name` scored against the reference's records (write_reference), on the base file's ids and
-    chunks; with llama.cpp's figures, the gate (peer_gate)."""
-    from ..backends import create_backend
+    chunks; with llama.cpp's figures, the gate (peer_gate). `name`: a backend, or an onnx-gguf4 lever (levers.py)."""
+    from .levers import open_lever
 
     base = read_base(base_path)
     ref = np.load(reference, mmap_mode="r")
-    backend = create_backend(name, model, device="cpu")
+    backend = open_lever(name, model)
     t = time.perf_counter()
     n_vocab, next_tokens = base["n_vocab"], scored_next_tokens(base["tokens"], base["n_ctx"])
     logits = np.stack([row[:n_vocab] for row in chunk_logits(backend, base["tokens"], base["n_ctx"], _bos(base))])
@@ -474,7 +475,9 @@ def peer_row(base_path: Path, llama: dict | None = None) -> KldRow:
 BACKEND_ARITHMETIC = {"onnx-gguf4": "the default: int8 layers (llama.cpp's arithmetic), int8x2 head",
                       "onnx-gguf4-int8": "int8 activations in every matmul (llama.cpp's arithmetic)",
                       "onnx-gguf4-int8x2": "int8x2 activations throughout (the exact variant)",
-                      "onnx-gguf4-fp32": "fp32 activations throughout"}
+                      "onnx-gguf4-fp32": "fp32 activations throughout",
+                      **{f"onnx-gguf4-{lever}": f"the default, lever {lever}: {text}" for lever, text in LEVERS.items()
+                         if lever != "int8"}}
 
 
 def kld_rows(names: list[str], model: str | None = None) -> list[dict]:

@@ -89,6 +89,25 @@ def test_int8_mode_carries_the_minimums_in_integer_zero_points():
     assert np.abs(got - expected).max() < np.abs(r).max() / 8       # r is in the product, not dropped
 
 
+def test_levers_carry_the_minimums_in_the_zero_points_alone():
+    """The levers (onnx_gguf.LEVERS) on one-hot rows: float zero points give d*q + m up to fp32 rounding; 8-bit
+    zero points to within d/32; 4-bit zero points alone leave out exactly the remainder r. None adds a term."""
+    n, k = 48, 96
+    raw = quantize(RNG.standard_normal((n, k)).astype(np.float32), QType.Q4_1)
+    weight, expected = q4_1_as_nbits(raw, n, k), dequantize(raw, QType.Q4_1)
+    d = np.repeat(weight.scales, 32, axis=1)                   # [N, K]: each weight's block scale
+    step = 4 * np.spacing(np.abs(expected).max())
+    got = {mode: run_nbits(weight, one_hot(k), mode)[0].T for mode in ("fzp", "q8zp", "int8nr")}
+    np.testing.assert_allclose(got["fzp"], expected, rtol=0, atol=step)
+    assert (np.abs(got["q8zp"] - expected) <= d / 32 + step).all()
+    assert np.abs(got["q8zp"] - expected).max() > step            # the d/32 is dropped, not carried
+    _, r = onnx_nbits.integer_zero_points(weight)
+    np.testing.assert_allclose(got["int8nr"], expected - np.repeat(r, 32, axis=1), rtol=0, atol=step)
+    for mode in onnx_nbits.LEVERS:
+        nodes, _ = nbits_nodes("t", "x", weight, "y", mode)
+        assert [node.op_type for node in nodes] == ["MatMulNBits"], mode
+
+
 def norm_graph(exponent: float = 2.0):
     """The fp32 export's residual Add and RMSNorm (SmolLM2's node names and ops), x + h -> (norm, sum)."""
     from onnx import numpy_helper
