@@ -224,7 +224,9 @@ def test_the_watch_view_stays_smooth_while_a_room_streams(monkeypatch, tmp_path)
                 page.screenshot(path=str(tmp_path / f"{shot}-1024x768.png"))
             assert all(client.is_alive() for client in clients), "a client stopped before the window ended"
             # timing: the issue's own bound on the presenter's browser (the view's work per second, not the model's)
-            assert p99 <= 200 and share < 0.05, (p99, share, tasks)
+            inside = [(round((t - start) / 1000, 1), round(d)) for t, d in tasks
+                      if start <= t + d and t < start + WINDOW_MS]
+            assert p99 <= 200 and share < 0.05, (p99, share, "long tasks (s from the first update, ms):", inside)
             assert "running" in running and "admitted" in running, running   # the window saw the room streaming
             assert watched[0].errors == [] and watched[0].foreign == [], (watched[0].errors, watched[0].foreign)
         finally:
