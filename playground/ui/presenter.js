@@ -9,7 +9,8 @@ line reaches MIN too) and margins that grow to fit (automargin); a legend under 
 of the grown axis labels' way (one held at the figure's bottom edge gets a bottom margin that holds both); the lesson's first figure (FIT) is made short enough to end inside the
 window, so a step's heading, takeaway and first chart show together without scrolling. The values it
 replaced are kept on the figure's div and put back when presenter mode is switched off.
-The Watch view's figures (LIVE), redrawn every few seconds, get the same fonts before they are drawn (beforeDraw).
+The Watch view's figures (LIVE), redrawn every few seconds, get the same fonts before they are drawn (beforeDraw), and
+start from the margins their last drawing grew to (keepMargins), presenting or not.
 Left out: ui/live/charts.js's streaming charts size their own fonts while presenting (pgPresent.on()), so a
 chart redrawn many times a second is not relaid out after each redraw. */
 (function () {
@@ -155,13 +156,25 @@ chart redrawn many times a second is not relaid out after each redraw. */
     (data || []).forEach((t) => { if (t.text != null && t.mode !== "markers") { labelled = true; fontOf(t, "textfont", MIN); } });
     if (labelled) layout.uniformtext = {minsize: MIN, mode: "show"};
   }
+  // the margins automargin grew the figure's last drawing to (its axis labels, its legend): the next drawing starts
+  // from them, so Plotly draws it once instead of drawing it, growing the margins and drawing it again
+  function keepMargins(gd, layout) {
+    const size = gd._fullLayout && gd._fullLayout._size;
+    if (!size) return;
+    const margin = Object.assign({}, layout.margin);
+    for (const side of ["l", "r", "t", "b"]) if (size[side] > (margin[side] || 0)) margin[side] = Math.ceil(size[side]);
+    layout.margin = margin;
+  }
   function wrapReact() {   // window.Plotly may be replaced (Gradio's own Plotly loads after the page's): each pass looks
     const P = window.Plotly;
     if (!P || P.__presentWrapped) return;
     const react = P.react;
     P.react = function (gd, data, layout, config) {
-      if (on() && layout && gd && gd.closest && gd.closest(LIVE)) {
-        try { beforeDraw(data, layout); } catch (e) { console.warn("presenter fonts", e); }
+      if (layout && gd && gd.closest && gd.closest(LIVE)) {
+        try {
+          if (on()) beforeDraw(data, layout);
+          keepMargins(gd, layout);
+        } catch (e) { console.warn("presenter fonts", e); }
       }
       return react.apply(this, arguments);
     };

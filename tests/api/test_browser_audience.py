@@ -88,6 +88,9 @@ def test_an_audiences_requests_are_watched_live_and_refusals_named(monkeypatch):
             assert "in flight from this client; the limit is 2 at a time" in text
             refused = page.locator("#serve-clients-refused").inner_text()
             assert "429" in refused and "400" in refused
+            drawn = (f"(() => {{ const g = ({GANTT})(); return Boolean(g) && g.rows.filter((r) => !r.startsWith("
+                     f"'refused')).length === {admitted}; }})()")
+            page.wait_for_function(drawn, timeout=30_000)   # the charts are redrawn every few seconds, the line each
             gantt = page.evaluate(GANTT)
             bars = [b for t in gantt["traces"] if t["base"] for b in t["base"]]
             watched_for = time.monotonic() - watching_since
