@@ -22,6 +22,8 @@
     of its two runs, which bracket ours), prefill as a share of the matmul peak, and the ceilings the
     floors set on those ratios;
   - the rows "ui" and "ui-flat" (ui.py): the app against a headless run, and its work per update;
+  - where Chromium is installed, the watch row (watch.py): the Serve tab's Watch view in a presenter's page
+    while 24 API clients stream, its main-thread long tasks over 30 s and its screenshots timed;
   - with every backend (no names given): the batch row (batch.py: our continuous batching's
     batch-size sweep against llama.cpp's `llama-batched-bench`, and the bound the 4-bit kernels set) and
     the serve row (serve.py: the pinned workload one at a time and with our batching, the same backend),
@@ -61,7 +63,7 @@ import subprocess
 import sys
 
 from . import aiperf, attendees, backends, batch, breakdown, clients, conversations, fidelity, genai, interleaved, kld, \
-    kvmem, levers, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, sessions, speculative, ui
+    kvmem, levers, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, sessions, speculative, ui, watch
 from .process import CHILD, child_env, row_in_subprocess
 from .genai import GENAI
 from .rows import PREFILL, Stamp, say
@@ -87,6 +89,8 @@ def run_all(argv: list[str]) -> None:
     # the app's cost to what it measures: rows "ui" and "ui-flat", in a process of its own (--pin)
     subprocess.run([sys.executable, "-m", "playground.bench", "ui", "--backend", "onnx" if "onnx" in names else names[0],
                     *(["--model", model] if model else []), *ui.browser_flags()], check=True, env=child_env())
+    if ui.browser_flags():   # the Watch view in a presenter's Chromium while 24 clients stream
+        say(row_in_subprocess("watch", *(["--clients", "4", "--window", "5"] if model == "tiny" else []), model=model))
     if not args.names:   # continuous batching: the batch-size sweep, then the workload; AIPerf against Steps
         for command in ("batch", "serve", "kvmem", "aiperf", "clients", "loop", "room", "conversations", "sessions",
                         "roofline", "speculative"):
@@ -132,6 +136,7 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "roofline": (roofline.main, "measured prefill and decode against the machine's roofline"),
     "speculative": (speculative.main, "prompt-lookup speculative decoding against plain decoding"),
     "ui": (ui.main, "rows ui and ui-flat: the app's cost to what it measures"),
+    "watch": (watch.main, "the Watch view's main-thread long tasks in a presenter's Chromium while clients stream"),
     "remote": (remote.main, "this client against a llama-server (started here, or at a URL)"),
     "interleaved": (interleaved.main, "ratios to llama.cpp, llama-bench, our backends and ONNX Runtime GenAI alternating"),
     "levers": (levers.main, "levers on the default's decode graph against it: nodes, tokens per CPU second"),

@@ -45,6 +45,8 @@ def test_make_bench_runs_to_the_end_with_its_subprocess_rows():
         ui = next(r for r in rows if r.get("row") == "ui")
         watched = ui.get("with_chromium_on_its_own_cpu") or ui["with_chromium_on_the_same_machine"]
         assert watched["chip_in_dom_p95_ms"] >= 0 and watched["steps_by_live_channel"] > 0
+        watch = next(r for r in rows if r.get("row") == "watch")   # the Watch view while clients stream
+        assert watch["clients"] == 4 and watch["answers_streamed"] > 0 and len(watch["screenshot_s"]) == 2
 
 
 @pytest.mark.subprocess
