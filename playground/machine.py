@@ -36,6 +36,7 @@ class MachineGate:
         self._cond = threading.Condition()
         self.slots, self.sharing, self.alone, self.wanting = slots, 0, False, 0
         self.alone_since: float | None = None   # time.monotonic() when work took the machine alone; None: none holds it
+        self.wanted_since: float | None = None  # when work began to wait to take it alone; None: none waits
 
     def enter_shared(self, timeout: float | None = None) -> bool:
         """Take a CPU slot (waiting up to `timeout` seconds; None: as long as it takes); True when taken."""
@@ -68,6 +69,8 @@ class MachineGate:
             if self.alone:
                 return False
             self.wanting += 1
+            if self.wanted_since is None:
+                self.wanted_since = time.monotonic()
             try:
                 ok = self._cond.wait_for(lambda: not self.alone and self.sharing == 0, timeout)
                 if ok:
@@ -75,6 +78,8 @@ class MachineGate:
                 return ok
             finally:
                 self.wanting -= 1
+                if not self.wanting:
+                    self.wanted_since = None
                 self._cond.notify_all()
 
     def release_alone(self) -> None:
@@ -91,3 +96,23 @@ class MachineGate:
         """
         since = self.alone_since
         return None if since is None else time.monotonic() - since
+
+    def paused(self) -> tuple[str, float] | None:
+        """Why the engine loop pauses, and for how many seconds so far: ("held", s) while work holds the machine
+        alone, ("taking", s) while work waits for the runs in progress to end to take it (the loop lets go
+        meanwhile); None while neither.
+
+        >>> gate = MachineGate(slots=1)
+        >>> gate.paused(), gate.enter_shared(timeout=0), gate.acquire_alone(timeout=0.01), gate.paused()
+        (None, True, False, None)
+        >>> import threading; taker = threading.Thread(target=gate.acquire_alone, args=(5,)); taker.start()
+        >>> while gate.paused() is None: time.sleep(0.01)
+        >>> gate.paused()[0]
+        'taking'
+        >>> gate.leave_shared(); taker.join(); gate.paused()[0]
+        'held'
+        """
+        held, since = self.alone_since, self.wanted_since
+        if held is not None:
+            return "held", time.monotonic() - held
+        return None if since is None else ("taking", time.monotonic() - since)

@@ -57,7 +57,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
-from .errors import ApiError, bad_request, engine_failed, internal, machine_held, too_large
+from .errors import ApiError, bad_request, engine_failed, held_words, internal, machine_held, too_large
 from .limits import PRESENTER
 from .messages import MessageWriter, anthropic_error, read_messages
 from .request_body import CHAT, COMPLETION, read_body
@@ -192,10 +192,12 @@ async def _events(served: ServedRequest, request: Request):
 def held_comment(served: ServedRequest) -> str | None:
     """The wait event of a stream whose request waits while work holds the machine alone (a Serve run): an SSE
     comment, which every SSE client skips (the OpenAI and Anthropic SDKs too) and a person reading the stream
-    sees: ": waiting: the machine is held alone by a Serve run (12 s so far)". None while the machine is not held."""
+    sees: ": waiting: the machine is held alone by a Serve run (12 s so far)", or while the run waits for the runs in
+    progress to end to take it (the loop pauses from then): ": waiting: a Serve run is taking the machine alone (…)".
+    None while neither."""
     machine = served.loop.machine
-    held = None if machine is None else machine.held_alone_for()
-    return None if held is None else f": waiting: the machine is held alone by a Serve run ({held:.0f} s so far)\n\n"
+    paused = None if machine is None else machine.paused()
+    return None if paused is None else f": waiting: {held_words(paused[1], paused[0])}\n\n"
 
 
 async def _stream(served: ServedRequest, request: Request):
@@ -232,9 +234,9 @@ async def _wait_whole(served: ServedRequest, request: Request, read: Callable[[l
         async for steps in updates:
             if not steps:
                 machine = served.loop.machine
-                held = None if machine is None or served.ticket.client == PRESENTER else machine.held_alone_for()
-                if held is not None:
-                    raise machine_held(held)   # the caller's `finally` cancels the request (ServedRequest.end)
+                paused = None if machine is None or served.ticket.client == PRESENTER else machine.paused()
+                if paused is not None:
+                    raise machine_held(paused[1], paused[0])   # the caller's `finally` cancels the request
                 continue
             if read(steps):
                 return

@@ -158,9 +158,9 @@ class ApiService:
         """Queue one request; ApiError 400 (too long, over a per-request limit), 429 (a rate limit, or the machine
         held alone by a Serve run: at once, for every client but the presenter's own workload), 503."""
         received = received or Received(time.time_ns())
-        held = self.room.gate.held_alone_for()
-        if held is not None and client != PRESENTER:   # told at once, never left waiting in silence
-            raise machine_held(held)
+        paused = self.room.gate.paused()   # the machine held alone, or a Serve run waiting to take it
+        if paused is not None and client != PRESENTER:   # told at once, never left waiting in silence
+            raise machine_held(paused[1], paused[0])
         loop = self.loop()
         self.could_fit(asked, min(self.config.limits.prompt_tokens, loop.capacity - 1))
         _, ids, chat = rendered(loop.engine, asked)

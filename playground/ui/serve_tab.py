@@ -445,7 +445,7 @@ def serve_tab(registry, room: Room, session=None, remote=None) -> list:
         watches = Watches()   # Stop watching asks the watch to draw its own last frame: none of it lands after
         def draw(_clock, t0, out, final=False, charts=True):   # clients_view's: the endpoint's and the remote runs
             updates = watch_view(traffic, remote, t0, out, final, charts)
-            held = held_line(None if final else gate.held_alone_for())   # who holds the machine, for how long
+            held = held_line(None if final else gate.paused())   # who holds the machine, for how long
             if held and out.clients_status in updates:
                 updates[out.clients_status] = f"{held}<br>{updates[out.clients_status]}"
             return updates

@@ -213,15 +213,23 @@ def watch_charts(result, refusals, rows: int = WATCH_ROWS):
     return gantt, kv_map
 
 
-def held_line(held_s: float | None) -> str:
-    """The Watch view's line while work holds the machine alone for `held_s` seconds so far ("" while none does).
+def held_line(paused: tuple[str, float] | None) -> str:
+    """The Watch view's line while work holds the machine alone, or waits to take it (MachineGate.paused: the
+    state and its seconds so far; "" while neither).
 
-    >>> held_line(None), held_line(12.4)
+    >>> held_line(None), held_line(("held", 12.4))
     ('', '⏸ A Serve run holds the machine alone (12.4 s so far): the engine loop waits for its end, and a new API request is told so at once (429, Retry-After).')
+    >>> held_line(("taking", 2.0)).split(";")[0]
+    '⏸ A Serve run is taking the machine alone (2.0 s so far): it waits for the runs in progress to end'
     """
-    if held_s is None:
+    if paused is None:
         return ""
-    return (f"⏸ A Serve run holds the machine alone ({format_seconds(held_s)} so far): the engine loop waits for its "
+    state, seconds = paused
+    if state == "taking":
+        return (f"⏸ A Serve run is taking the machine alone ({format_seconds(seconds)} so far): it waits for the runs "
+                "in progress to end; the engine loop waits meanwhile, and a new API request is told so at once "
+                "(429, Retry-After).")
+    return (f"⏸ A Serve run holds the machine alone ({format_seconds(seconds)} so far): the engine loop waits for its "
             "end, and a new API request is told so at once (429, Retry-After).")
 
 

@@ -721,3 +721,50 @@ def test_a_stream_waiting_while_the_machine_is_held_alone_is_told_why(served):
     assert len(waits) == 2 and waits[0] == 1, events[:4]   # at once after the role chunk, at each POLL_S
     assert events[-1] == "data: [DONE]\n\n" and any('"content"' in e for e in events[waits[-1]:])
     assert POLL_S <= 1.0   # so a waiting client hears within a second
+
+
+def test_a_stream_and_a_new_request_are_told_while_a_serve_run_waits_to_take_the_machine(served):
+    """A Serve run that waits for the runs in progress to end before it takes the machine alone pauses the engine
+    loop from the moment it asks: a stream in the loop hears the wait event naming it ("taking") at once, a request
+    arriving then gets the 429 with Retry-After, and once the run has held and let go the tokens follow."""
+    import asyncio
+
+    from playground.api.errors import ApiError
+    from playground.api.limits import PRESENTER
+    from playground.api.request_body import CHAT, read_body
+    from playground.api.routes import _stream
+
+    class Connected:
+        async def is_disconnected(self):
+            return False
+
+    gate = served.room.gate
+    assert gate.enter_shared(timeout=30)   # a run in progress: the Serve run must wait for it
+    taker = threading.Thread(target=lambda: gate.acquire_alone(timeout=60) and gate.release_alone())
+    taker.start()
+    try:
+        while gate.paused() is None:
+            time.sleep(0.01)
+        body = {"model": "m", "messages": QUESTION, "max_tokens": 3, "stream": True}
+        with pytest.raises(ApiError) as refused:
+            served.service.open(read_body(body, CHAT), "someone")
+        assert refused.value.status == 429 and refused.value.headers == {"Retry-After": "5"}
+        assert "a Serve run is taking the machine alone" in refused.value.message
+        served_request = served.service.open(read_body(body, CHAT), PRESENTER)
+        events = []
+
+        async def read():
+            async for event in _stream(served_request, Connected()):
+                events.append(event)
+                if sum(e.startswith(": waiting: a Serve run is taking the machine alone") for e in events) == 2 \
+                        and gate.sharing:
+                    gate.leave_shared()   # the run in progress ends: the Serve run takes the machine, then lets go
+
+        asyncio.run(asyncio.wait_for(read(), timeout=120))
+    finally:
+        if gate.sharing and taker.is_alive():
+            gate.leave_shared()
+        taker.join(timeout=60)
+    waits = [i for i, e in enumerate(events) if e.startswith(":")]
+    assert waits and waits[0] == 1, events[:4]   # at once after the role chunk
+    assert events[-1] == "data: [DONE]\n\n" and any('"content"' in e for e in events[waits[-1]:])
