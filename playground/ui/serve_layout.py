@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import gradio as gr
 
+from ..charts.serve import watch_placeholder
 from ..serve.traffic import endpoint_text
 from ..ports import only_this_machine
 from ..prompts import LONG_ANSWER_QUESTION, SUMMARIZE_INSTRUCTION
@@ -216,6 +217,10 @@ def _clients(out, traffic, remote=None):
             watch = gr.Button("Watch the clients' requests", variant="primary", elem_id="serve-watch")
             unwatch = gr.Button("Stop watching", elem_id="serve-unwatch")
         out.clients_status = gr.Markdown(elem_id="serve-clients-status")
+        # drawn, out of sight, when the tab opens: the page loads and starts Plotly (about a second of its main
+        # thread on 2 cores) then, not in a watch's first update
+        gr.Plot(watch_placeholder("Plotly, loaded"), elem_id="serve-plotly-preload", show_label=False,
+                container=False)
         out.clients_gantt = gr.Plot(label="Clients: every request", elem_id="serve-clients-gantt")
         gr.Markdown("**Each client's share** (since you started watching): its requests, the output tokens it got "
                     "(a decode step each) and its waits for a KV slot, the longest first", visible=traffic is not None)
