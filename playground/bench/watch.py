@@ -57,6 +57,7 @@ class WatchRow(Row):
     clients: int
     window_s: float
     long_tasks: int                      # inside the window
+    long_task_list: list                 # each inside the window: [seconds from the first update, ms]
     longest_task_ms: float
     task_p99_ms: float
     long_task_share: float
@@ -143,7 +144,9 @@ def watch_row(model: str | None = None, clients: int = CLIENTS, window_s: float 
     window = window_s * 1000
     p99, share = long_task_figures(tasks, start, window)
     inside = [d for t, d in tasks if t + d > start and t < start + window]
+    listed = [[round((t - start) / 1000, 2), round(d)] for t, d in tasks if t + d > start and t < start + window]
     return WatchRow(model=model or "bundled", clients=clients, window_s=window_s, long_tasks=len(inside),
+                    long_task_list=listed,
                     longest_task_ms=round(max(inside, default=0.0), 1), task_p99_ms=round(p99, 1),
                     long_task_share=round(share, 4), screenshot_s=shots, answers_streamed=len(answers),
                     load=loaded, targets={"task_p99_ms": TASK_P99_MS, "long_task_share_below": LONG_SHARE,

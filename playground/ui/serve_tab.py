@@ -299,7 +299,7 @@ class ServeHandlers:
 
 
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
-CHARTS_EVERY = 4      # the Watch view's frames (one a second) a chart is redrawn in: every fourth, and the last
+CHARTS_EVERY = 5      # the Watch view's frames (one a second) its charts are drawn in: every fifth, and the last
 UNSENT = object()
 
 
@@ -310,13 +310,34 @@ class Frames:
 
     >>> frames = Frames()
     >>> [frames.charts() for _ in range(CHARTS_EVERY + 1)]
-    [True, False, False, False, True]
+    [True, False, False, False, False, True]
     >>> frames.changed({"line": "a", "table": {"value": [[1]]}}), frames.changed({"line": "b", "table": {"value": [[1]]}})
     ({'line': 'a', 'table': {'value': [[1]]}}, {'line': 'b'})
+
+    The outputs of one drawing are sent over several frames (`stagger`): the page redraws one chart a second,
+    smaller tasks in place of one; all were drawn at the same moment, on one time axis.
+
+    >>> later = [["map"], ["table"]]   # the map with the next frame, the table with the one after
+    >>> frames.stagger({"line": "c", "gantt": 1, "map": 2, "table": 3}, later)
+    {'line': 'c', 'gantt': 1}
+    >>> frames.stagger({"line": "d"}, later), frames.stagger({}, later), frames.stagger({}, later)
+    ({'map': 2, 'line': 'd'}, {'table': 3}, {})
     """
 
     def __init__(self, every: int = CHARTS_EVERY):
-        self.every, self.count, self._sent = every, 0, {}
+        self.every, self.count, self._sent, self._held = every, 0, {}, []
+
+    def stagger(self, updates: dict, later: list[list]) -> dict:
+        """`updates` less the outputs in `later`: its i-th list goes out i + 1 frames from now; this frame carries
+        what earlier frames held for it (a newer drawing's output replaces what is held for the same frame)."""
+        held = self._held.pop(0) if self._held else {}
+        for i, keys in enumerate(later):
+            part = {key: updates.pop(key) for key in keys if key in updates}
+            if part:
+                while len(self._held) <= i:
+                    self._held.append({})
+                self._held[i].update(part)
+        return {**held, **updates}
 
     def charts(self) -> bool:
         """Whether this frame redraws the charts (counting frames)."""
@@ -369,7 +390,9 @@ def watch_clients(traffic, out, watches: Watches, cancel_after: float = WATCH_FO
         stop, frames = watches.start(t0), Frames()
         try:
             while time.monotonic() - start < cancel_after:
-                yield {**frames.changed(clients_view(traffic, t0, out, charts=frames.charts())), out.clients_since: t0}
+                frame = clients_view(traffic, t0, out, charts=frames.charts())
+                later = [[out.clients_kv_map], [out.clients_classes]]   # a chart or table a frame, one drawing
+                yield {**frames.changed(frames.stagger(frame, later)), out.clients_since: t0}
                 if stop.wait(1.0):
                     yield clients_view(traffic, t0, out, final=True)
                     return

@@ -514,7 +514,10 @@ def test_the_serve_tab_draws_the_clients_requests_live(served):
         def drawn():   # each output's latest value: a frame leaves out what has not changed, a chart between draws
             return watched_values(job.outputs())
 
-        while not ("1 admitted" in drawn()[1] and '"decode"' in drawn()[2]["plot"]) and time.monotonic() < wait_until:
+        def whole(values) -> bool:   # the map and the table follow the timeline of their drawing by a frame each
+            return ("1 admitted" in values[1] and '"decode"' in values[2]["plot"] and '"toself"' in values[3]["plot"]
+                    and bool(values[4]["value"]["data"]))
+        while not whole(drawn()) and time.monotonic() < wait_until:
             time.sleep(0.1)
         limits, status, gantt, kv_map, classes, refused, shares = drawn()[:7]
         job.cancel()
