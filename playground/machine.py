@@ -112,7 +112,7 @@ class MachineGate:
         >>> gate.leave_shared(); taker.join(); gate.paused()[0]
         'held'
         """
-        held, since = self.alone_since, self.wanted_since
+        held, since = self.held_alone_for(), self.wanted_since
         if held is not None:
-            return "held", time.monotonic() - held
+            return "held", held
         return None if since is None else ("taking", time.monotonic() - since)

@@ -90,28 +90,29 @@ def too_many(message: str, retry_after: float) -> ApiError:
 HELD_RETRY_S = 5.0   # Retry-After while the machine is held alone: a Serve run's end cannot be known ahead
 
 
-def machine_held(seconds: float, state: str = "held") -> ApiError:
+def machine_held(paused: tuple[str, float]) -> ApiError:
     """429 at once for a request that arrives while work holds the machine alone (a Serve run), or waits to take it
-    (`state` "taking": the runs in progress end first): the engine loop pauses until it ends, and a client told
-    nothing would wait in silence.
+    (MachineGate.paused: ("held" or "taking", seconds so far)): the engine loop pauses until it ends, and a client
+    told nothing would wait in silence.
 
-    >>> e = machine_held(12.4)
+    >>> e = machine_held(("held", 12.4))
     >>> e.status, e.headers, e.words, e.message.split(":")[0]
     (429, {'Retry-After': '5'}, 'machine held alone', 'the machine is held alone by a Serve run (12 s so far)')
-    >>> machine_held(0.4, "taking").message.split(":")[0]
+    >>> machine_held(("taking", 0.4)).message.split(":")[0]
     'a Serve run is taking the machine alone (0 s so far)'
     """
-    return ApiError(429, f"{held_words(seconds, state)}: no request is served until it ends; retry after the time "
+    return ApiError(429, f"{held_words(paused)}: no request is served until it ends; retry after the time "
                          "given", "rate_limit_error", "machine_held_alone", retry_after=HELD_RETRY_S,
                     words="machine held alone")
 
 
-def held_words(seconds: float, state: str = "held") -> str:
-    """What pauses the engine loop, in words (MachineGate.paused's state and seconds).
+def held_words(paused: tuple[str, float]) -> str:
+    """What pauses the engine loop, in words (MachineGate.paused: its state and seconds so far).
 
-    >>> held_words(3.2), held_words(1.0, "taking")
+    >>> held_words(("held", 3.2)), held_words(("taking", 1.0))
     ('the machine is held alone by a Serve run (3 s so far)', 'a Serve run is taking the machine alone (1 s so far)')
     """
+    state, seconds = paused
     if state == "taking":
         return f"a Serve run is taking the machine alone ({seconds:.0f} s so far)"
     return f"the machine is held alone by a Serve run ({seconds:.0f} s so far)"

@@ -197,7 +197,7 @@ def held_comment(served: ServedRequest) -> str | None:
     None while neither."""
     machine = served.loop.machine
     paused = None if machine is None else machine.paused()
-    return None if paused is None else f": waiting: {held_words(paused[1], paused[0])}\n\n"
+    return None if paused is None else f": waiting: {held_words(paused)}\n\n"
 
 
 async def _stream(served: ServedRequest, request: Request):
@@ -236,7 +236,7 @@ async def _wait_whole(served: ServedRequest, request: Request, read: Callable[[l
                 machine = served.loop.machine
                 paused = None if machine is None or served.ticket.client == PRESENTER else machine.paused()
                 if paused is not None:
-                    raise machine_held(paused[1], paused[0])   # the caller's `finally` cancels the request
+                    raise machine_held(paused)   # the caller's `finally` cancels the request
                 continue
             if read(steps):
                 return

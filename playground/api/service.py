@@ -160,7 +160,7 @@ class ApiService:
         received = received or Received(time.time_ns())
         paused = self.room.gate.paused()   # the machine held alone, or a Serve run waiting to take it
         if paused is not None and client != PRESENTER:   # told at once, never left waiting in silence
-            raise machine_held(paused[1], paused[0])
+            raise machine_held(paused)
         loop = self.loop()
         self.could_fit(asked, min(self.config.limits.prompt_tokens, loop.capacity - 1))
         _, ids, chat = rendered(loop.engine, asked)

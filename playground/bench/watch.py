@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..chromium import chromium_path
+from ..chromium import CHROMIUM_ARGS, chromium_path
 from ..metrics import percentile
 from .app_process import AppProcess
 from .quiet import LoadWindow
@@ -113,7 +113,7 @@ def watch_row(model: str | None = None, clients: int = CLIENTS, window_s: float 
     args = ["app.py", "--openai-api", *(["--model", model] if model else [])]
     stop, answers = threading.Event(), []
     with AppProcess(args, env=env, proxied=False) as app, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1024, "height": 768})
         page.add_init_script(LONG_TASKS)
         page.goto(app.url + "?present=1")
