@@ -113,7 +113,9 @@ def make_room(registry: SourceRegistry, traffic: ClientTraffic | None = None, co
     without a loop (ValueError with `traffic`: the endpoint was asked for, and cannot run)."""
     if traffic is not None:
         batching_backend(registry.names, registry.default)   # the endpoint was asked for: say why it cannot run
-    room = Room.for_registry(registry, (config or ApiConfig.from_env()).loop_size, traffic=traffic)
+    config = config or ApiConfig.from_env()
+    room = Room.for_registry(registry, config.loop_size, traffic=traffic)
+    room.client_share = config.limits.in_flight_per_client   # an attendee's Serve run: one client's share
     if SELF_SOURCE in registry.names:   # a Serve workload on it joins the room's loop, never holds the machine alone
         room.loop_sources.add(SELF_SOURCE)
     return room

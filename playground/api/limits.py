@@ -54,7 +54,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, fields, replace
 
-from ..serve.room import MOST_SLOTS, SESSION_SHARE, SESSION_TTL_S, LoopSize
+from ..serve.room import CLIENT_SHARE, MOST_SLOTS, SESSION_SHARE, SESSION_TTL_S, LoopSize
 from .errors import bad_request, too_many, unauthorized
 
 WINDOW_S = 60.0
@@ -64,7 +64,7 @@ MOST_ASKED_SLOTS = 64   # PLAYGROUND_API_SLOTS at most (BatchConfig's bound)
 
 @dataclass(frozen=True)
 class ApiLimits:
-    in_flight_per_client: int = 4     # one client's requests at once (streaming or not)
+    in_flight_per_client: int = CLIENT_SHARE   # one client's requests at once (streaming or not)
     in_flight: int = 2 * MOST_SLOTS   # every client's requests at once: those beyond the KV slots wait in the
     #                                   engine's queue (a room of ROOM, one request each, is all let in)
     max_tokens: int = 512             # new tokens one request may ask for (and the default when it asks none)

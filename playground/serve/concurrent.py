@@ -63,6 +63,15 @@ class ConcurrentScheduler(Scheduler):
             raise ValueError(f"max concurrency must be between 1 and 64, got {max_concurrency}")
         self.max_concurrency = max_concurrency
 
+    def prepare(self, workload):
+        """The result, its label and what "admitted" means saying the cap (`max_concurrency`) where there is one."""
+        result = super().prepare(workload)
+        if self.max_concurrency:
+            result.scheduler_label = f"{self.label}, at most {self.max_concurrency} in flight at once"
+            result.admitted_means = (f"the request was sent, at most {self.max_concurrency} at once (the rest waited "
+                                     "here, that wait measured); queueing inside the server is part of its prefill time")
+        return result
+
     def _run(self, result, clock, report):
         usage = server_kv_usage(self.source)
         if usage is not None:

@@ -48,6 +48,7 @@ MOST_SLOTS = 32    # KV slots the loop gives itself at most: a room of ROOM held
 KV_SHARE = 0.25    # the share of the memory available at load the KV slots may take at most
 SESSION_SHARE = 0.5   # the share of the prefix cache's blocks sessions may hold across their gaps at most
 SESSION_TTL_S = 300.0   # seconds a session that asks no TTL (prompt_cache_key, X-Session-Id, …) is held: vLLM's default
+CLIENT_SHARE = 4   # requests one client of the room has in flight at once (the endpoint's per-client limit's default)
 PRESENTER_KEY_ENV = "PLAYGROUND_PRESENTER_KEY"   # the human presenter's key: who may take the machine alone
 
 
@@ -134,6 +135,7 @@ class Room:
         self.engine_loop: EngineLoop | None = None
         self.loop_sources: set[str] = set()   # sources whose requests run through this loop (the app's endpoint)
         self.served = ""   # why others reach the room (ports.room_served): "" when this machine alone does
+        self.client_share = CLIENT_SHARE   # requests one client has in flight at once (the endpoint's per-client limit)
         self._presenter: bytes | None = None   # the presenter key's digest (set_presenter_key); None: no key set
         self.error: str | None = None       # why the engine failed to load
         self._ready = threading.Event()     # set once the loop runs or loading failed
@@ -183,6 +185,21 @@ class Room:
             return ""
         return (f"{head}: type the presenter key ({PRESENTER_KEY_ENV}) in “Presenter key” above Run."
                 + (" The key typed is not it." if key and key.strip() else ""))
+
+    def joined_share(self, key: str | None) -> int | None:
+        """The requests at most in flight at once for a workload that joins the room's loop, started by the person
+        who typed `key`: while the room is served, an attendee's (anyone who may not take the machine alone) is one
+        more client of the room, held to a client's share (`client_share`, the endpoint's per-client limit) so
+        the others' requests keep their pace; None (no cap) for the presenter, and on a room nobody else reaches.
+
+        >>> room = Room()
+        >>> room.joined_share(None) is None                  # this machine alone
+        True
+        >>> room.served = "the endpoint is on"; room.set_presenter_key("s3cret")
+        >>> room.joined_share(None), room.joined_share("s3cret")
+        (4, None)
+        """
+        return self.client_share if self.alone_refused(key) else None
 
     # --- the engine loop
 

@@ -19,6 +19,7 @@ from ..ports import only_this_machine
 from ..prompts import LONG_ANSWER_QUESTION, SUMMARIZE_INSTRUCTION
 from ..serve.cost import DEFAULT_USD_PER_HOUR
 from ..serve.presets import PRESETS
+from ..serve.room import CLIENT_SHARE
 from ..serve import MAX_REQUESTS, SCHEDULERS
 from ..serve.batching import BatchConfig
 from ..serve.setup import WorkloadForm
@@ -44,8 +45,9 @@ ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate,
 PRESENTER_ONLY = ("This room is served ({served}): a run here would stall everyone's requests, so only the presenter "
                   "may start one, with the presenter key (the app's PLAYGROUND_PRESENTER_KEY) typed below. An attendee "
                   "runs a workload of their own on the source “this app's endpoint” instead: it takes nothing alone "
-                  "and joins the engine loop as one more client, taking turns with everyone else (its figures are "
-                  "shared ones).")
+                  "and joins the engine loop as one more client, taking turns with everyone else, with a client's "
+                  "share of the room: at most {share} of its requests in flight at once, the rest waiting their turn "
+                  "on this page (its figures are shared ones).")
 SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of positions in one buffer per layer, as "
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
@@ -163,7 +165,7 @@ def _columns(out):
                                           elem_classes="pg-scroll-table")
 
 
-def _sweeps(registry, out, form, served: str = ""):
+def _sweeps(registry, out, form, served: str = "", share: int = CLIENT_SHARE):
     with gr.Accordion("Sweeps: batch size (concurrent decodes), arrival rate (latency vs throughput), prefill chunk "
                       "(TTFT vs ITL)", open=False, elem_id="serve-sweeps"):
         caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored); expected: each request slows, "
@@ -189,7 +191,7 @@ def _sweeps(registry, out, form, served: str = ""):
                                   minimum=0)
             form.chunks = gr.Textbox(SweepForm.chunks, label="Prefill chunks (prompt tokens per iteration)",
                                      elem_id="serve-sweep-chunks")
-        form.presenter_key = presenter_key_box(served, "serve-sweep-presenter-key")
+        form.presenter_key = presenter_key_box(served, "serve-sweep-presenter-key", share)
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
@@ -311,17 +313,18 @@ def _kv_memory(form, out):
         out.preset_about = gr.Markdown(elem_id="serve-preset-about")
 
 
-def presenter_key_box(served: str, elem_id: str) -> gr.Textbox:
-    """The presenter's key box (a form's last field), shown with who may run, while the room is `served` only."""
+def presenter_key_box(served: str, elem_id: str, share: int = CLIENT_SHARE) -> gr.Textbox:
+    """The presenter's key box (a form's last field), shown with who may run, while the room is `served` only
+    (`share`: the requests an attendee's run has in flight at once, Room.joined_share)."""
     if served:
-        caption(PRESENTER_ONLY.format(served=served))
+        caption(PRESENTER_ONLY.format(served=served, share=share))
     return gr.Textbox("", label="Presenter key", type="password", max_lines=1, visible=bool(served), elem_id=elem_id)
 
 
-def _run_and_status(out, form, served: str = ""):
+def _run_and_status(out, form, served: str = "", share: int = CLIENT_SHARE):
     """Run and Stop (over them, while the room is `served`, who may press Run and the presenter's key box), the
     status and lesson lines, the pool, the SLO boxes and the goodput; returns the buttons."""
-    form.presenter_key = presenter_key_box(served, "serve-presenter-key")
+    form.presenter_key = presenter_key_box(served, "serve-presenter-key", share)
     form.trace_file = gr.File(label="Or replay a file instead (.json, .jsonl)", file_types=[".json", ".jsonl"],
                               type="filepath", elem_id="serve-trace-file")
     gr.Markdown("The file replaces the workload above: a workload.json, Mooncake lines with or without AIPerf's "
@@ -343,7 +346,7 @@ def _run_and_status(out, form, served: str = ""):
     return run, replay, stop, [slo_ttft, slo_tpot]
 
 
-def layout(registry, traffic=None, remote=None, served: str = ""):
+def layout(registry, traffic=None, remote=None, served: str = "", share: int = CLIENT_SHARE):
     out, form, sweep_form = SimpleNamespace(), SimpleNamespace(), SimpleNamespace()
     with gr.Tab("Serve", id="serve"):
         gr.Markdown(INTRO)
@@ -351,10 +354,10 @@ def layout(registry, traffic=None, remote=None, served: str = ""):
         _workload(form)
         _schedulers(registry, form)
         _kv_memory(form, out)
-        run, replay, stop, slo = _run_and_status(out, form, served)
+        run, replay, stop, slo = _run_and_status(out, form, served, share)
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
-        sweep, price, cost = _sweeps(registry, out, sweep_form, served)
+        sweep, price, cost = _sweeps(registry, out, sweep_form, served, share)
         watch, unwatch, export = _clients(out, traffic, remote)
     return out, form, sweep_form, SimpleNamespace(run=run, replay=replay, stop=stop, sweep=sweep, slo=slo, watch=watch,
                                                      unwatch=unwatch, export=export, price=price, cost=cost)

@@ -229,6 +229,8 @@ class ServeHandlers:
         except (ValueError, TypeError) as exc:
             yield self.status(warn(str(exc)))
             return
+        if joins:
+            share_requests(schedulers, self.room.joined_share(form.presenter_key))
         job.preset = PRESETS.get(form.preset)
         try:
             trace = session_trace(form, job.preset)
@@ -296,6 +298,14 @@ class ServeHandlers:
             return True
         yield self.status(warn(BUSY))
         return False
+
+
+def share_requests(schedulers, share: int | None) -> None:
+    """Hold each scheduler that sends to a server (ConcurrentScheduler) to `share` requests in flight at once (the
+    rest wait in it, measured as their queue time); None: as many as the workload sends."""
+    for scheduler in schedulers:
+        if share is not None and hasattr(scheduler, "max_concurrency"):
+            scheduler.max_concurrency = min(share, scheduler.max_concurrency or share)
 
 
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
@@ -444,7 +454,7 @@ def serve_tab(registry, room: Room, session=None, remote=None) -> list:
     traffic (when it records one). `session`: the Generate tab's gr.State (its runs give the one-at-a-time and speculative rates); `remote`: the
     page's runs on remote servers (serve.remote_record.RemoteRecord), drawn by the Watch view too."""
     gate, traffic = room.gate, room.traffic
-    out, form, sweep_form, buttons = layout(registry, traffic, remote, room.served)
+    out, form, sweep_form, buttons = layout(registry, traffic, remote, room.served, room.client_share)
     job = gr.State(ServeJob(), delete_callback=ServeJob.close)
     handlers = ServeHandlers(registry, SimpleNamespace(serve=form, sweep=sweep_form, job=job), out, gate, room)
     outputs = [getattr(out, name) for name in OUTPUTS]

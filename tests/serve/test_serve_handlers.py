@@ -153,15 +153,28 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
         handlers = ServeHandlers(registry, forms, SimpleNamespace(**{n: n for n in OUTPUTS}), s.room.gate, s.room)
         job = ServeJob()
         # the tab's own long document, longer than the endpoint's window: cut by the endpoint's own count to fit
-        form = serve_form(scheduler_a="concurrent", source_a="this app's endpoint", scheduler_b=NONE, source_b=NONE,
-                          long_prompt=SUMMARIZE_INSTRUCTION + long_document())
+        form = serve_form(n=6, scheduler_a="concurrent", source_a="this app's endpoint", scheduler_b=NONE,
+                          source_b=NONE, long_prompt=SUMMARIZE_INSTRUCTION + long_document())
         assert len(tiny_onnx_engine.tokenizer(form.long_prompt)["input_ids"]) > 512
         frames = list(handlers.serve({**vars(form), "job": job}))
         assert "done" in frames[-1]["status"], frames[-1]["status"]
-        assert len(job.results[0].records) == 3 and all(r.stop_reason in ("eos", "length")
-                                                         for r in job.results[0].records)
-        assert len(s.traffic.snapshot().records) == 3   # the room's record has the run's requests
+        records = job.results[0].records
+        assert len(records) == 6 and all(r.stop_reason in ("eos", "length") for r in records)
+        assert len(s.traffic.snapshot().records) == 6   # the room's record has the run's requests
         assert taken == [] and form.presenter_key == ""   # no key typed, and the machine never asked for alone
+        # an attendee's run is one client of the room: at most its share (the endpoint's per-client limit, 4) in
+        # flight at once, the others waiting on the page, and the status line says so
+        assert s.room.client_share == 4 and "at most 4 in flight at once" in frames[-1]["status"]
+        spans = [(r.admitted, r.finished) for r in records]
+        assert max(sum(a <= t < b for a, b in spans) for t, _ in spans) == 4
+        assert sum(r.admitted > r.arrival + 0.01 for r in records) >= 2   # all six arrived at once: two waited
+        job.close()
+        # the presenter, key typed, runs the workload as it is: every request sent at once
+        job = ServeJob()
+        frames = list(handlers.serve({**vars(serve_form(n=6, scheduler_a="concurrent", source_a="this app's endpoint",
+                                                        scheduler_b=NONE, source_b=NONE,
+                                                        presenter_key="the-presenters-own")), "job": job}))
+        assert "done" in frames[-1]["status"] and "in flight at once" not in frames[-1]["status"]
         job.close()
     finally:
         s.stop()
