@@ -60,6 +60,10 @@ class NBitsWeight:
             w = w + self.minimums[..., None]
         return w.reshape(self.shape)
 
+    def dequantize_with(self, zero_points: np.ndarray) -> np.ndarray:
+        """float32 [N, K]: d * (q - z) with integer zero points z (uint8 [N, K/32]), as MatMulNBits reads them."""
+        return (self.scales[..., None] * (self.codes() - zero_points[..., None])).reshape(self.shape)
+
     def take_rows(self, order: np.ndarray) -> NBitsWeight:
         mins = None if self.minimums is None else self.minimums[order]
         return NBitsWeight(self.packed[order], self.scales[order], mins, self.bits)

@@ -57,7 +57,7 @@ VARIANTS = {   # name suffix -> (decode plan, prefill plan); chosen by the kld a
     "int8": ("int8", "int8"),            # llama.cpp's arithmetic (int8 activations per block of 32)
     "fp32": ("fp32", "fp32"),            # accuracy level 0 throughout, fp32 head: the exact reference
     **{lever: ({**HEAD_INT8X2, **dict.fromkeys(("qkv", "o", "gate_up", "down"), lever)}, LAYERS_FP32)
-       for lever in ("fzp", "q8zp", "int8nr")},   # the levers below: the default's layers, one thing changed
+       for lever in ("fzp", "q8zp", "int8nr", "cat4")},   # the levers below: the default's layers, one thing changed
 }
 
 LEVERS = {   # variants measured against the default by `make bench`'s levers row (bench/levers.py); not backends
@@ -65,6 +65,7 @@ LEVERS = {   # variants measured against the default by `make bench`'s levers ro
     "q8zp": "8-bit blocks 16q + o with integer zero points (no term; up to d/32 dropped)",
     "int8nr": "the minimums' term dropped (4-bit zero points alone; up to d/2 dropped)",
     "int8": "the LM head in one int8 pass (onnx-gguf4-int8)",
+    "cat4": "the minimums' term inside the layer's MatMulNBits: block means appended, remainders as 4-bit blocks",
 }
 
 

@@ -33,7 +33,10 @@ Modes (what MatMulNBits does with the activations x):
     minimum in MatMulNBits' own zero points alone, no term beside, at accuracy level 4: "fzp" float zero
     points -m/d (ONNX Runtime's CPU kernel leaves such a matrix unpacked and dequantizes all of it to fp32 on
     every call: fp32 arithmetic, slow), "q8zp" 8-bit blocks with integer zero points (up to d/32 dropped, twice
-    the weight bytes), "int8nr" the 4-bit zero points with the remainder dropped (up to d/2: what the term is worth).
+    the weight bytes), "int8nr" the 4-bit zero points with the remainder dropped (up to d/2: what the term is worth);
+    and "cat4", the term kept but not beside: the block means appended to the activations (a Concat) and the
+    remainders' weights appended to the matrix as 4-bit blocks of their own, so one MatMulNBits computes both
+    (its 8-bit MatMulNBits and its Add gone; the remainders rounded to 4 bits per block of 32 of them).
 
     >>> hi_lo(np.array([[1.0, 0.3, -0.0049]], np.float32))[0].tolist()   # hi on the grid of 1/127
     [[1.0, 0.29921260476112366, -0.007874015718698502]]
@@ -48,9 +51,9 @@ from onnx import helper, numpy_helper
 from .gguf_blocks import BLOCK, NBitsWeight, pack_pairs
 
 MS = "com.microsoft"
-LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4, "fzp": 4, "q8zp": 4, "int8nr": 4}
+LEVEL = {"fp32": 0, "int8": 4, "int8x2": 4, "fzp": 4, "q8zp": 4, "int8nr": 4, "cat4": 4}
 GROUPS = ("qkv", "o", "gate_up", "down", "head")   # the MatMulNBits of a layer, and the LM head
-MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d", "fzp": "z", "q8zp": "e", "int8nr": "n"}
+MODE_CODES = {"fp32": "f", "int8": "i", "int8x2": "d", "fzp": "z", "q8zp": "e", "int8nr": "n", "cat4": "c"}
 HI_LO = "hi_lo"   # an int8x2 MatMulNBits reads `<stem>/hi_lo`: its activation rows, hi rows then lo rows
 
 
@@ -84,6 +87,15 @@ def nbits_nodes(stem: str, x: str, w: NBitsWeight, y: str, mode: str) -> tuple[l
     """Nodes and initializers computing y = x . w^T from the blocks, x in [batch, seq, K] (see module doc)."""
     n, k = w.shape
     c = _Consts(stem)
+    if w.minimums is not None and mode == "cat4":
+        means, wide = f"{stem}/block_means", f"{stem}/with_block_means"
+        joined, zero_points, k_wide = term_in_blocks(w)
+        return [_node("AveragePool", [x], means, kernel_shape=[BLOCK], strides=[BLOCK]),
+                helper.make_node("Concat", [x, means], [wide], axis=-1, name=f"{wide}/Concat"),
+                helper.make_node("MatMulNBits", [wide, c.add("B", joined.packed), c.add("scales", joined.scales.reshape(-1)),
+                                                 c.add("zero_points", zero_points)], [y], name=f"{stem}/MatMulNBits",
+                                 domain=MS, K=k_wide, N=n, bits=4, block_size=BLOCK, accuracy_level=LEVEL[mode])
+                ], c.initializers
     lever_zero_points = None
     if w.minimums is not None and mode in LEVERS:   # the minimum in the zero points alone, no term beside
         w, lever_zero_points = LEVERS[mode](w)
@@ -172,6 +184,52 @@ def zero_points_only(w: NBitsWeight) -> tuple[NBitsWeight, np.ndarray]:
     """Lever "int8nr": int8's 4-bit zero points z = round(-m/d) with the remainder r = m + z d (up to d/2) dropped:
     what the minimums' term is worth. Returns the blocks without minimums and the packed zero points."""
     return NBitsWeight(w.packed, w.scales, None, w.bits), pack_zero_points(integer_zero_points(w)[0])
+
+
+def term_in_blocks(w: NBitsWeight) -> tuple[NBitsWeight, np.ndarray, int]:
+    """Lever "cat4": Q4_1's d*q + m as d*(q - z) on x plus the remainders' term r on the block means, in one matrix
+    of 4-bit blocks over [x, means(x)]: the layer's own blocks with int8's zero points z (integer_zero_points), then
+    the term's weights 32 r (a mean times 32 is its block's sum) in blocks of 32 of their own, 4-bit with a scale and
+    zero point each (the range taken over the block and 0, so the padding past the last mean is exactly 0). Returns
+    (the blocks, no minimums; the packed zero points; K of [x, means]).
+
+    >>> w = NBitsWeight(np.zeros((1, 2, 16), np.uint8), np.float32([[0.5, 0.25]]), np.float32([[-1.7, 1.0]]), 4)
+    >>> joined, zp, k = term_in_blocks(w)
+    >>> k, joined.packed.shape, joined.scales.shape       # 64 inputs and 2 means; 2 blocks of x, 1 of means
+    (66, (1, 3, 16), (1, 3))
+    >>> d = joined.dequantize_with(unpack_zero_points(zp, 3))    # 32 r = [-6.4, 32.0], each within half a step
+    >>> step = float(joined.scales[0, 2]); [abs(float(v) - t) <= step / 2 + 1e-6 for v, t in zip(d[0, 64:66], [-6.4, 32])]
+    [True, True]
+    >>> bool((d[0, :64] == 0).all()), bool((d[0, 66:] == 0).all())   # x's blocks d (q - z); the padding exactly 0
+    (False, True)
+    """
+    n, k = w.shape
+    z, r = integer_zero_points(w)
+    t = BLOCK * r.astype(np.float64)
+    means = t.shape[1]
+    blocks = -(-means // BLOCK)
+    padded = np.zeros((n, blocks * BLOCK))
+    padded[:, :means] = t
+    padded = padded.reshape(n, blocks, BLOCK)
+    low, high = np.minimum(padded.min(-1), 0), np.maximum(padded.max(-1), 0)
+    scale = (high - low) / 15
+    scale[scale == 0] = 1
+    zt = np.clip(np.round(-low / scale), 0, 15)
+    q = np.clip(np.round(padded / scale[..., None]) + zt[..., None], 0, 15)
+    codes = np.concatenate([w.codes(), q], axis=1).astype(np.uint8)
+    scales = np.concatenate([w.scales, scale.astype(np.float32)], axis=1)
+    zero_points = np.concatenate([z, zt.astype(np.uint8)], axis=1)
+    return NBitsWeight(pack_pairs(codes), scales, None, 4), pack_zero_points(zero_points), k + means
+
+
+def unpack_zero_points(packed: np.ndarray, blocks: int) -> np.ndarray:
+    """pack_zero_points undone for one row of `blocks` blocks: uint8 [1, blocks].
+
+    >>> unpack_zero_points(pack_zero_points(np.array([[3, 7, 1]], np.uint8)), 3).tolist()
+    [[3, 7, 1]]
+    """
+    pairs = np.stack([packed & 15, packed >> 4], axis=-1).reshape(-1)
+    return pairs[:blocks].reshape(1, blocks)
 
 
 def pack_zero_points(z: np.ndarray) -> np.ndarray:

@@ -41,7 +41,8 @@
   - with every backend on the bundled model: the interleaved rows (interleaved.py: llama-bench,
     onnx-gguf4 / onnx-gguf4-int8 and ONNX Runtime GenAI alternating, 3 rounds, the ratios taken within each round),
     then the levers rows (levers.py: each lever on the default's decode graph against the default, nodes a token
-    and tokens per CPU second on one core, rounds interleaved; ~3 min);
+    and tokens per CPU second on one core, rounds interleaved; ~3 min), then the gap row (gap.py: the default's
+    decode step and GenAI's, profiled, their nodes grouped, the gap put on each group);
   - last, the remote row (remote.py): this client against a llama-server the bench starts on the
     same model.
 
@@ -62,7 +63,7 @@ import shlex
 import subprocess
 import sys
 
-from . import aiperf, attendees, backends, batch, breakdown, clients, conversations, fidelity, genai, interleaved, kld, \
+from . import aiperf, attendees, backends, batch, breakdown, clients, conversations, cpuview, fidelity, gap, genai, interleaved, kld, \
     kvmem, levers, loop, paced, peer, prefill, quiet, remote, results, roofline, serve, sessions, speculative, ui, watch
 from .process import CHILD, child_env, row_in_subprocess
 from .genai import GENAI
@@ -104,6 +105,8 @@ def run_all(argv: list[str]) -> None:
                         "--rounds", "3"], check=True, env=child_env())
         # the default's decode graph, one lever at a time, on one core (its rows go straight to this output)
         subprocess.run([sys.executable, "-m", "playground.bench", "levers"], check=True, env=child_env())
+        # where the default's decode step spends the time GenAI's does not, by group of nodes
+        say(row_in_subprocess("gap", label=GENAI))
     if not on_bundled:
         return
     if not args.speed:
@@ -140,11 +143,13 @@ COMMANDS = {   # name -> (function of the arguments after it, what it prints); P
     "remote": (remote.main, "this client against a llama-server (started here, or at a URL)"),
     "interleaved": (interleaved.main, "ratios to llama.cpp, llama-bench, our backends and ONNX Runtime GenAI alternating"),
     "levers": (levers.main, "levers on the default's decode graph against it: nodes, tokens per CPU second"),
+    "as-cpu": (cpuview.main, "a command in a process that sees another CPU kind (avx2: AVX-512 hidden from cpuid)"),
+    "gap": (gap.main, "the default's decode step against GenAI's, by group of nodes: where the gap goes"),
     "genai": (genai.main, "ONNX Runtime GenAI's graph of the bundled model: its nodes, ops, a greedy answer"),
     "results": (results.main, "the dated results page of a stamped JSON-lines file"),
     "paced-app": (paced.main, "the app over a PacedEngine on --port (what the ui-flat row starts)"),
 }
-UNSTAMPED = {"results", "paced-app"}   # commands that print no rows: no stamp
+UNSTAMPED = {"results", "paced-app", "as-cpu"}   # commands that print no rows: no stamp
 
 
 def usage() -> argparse.ArgumentParser:

@@ -42,9 +42,10 @@ def cpu_flags(cpuinfo: str | None = None) -> dict[str, bool] | None:
     >>> cpu_flags("processor : 0\\n") is None
     True
     """
-    if cpuinfo is None:
+    if cpuinfo is None:   # this machine's, as the process sees them (a cpuview's flags hidden)
+        from .cpuview import shown_flags
         try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
+            return shown_flags(cpu_flags(Path("/proc/cpuinfo").read_text()))
         except OSError:
             return None
     for line in cpuinfo.splitlines():

@@ -114,6 +114,8 @@ def markdown(rows: list[dict]) -> str:
              f"- date: {stamp['date']}"]
     if stamp.get("llama_cpu_variant") is not None:
         lines.append(f"- llama.cpp's CPU variant loaded here: {stamp['llama_cpu_variant']}")
+    if stamp.get("cpu_view"):
+        lines.append(f"- **CPU view** (not this CPU kind: its kernels, on this machine): {stamp['cpu_view']}")
     if stamp.get("load_average") is not None:
         lines.append(f"- load average at the start (1, 5, 15 min): {cell(stamp['load_average'])}")
     if stamp.get("command"):

@@ -109,6 +109,8 @@ class Stamp(Row):
     'load_average': [0.5], 'command': None, 'llama_cpu_variant': 'zen4'}
     """
 
+    OPTIONAL = ("cpu_view",)
+
     row: str = field(default=STAMP, init=False)
     commit: str | None                   # 12 hex digits of HEAD; None outside a git checkout (or without git)
     uncommitted_changes: bool            # tracked files differ from HEAD
@@ -118,15 +120,17 @@ class Stamp(Row):
     command: str | None = None           # the command line that printed the rows
     llama_cpu_variant: str | None = None    # the libggml-cpu-<variant> llama.cpp loads here (quiet.llama_cpu_variant):
                                             # "built-in" (no run-time dispatch), or why none ("missing: ...")
+    cpu_view: str | None = None             # the CPU kind the process was shown (cpuview.describe); left out: none
 
     @classmethod
     def now(cls, command: str | None = None) -> "Stamp":
         """This checkout, this machine, now (the commit None outside a git checkout)."""
+        from .cpuview import describe
         from .quiet import llama_cpu_variant
         return cls(git("rev-parse", "--short=12", "HEAD") or None,
                    bool(git("status", "--porcelain", "--untracked-files=no")), Machine.here(),
                    datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                   [round(x, 2) for x in os.getloadavg()], command, llama_cpu_variant())
+                   [round(x, 2) for x in os.getloadavg()], command, llama_cpu_variant(), describe())
 
 
 @dataclass(frozen=True)

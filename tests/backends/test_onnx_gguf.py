@@ -108,6 +108,24 @@ def test_levers_carry_the_minimums_in_the_zero_points_alone():
         assert [node.op_type for node in nodes] == ["MatMulNBits"], mode
 
 
+def test_cat4_keeps_the_remainder_inside_one_matmul_to_within_half_its_4_bit_step():
+    """cat4: one MatMulNBits over [x, block means] carries d*(q - z) and the remainders' term, the remainders
+    rounded to 4 bits per block of 32 of them: on one-hot rows each weight within half that block's step of d*q + m
+    (32 r's step over 32: a one-hot row's mean is 1/32), and nearer than dropping r (int8nr)."""
+    n, k = 48, 96
+    raw = quantize(RNG.standard_normal((n, k)).astype(np.float32), QType.Q4_1)
+    weight, expected = q4_1_as_nbits(raw, n, k), dequantize(raw, QType.Q4_1)
+    joined, _, k_wide = onnx_nbits.term_in_blocks(weight)
+    term_step = joined.scales[:, k // 32:k // 32 + 1] / 32           # [N, 1]: one mean's step over the row
+    got = run_nbits(weight, one_hot(k), "cat4")[0].T
+    step = 4 * np.spacing(np.abs(expected).max())
+    assert (np.abs(got - expected) <= term_step / 2 * (1 + 1e-5) + step + np.abs(expected) * 1e-2 / 127).all()
+    _, r = onnx_nbits.integer_zero_points(weight)
+    assert np.abs(got - expected).mean() < np.abs(r).mean() / 4      # the remainder is carried, not dropped
+    nodes, _ = nbits_nodes("t", "x", weight, "y", "cat4")
+    assert [node.op_type for node in nodes] == ["AveragePool", "Concat", "MatMulNBits"] and k_wide == k + k // 32
+
+
 def norm_graph(exponent: float = 2.0):
     """The fp32 export's residual Add and RMSNorm (SmolLM2's node names and ops), x + h -> (norm, sum)."""
     from onnx import numpy_helper
