@@ -25,9 +25,13 @@ and press at the same moment. Four paths, one after another:
                 endpoint", the run an attendee may start in a served room (serve_attendee.py: it joins the engine
                 loop as one more client). Its figures are the others', the N people's; the attendee's own run is
                 kept beside them (`attendee_runs`: its seconds and status line)
-    browser     N Chromium pages press Generate at one moment, timed in the page from the click to the first chip
-                drawn (the Steps its live channel brings) and to the run's final update drawn: the page as a browser
-                reads it (room_browser.py; skipped without Chromium and Playwright, or with --no-browser)
+    browser     the page as a browser reads it: BROWSER_PAGES (6, `--browser-pages`) of the N are Chromium pages,
+                timed in the page from the click to the first chip drawn (the Steps its live channel brings) and to
+                the run's final update drawn; the rest of the room presses Generate through Gradio's HTTP API (as
+                `page`), all at one moment. Its figures are the Chromium pages' (room_browser.py; skipped without
+                Chromium and Playwright, or with --no-browser). A room's browsers run on the attendees' own machines;
+                here they share the server's 2 cores, so only a few are Chromium, opened for this path alone (an idle
+                page still takes ~3 % of a core, which would weigh on every other path)
     llama-server  the same N through llama.cpp's `llama-server --parallel N` on the bundled GGUF, with the same
                 threads (`-t`), N slots of SLOT_CONTEXT positions, EOS ignored; the app is stopped first
 
@@ -79,7 +83,7 @@ import math
 import os
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 
 from ..chromium import chromium_path
@@ -122,6 +126,7 @@ class RoomRow(Row):
 
 
 PEOPLE = 24
+BROWSER_PAGES = 6   # the browser path's Chromium pages (the rest of its room presses through Gradio's HTTP API)
 ROUNDS = 3   # rounds of every path, interleaved: one room's figures vary by a tenth from one run to the next
 NEW_TOKENS = 48
 SLOT_CONTEXT = 512      # llama-server's positions a slot: the chat prompt and its answer, with room to spare
@@ -280,16 +285,19 @@ def openai_person(base_url: str, key: str | None, prompt: str, tokens: int):
     return press
 
 
-def press_together(people: list, requests: int = 1) -> tuple[list[Answer], float]:
+def press_together(people: list, requests: int = 1, at: float | None = None) -> tuple[list[Answer], float]:
     """Every person in a thread of its own with an HTTP client of its own, opened before one barrier releases them
     all (as a browser tab or an SDK client is open before its person presses); (their answers in order, the first
-    press). `requests`: each person's requests one after another (each may take TIMEOUT_S)."""
+    press). `requests`: each person's requests one after another (each may take TIMEOUT_S). `at`: the moment they
+    press (time.time()), after the barrier: the browser path's pages click at the same one."""
     import httpx
     barrier, answers = threading.Barrier(len(people)), [None] * len(people)
 
     def one(i, press):
         with httpx.Client(timeout=TIMEOUT_S) as http:
             barrier.wait()
+            if at is not None:
+                time.sleep(max(0.0, at - time.time()))
             answers[i] = press(http)
     threads = [threading.Thread(target=one, args=(i, p), daemon=True) for i, p in enumerate(people)]
     for t in threads:
@@ -396,15 +404,25 @@ def run_path(people: list, servers: tuple = (), attendee=None) -> dict:
     return figures
 
 
-def browser_path(room, prompts: list[str], tokens: int, servers: tuple = ()) -> dict:
-    """N pages of `room` (room_browser.BrowserRoom) pressing Generate at one moment, in a load window; the path's
-    figures from what each page drew (times in seconds from its own click)."""
+def browser_path(room, prompts: list[str], tokens: int, servers: tuple = (), others: list | None = None) -> dict:
+    """The pages of `room` (room_browser.BrowserRoom; one a prompt) pressing Generate at one moment with `others`
+    (people of Gradio's HTTP API, page_person: the rest of the room) pressing at the same, in a load window; the
+    path's figures from what each page drew (times in seconds from its own click): the Chromium pages' alone."""
+    others = others or []
     window = LoadWindow.start(servers)
-    seen = room.press(prompts, tokens)
+    at = room.arm(prompts, tokens) / 1e3
+    pressing = threading.Thread(target=lambda: press_together(others, at=at), daemon=True) if others else None
+    if pressing is not None:
+        pressing.start()
+    seen = room.seen(len(prompts))
+    if pressing is not None:
+        pressing.join(TIMEOUT_S + 60)
     load = window.stop()
     answers = [seen_answer(s) for s in seen]
     first = min((a.pressed for a in answers if a.status == "200"), default=0.0)
-    return path_figures(answers, first, load)
+    figures = path_figures(answers, first, load)
+    figures["browser_pages"], figures["page_people"] = len(prompts), len(others)
+    return figures
 
 
 def seen_answer(seen) -> Answer:
@@ -430,22 +448,21 @@ def seen_answer(seen) -> Answer:
 
 
 def app_paths(model: str | None, backend: str, people: int, tokens: int, limits: str | None,
-              rounds: int = 1, attendee_requests: int = ATTENDEE_REQUESTS, browser: bool = True) -> tuple[dict, dict]:
+              rounds: int = 1, attendee_requests: int = ATTENDEE_REQUESTS, browser: bool = True,
+              browser_pages: int = BROWSER_PAGES) -> tuple[dict, dict]:
     """(the page, endpoint, mixed, attendee and browser paths' figures, what the app ran with: the model it names,
     keys, limits) on one app process; `rounds` rounds of the five, interleaved (merge_rounds). `browser` False, or
     no Chromium here: the browser path says why it was skipped."""
     keys = [f"room-person-{i + 1}" for i in range(people)]
     why_not = browser_missing() if browser else "--no-browser"
-    with endpoint_app(model, backend, keys, limits) as (app, base, model_id), \
-            (nullcontext() if why_not else BrowserRoom(app.url, people)) as pages:
+    shown = min(browser_pages, people)
+    with endpoint_app(model, backend, keys, limits) as (app, base, model_id):
         # warm-up: every person's first run (the page's first Generate, which opens their session as loading the
         # page does in a browser), then every key's first request, each a room at once (the batched graph's first
         # passes of many rows)
         sessions = [f"room-person-{i + 1}" for i in range(people)]
         press_together([page_person(app.url, backend, "Warm up.", 2, sessions[i]) for i in range(people)])
         press_together([openai_person(base, key, "Warm up.", 2) for key in keys])
-        if pages is not None:   # each page's first run (the batched graph's first passes in the browser's pace)
-            pages.press(["Warm up."] * people, 2)
         servers = (app.server,)
         half = people // 2
         attendee = attendee_client(app.url)
@@ -464,9 +481,13 @@ def app_paths(model: str | None, backend: str, people: int, tokens: int, limits:
                                              + [openai_person(base, keys[i], question("attendee", i, r), tokens)
                                                 for i in range(half, people)], servers,
                                              attendee_person(attendee, attendee_requests)))
-            if pages is not None:
-                done["browser"].append(browser_path(pages, [question("browser", i, r) for i in range(people)],
-                                                    tokens, servers))
+            if not why_not:   # Chromium open for this path alone; each page's first run before it
+                with BrowserRoom(app.url, shown) as pages:
+                    pages.press(["Warm up."] * shown, 2)
+                    done["browser"].append(browser_path(
+                        pages, [question("browser", i, r) for i in range(shown)], tokens, servers,
+                        [page_person(app.url, backend, question("browser", i, r), tokens, sessions[i])
+                         for i in range(shown, people)]))
     paths = {name: merge_rounds(figures) for name, figures in done.items() if figures}
     for name in ("mixed", "attendee"):
         paths[name]["page_people"], paths[name]["endpoint_people"] = half, people - half
@@ -630,7 +651,7 @@ def room_ratios(paths: dict, llama: dict) -> tuple[dict, dict | None]:
 
 def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_TOKENS, limits: str | None = None,
              backend: str | None = None, rounds: int = ROUNDS, attendee_requests: int = ATTENDEE_REQUESTS,
-             browser: bool = True) -> RoomRow:
+             browser: bool = True, browser_pages: int = BROWSER_PAGES) -> RoomRow:
     from ..api import batching_backend
     from ..backends import available_backends, default_backend_name
     from ..backends.onnx_backend import physical_cores
@@ -641,7 +662,7 @@ def room_row(model: str | None = None, people: int = PEOPLE, tokens: int = NEW_T
     threads = physical_cores()   # ONNX Runtime's intra-op threads in the app; llama-server's -t
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    paths, app = app_paths(model, name, people, tokens, limits, rounds, attendee_requests, browser)
+    paths, app = app_paths(model, name, people, tokens, limits, rounds, attendee_requests, browser, browser_pages)
     llama = llama_path(people, tokens, threads, rounds) if model is None else \
         {"skipped": "llama-server runs the bundled GGUF only"}
     ratios, check = room_ratios(paths, llama)
@@ -663,6 +684,9 @@ def main(argv: list[str]) -> None:
     p.add_argument("--attendee-requests", type=int, default=ATTENDEE_REQUESTS,
                    help=f"the attendee's Serve workload: its requests (default {ATTENDEE_REQUESTS}, the tab's own)")
     p.add_argument("--no-browser", action="store_true", help="leave out the browser path (Chromium pages)")
+    p.add_argument("--browser-pages", type=int, default=BROWSER_PAGES,
+                   help=f"the browser path's Chromium pages, the rest of its room through Gradio's API (default "
+                        f"{BROWSER_PAGES})")
     args = p.parse_args(argv)
     say_timed(lambda: room_row(args.model, args.people, args.tokens, args.limits, args.backend, args.rounds,
-                               args.attendee_requests, not args.no_browser))
+                               args.attendee_requests, not args.no_browser, args.browser_pages))

@@ -14,6 +14,8 @@ them): its sampling, so a run may end at EOS, counted as drawn.
 
 The pages run in one headless Chromium (timers not throttled in the background) on the machine the app runs on: their
 drawing takes the cores the server's passes need, which a room's browsers, on the attendees' own machines, do not.
+So the room row opens only a few pages (attendees.BROWSER_PAGES) among people pressing through Gradio's HTTP API, and
+only while its browser path runs: an idle page still takes ~3 % of a core.
 Left out: the page's /generate as Gradio's client reads it (attendees.py's `page` path).
 """
 from __future__ import annotations
@@ -88,6 +90,12 @@ class BrowserRoom:
     def press(self, prompts: list[str], tokens: int) -> list[PageSeen]:
         """Each page (as many as `prompts`, at most N) asks its prompt for `tokens` new tokens at most, all clicking
         at one moment; what each saw once every run's end was drawn (or the timeout passed)."""
+        self.arm(prompts, tokens)
+        return self.seen(len(prompts))
+
+    def arm(self, prompts: list[str], tokens: int) -> float:
+        """Each page (as many as `prompts`) set to ask its prompt for `tokens` new tokens at most, its click timed for
+        one moment LEAD_MS ahead; that moment (Date.now(), ms: time.time() * 1000 on this machine's clock)."""
         pages = self.pages[:len(prompts)]
         for page, prompt in zip(pages, prompts):
             page.locator("#prompt textarea").fill(prompt)
@@ -97,8 +105,13 @@ class BrowserRoom:
         at = pages[0].evaluate("Date.now()") + LEAD_MS
         for page in pages:
             page.evaluate(ARM, at)
+        return at
+
+    def seen(self, count: int) -> list[PageSeen]:
+        """What the first `count` pages saw of their armed runs, once every run's end was drawn (or the timeout
+        passed)."""
         seen = []
-        for page in pages:
+        for page in self.pages[:count]:
             try:
                 page.wait_for_function("window.pgRoom.doneAt != null", timeout=self.timeout_ms)
             except Exception:   # noqa: BLE001 - playwright's TimeoutError: the page's figures say what it saw
