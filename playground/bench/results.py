@@ -87,16 +87,36 @@ def stamp_of(rows: list[dict]) -> dict:
 
 
 def groups(rows: list[dict]) -> list[tuple[str, list[dict]]]:
-    """Consecutive rows of one kind, together."""
-    out: list[tuple[str, list[dict]]] = []
+    """Consecutive rows of one kind, together (a stamp between two rows of a kind parts them)."""
+    return [(name, members) for _, name, members in stamped_groups(rows)]
+
+
+def stamped_groups(rows: list[dict]) -> list[tuple[dict | None, str, list[dict]]]:
+    """groups(rows), each with the stamp of the command that printed it where that is not the page's first stamp
+    (a file of several commands' lines: `cpu_view` and the command say what the rows below were measured as).
+
+    >>> rows = [{"row": "stamp", "command": "a"}, {"bench": "x"}, {"bench": "x"},
+    ...         {"row": "stamp", "command": "b", "cpu_view": "v"}, {"bench": "x"}]
+    >>> [(s and s["command"], name, len(m)) for s, name, m in stamped_groups(rows)]
+    [(None, 'x', 2), ('b', 'x', 1)]
+    """
+    out: list[tuple[dict | None, str, list[dict]]] = []
+    first = current = None
+    parted = False
     for row in rows:
         if row.get("row") == STAMP:
+            if first is None:
+                first = row
+            else:
+                current = row
+            parted = True
             continue
         name = kind(row)
-        if out and out[-1][0] == name:
-            out[-1][1].append(row)
+        if out and out[-1][1] == name and not parted:
+            out[-1][2].append(row)
         else:
-            out.append((name, [row]))
+            out.append((current, name, [row]))
+        parted = False
     return out
 
 
@@ -123,7 +143,14 @@ def markdown(rows: list[dict]) -> str:
     bench_rows = [r for r in rows if r.get("row") != STAMP]
     lines += [f"- rows: {len(bench_rows)}" + (f", {sum('error' in r for r in bench_rows)} with an error"
                                                if any("error" in r for r in bench_rows) else ""), ""]
-    for name, members in groups(rows):
+    shown = None
+    for stamp_here, name, members in stamped_groups(rows):
+        if stamp_here is not None and stamp_here is not shown:
+            shown = stamp_here
+            lines += [f"### The rows below: `{stamp_here.get('command')}` ({stamp_here.get('date')})", ""]
+            if stamp_here.get("cpu_view"):
+                lines += [f"**CPU view** (not this CPU kind: its kernels, on this machine): {stamp_here['cpu_view']}; "
+                          f"llama.cpp's variant: {stamp_here.get('llama_cpu_variant')}", ""]
         flat = [flatten(r) for r in members]
         keys = list(dict.fromkeys(k for f in flat for k in f))
         heads = [cell(f.get("backend", f"#{i + 1}")) for i, f in enumerate(flat)]

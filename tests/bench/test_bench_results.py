@@ -30,6 +30,19 @@ def test_the_page_holds_every_row_as_printed_under_its_stamp():
     assert page_name([STAMP, *BACKENDS]) == "2026-12-03-abc123def456.md"
 
 
+def test_a_later_commands_stamp_heads_its_rows_and_names_its_cpu_view():
+    """A file of two commands' lines (the second run in a CPU view): the second's rows under its own command and
+    view, in a table of their own even where the kind repeats."""
+    view = {**STAMP, "command": "python -m playground.bench gap", "cpu_view": "avx2: AVX-512 hidden, on this CPU",
+            "llama_cpu_variant": "haswell"}
+    page = markdown([STAMP, *BACKENDS, view, *BACKENDS])
+    assert page.count("| figure | onnx | onnx-gguf4 |") == 2
+    assert "### The rows below: `python -m playground.bench gap`" in page
+    assert "**CPU view** (not this CPU kind: its kernels, on this machine): avx2: AVX-512 hidden" in page
+    assert "haswell" in page.split("### The rows below")[1]
+    assert page.index("### The rows below") > page.index("| engine_decode_tps | 26.1 | 61.9 |")
+
+
 def test_rows_without_a_stamp_are_refused():
     with pytest.raises(ValueError, match="no commit, machine, date"):
         markdown(BACKENDS)
