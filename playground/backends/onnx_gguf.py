@@ -6,7 +6,8 @@
 
 Each layer matrix of the bundled GGUF is Q4_1 (w = d*q + m per block of 32, see gguf_blocks.py); it
 becomes MatMulNBits plus a 1/32-size term for the minimums (onnx_nbits.py; with int8 activations the
-kernel's own zero points carry most of each minimum, and the term only the remainder). q|k|v
+kernel's own zero points carry most of each minimum, and the term only the remainder, in the default inside
+the same MatMulNBits). q|k|v
 become one MatMulNBits feeding GroupQueryAttention its packed-QKV input, gate|up one MatMulNBits and a
 Split, the Q8_0 LM head an 8-bit MatMulNBits and the Q8_0 embedding a GatherBlockQuantized (both
 exact: d*q), and each residual Add with the RMSNorm after it one SkipSimplifiedLayerNormalization.
@@ -20,11 +21,10 @@ graphs because the best mode differs (measured on this 2-core AVX2 machine, one 
 at one row int8x2 takes 0.09 ms against fp32's 0.25 ms; at 46 or 1024 rows fp32 is 2-3x faster than
 int8x2 (whose rows double). VARIANTS name the combinations `make bench` measures; "" is the default,
 chosen by the kld rows (llama.cpp's own scoring, bench/kld.py) and decode speed: every layer in one int8
-pass, as llama.cpp, and the LM head in int8x2. Scored on the same 3,683 positions (AVX-512 + VNNI EPYC,
-2026-12-04, docs/results/2026-12-04-71d45d26d06d.md): llama.cpp's Q4_1 against its F32, Same top p 95.60
-+- 0.34 %, mean KLD 0.00365; the default 97.18 %, 0.00170; one int8 pass everywhere 95.25 %, 0.00368
-(Same top p under the gate's floor of 95.26 %), 5 % faster. The head is the largest matrix (49,152 x 576) and
-the one whose rounding shows most in the next token's probabilities.
+pass, as llama.cpp, its minimums' remainders inside the layer's MatMulNBits ("cat4": the block means appended
+to its input, the remainders as 4-bit blocks of their own), and the LM head in int8x2. The head is the largest
+matrix (49,152 x 576) and the one whose rounding shows most in the next token's probabilities. The figures that
+chose it: docs/backends.md ("Levers on the default's decode graph").
 
 Weights are saved as external data (`<graph>.onnx.data`), which ONNX Runtime maps instead of copying
 into the protobuf and again into tensors: ~150 MB less resident memory per session here.
@@ -49,23 +49,26 @@ from .onnx_nbits import MS, embedding_nodes, nbits_nodes, plan_of, plan_tag
 GGUF_EDITS = ("q4_1-zp8-minpool-transb,q4_1-int8-zp-remainder,qkv-packed,gate-up,head-q8,embed-q8,skip-norm,"
               "prefill-graph,external-data")  # in the cache key
 PREFILL_FILE = "prefill.onnx"
-LAYERS_FP32 = {"qkv": "fp32", "o": "fp32", "gate_up": "fp32", "down": "fp32"}
-HEAD_INT8X2 = {"qkv": "int8", "o": "int8", "gate_up": "int8", "down": "int8", "head": "int8x2"}
+LAYERS = ("qkv", "o", "gate_up", "down")
+LAYERS_FP32 = dict.fromkeys(LAYERS, "fp32")
+TERM_INSIDE = {**dict.fromkeys(LAYERS, "cat4"), "head": "int8x2"}   # the default's decode plan
+TERM_BESIDE = {**dict.fromkeys(LAYERS, "int8"), "head": "int8x2"}   # the remainders' term in 8 bits beside each layer
 VARIANTS = {   # name suffix -> (decode plan, prefill plan); chosen by the kld and speed rows of `make bench`
-    "": (HEAD_INT8X2, LAYERS_FP32),      # the default (see above); fp32 prefill
+    "": (TERM_INSIDE, LAYERS_FP32),      # the default (see above); fp32 prefill
     "int8x2": ({}, LAYERS_FP32),         # int8x2 decode throughout: fp32's top token but at near-ties
     "int8": ("int8", "int8"),            # llama.cpp's arithmetic (int8 activations per block of 32)
     "fp32": ("fp32", "fp32"),            # accuracy level 0 throughout, fp32 head: the exact reference
-    **{lever: ({**HEAD_INT8X2, **dict.fromkeys(("qkv", "o", "gate_up", "down"), lever)}, LAYERS_FP32)
-       for lever in ("fzp", "q8zp", "int8nr", "cat4")},   # the levers below: the default's layers, one thing changed
+    "term8": (TERM_BESIDE, LAYERS_FP32),                   # levers below: the default, one thing changed
+    "head8": ({**TERM_INSIDE, "head": "int8"}, LAYERS_FP32),
+    **{lever: ({**TERM_INSIDE, **dict.fromkeys(LAYERS, lever)}, LAYERS_FP32) for lever in ("fzp", "q8zp", "int8nr")},
 }
 
 LEVERS = {   # variants measured against the default by `make bench`'s levers row (bench/levers.py); not backends
-    "fzp": "the Q4_1 minimums in MatMulNBits' float zero points, -m/d (no term beside)",
+    "fzp": "the Q4_1 minimums in MatMulNBits' float zero points, -m/d (no term)",
     "q8zp": "8-bit blocks 16q + o with integer zero points (no term; up to d/32 dropped)",
     "int8nr": "the minimums' term dropped (4-bit zero points alone; up to d/2 dropped)",
-    "int8": "the LM head in one int8 pass (onnx-gguf4-int8)",
-    "cat4": "the minimums' term inside the layer's MatMulNBits: block means appended, remainders as 4-bit blocks",
+    "term8": "the remainders' term beside each layer's MatMulNBits: an 8-bit MatMulNBits on the block means and an Add",
+    "head8": "the LM head in one int8 pass",
 }
 
 

@@ -18,7 +18,8 @@ The groups, read from each graph's structure (`classify`):
 - `4-bit layer matmuls`: the MatMulNBits of the layers, bits 4;
 - `Q4_1 minimum terms`: ours only — the AveragePool of the activations' block sums, the 8-bit MatMulNBits of
   the minimums' remainders on them, and the Add that puts the term on the layer's product (what the GGUF's
-  Q4_1 blocks w = d·q + m need beyond 4-bit zero points; docs/backends.md);
+  Q4_1 blocks w = d·q + m need beyond 4-bit zero points; docs/backends.md); with the term inside the layer's
+  MatMulNBits (cat4), the AveragePool and the Concat of the means onto the layer's input;
 - `LM head`: the MatMulNBits with the vocabulary's outputs (ours 8-bit in two passes, GenAI's 4-bit);
 - `attention`: GroupQueryAttention;
 - `norms, activations, the rest`: every other node;
@@ -81,8 +82,9 @@ def classify(graph) -> dict[str, str]:
                 out[n.name] = "Q4_1 minimum terms"
             else:
                 out[n.name] = "4-bit layer matmuls" if a.get("bits") == 4 else "norms, activations, the rest"
-        elif n.op_type == "AveragePool":
-            out[n.name] = "Q4_1 minimum terms"
+        elif n.op_type == "AveragePool" or (n.op_type == "Concat" and any(
+                getattr(producer.get(i), "op_type", None) == "AveragePool" for i in n.input)):
+            out[n.name] = "Q4_1 minimum terms"   # the block means, and their Concat onto a layer's input (cat4)
         elif n.op_type == "GroupQueryAttention":
             out[n.name] = "attention"
         else:
@@ -210,8 +212,8 @@ def gap_pct(ours: dict[str, float], peer: dict[str, float], peer_step: float) ->
 
 
 def gap_row(ours: str = DEFAULT, rounds: int = ROUNDS) -> GapRow:
-    from ..backends import create_backend
     from ..backends.onnx_cache import MODEL_FILE
+    from .levers import open_lever
     from .genai import GRAPH_FILE, GenaiSkipped, graph_dir, require
 
     try:
@@ -219,7 +221,7 @@ def gap_row(ours: str = DEFAULT, rounds: int = ROUNDS) -> GapRow:
         peer_folder = graph_dir()
     except GenaiSkipped as exc:
         return GapRow(ours=ours, skipped=str(exc))
-    backend = create_backend(ours, None, device="cpu")
+    backend = open_lever(ours)
     with tempfile.TemporaryDirectory(prefix="playground-gap-") as tmp:
         graphs = [Graph(ours, Path(backend.folder) / MODEL_FILE, Path(tmp)),
                   Graph("onnxruntime-genai", peer_folder / GRAPH_FILE, Path(tmp))]
@@ -238,7 +240,8 @@ def gap_row(ours: str = DEFAULT, rounds: int = ROUNDS) -> GapRow:
 def main(argv: list[str]) -> None:
     import argparse
     p = argparse.ArgumentParser(prog="python -m playground.bench gap", description=__doc__.splitlines()[0])
-    p.add_argument("ours", nargs="?", default=DEFAULT, help=f"our backend's decode graph (default {DEFAULT})")
+    p.add_argument("ours", nargs="?", default=DEFAULT, help=f"our backend's decode graph, or a lever's (onnx-gguf4-<lever>; "
+                                                            f"default {DEFAULT})")
     p.add_argument("--rounds", type=int, default=ROUNDS)
     args = p.parse_args(argv)
     say(gap_row(args.ours, args.rounds))

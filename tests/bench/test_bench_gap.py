@@ -29,14 +29,18 @@ def test_the_real_graphs_are_grouped_by_structure_and_the_row_adds_up(monkeypatc
         peer = graph_dir()
     except GenaiSkipped as exc:
         pytest.skip(str(exc))
-    from playground.backends import create_backend
     from playground.backends.onnx_cache import MODEL_FILE
-    ours = onnx.load(str(create_backend("onnx-gguf4", None, device="cpu").folder / MODEL_FILE),
+    from playground.bench.levers import open_lever
+    ours = onnx.load(str(open_lever("onnx-gguf4").folder / MODEL_FILE),
                      load_external_data=False).graph
     groups = Counter(gap.classify(ours).values())
     pools = sum(n.op_type == "AveragePool" for n in ours.node)
-    # each minimum term is its AveragePool, its 8-bit MatMulNBits and its Add; one per 4-bit layer matmul
-    assert pools > 0 and groups["Q4_1 minimum terms"] == 3 * pools == 3 * groups["4-bit layer matmuls"]
+    # the default's minimum terms inside each layer's MatMulNBits: its AveragePool and the Concat of the means onto
+    # the layer's input, one each per 4-bit layer matmul
+    assert pools > 0 and groups["Q4_1 minimum terms"] == 2 * pools == 2 * groups["4-bit layer matmuls"]
+    beside = onnx.load(str(open_lever("onnx-gguf4-term8").folder / MODEL_FILE), load_external_data=False).graph
+    # the term beside (lever term8): its AveragePool, its 8-bit MatMulNBits and its Add
+    assert Counter(gap.classify(beside).values())["Q4_1 minimum terms"] == 3 * pools
     assert groups["attention"] == sum(n.op_type == "GroupQueryAttention" for n in ours.node)
     theirs = Counter(gap.classify(onnx.load(str(peer / "model.onnx"), load_external_data=False).graph).values())
     assert theirs["Q4_1 minimum terms"] == 0 and theirs["LM head"] == 1 and theirs["4-bit layer matmuls"] > 0
