@@ -6,8 +6,7 @@
 
 Each layer matrix of the bundled GGUF is Q4_1 (w = d*q + m per block of 32, see gguf_blocks.py); it
 becomes MatMulNBits plus a 1/32-size term for the minimums (onnx_nbits.py; with int8 activations the
-kernel's own zero points carry most of each minimum, and the term only the remainder, in the default inside
-the same MatMulNBits). q|k|v
+kernel's own zero points carry most of each minimum, and the term only the remainder). q|k|v
 become one MatMulNBits feeding GroupQueryAttention its packed-QKV input, gate|up one MatMulNBits and a
 Split, the Q8_0 LM head an 8-bit MatMulNBits and the Q8_0 embedding a GatherBlockQuantized (both
 exact: d*q), and each residual Add with the RMSNorm after it one SkipSimplifiedLayerNormalization.
@@ -21,10 +20,9 @@ graphs because the best mode differs (measured on this 2-core AVX2 machine, one 
 at one row int8x2 takes 0.09 ms against fp32's 0.25 ms; at 46 or 1024 rows fp32 is 2-3x faster than
 int8x2 (whose rows double). VARIANTS name the combinations `make bench` measures; "" is the default,
 chosen by the kld rows (llama.cpp's own scoring, bench/kld.py) and decode speed: every layer in one int8
-pass, as llama.cpp, its minimums' remainders inside the layer's MatMulNBits ("cat4": the block means appended
-to its input, the remainders as 4-bit blocks of their own), and the LM head in int8x2. The head is the largest
-matrix (49,152 x 576) and the one whose rounding shows most in the next token's probabilities. The figures that
-chose it: docs/backends.md ("Levers on the default's decode graph").
+pass, as llama.cpp, and the LM head in int8x2. The head is the largest matrix (49,152 x 576) and the one whose
+rounding shows most in the next token's probabilities. The figures that chose it, and the levers measured
+against it: docs/backends.md ("Levers on the default's decode graph").
 
 Weights are saved as external data (`<graph>.onnx.data`), which ONNX Runtime maps instead of copying
 into the protobuf and again into tensors: ~150 MB less resident memory per session here.
@@ -51,23 +49,22 @@ GGUF_EDITS = ("q4_1-zp8-minpool-transb,q4_1-int8-zp-remainder,qkv-packed,gate-up
 PREFILL_FILE = "prefill.onnx"
 LAYERS = ("qkv", "o", "gate_up", "down")
 LAYERS_FP32 = dict.fromkeys(LAYERS, "fp32")
-TERM_INSIDE = {**dict.fromkeys(LAYERS, "cat4"), "head": "int8x2"}   # the default's decode plan
-TERM_BESIDE = {**dict.fromkeys(LAYERS, "int8"), "head": "int8x2"}   # the remainders' term in 8 bits beside each layer
+HEAD_INT8X2 = {**dict.fromkeys(LAYERS, "int8"), "head": "int8x2"}   # the default's decode plan
 VARIANTS = {   # name suffix -> (decode plan, prefill plan); chosen by the kld and speed rows of `make bench`
-    "": (TERM_INSIDE, LAYERS_FP32),      # the default (see above); fp32 prefill
+    "": (HEAD_INT8X2, LAYERS_FP32),      # the default (see above); fp32 prefill
     "int8x2": ({}, LAYERS_FP32),         # int8x2 decode throughout: fp32's top token but at near-ties
     "int8": ("int8", "int8"),            # llama.cpp's arithmetic (int8 activations per block of 32)
     "fp32": ("fp32", "fp32"),            # accuracy level 0 throughout, fp32 head: the exact reference
-    "term8": (TERM_BESIDE, LAYERS_FP32),                   # levers below: the default, one thing changed
-    "head8": ({**TERM_INSIDE, "head": "int8"}, LAYERS_FP32),
-    **{lever: ({**TERM_INSIDE, **dict.fromkeys(LAYERS, lever)}, LAYERS_FP32) for lever in ("fzp", "q8zp", "int8nr")},
+    "head8": ({**HEAD_INT8X2, "head": "int8"}, LAYERS_FP32),   # the levers below: the default, one thing changed
+    **{lever: ({**HEAD_INT8X2, **dict.fromkeys(LAYERS, lever)}, LAYERS_FP32)
+       for lever in ("fzp", "q8zp", "int8nr", "cat4")},
 }
 
 LEVERS = {   # variants measured against the default by `make bench`'s levers row (bench/levers.py); not backends
-    "fzp": "the Q4_1 minimums in MatMulNBits' float zero points, -m/d (no term)",
+    "fzp": "the Q4_1 minimums in MatMulNBits' float zero points, -m/d (no term beside)",
     "q8zp": "8-bit blocks 16q + o with integer zero points (no term; up to d/32 dropped)",
     "int8nr": "the minimums' term dropped (4-bit zero points alone; up to d/2 dropped)",
-    "term8": "the remainders' term beside each layer's MatMulNBits: an 8-bit MatMulNBits on the block means and an Add",
+    "cat4": "the minimums' term inside the layer's MatMulNBits: block means appended, remainders as 4-bit blocks",
     "head8": "the LM head in one int8 pass",
 }
 

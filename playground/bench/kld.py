@@ -472,8 +472,7 @@ def peer_row(base_path: Path, llama: dict | None = None) -> KldRow:
                   targets_met=gate, seconds=round(time.perf_counter() - t, 1))
 
 
-BACKEND_ARITHMETIC = {"onnx-gguf4": "the default: int8 layers (llama.cpp's arithmetic), the minimums' remainders as "
-                                    "4-bit blocks inside them, int8x2 head",
+BACKEND_ARITHMETIC = {"onnx-gguf4": "the default: int8 layers (llama.cpp's arithmetic), int8x2 head",
                       "onnx-gguf4-int8": "int8 activations in every matmul (llama.cpp's arithmetic)",
                       "onnx-gguf4-int8x2": "int8x2 activations throughout (the exact variant)",
                       "onnx-gguf4-fp32": "fp32 activations throughout",

@@ -8,8 +8,8 @@ token, and decode speed as tokens per CPU second on one core, rounds interleaved
 A lever is a VARIANTS name of onnx_gguf.py that changes one thing of the default's decode graph (onnx_gguf.LEVERS
 says what): the Q4_1 minimums in MatMulNBits' own float zero points (`fzp`), in 8-bit blocks' integer zero
 points (`q8zp`), or dropped past the 4-bit zero points (`int8nr`: what the minimums' term is worth), their
-remainders' term in an 8-bit MatMulNBits beside each layer's (`term8`) instead of inside it, and the LM head
-in one int8 pass (`head8`). They are not backends of the app: none is kept as the default unless it is faster
+remainders' term inside each layer's MatMulNBits instead of beside it (`cat4`), and the LM head in one int8
+pass (`head8`). They are not backends of the app: none is kept as the default unless it is faster
 at the fidelity the gate asks (docs/backends.md has the figures and the verdicts).
 
 Speed on a shared machine. The neighbours' load moves wall-clock tok/s several-fold between runs minutes

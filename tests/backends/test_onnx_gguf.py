@@ -381,10 +381,9 @@ def test_int8x2_greedy_tokens_equal_fp32_and_kv_bytes_are_measured():
 @pytest.mark.integration
 def test_the_default_follows_fp32_teacher_forced(gguf4):
     """The default's gate is llama.cpp's own scoring (make bench's kld rows: Same top p and mean KLD against
-    fp32 on 9,271 positions, not below llama.cpp's). Here 300 tokens of the bench text, teacher-forced, with
-    bounds that leave room for another CPU's kernels: measured on the AMX Xeon, top-1 equal at 95.65% and mean KL
-    0.0028 nats; with its AVX2 kernels (bench/cpuview.py) 97.32% and 0.0027 (llama.cpp's Q4_1 against its F32 on
-    the kld text: 95.68%, 0.0037)."""
+    fp32 on 3,683 positions, not below llama.cpp's). Here 300 tokens of the bench text, teacher-forced, with
+    bounds that leave room for another CPU's kernels: measured on an AVX-512 + VNNI EPYC, top-1 equal at 96.99%
+    and mean KL 0.0020 nats (llama.cpp's Q4_1 against its F32 on the kld text: 95.68%, 0.0037)."""
     import onnx
 
     from playground.bench.fidelity import teacher_forced_logprobs, text_ids
@@ -395,12 +394,11 @@ def test_the_default_follows_fp32_teacher_forced(gguf4):
     agreement = np.mean(ref.argmax(-1) == got.argmax(-1))
     kl = float(np.mean(np.sum(np.exp(ref) * (ref - got), axis=-1)))
     print(f"the default vs fp32: top-1 equal at {agreement:.2%} of {len(ref)} positions, mean KL {kl:.5f}")
-    assert agreement >= 0.94 and kl < 0.004, (agreement, kl)
+    assert agreement >= 0.95 and kl < 0.004, (agreement, kl)
     assert (gguf4.name, gguf4.dtype) == ("onnx-gguf4", "q4_1")
-    assert gguf4.decode_plan == {"qkv": "cat4", "o": "cat4", "gate_up": "cat4", "down": "cat4", "head": "int8x2"}
+    assert gguf4.decode_plan == {"qkv": "int8", "o": "int8", "gate_up": "int8", "down": "int8", "head": "int8x2"}
     ops = [n.op_type for n in onnx.load(str(gguf4.folder / "model.onnx"), load_external_data=False).graph.node]
     assert ops.count("SkipSimplifiedLayerNormalization") == 60 and ops.count("AveragePool") == 120   # 30 layers
-    assert ops.count("MatMulNBits") == 121   # 4 a layer, each with its minimums' term inside, and the head
 
 
 @pytest.mark.integration

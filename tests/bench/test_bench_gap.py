@@ -35,12 +35,12 @@ def test_the_real_graphs_are_grouped_by_structure_and_the_row_adds_up(monkeypatc
                      load_external_data=False).graph
     groups = Counter(gap.classify(ours).values())
     pools = sum(n.op_type == "AveragePool" for n in ours.node)
-    # the default's minimum terms inside each layer's MatMulNBits: its AveragePool and the Concat of the means onto
-    # the layer's input, one each per 4-bit layer matmul
-    assert pools > 0 and groups["Q4_1 minimum terms"] == 2 * pools == 2 * groups["4-bit layer matmuls"]
-    beside = onnx.load(str(open_lever("onnx-gguf4-term8").folder / MODEL_FILE), load_external_data=False).graph
-    # the term beside (lever term8): its AveragePool, its 8-bit MatMulNBits and its Add
-    assert Counter(gap.classify(beside).values())["Q4_1 minimum terms"] == 3 * pools
+    # each of the default's minimum terms is its AveragePool, its 8-bit MatMulNBits and its Add; one per 4-bit layer
+    # matmul
+    assert pools > 0 and groups["Q4_1 minimum terms"] == 3 * pools == 3 * groups["4-bit layer matmuls"]
+    inside = onnx.load(str(open_lever("onnx-gguf4-cat4").folder / MODEL_FILE), load_external_data=False).graph
+    # the term inside (lever cat4): the AveragePool and the Concat of the means onto the layer's input
+    assert Counter(gap.classify(inside).values())["Q4_1 minimum terms"] == 2 * pools
     assert groups["attention"] == sum(n.op_type == "GroupQueryAttention" for n in ours.node)
     theirs = Counter(gap.classify(onnx.load(str(peer / "model.onnx"), load_external_data=False).graph).values())
     assert theirs["Q4_1 minimum terms"] == 0 and theirs["LM head"] == 1 and theirs["4-bit layer matmuls"] > 0
