@@ -42,10 +42,15 @@ def test_each_lever_is_timed_every_round_and_its_ratio_taken_within_the_round(mo
     class Named:
         def __init__(self, name):
             self.name = name
+    calls = []
     monkeypatch.setattr(levers, "open_lever", Named)
-    monkeypatch.setattr(levers, "decode_speed", lambda backend, tokens=levers.TOKENS: next(speeds[backend.name]))
+    monkeypatch.setattr(levers, "decode_speed",
+                        lambda backend, tokens=levers.TOKENS: calls.append(backend.name) or next(speeds[backend.name]))
     monkeypatch.setattr(levers, "say", lambda row: row)
-    default, q8zp = levers.lever_rows(["q8zp"], rounds=3)
+    q8zp, default = levers.lever_rows(["q8zp"], rounds=3)
     assert (default.lever, default.cpu_x, default.cpu_tps) == ("", 1.0, 50.0)
+    # warmed up, then the pair in turn, the default first, second, first: neither keeps one place
+    d, q = "onnx-gguf4", "onnx-gguf4-q8zp"
+    assert calls == [d, q, d, q, q, d, d, q]
     assert (q8zp.lever, q8zp.backend, q8zp.cpu_x, q8zp.cpu_tps, q8zp.wall_tps) == ("q8zp", "onnx-gguf4-q8zp", 0.9, 44.0, 4.4)
     assert [r["cpu_x"] for r in q8zp.rounds] == [0.9, 1.1, 0.5] and q8zp.changes == LEVERS["q8zp"]
