@@ -44,10 +44,12 @@ class BreakdownRow(Row):
 
 WARM_UP, STEPS, ROWS, CONTEXT, NEW_TOKENS = 5, 20, (1, 8, 16), 64, 64
 KERNEL_OP = "MatMulNBits"
+KERNEL_TIME = "_kernel_time"   # the suffix of a node's own event in the profile (its fences have others)
 
 
 def profile_events(path: Path) -> tuple[list[dict], list[dict]]:
-    """(model_run events, node events) of an ONNX Runtime profile, each {"ts", "dur"} in µs, nodes with "op".
+    """(model_run events, node events) of an ONNX Runtime profile, each {"ts", "dur"} in µs, nodes with "op" and
+    "node" (the node's name in the graph).
 
     >>> import json, tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.json"
@@ -55,12 +57,13 @@ def profile_events(path: Path) -> tuple[list[dict], list[dict]]:
     ...     {"cat": "Node", "name": "mm_kernel_time", "ts": 12, "dur": 30, "args": {"op_name": "MatMulNBits"}},
     ...     {"cat": "Node", "name": "mm_fence_before", "ts": 11, "dur": 0, "args": {"op_name": "MatMulNBits"}}]))
     >>> profile_events(f)
-    ([{'ts': 10, 'dur': 50}], [{'ts': 12, 'dur': 30, 'op': 'MatMulNBits'}])
+    ([{'ts': 10, 'dur': 50}], [{'ts': 12, 'dur': 30, 'op': 'MatMulNBits', 'node': 'mm'}])
     """
     events = json.loads(Path(path).read_text())
     runs = [{"ts": e["ts"], "dur": e["dur"]} for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    nodes = [{"ts": e["ts"], "dur": e["dur"], "op": e.get("args", {}).get("op_name", "?")} for e in events
-             if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
+    nodes = [{"ts": e["ts"], "dur": e["dur"], "op": e.get("args", {}).get("op_name", "?"),
+              "node": e["name"][:-len(KERNEL_TIME)]} for e in events
+             if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_TIME)]
     return sorted(runs, key=lambda e: e["ts"]), sorted(nodes, key=lambda e: e["ts"])
 
 

@@ -32,13 +32,13 @@ Left out: prefill; batched decode (the batch rows); the engine's Python around a
 """
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .breakdown import profile_events
+from .peer import run_times
 from .rows import Row, say
 
 DEFAULT = "onnx-gguf4"
@@ -117,15 +117,13 @@ def feeds(session, context: int = CONTEXT) -> dict:
 
 
 def node_ms(profile: Path, groups: dict[str, str], runs: int) -> tuple[dict[str, float], float]:
-    """(ms a run by group, ms a run in model_run) from an ONNX Runtime profile of `runs` runs."""
-    events = json.loads(profile.read_text())
+    """(ms a run by group, ms a run in model_run) from an ONNX Runtime profile of `runs` runs (breakdown's reader)."""
+    model_runs, nodes = profile_events(profile)
     by: dict[str, float] = {}
-    for e in events:
-        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
-            group = groups.get(e["name"][: -len("_kernel_time")], "norms, activations, the rest")
-            by[group] = by.get(group, 0.0) + e["dur"] / 1e3 / runs
-    run_ms = sum(e["dur"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run") / 1e3 / runs
-    return by, run_ms
+    for e in nodes:
+        group = groups.get(e["node"], "norms, activations, the rest")
+        by[group] = by.get(group, 0.0) + e["dur"] / 1e3 / runs
+    return by, sum(e["dur"] for e in model_runs) / 1e3 / runs
 
 
 def apportion(step_ms: float, by: dict[str, float], run_ms: float) -> dict[str, float]:
@@ -162,14 +160,7 @@ class Graph:
     def round(self) -> dict:
         plain = self.session(False)
         f = feeds(plain)
-        for _ in range(WARM_UP):
-            plain.run(None, f)
-        times = []
-        for _ in range(STEPS):
-            start = time.perf_counter()
-            plain.run(None, f)
-            times.append(time.perf_counter() - start)
-        step_ms = statistics.median(times) * 1e3
+        step_ms = statistics.median(run_times(plain, f, STEPS, WARM_UP)) * 1e3
         profiled = self.session(True)
         for _ in range(STEPS):
             profiled.run(None, f)

@@ -17,8 +17,8 @@ apart; the work a token takes moves little. So this row pins its process to one 
 ONNX Runtime then gets one intra-op thread, backends.onnx_backend.physical_cores) with spinning off, and
 measures each lever in a pair with the default, the two alone in the process, their order swapped every round:
 each decodes TOKENS greedy tokens after the same prompt ids, timed with the process's CPU clock
-(time.process_time: one thread that never spins, so CPU seconds are the work done). `cpu_tps` is tokens per CPU second, `cpu_x` its ratio to the default's, taken within
-each round; the medians over the rounds are printed, with each round's figures and the wall-clock tok/s
+(time.process_time: one thread that never spins, so CPU seconds are the work done). `cpu_tps` is tokens per CPU
+second, `cpu_x` its ratio to the default's, taken within each round; the medians over the rounds are printed, with each round's figures and the wall-clock tok/s
 beside them (labelled: they carry the load). The default's two-thread decode against llama.cpp and ONNX
 Runtime GenAI is the interleaved rows'.
 

@@ -297,13 +297,13 @@ def matmul_peak_row(threads: int | None = None, m: int = 1024, k: int = 2048, n:
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(make_model(graph, {"": 17}).SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
-    times = _run_times(session, {"x": rng.standard_normal((m, k), dtype=np.float32)}, repeats, warm_up=1)
+    times = run_times(session, {"x": rng.standard_normal((m, k), dtype=np.float32)}, repeats, warm_up=1)
     flops = 2 * m * k * n
     return MatmulPeakRow(shape=[m, k, n], threads=threads, matmul_peak_gflops=round(flops / min(times) / 1e9, 1),
                          matmul_median_gflops=round(flops / statistics.median(times) / 1e9, 1))
 
 
-def _run_times(session, feed: dict, repeats: int, warm_up: int) -> list[float]:
+def run_times(session, feed: dict, repeats: int, warm_up: int) -> list[float]:
     """Seconds of each of `repeats` runs of an ONNX Runtime session on `feed`, after `warm_up` untimed runs."""
     for _ in range(warm_up):
         session.run(None, feed)
@@ -353,7 +353,7 @@ def kernels_ms(kernels, repeats: int = 30) -> float:
     rng = np.random.default_rng(0)
     feed = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim], dtype=np.float32)
             for i in kernels.graph.input}
-    return statistics.median(_run_times(session, feed, repeats, warm_up=3)) * 1e3
+    return statistics.median(run_times(session, feed, repeats, warm_up=3)) * 1e3
 
 
 def kernel_floor_row(folder: Path | None = None, repeats: int = 30) -> KernelFloorRow:
