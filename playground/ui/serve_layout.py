@@ -45,9 +45,10 @@ ALONE = ("⚠️ A workload has the machine to itself: other CPU work (Generate,
 PRESENTER_ONLY = ("This room is served ({served}): a run here would stall everyone's requests, so only the presenter "
                   "may start one, with the presenter key (the app's PLAYGROUND_PRESENTER_KEY) typed below. An attendee "
                   "runs a workload of their own on the source “this app's endpoint” instead: it takes nothing alone "
-                  "and joins the engine loop as one more client, taking turns with everyone else, with a client's "
-                  "share of the room: at most {share} of its requests in flight at once, the rest waiting their turn "
-                  "on this page (its figures are shared ones).")
+                  "and joins the engine loop as one more client, taking turns with everyone else{share} (its figures "
+                  "are shared ones).")
+SHARE = (", with a client's share of the room: at most {share} of its requests in flight at once, the rest waiting "
+         "their turn on this page")
 SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of positions in one buffer per layer, as "
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
@@ -165,7 +166,7 @@ def _columns(out):
                                           elem_classes="pg-scroll-table")
 
 
-def _sweeps(registry, out, form, served: str = "", share: int = CLIENT_SHARE):
+def _sweeps(registry, out, form, served: str = ""):
     with gr.Accordion("Sweeps: batch size (concurrent decodes), arrival rate (latency vs throughput), prefill chunk "
                       "(TTFT vs ITL)", open=False, elem_id="serve-sweeps"):
         caption("Batch size: 1, 2, 4, 8, 16 requests decoding at once (EOS ignored); expected: each request slows, "
@@ -191,7 +192,7 @@ def _sweeps(registry, out, form, served: str = "", share: int = CLIENT_SHARE):
                                   minimum=0)
             form.chunks = gr.Textbox(SweepForm.chunks, label="Prefill chunks (prompt tokens per iteration)",
                                      elem_id="serve-sweep-chunks")
-        form.presenter_key = presenter_key_box(served, "serve-sweep-presenter-key", share)
+        form.presenter_key = presenter_key_box(served, "serve-sweep-presenter-key")
         run = gr.Button("Run sweep", elem_id="serve-sweep-run")
         out.sweep_plot = gr.Plot(label="Sweep", elem_id="serve-sweep-plot")
         out.sweep_roofline = gr.Plot(label="The batch-size sweep on the roofline", visible=False,
@@ -313,11 +314,12 @@ def _kv_memory(form, out):
         out.preset_about = gr.Markdown(elem_id="serve-preset-about")
 
 
-def presenter_key_box(served: str, elem_id: str, share: int = CLIENT_SHARE) -> gr.Textbox:
+def presenter_key_box(served: str, elem_id: str, share: int | None = None) -> gr.Textbox:
     """The presenter's key box (a form's last field), shown with who may run, while the room is `served` only
-    (`share`: the requests an attendee's run has in flight at once, Room.joined_share)."""
+    (`share`: the requests an attendee's run has in flight at once, Room.joined_share; None: a run not held to one,
+    as a sweep, whose batch sizes are its lesson)."""
     if served:
-        caption(PRESENTER_ONLY.format(served=served, share=share))
+        caption(PRESENTER_ONLY.format(served=served, share=SHARE.format(share=share) if share else ""))
     return gr.Textbox("", label="Presenter key", type="password", max_lines=1, visible=bool(served), elem_id=elem_id)
 
 
@@ -357,7 +359,7 @@ def layout(registry, traffic=None, remote=None, served: str = "", share: int = C
         run, replay, stop, slo = _run_and_status(out, form, served, share)
         _columns(out)
         out.download = gr.File(label="Results: JSON per run, an HTML report", file_count="multiple", interactive=False)
-        sweep, price, cost = _sweeps(registry, out, sweep_form, served, share)
+        sweep, price, cost = _sweeps(registry, out, sweep_form, served)
         watch, unwatch, export = _clients(out, traffic, remote)
     return out, form, sweep_form, SimpleNamespace(run=run, replay=replay, stop=stop, sweep=sweep, slo=slo, watch=watch,
                                                      unwatch=unwatch, export=export, price=price, cost=cost)

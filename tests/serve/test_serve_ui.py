@@ -221,6 +221,21 @@ def test_each_per_class_column_is_as_wide_as_its_header():
     assert all(width >= 12 * len(header) + 18 for width, header in zip(CLASS_WIDTHS, CLASS_HEADERS))
 
 
+def test_in_a_served_room_only_the_runs_caption_promises_a_clients_share(tiny_engine):
+    """An attendee's Run on this app's endpoint is held to a client's share (Room.joined_share); a sweep is not (its
+    batch sizes are its lesson): the caption over Run says the share, the one over Run sweep does not."""
+    from playground.api import ClientTraffic
+    from playground.serve.room import Room
+    room = Room(traffic=ClientTraffic())
+    room.served = "the OpenAI-compatible endpoint is on"
+    demo = build_demo(SourceRegistry(lambda name, progress: tiny_engine, ["torch"], default="torch"), room)
+    said = [b.value for b in demo.blocks.values() if isinstance(getattr(b, "value", None), str)
+            and b.value.startswith("This room is served")]
+    run, sweep = said   # the Run form's caption, then the sweeps'
+    assert f"at most {room.client_share} of its requests in flight at once" in run
+    assert "in flight" not in sweep and sweep.endswith("(its figures are shared ones).")
+
+
 @pytest.mark.slow
 def test_in_a_served_room_only_the_presenters_key_starts_a_serve_run(tiny_onnx_engine):
     """One attendee's Serve Run took the machine alone and stalled the whole room. While the room is served, a run
