@@ -41,6 +41,7 @@ GANTT = """() => { const gd = document.querySelector('#serve-clients-gantt .js-p
     window: [innerWidth, innerHeight], container: document.querySelector('.gradio-container').getBoundingClientRect().width,
     rows: gd.layout.yaxis.categoryarray, ticks: gd.layout.yaxis.ticktext,
     traces: gd.data.map((t) => ({name: t.name, y: t.y, symbol: t.marker && t.marker.symbol}))}; }"""
+CANCELLED = "ended: cancelled (client gone)"   # the Gantt's trace of requests whose client hung up
 # Each client's share as the Watch view shows it: the sentence above the table, the table's rows by column
 SHARES = """() => { const box = document.querySelector('#serve-clients-shares');
   const table = box.querySelector('table.pg-shares');   // the clients' shares (the prefix cache's table follows it)
@@ -109,6 +110,10 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
             line = page.evaluate("document.querySelector('#serve-clients-status').innerText")
             assert counted in line, line
             assert "8 requests" in line and "3 refused" in line and "0 preempted" in line, line
+            # the charts are redrawn every fifth frame (serve_tab.CHARTS_EVERY): wait for the one that holds them all
+            page.wait_for_function(f"({GANTT})()?.traces.map((t) => t.name).join('|').includes('{CANCELLED}')"
+                                   f" && ({GANTT})().rows.filter((r) => r.startsWith('refused')).length === 3",
+                                   timeout=30_000)
             page.evaluate("document.querySelector('#serve-clients').scrollIntoView({block: 'start'})")
             fonts = enlarged(page)   # presenter.js has enlarged the charts' text
             assert fonts["tiny"] == [] and fonts["chart"] >= 18, fonts
@@ -127,7 +132,7 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
             assert all(inside(b, g["figure"]) and inside(b, g["legend"]) for _, b in g["entries"]), g["entries"]
 
             by_name = {t["name"]: t for t in g["traces"]}
-            assert by_name["ended: cancelled (client gone)"]["symbol"] == "x"
+            assert by_name[CANCELLED]["symbol"] == "x"
             refused = {n: t for n, t in by_name.items() if n.startswith("refused")}
             assert set(refused) == {"refused 400 (too long or bad)", "refused 429 (too many)"}
             assert {t["symbol"] for t in refused.values()} == {"square-x"}
