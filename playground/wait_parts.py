@@ -10,7 +10,8 @@ The server's parts are measured on the engine loop's clock from the marks the ba
 plans (serve/plan.py, serve/batcher.py); the reasons a request waited are the ones the plans gave:
 
     waiting, by reason     its arrival -> a KV slot, split by the reason each plan gave: the iteration in progress
-                           (it came after the plan was made), no free slot, its turn among clients, the KV budget,
+                           (it came after the plan was made), no free slot, its turn among clients, a request of a
+                           higher priority (it yields), the KV budget,
                            the machine (work that needs it alone held it; the engine loop's pause)
     cached tokens copied   its cached prefix copied into its slot from the prefix cache
     its prompt computed    its own prefill chunks, and its first token sampled after the last one
@@ -50,6 +51,8 @@ WAITING_WORDS = {
     "no free slot": "waiting for a KV slot (every slot was held)",
     "its turn among clients": "waiting for its turn among clients (a freed slot goes to the client holding the "
                               "fewest)",
+    "a request of a higher priority": "yielding: a freed slot went to a request of a higher priority (it was sent "
+                                      "with priority 1 or more)",
     "no KV budget": "waiting for KV budget (a slot was free, the blocks its prompt needs were not)",
     "behind a request short of KV budget": "waiting behind a request short of KV budget (no one overtakes it)",
     MACHINE: "waiting for the machine (work that needs it alone held it)",
@@ -59,6 +62,7 @@ WAITING_WORDS = {
 # the same reasons in two or three words, for a sentence that names only the largest
 WAITED_FOR = {"the iteration in progress": "the iteration in progress", "no free slot": "a free slot",
               "its turn among clients": "its turn among clients", "no KV budget": "KV budget",
+              "a request of a higher priority": "requests of a higher priority",
               "behind a request short of KV budget": "a request short of KV budget", MACHINE: "the machine"}
 
 
@@ -154,6 +158,9 @@ def waiting_words(reason: str | None, ahead: int | None, slots: int, in_flight: 
     if reason == "its turn among clients":
         return (f"Waiting for your turn among clients: a freed slot goes to the client holding the fewest; {queue} "
                 f"({in_flight} in it now, {slots} slots)…")
+    if reason == "a request of a higher priority":
+        return (f"Yielding: a freed slot goes to a request of a higher priority first (yours was sent with priority 1 "
+                f"or more); {queue} ({in_flight} in it now, {slots} slots)…")
     if reason == "the iteration in progress":
         return (f"Waiting for the iteration in progress: the engine admits you when it plans the next one "
                 f"({in_flight} requests in it now, {slots} slots)…")

@@ -95,7 +95,8 @@ def read_messages(body) -> MessagesTurn:
     _conversation(chat, body.get("messages"))
     stops = body.get("stop_sequences")
     asked = chat.asked(max_tokens=max_tokens, temperature=body.get("temperature"), top_p=body.get("top_p"),
-                       top_k=body.get("top_k"), stop=stops if stops else None, stream=_stream(body))
+                       top_k=body.get("top_k"), stop=stops if stops else None, stream=_stream(body),
+                       priority=body.get("priority"))
     return MessagesTurn(asked, tools)
 
 

@@ -18,8 +18,10 @@ Fields read (the others are ignored, as llama.cpp and vLLM ignore what they do n
 (completions: text, or a list of token ids as vLLM and llama.cpp take), `max_tokens` /
 `max_completion_tokens`, `temperature`, `top_p`, `seed`, `stop` (a string or up to 4), `logprobs` and
 `top_logprobs` (chat) or `logprobs: N` (completions), `stream`, `stream_options.include_usage`, and the
-extras `top_k`, `ignore_eos` and `per_request_metrics` (true: vLLM's per-request `metrics` object in the
-response, which vLLM itself sends only when started with --enable-per-request-metrics). Which conversation a
+extras `top_k`, `ignore_eos`, `per_request_metrics` (true: vLLM's per-request `metrics` object in the
+response, which vLLM itself sends only when started with --enable-per-request-metrics) and `priority` (vLLM's:
+0 by default; 1 or more yields to the other requests, in admission and prefill, serve/plan.py; never below 0,
+so no client goes ahead of the room's people: 0 to MAX_PRIORITY). Which conversation a
 request continues (serve/conversations.py) is named by the session it names (`session`, read on every route by
 session_hint.py: `prompt_cache_key`, `X-Session-Id` and the others), else `user` (each a string of up to
 MAX_KEY_CHARS). The extension object `x_playground` may name a
@@ -48,6 +50,7 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 SETTINGS_PARAM = {"max_new_tokens": "max_tokens", "top_candidates": "top_logprobs"}   # engine name -> API name
 MAX_KEY_CHARS = MAX_ID_CHARS   # a conversation key (prompt_cache_key, user) at most, as a session id
 MAX_TOOLS = 128       # tool definitions one request may list
+MAX_PRIORITY = 100    # `priority` at most: 0 first, a larger number later
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Asked:
     include_usage: bool = False
     ignore_eos: bool = False
     per_request_metrics: bool = False  # add vLLM's per-request `metrics` object to the response (timings.py)
+    priority: int = 0                  # vLLM's: 0, or more to yield to the other requests (serve/plan.py)
     prompt_cache_key: str = ""         # the client's conversation key ("": none sent)
     user: str = ""                     # OpenAI's end-user id: a conversation key when no other is sent
     template: str = MODEL              # the chat template, by name (tokens/chat.py)
@@ -107,6 +111,8 @@ def read_body(body, kind: str) -> Asked:
             raise bad_request("stream_options must be an object", "stream_options")
         fields["include_usage"] = _bool(options, "include_usage", "stream_options.include_usage")
     fields.update(prompt_cache_key=_key(body, "prompt_cache_key"), user=_key(body, "user"))
+    if body.get("priority") is not None:
+        fields["priority"] = _int(body, "priority", 0, MAX_PRIORITY)
     if kind == CHAT:
         fields["messages"] = _messages(body.get("messages"))
         fields["tools"] = _tools(body.get("tools"))

@@ -208,7 +208,7 @@ def read_responses(body, store: ResponseStore | None) -> ResponsesTurn:
     for item in items:
         _say(chat, item)
     asked = chat.asked(max_tokens=max_out, temperature=body.get("temperature"), top_p=body.get("top_p"),
-                       stream=_flag(body, "stream", False))
+                       stream=_flag(body, "stream", False), priority=body.get("priority"))
     echo = {"instructions": instructions, "tools": body.get("tools") if isinstance(body.get("tools"), list) else [],
             "tool_choice": choice if choice is not None else "auto", "parallel_tool_calls": parallel,
             "max_output_tokens": max_out, "temperature": body.get("temperature", 1.0), "top_p": body.get("top_p", 1.0),

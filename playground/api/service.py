@@ -176,7 +176,8 @@ class ApiService:
         request_id = ("chatcmpl-" if asked.kind == CHAT else "cmpl-") + secrets.token_hex(12)
         try:
             ticket = loop.submit(ids, settings, ignore_eos=asked.ignore_eos, request_id=request_id, client=client,
-                                 server=received.server_fields(), turn=turn_of(asked, chat), session=asked.session)
+                                 server=received.server_fields(), turn=turn_of(asked, chat), session=asked.session,
+                                 priority=asked.priority)
         except ValueError as exc:
             admission.guard.release(admission)
             raise bad_request(str(exc), _param(asked)) from None

@@ -116,7 +116,7 @@ class Chat:
 
     def asked(self, **fields) -> Asked:
         """The chat request the engine runs; `fields`: a chat body's (max_tokens, temperature, top_p, top_k,
-        stop, stream), read and checked as /v1/chat/completions reads them (ApiError 400)."""
+        stop, stream, priority), read and checked as /v1/chat/completions reads them (ApiError 400)."""
         return read_body({"messages": self.as_messages(), **{k: v for k, v in fields.items() if v is not None}},
                          CHAT)
 

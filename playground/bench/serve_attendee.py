@@ -15,6 +15,7 @@ Left out: the attendee's own figures (the Serve tab draws them; they are shared 
 """
 from __future__ import annotations
 
+import html
 import time
 
 SELF_SOURCE = "this app's endpoint"   # app.py's SELF_SOURCE: the Serve tab's source that joins the room's loop
@@ -46,7 +47,7 @@ def press_run(client, requests: int = 16, timeout_s: float = 600.0) -> tuple[flo
     pressed = time.perf_counter()
     try:
         out = client.submit(*api_args(attendee_form(requests)), api_name="/serve").result(timeout=timeout_s)
-        status = str(out[OUTPUTS.index("status")]).strip().splitlines()[0][:200]
+        status = html.unescape(str(out[OUTPUTS.index("status")]).strip().splitlines()[0])[:240]
     except Exception as exc:   # noqa: BLE001 - the row records why the attendee's run failed; the room goes on
         status = f"{type(exc).__name__}: {exc}"[:200]
     return time.perf_counter() - pressed, status

@@ -7,6 +7,7 @@
     run.trace.server                                           # the server's own figures, labelled by origin
     source.run_ids(ids, settings, ignore_eos=True)             # exact token ids (llama.cpp, vLLM)
     RemoteSource(url, reuse_prefix=True)                        # its runs from exact ids keep the server's prompt cache
+    source.yielding(1)                                         # a copy whose requests say `priority: 1` (vLLM's)
 
 t0 is taken as the request is sent (after prompt_ids asked the server's /tokenize, which is no part of
 the request); each Step is one event, stamped on arrival. The prompt ids come from the server's own
@@ -19,6 +20,7 @@ Left out: n > 1 choices, tool calls, and servers that only speak the Responses A
 """
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from typing import Callable
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 
 
 class RemoteSource:
+    priority = 0   # vLLM's request priority each request sends (0: none sent, the server's default)
+
     def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None, *,
                  connect_timeout: float = 5.0, read_timeout: float = 120.0, figure_interval: float = 1.0,
                  clock: Callable[[], float] = time.perf_counter, note: str = "", reuse_prefix: bool = False):
@@ -133,6 +137,8 @@ class RemoteSource:
         s = trace.settings
         body = {"model": self.model, "stream": True, "stream_options": {"include_usage": True},
                 "max_tokens": s.max_new_tokens, **self.kind.sampling(s), **self.kind.extras, **body}
+        if self.priority:
+            body["priority"] = self.priority
         if self.capabilities.top_k:
             chat = path.endswith("chat/completions")
             body.update({"logprobs": True, "top_logprobs": s.top_candidates} if chat else {"logprobs": s.top_candidates})
@@ -145,6 +151,16 @@ class RemoteSource:
             trace.server["warnings"] = [f"top_k={s.top_k} was not sent: {self.kind.name} takes no top_k"]
         exact_prompt = exact or self.capabilities.local_tokenizer
         return Run(trace, lambda run: stream_steps(self, run, path, body, exact_prompt), self.clock())
+
+    def yielding(self, priority: int = 1) -> "RemoteSource":
+        """A copy of this source (the same server and connection) whose requests carry vLLM's `priority`: 1 or more
+        yields to the server's other requests where its scheduler honours it (this app's endpoint does; vLLM
+        refuses it unless started with --scheduling-policy priority)."""
+        if not isinstance(priority, int) or priority < 1:
+            raise ValueError(f"a yielding source's priority is a whole number of 1 or more, got {priority!r}")
+        mine = copy.copy(self)
+        mine.priority = priority
+        return mine
 
     def warm_up(self) -> None:
         """One short request, discarded (the server's own first-call costs stay out of the figures)."""

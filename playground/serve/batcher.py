@@ -123,6 +123,7 @@ class Sequence:
     joined: float = 0.0            # perf_counter() of its latest admission
     preemptions: int = 0
     client: str = ""               # who sent it (a page session, an API key): slots are shared out between clients
+    priority: int = 0              # vLLM's: 0, or more to yield to the others (plan.py: admission, prefill order)
     waited: dict = field(default_factory=dict)   # WaitReason -> seconds it waited in the queue for it, in all
     wait: WaitReason = WaitReason.IN_PROGRESS    # what it waits for now (the latest plan's reason)
     wait_since: float | None = None              # since when: not yet in `waited` (None: it holds a slot)
@@ -204,10 +205,14 @@ class Batcher:
 
     def add(self, ids: list[int], settings: GenerationSettings, request_id=None, prompt: str = "", text: str = "",
             ignore_eos: bool = False, client: str = "", turn=None, arrived: float | None = None,
-            session=None) -> Sequence:
+            session=None, priority: int = 0) -> Sequence:
         """Queue a request (its prompt's token ids; `client`: who sent it; `turn`: a chat request's
         conversations.Turn; `session`: the sessions.Session it named; `arrived`: when it arrived on the batcher's clock, if before now: a workload's request
-        released between two iterations); ValueError when it cannot fit a slot."""
+        released between two iterations; `priority`: 0, or more to yield to the others, plan.py); ValueError when
+        it cannot fit a slot or its priority is below 0."""
+        if not isinstance(priority, int) or priority < 0:
+            raise ValueError(f"priority must be a whole number of 0 or more (a request may yield, never go ahead "
+                             f"of the others), got {priority!r}")
         settings = settings.validate()
         if not ids or len(ids) >= self.capacity:
             raise ValueError(f"prompt is {len(ids)} tokens; a KV slot holds {self.capacity} positions "
@@ -225,7 +230,7 @@ class Batcher:
         seq = Sequence(request_id, list(ids), settings, trace, sampler, Detokenizer(b.tokenizer, ids),
                        frozenset() if ignore_eos else b.eos_token_ids, prefill_ids=list(ids),
                        hashes=block_hashes(ids) if self.cache is not None else [], arrived=arrived,
-                       client=client, wait_since=arrived, turn=turn, session=session,
+                       client=client, wait_since=arrived, turn=turn, session=session, priority=priority,
                        wait=WaitReason.IN_PROGRESS if self.paused_since is None else WaitReason.MACHINE)
         trace.prefill_chunk = self.config.prefill_chunk
         with self.lock:

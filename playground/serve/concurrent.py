@@ -66,8 +66,11 @@ class ConcurrentScheduler(Scheduler):
     def prepare(self, workload):
         """The result, its label and what "admitted" means saying the cap (`max_concurrency`) where there is one."""
         result = super().prepare(workload)
+        yields = getattr(self.source, "priority", 0)
+        if yields:   # a yielding source (RemoteSource.yielding): the server reads the others' requests first
+            result.scheduler_label = f"{self.label}, yielding to other requests (priority {yields})"
         if self.max_concurrency:
-            result.scheduler_label = f"{self.label}, at most {self.max_concurrency} in flight at once"
+            result.scheduler_label = f"{result.scheduler_label}, at most {self.max_concurrency} in flight at once"
             result.admitted_means = (f"the request was sent, at most {self.max_concurrency} at once (the rest waited "
                                      "here, that wait measured); queueing inside the server is part of its prefill time")
         return result

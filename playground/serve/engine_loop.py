@@ -150,15 +150,17 @@ class EngineLoop:
 
     def submit(self, ids: list[int], settings: GenerationSettings, *, prompt: str = "", text: str = "",
                ignore_eos: bool = False, request_id=None, client: str = "", server: dict | None = None,
-               turn=None, session=None) -> Ticket:
+               turn=None, session=None, priority: int = 0) -> Ticket:
         """Queue a request; ValueError when it cannot fit a slot or the loop is closed. `server`: what the
         endpoint knows of it (its Trace's `server` dict, filled before the observer is told); `turn`: a chat
         request's conversations.Turn (its Trace gets the record of its prefix-cache lookup); `session`: the
-        sessions.Session it named (its ticket carries it to the observer's record)."""
+        sessions.Session it named (its ticket carries it to the observer's record); `priority`: 0, or more to
+        yield to the other requests (plan.py)."""
         if self._closed:
             raise ValueError("the engine loop is closed")
         with self._lock:
-            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client, turn, session=session)
+            seq = self.batcher.add(ids, settings, request_id, prompt, text, ignore_eos, client, turn, session=session,
+                                   priority=priority)
             seq.trace.server.update(server or {})
             ticket = self.tickets[id(seq)] = Ticket(seq, client, session)
             if self.observer is not None:

@@ -19,13 +19,14 @@ the plan applies them:
               it fits, as vLLM v1 does: its KV is dropped, and it goes back to the front of the queue, to read
               its prompt and every token it made again
   2. admit -- while a slot is free, the request whose turn it is takes it (`next_turn`: a preempted request
-              first, else the earliest of the client holding the fewest slots); with a budget, only if the
+              first, else among the requests of the highest priority -- 0, unless a request asked to yield --
+              the earliest of the client holding the fewest slots); with a budget, only if the
               blocks its prefill writes fit, and no one overtakes a request that does not fit. With prefix
               caching its lookup (`Lookup`) says how much of its prompt the cache holds: that is copied, not
               computed
   3. decode -- every request whose prompt is read is one row of the decode pass
-  4. prefill -- at most `prefill_chunk` prompt tokens are computed per iteration, the prompt with the fewest
-              tokens left first (equals in slot order); before its chunk a request copies the cached blocks
+  4. prefill -- at most `prefill_chunk` prompt tokens are computed per iteration, the highest priority first,
+              then the prompt with the fewest tokens left (equals in slot order); before its chunk a request copies the cached blocks
               that continue what it has read
   5. wait  -- everyone else waits, and the plan says why (WaitReason)
 
@@ -45,7 +46,7 @@ record of why the rest of its prompt is computed (cache_miss.py; the batcher add
 >>> from .slots import SlotTable
 >>> def seq(name, prompt, client="", arrived=0.0):
 ...     return S(id=name, ids=[1] * prompt, prefill_ids=[1] * prompt, hashes=[], read=0, length=0, held=[],
-...              caching=True, blocks=0, preemptions=0, client=client, arrived=arrived, cancelled=False)
+...              caching=True, blocks=0, preemptions=0, client=client, arrived=arrived, cancelled=False, priority=0)
 >>> table = SlotTable(S(slots=2, move=None, swap=None))
 >>> waiting = [seq("doc", 300), seq("q", 20, arrived=1.0), seq("late", 8, arrived=2.0)]
 >>> plan = make_plan(waiting, [], table, None, None, prefill_chunk=128, now=5.0)
@@ -57,7 +58,21 @@ late waits: no free slot
 >>> plan.reason(waiting[2]), plan.prefill[1].tokens
 (<WaitReason.NO_SLOT: 'no free slot'>, 108)
 
-Left out: priorities, and a plan spanning several iterations (each iteration plans afresh from its state).
+A request's priority is vLLM's: 0 by default, a larger number later. Here it only yields (a request may ask for
+1 or more, never less than 0): an attendee's Serve workload in a served room (Room.joined_share) yields to the
+people's requests, in admission and in prefill; every request holding a slot is a row of the decode pass alike.
+
+>>> bg = seq("workload", 20, client="attendee", arrived=0.0); bg.priority = 1
+>>> people = [seq("alice", 40, client="a", arrived=1.0), seq("bob", 60, client="b", arrived=2.0)]
+>>> plan = make_plan([bg] + people, [], SlotTable(S(slots=2, move=None, swap=None)), None, None, 128, now=5.0)
+>>> print("\\n".join(plan.lines()))
+admit alice, bob
+prefill alice: tokens 0-40 (40)
+prefill bob: tokens 0-60 (60)
+workload waits: a request of a higher priority
+
+Left out: preempting a running request for a higher priority (vLLM's priority policy does), and a plan spanning
+several iterations (each iteration plans afresh from its state).
 """
 from __future__ import annotations
 
@@ -76,10 +91,12 @@ class WaitReason(TextEnum):
     NO_SLOT = "no free slot"                        # every KV slot is held
     TURN = "its turn among clients"                 # a slot came free, and went to a request of a client holding
     #                                                 fewer slots, though it came later (the per-client rule)
+    PRIORITY = "a request of a higher priority"     # it asked to yield (priority 1 or more): a slot went to a
+    #                                                 request of a smaller priority number, though it came later
     KV_BUDGET = "no KV budget"                      # a slot is free, the blocks its prefill writes are not
     BEHIND = "behind a request short of KV budget"  # no one overtakes the request whose turn it is
     PREFILL_BUDGET = "prefill tokens spent"         # it holds a slot; the iteration's prompt tokens went to
-    #                                                 prompts with fewer tokens left
+    #                                                 prompts ahead of it (a higher priority, or fewer tokens left)
     MACHINE = "the machine"                         # no plan is made: work that needs the machine alone holds it
     #                                                 (the engine loop's pause: Batcher.pause, never a plan's reason)
 
@@ -185,12 +202,12 @@ def _admission_note(a: Admission) -> str:
 
 def next_turn(waiting: list, held: Counter, resuming=frozenset()):
     """Whose turn it is to take a slot: a preempted request at the front (`resuming`: preempted in the plan being
-    made: their ids), else the earliest request of the client holding the fewest slots (`held`: client -> slots;
-    min keeps the first of equals: first come, first served)."""
+    made: their ids), else among the highest priority (the smallest number) the earliest request of the client
+    holding the fewest slots (`held`: client -> slots; min keeps the first of equals: first come, first served)."""
     first = waiting[0]
     if first.preemptions or id(first) in resuming:
         return first
-    return min(waiting, key=lambda s: held[s.client])
+    return min(waiting, key=lambda s: (s.priority, held[s.client]))
 
 
 class _NoKV:
@@ -345,7 +362,7 @@ class _Draft:
         self.readings = [_Reading(s, s.prefill_ids, s.hashes, s.read, len(s.held), s.caching)
                          for s in _prefilling_after(self.table, self.removed)] + self.readings
         chunks, left = [], prefill_chunk
-        for r in sorted(self.readings, key=lambda r: len(r.ids) - r.read):
+        for r in sorted(self.readings, key=lambda r: (r.seq.priority, len(r.ids) - r.read)):
             if left <= 0:
                 break
             copied = 0
@@ -362,16 +379,22 @@ class _Draft:
 
     def waits(self, admitted: tuple, short, chunks: tuple) -> tuple[Wait, ...]:
         """5. Why each request left in the queue waits, then each slot holder whose prompt got no chunk. Left in
-        the queue with no request short of budget, a request waits for a slot; for its turn if a later request of
-        another client took one."""
+        the queue with no request short of budget, a request waits for a slot; for a higher priority if a later
+        request of a smaller priority number took one, for its turn if a later request of another client did."""
         if short is not None:
             queued = [Wait(s, WaitReason.KV_BUDGET if s is short else WaitReason.BEHIND) for s in self.queue]
         else:
             latest = {}   # client -> the latest arrival among its requests admitted now
             for a in admitted:
                 latest[a.seq.client] = max(latest.get(a.seq.client, a.seq.arrived), a.seq.arrived)
-            queued = [Wait(s, WaitReason.TURN if any(c != s.client and t > s.arrived for c, t in latest.items())
-                           else WaitReason.NO_SLOT) for s in self.queue]
+
+            def reason(s) -> WaitReason:
+                if any(a.seq.priority < s.priority and a.seq.arrived > s.arrived for a in admitted):
+                    return WaitReason.PRIORITY
+                if any(c != s.client and t > s.arrived for c, t in latest.items()):
+                    return WaitReason.TURN
+                return WaitReason.NO_SLOT
+            queued = [Wait(s, reason(s)) for s in self.queue]
         read = {id(c.seq) for c in chunks}
         return tuple(queued) + tuple(Wait(r.seq, WaitReason.PREFILL_BUDGET) for r in self.readings
                                      if id(r.seq) not in read)

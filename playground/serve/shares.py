@@ -29,7 +29,8 @@ from .engine_loop import PAGE, client_origin
 
 UNNAMED = "unnamed"   # the row of requests that carry no client name
 # the batcher's reasons under which the slots other clients held say why a request waited
-FOR_SLOTS = frozenset({"no free slot", "its turn among clients", "no KV budget", "behind a request short of KV budget"})
+FOR_SLOTS = frozenset({"no free slot", "its turn among clients", "a request of a higher priority", "no KV budget",
+                       "behind a request short of KV budget"})
 
 
 class ClientNames:

@@ -48,7 +48,8 @@ PRESENTER_ONLY = ("This room is served ({served}): a run here would stall everyo
                   "and joins the engine loop as one more client, taking turns with everyone else{share} (its figures "
                   "are shared ones).")
 SHARE = (", with a client's share of the room: at most {share} of its requests in flight at once, the rest waiting "
-         "their turn on this page")
+         "their turn on this page, and each yielding to the room's people (priority 1: the engine admits and reads "
+         "their prompts first)")
 SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of positions in one buffer per layer, as "
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "

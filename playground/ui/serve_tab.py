@@ -302,12 +302,16 @@ class ServeHandlers:
 
 def share_requests(schedulers, share: int | None) -> None:
     """Hold each scheduler that sends to a server (ConcurrentScheduler) to `share` requests in flight at once (the
-    rest wait in it, measured as their queue time); None: as many as the workload sends."""
+    rest wait in it, measured as their queue time), each request yielding to the room's (priority 1: the engine
+    reads the people's prompts first, serve/plan.py); None: as many as the workload sends, as any request."""
     for scheduler in schedulers:
         if share is not None and hasattr(scheduler, "max_concurrency"):
             scheduler.max_concurrency = min(share, scheduler.max_concurrency or share)
+            if hasattr(scheduler.source, "yielding"):
+                scheduler.source = scheduler.source.yielding(ATTENDEE_PRIORITY)
 
 
+ATTENDEE_PRIORITY = 1   # an attendee's Serve run in a served room: its requests yield to the people's
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
 CHARTS_EVERY = 5      # the Watch view's frames (one a second) its charts are drawn in: every fifth, and the last
 UNSENT = object()

@@ -98,7 +98,9 @@ def test_bad_input_is_400_naming_the_field(served):
     sdk = served.sdk()
     for kwargs, param in [(dict(temperature=9), "temperature"), (dict(messages=[]), "messages"),
                           (dict(n=2), "n"), (dict(stop=["a", "b", "c", "d", "e"]), "stop"),
-                          (dict(top_logprobs=3), "top_logprobs")]:
+                          (dict(top_logprobs=3), "top_logprobs"), (dict(extra_body={"priority": -1}), "priority"),
+                          (dict(extra_body={"priority": True}), "priority"),
+                          (dict(extra_body={"priority": 101}), "priority")]:
         with pytest.raises(openai.BadRequestError) as caught:
             sdk.chat.completions.create(**{"model": "m", "messages": QUESTION, "max_tokens": 2, **kwargs})
         assert caught.value.body["param"] == param, kwargs
@@ -352,6 +354,38 @@ def test_the_playgrounds_remote_source_watching_itself_gives_the_engines_tokens(
     exact = source.run_ids(ids, GenerationSettings(max_new_tokens=6), ignore_eos=True).wait()
     assert exact.output_ids == tiny_onnx_engine.run_ids(ids, GenerationSettings(max_new_tokens=6),
                                                         ignore_eos=True).wait().output_ids
+
+
+def test_a_yielding_source_sends_its_priority_to_the_batcher_on_every_route(served):
+    """RemoteSource.yielding(1) (an attendee's Serve run in a served room) sends vLLM's `priority: 1`; the endpoint
+    queues the request with it (serve/plan.py then reads it after priority 0), on chat, completions, responses
+    and messages alike; a plain request is queued with 0."""
+    batcher = served.service.engine_loop.batcher
+    add, seen = batcher.add, []
+
+    def add_seeing(*args, **kwargs):
+        seen.append(kwargs.get("priority"))
+        return add(*args, **kwargs)
+
+    batcher.add = add_seeing
+    try:
+        source = RemoteSource(served.url + "/v1", api_key=KEY, figure_interval=0)
+        settings = GenerationSettings(max_new_tokens=3, temperature=0)
+        source.yielding(1).run("Hi", settings).wait()
+        source.run("Hi", settings).wait()
+        assert source.priority == 0 and seen == [1, 0]
+        headers = {"Authorization": f"Bearer {KEY}"}
+        for path, body in [("/v1/completions", {"prompt": "Hi"}),
+                           ("/v1/responses", {"input": "Hi", "max_output_tokens": 3}),
+                           ("/v1/messages", {"messages": QUESTION, "max_tokens": 3})]:
+            r = httpx.post(served.url + path, json={"model": "m", "max_tokens": 3, **body, "priority": 2},
+                           headers=headers, timeout=60)
+            assert r.status_code == 200, (path, r.text)
+        assert seen == [1, 0, 2, 2, 2]
+    finally:
+        batcher.add = add
+    with pytest.raises(ValueError, match="1 or more"):
+        source.yielding(0)
 
 
 def test_the_record_is_a_workload_the_serve_summary_reads_and_keeps_no_prompt(served):

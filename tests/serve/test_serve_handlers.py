@@ -156,8 +156,13 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
         form = serve_form(n=6, scheduler_a="concurrent", source_a="this app's endpoint", scheduler_b=NONE,
                           source_b=NONE, long_prompt=SUMMARIZE_INSTRUCTION + long_document())
         assert len(tiny_onnx_engine.tokenizer(form.long_prompt)["input_ids"]) > 512
+        batcher = s.service.engine_loop.batcher
+        add, priorities = batcher.add, []
+        batcher.add = lambda *a, **k: priorities.append(k.get("priority")) or add(*a, **k)
         frames = list(handlers.serve({**vars(form), "job": job}))
         assert "done" in frames[-1]["status"], frames[-1]["status"]
+        # and each of its requests yields to the room's (priority 1: the plan reads the people's prompts first)
+        assert priorities == [1] * 6 and "yielding to other requests (priority 1)" in frames[-1]["status"]
         records = job.results[0].records
         assert len(records) == 6 and all(r.stop_reason in ("eos", "length") for r in records)
         assert len(s.traffic.snapshot().records) == 6   # the room's record has the run's requests
@@ -175,6 +180,7 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
                                                         scheduler_b=NONE, source_b=NONE,
                                                         presenter_key="the-presenters-own")), "job": job}))
         assert "done" in frames[-1]["status"] and "in flight at once" not in frames[-1]["status"]
+        assert priorities[6:] == [0] * 6 and "yielding" not in frames[-1]["status"]
         job.close()
     finally:
         s.stop()

@@ -232,7 +232,7 @@ def test_in_a_served_room_only_the_runs_caption_promises_a_clients_share(tiny_en
     said = [b.value for b in demo.blocks.values() if isinstance(getattr(b, "value", None), str)
             and b.value.startswith("This room is served")]
     run, sweep = said   # the Run form's caption, then the sweeps'
-    assert f"at most {room.client_share} of its requests in flight at once" in run
+    assert f"at most {room.client_share} of its requests in flight at once" in run and "priority 1" in run
     assert "in flight" not in sweep and sweep.endswith("(its figures are shared ones).")
 
 

@@ -184,6 +184,37 @@ def test_waiting_while_slots_are_free_names_the_iteration_in_progress_and_the_tu
     assert WAITING_WORDS["its turn among clients"] in wait_line(seqs[1].trace)
 
 
+def test_a_request_that_yields_waits_for_the_higher_priority_and_its_prompt_is_read_after_theirs(scripted):
+    """A request sent with priority 1 (an attendee's Serve workload in a served room) that came first: a freed slot
+    goes to a later request of priority 0, and the yielding one is said to wait for it; with slots free, its
+    prompt is read after the people's though it has fewer tokens left."""
+    batcher, clock = scripted(BatchConfig(slots=1, prefill_chunk=128))
+    holder = batcher.add(prompt(20), settings(2), "holder", client="a")
+    batcher.step()
+    yielding = batcher.add(prompt(20), settings(2), "workload", client="attendee", priority=1)
+    clock.advance(0.01)
+    person = batcher.add(prompt(20), settings(2), "person", client="b")
+    plans = []
+    while not yielding.trace.steps:
+        plans.append(batcher.step().plan)
+    freed = next(p for p in plans if p.admitted)
+    assert [a.seq for a in freed.admitted] == [person] and freed.reason(yielding) is WaitReason.PRIORITY
+    assert person.trace.steps[0].time + person.trace.queued < yielding.trace.queued + yielding.trace.steps[0].time
+    assert "a request of a higher priority" in dict(yielding.trace.waits.waited)
+    assert_adds_up(yielding.trace)
+    assert WAITING_WORDS["a request of a higher priority"] in wait_line(yielding.trace)
+    assert holder.trace.steps
+
+    batcher, clock = scripted(BatchConfig(slots=4, prefill_chunk=64))
+    yielding = batcher.add(prompt(10), settings(2), "workload", client="attendee", priority=1)
+    people = [batcher.add(prompt(40), settings(2), f"p{i}", client=f"p{i}") for i in range(2)]
+    first = batcher.step().plan
+    assert [(c.seq, c.tokens) for c in first.prefill] == [(people[0], 40), (people[1], 24)]
+    assert first.reason(yielding) is WaitReason.PREFILL_BUDGET
+    with pytest.raises(ValueError, match="priority must be a whole number of 0 or more"):
+        batcher.add(prompt(10), settings(2), "ahead", priority=-1)
+
+
 def test_waiting_for_a_slot_when_all_are_held(scripted):
     batcher, clock = scripted(BatchConfig(slots=1, prefill_chunk=128))
     holder = batcher.add(prompt(20), settings(3), "holder")

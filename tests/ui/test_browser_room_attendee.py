@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from playground.ports import free_port
+from playground.serve import batcher as batcher_module
 from tests.browser import open_page, set_max_new_tokens
 from tests.helpers import require_browser
 
@@ -33,6 +34,9 @@ HELD = "the machine"   # what a page's status and a stream's wait event name whi
 # timing: a hang detector: the server tells a waiting stream every half second (routes.POLL_S; its own test holds
 # it to that); a stream silent this long while the machine was held was not told
 SILENT_S = 2.5
+# timing: each engine iteration this much longer (the tiny model's are a few ms): a stream of 400 tokens then lasts
+# seconds, longer than a Run's click takes to hold the machine
+STEP_S = 0.01
 
 
 @contextlib.contextmanager
@@ -161,6 +165,12 @@ def untold_silences(stream: Stream, span: tuple[float, float]) -> list[float]:
 
 def test_an_attendee_pressing_run_leaves_no_request_waiting_untold(monkeypatch):
     sync_api = require_browser()
+    step = batcher_module.Batcher.step
+
+    def slowed(self, *args, **kwargs):   # timing: the room's streams outlast the Run's click on a fast machine too
+        time.sleep(STEP_S)
+        return step(self, *args, **kwargs)
+    monkeypatch.setattr(batcher_module.Batcher, "step", slowed)
     with served_room(monkeypatch) as (url, room), sync_api.sync_playwright() as p:
         holds = Holds(room.gate)
         browser, attendee = open_page(p, url, width=1400, height=1000)
@@ -262,7 +272,7 @@ def test_an_attendee_pressing_run_leaves_no_request_waiting_untold(monkeypatch):
         span = holds.spans[0]
         assert [s.status for s in clients] == [200] * CLIENTS, [(s.status, s.body) for s in clients]
         held = [s for s in clients if s.events[-1][0] > span[0]]   # mid-answer when the machine was taken
-        # timing: an order of events: a slower machine makes more of the streams outlast the Run's click
+        # timing: an order of events: the streams outlast the Run's click (STEP_S)
         assert held, ([s.events[-1][0] for s in clients], span)
         for s in held:
             assert "wait" in s.kinds() and s.kinds()[-1] == "done", s.kinds()
