@@ -205,6 +205,8 @@ def test_an_attendee_pressing_run_leaves_no_request_waiting_untold(monkeypatch):
             attendee.locator("#serve-run").click()
             attendee.wait_for_function("/: done/.test(document.querySelector('#serve-status').innerText)",
                                        timeout=300_000)
+            said = serve_status(attendee)   # its share of the room, and its requests yield to the people's
+            assert "at most 4 in flight at once" in said and "yielding to other requests (priority 1)" in said, said
             for page in pages:
                 page.wait_for_function("document.querySelector('#status').innerText.includes('finished')",
                                        timeout=300_000)
