@@ -167,8 +167,8 @@ def test_an_attendee_pressing_run_leaves_no_request_waiting_untold(monkeypatch):
     sync_api = require_browser()
     step = batcher_module.Batcher.step
 
-    def slowed(self, *args, **kwargs):   # timing: the room's streams outlast the Run's click on a fast machine too
-        time.sleep(STEP_S)
+    def slowed(self, *args, **kwargs):
+        time.sleep(STEP_S)   # timing: a paced engine, so the room's streams outlast the Run's click on any machine
         return step(self, *args, **kwargs)
     monkeypatch.setattr(batcher_module.Batcher, "step", slowed)
     with served_room(monkeypatch) as (url, room), sync_api.sync_playwright() as p:
