@@ -47,9 +47,10 @@ PRESENTER_ONLY = ("This room is served ({served}): a run here would stall everyo
                   "runs a workload of their own on the source “this app's endpoint” instead: it takes nothing alone "
                   "and joins the engine loop as one more client, taking turns with everyone else{share} (its figures "
                   "are shared ones).")
+SHARED_DRAW_EVERY = 5   # a run sharing the room's loop redraws its Gantt, tables and charts every fifth second
 SHARE = (", with a client's share of the room: at most {share} of its requests in flight at once, the rest waiting "
          "their turn on this page, and each yielding to the room's people (priority 1: the engine admits and reads "
-         "their prompts first)")
+         "their prompts first; its timeline and charts redraw every {every} s, on the room's cores)")
 SLOTS = ("On ONNX Runtime each admitted request holds one KV slot: a run of positions in one buffer per layer, as "
          "long as the longest request needs. vLLM pages the cache in blocks through a block table; the CPU attention "
          "kernel here (GroupQueryAttention) has none, so a slot is the unit. A request that finds every slot held "
@@ -320,7 +321,7 @@ def presenter_key_box(served: str, elem_id: str, share: int | None = None) -> gr
     (`share`: the requests an attendee's run has in flight at once, Room.joined_share; None: a run not held to one,
     as a sweep, whose batch sizes are its lesson)."""
     if served:
-        caption(PRESENTER_ONLY.format(served=served, share=SHARE.format(share=share) if share else ""))
+        caption(PRESENTER_ONLY.format(served=served, share=SHARE.format(share=share, every=SHARED_DRAW_EVERY) if share else ""))
     return gr.Textbox("", label="Presenter key", type="password", max_lines=1, visible=bool(served), elem_id=elem_id)
 
 

@@ -27,6 +27,7 @@ trace (the CLI's --time-scale).
 """
 from __future__ import annotations
 
+import html
 import threading
 import time
 from dataclasses import dataclass
@@ -53,9 +54,10 @@ from .forms import form_inputs, read_form
 from ..serve.room import Room
 from .machine_gate import MachineGate
 from .serve_job import ServeJob
-from .serve_layout import DEFAULT_RATE, NONE, ReplayForm, ServeForm, SweepForm, layout
+from .serve_layout import DEFAULT_RATE, NONE, SHARED_DRAW_EVERY, ReplayForm, ServeForm, SweepForm, layout
 from .remote_watch import watch_view
-from .serve_views import OUTPUTS, clients_view, goodput_markdown, held_line, sweep_roofline, sweep_view, view
+from .serve_views import (OUTPUTS, clients_view, goodput_markdown, held_line, lesson_text, status_text, sweep_roofline,
+                          sweep_view, view)
 
 
 def registry_source(registry):
@@ -239,8 +241,8 @@ class ServeHandlers:
         job.gaps = [] if trace is None else [trace_gaps(trace, c) for c in side_configs(schedulers, picks)]
         if joins or (yield from self.machine_alone()):
             job.run(lambda job: workload_work(schedulers, workload, job), None if joins else self.gate)
-            yield from job.follow(lambda final, tick: view(job, self.out, charts=tick % 3 == 0, final=final),
-                                  every=1.0)
+            draw = shared_frame if joins else alone_frame
+            yield from job.follow(lambda final, tick: draw(job, self.out, tick, final), every=1.0)
 
     def start_sweep(self, form: SweepForm, job: ServeJob):
         """Make the sweep's scheduler and inputs, wait for the machine alone (or join the room's loop), sweep, redraw
@@ -309,6 +311,35 @@ def share_requests(schedulers, share: int | None) -> None:
             scheduler.max_concurrency = min(share, scheduler.max_concurrency or share)
             if hasattr(scheduler.source, "yielding"):
                 scheduler.source = scheduler.source.yielding(ATTENDEE_PRIORITY)
+
+
+def alone_frame(job, out, tick: int, final: bool) -> dict:
+    """A run on the machine alone redraws its status, Gantt and tables each second, its other charts every third."""
+    return view(job, out, charts=tick % 3 == 0, final=final)
+
+
+SHARED_NOTE = (" · sharing the room's engine: the timeline, tables and charts redraw every {every} s, drawing "
+               "them is CPU the room's requests share")
+
+
+def shared_drawn(tick: int, every: int = SHARED_DRAW_EVERY) -> bool:
+    """Whether a shared run's frame `tick` (one a second, from 0) draws the whole view: every `every`-th, from the
+    `every`-th (the first seconds have little to draw, and they are the room's requests' first tokens).
+
+    >>> [tick for tick in range(12) if shared_drawn(tick)]
+    [4, 9]
+    """
+    return tick % every == every - 1
+
+
+def shared_frame(job, out, tick: int, final: bool, every: int = SHARED_DRAW_EVERY) -> dict:
+    """A run that joined the room's loop (an attendee's): drawing its figures runs on the server's cores, beside the
+    room's requests, so its frames carry the status and lesson lines each second, the whole view when
+    `shared_drawn` and at the end."""
+    if final or shared_drawn(tick, every):
+        return view(job, out, charts=True, final=final)
+    note = "" if job.error else html.escape(SHARED_NOTE.format(every=every))
+    return {out.status: status_text(job) + note, out.lesson: lesson_text(job)}
 
 
 ATTENDEE_PRIORITY = 1   # an attendee's Serve run in a served room: its requests yield to the people's

@@ -12,7 +12,7 @@ from playground.registry import SourceRegistry
 from playground.ui.machine_gate import MachineGate
 from playground.ui.serve_job import ServeJob
 from playground.ui.serve_layout import NONE, ServeForm, SweepForm
-from playground.ui.serve_tab import ServeHandlers, rejudge
+from playground.ui.serve_tab import SHARED_DRAW_EVERY, ServeHandlers, rejudge, shared_frame
 from playground.ui.serve_views import OUTPUTS
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")   # gr.Warning outside an event warns
@@ -173,6 +173,14 @@ def test_a_workload_through_the_apps_own_endpoint_joins_the_loop_instead_of_hold
         spans = [(r.admitted, r.finished) for r in records]
         assert max(sum(a <= t < b for a, b in spans) for t, _ in spans) == 4
         assert sum(r.admitted > r.arrival + 0.01 for r in records) >= 2   # all six arrived at once: two waited
+        # its figures are drawn on the room's cores: each second the status and lesson lines, the whole view every
+        # fifth second and at the end; the status says why the timeline and charts wait
+        assert "gantt_a" in frames[-1] and "download" in frames[-1]
+        light, whole = (shared_frame(job, handlers.out, tick, final=False) for tick in (0, SHARED_DRAW_EVERY - 1))
+        assert set(light) == {"status", "lesson"} and f"redraw every {SHARED_DRAW_EVERY} s" in light["status"]
+        assert {"gantt_a", "requests_a", "kv_map_a"} <= set(whole) and "redraw every" not in whole["status"]
+        running = [f for f in frames[:-1] if "lesson" in f]   # its first second: the lines alone
+        assert running and all(set(f) == {"status", "lesson"} for f in running), [sorted(f) for f in running]
         job.close()
         # the presenter, key typed, runs the workload as it is: every request sent at once
         job = ServeJob()

@@ -16,7 +16,7 @@ from playground.registry import SourceRegistry
 from playground.ui import build_demo
 from playground.ui.forms import api_args
 from playground.ui.machine_gate import MachineGate
-from playground.ui.serve_layout import ServeForm, SweepForm
+from playground.ui.serve_layout import SHARED_DRAW_EVERY, ServeForm, SweepForm
 from playground.ui.serve_views import OUTPUTS
 from tests.fakes import SlowBackend
 from tests.helpers import free_port, generate_args, generated, trace_from, wait_for
@@ -233,6 +233,7 @@ def test_in_a_served_room_only_the_runs_caption_promises_a_clients_share(tiny_en
             and b.value.startswith("This room is served")]
     run, sweep = said   # the Run form's caption, then the sweeps'
     assert f"at most {room.client_share} of its requests in flight at once" in run and "priority 1" in run
+    assert f"charts redraw every {SHARED_DRAW_EVERY} s" in run
     assert "in flight" not in sweep and sweep.endswith("(its figures are shared ones).")
 
 
