@@ -344,7 +344,7 @@ def shared_frame(job, out, tick: int, final: bool, every: int = SHARED_DRAW_EVER
 
 ATTENDEE_PRIORITY = 1   # an attendee's Serve run in a served room: its requests yield to the people's
 WATCH_FOR = 30 * 60   # seconds a page watches the clients before it stops by itself
-CHARTS_EVERY = 5      # the Watch view's frames (one a second) its charts are drawn in: every fifth, and the last
+CHARTS_EVERY = 10     # the Watch view's frames (one a second) its charts are drawn in: every tenth, and the last
 UNSENT = object()
 
 
@@ -353,8 +353,8 @@ class Frames:
     (a line, a table), the charts and the table per class only when drawn (every CHARTS_EVERY-th frame and the last). The page then redraws
     what changed, not every output each second: a chart redrawn is the browser's largest task.
 
-    >>> frames = Frames()
-    >>> [frames.charts() for _ in range(CHARTS_EVERY + 1)]
+    >>> frames = Frames(every=5)
+    >>> [frames.charts() for _ in range(6)]
     [True, False, False, False, False, True]
     >>> frames.changed({"line": "a", "table": {"value": [[1]]}}), frames.changed({"line": "b", "table": {"value": [[1]]}})
     ({'line': 'a', 'table': {'value': [[1]]}}, {'line': 'b'})

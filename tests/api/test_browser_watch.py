@@ -110,7 +110,7 @@ def test_the_watch_view_tells_the_room_apart_on_a_projector(monkeypatch, tmp_pat
             line = page.evaluate("document.querySelector('#serve-clients-status').innerText")
             assert counted in line, line
             assert "8 requests" in line and "3 refused" in line and "0 preempted" in line, line
-            # the charts are redrawn every fifth frame (serve_tab.CHARTS_EVERY): wait for the one that holds them all
+            # the charts are redrawn every tenth frame (serve_tab.CHARTS_EVERY): wait for the one that holds them all
             page.wait_for_function(f"({GANTT})()?.traces.map((t) => t.name).join('|').includes('{CANCELLED}')"
                                    f" && ({GANTT})().rows.filter((r) => r.startsWith('refused')).length === 3",
                                    timeout=30_000)

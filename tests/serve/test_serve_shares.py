@@ -157,3 +157,5 @@ def test_the_watch_view_draws_the_newest_requests_and_a_compact_kv_map():
     assert sum(x is None for t in bands for x in t.x) == WATCH_ROWS   # a band a request shown, apart
     hovers = next(t for t in kv_map.data if t.name == "requests").text
     assert len(hovers) == WATCH_ROWS and hovers[-1] == f"slot {(n - 1) % 4}: request #{n - 1} (short), up to 24 of 64 positions"
+    # no axis measures its labels to hide those past the figure's edge (a forced layout a label, per label drawn)
+    assert {fig.layout[axis].ticklabeloverflow for fig in (gantt, kv_map) for axis in ("xaxis", "yaxis")} == {"allow"}
