@@ -318,8 +318,8 @@ def alone_frame(job, out, tick: int, final: bool) -> dict:
     return view(job, out, charts=tick % 3 == 0, final=final)
 
 
-SHARED_NOTE = (" · sharing the room's engine: the timeline, tables and charts redraw every {every} s, drawing "
-               "them is CPU the room's requests share")
+SHARED_NOTE = (" · sharing the room's engine: the timeline, tables and charts redraw every {every} s (drawing them "
+               "takes CPU from the room's requests)")
 
 
 def shared_drawn(tick: int, every: int = SHARED_DRAW_EVERY) -> bool:

@@ -209,10 +209,9 @@ def watch_charts(result, refusals, rows: int = WATCH_ROWS):
         gantt.layout.title.text += f" · the newest {len(shown)} of {len(recs)} requests"
     kv_map = on_time_axis(plot_kv_map(result, compact=True), x_range)
     for fig in (gantt, kv_map):
-        fig.update_xaxes(title_text=WATCH_AXIS)
         # Plotly hides a label past the figure's edge by measuring every label once per label drawn (a forced layout
         # each, the largest part of a redraw with a row label per request): the margins hold them, so none is hidden
-        fig.update_xaxes(ticklabeloverflow="allow")
+        fig.update_xaxes(title_text=WATCH_AXIS, ticklabeloverflow="allow")
         fig.update_yaxes(ticklabeloverflow="allow")
     return gantt, kv_map
 
